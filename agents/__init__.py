@@ -1,0 +1,9 @@
+"""Agents: a typed config dataclass + a factory per agent, with hyper-parameter sweeps.
+
+`load(name, **overrides)` gives a configured agent; `sweep(name)` its sweep; `names()`.
+"""
+
+from agents import baselines, beta_bernoulli  # noqa: F401  (register the agents)
+from agents.registry import AGENTS, ConfiguredAgent, load, names, register, sweep
+
+__all__ = ["AGENTS", "ConfiguredAgent", "load", "names", "register", "sweep"]

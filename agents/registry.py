@@ -1,0 +1,97 @@
+"""The agent registry: name -> (config dataclass, factory, hyper-parameter sweep).
+
+An agent factory is `make(config) -> Agent`, where the Agent is
+`(train_data, prior_knowledge) -> predictive`. `load(name, **overrides)` returns a
+`ConfiguredAgent`: the agent with its name and validated config attached, so runners can
+record and hash exactly what ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from testbed.base import PriorKnowledge
+from testbed.config import config_as_dict, with_overrides
+from testbed.registry import Registry
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentEntry:
+    name: str
+    config_cls: type
+    make: Callable[[Any], Any]
+    sweep: Callable[[], list[Any]] | None
+    description: str
+
+
+AGENTS: Registry[AgentEntry] = Registry("agent")
+
+
+def register(name: str, config_cls: type, sweep: Callable[[], list[Any]] | None = None):
+    """Decorator on `make(config) -> Agent`: registers agent `name` with its config class.
+
+    `sweep() -> list[config]` is the agent's hyper-parameter sweep (default: one config).
+    """
+
+    def add(make: Callable[[Any], Any]):
+        doc = (make.__doc__ or config_cls.__doc__ or "").strip().splitlines()
+        AGENTS.register(name, AgentEntry(name, config_cls, make, sweep, doc[0] if doc else ""))
+        return make
+
+    return add
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfiguredAgent:
+    """A registered agent with one config: call it like any agent."""
+
+    name: str
+    config: Any
+
+    @property
+    def entry(self) -> AgentEntry:
+        return AGENTS.get(self.name)
+
+    def build(self) -> Any:
+        return self.entry.make(self.config)
+
+    @property
+    def uses_problem(self) -> bool:
+        return bool(getattr(self.entry.make, "uses_problem", False))
+
+    def from_problem(self, problem: Any) -> Any:
+        return self.build()(problem)
+
+    def __call__(self, train_data: Any, prior_knowledge: PriorKnowledge) -> Any:
+        return self.build()(train_data, prior_knowledge)
+
+    def config_dict(self) -> dict[str, Any]:
+        return config_as_dict(self.config)
+
+    @property
+    def key(self) -> str:
+        """A stable hash of (name, config): the same config always gives the same key."""
+        text = json.dumps({"agent": self.name, "config": self.config_dict()}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load(name: str, **overrides: Any) -> ConfiguredAgent:
+    """The agent `name` with its default config and `overrides` (checked by field and type)."""
+    entry = AGENTS.get(name)
+    config = with_overrides(entry.config_cls(), overrides, where=f"agent {name}")
+    return ConfiguredAgent(name, config)
+
+
+def sweep(name: str) -> list[ConfiguredAgent]:
+    """The agent's hyper-parameter sweep (its default config alone if it has none)."""
+    entry = AGENTS.get(name)
+    configs = entry.sweep() if entry.sweep is not None else [entry.config_cls()]
+    return [ConfiguredAgent(name, c) for c in configs]
+
+
+def names() -> list[str]:
+    return AGENTS.names()

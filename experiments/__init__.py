@@ -1,0 +1,1 @@
+"""The command line and runnable experiments that reproduce the papers' figures."""

@@ -1,0 +1,28 @@
+"""Problems: classification environments, simulator tasks, conjugate models, real data.
+
+`load(problem_id)` builds a seeded problem; `sweep_ids(name)` lists a sweep's ids;
+`problem_settings(problem_id)` gives the settings the leaderboard joins on.
+"""
+
+from generative import coin  # noqa: F401  (registers the family)
+from generative.registry import (
+    FAMILIES,
+    SWEEPS,
+    load,
+    problem_settings,
+    register_family,
+    register_sweep,
+    sweep_ids,
+    sweep_names,
+)
+
+__all__ = [
+    "FAMILIES",
+    "SWEEPS",
+    "load",
+    "problem_settings",
+    "register_family",
+    "register_sweep",
+    "sweep_ids",
+    "sweep_names",
+]

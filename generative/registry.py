@@ -1,0 +1,97 @@
+"""The problem registry: problem families (id -> settings -> Problem) and named sweeps.
+
+A problem id is `family/rest` (`classification_2d/75`, `sbi/two_moons/10000/1`). A family
+maps `rest` to a settings dict (plain values, joined onto leaderboard rows) and builds a
+seeded problem from the settings. A sweep is a named, ordered list of problem ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from testbed.base import Problem
+from testbed.errors import InputError, bad_value
+from testbed.registry import Registry
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemFamily:
+    """`settings(rest) -> dict` (raises InputError for an unknown rest), `build(settings)`."""
+
+    name: str
+    settings: Callable[[str], dict[str, Any]]
+    build: Callable[[dict[str, Any]], Problem]
+    description: str = ""
+
+
+FAMILIES: Registry[ProblemFamily] = Registry("problem family")
+SWEEPS: Registry[Callable[[], list[str]]] = Registry("sweep")
+
+
+def register_family(name: str, settings: Callable[[str], dict[str, Any]], description: str = ""):
+    """Decorator on `build(settings) -> Problem`: registers the family `name`."""
+
+    def add(build: Callable[[dict[str, Any]], Problem]):
+        FAMILIES.register(name, ProblemFamily(name, settings, build, description))
+        return build
+
+    return add
+
+
+def register_sweep(name: str):
+    """Decorator on `() -> list[str]` of problem ids: registers the sweep `name`."""
+
+    def add(ids: Callable[[], list[str]]):
+        SWEEPS.register(name, ids)
+        return ids
+
+    return add
+
+
+def split_id(problem_id: str) -> tuple[ProblemFamily, str]:
+    if not isinstance(problem_id, str) or "/" not in problem_id:
+        raise InputError(
+            f"problem id: got {problem_id!r}; allowed: 'family/...' with family one of: "
+            + ", ".join(FAMILIES.names())
+        )
+    family, rest = problem_id.split("/", 1)
+    if family not in FAMILIES:
+        raise bad_value("problem family", family, FAMILIES.names())
+    return FAMILIES.get(family), rest
+
+
+def problem_settings(problem_id: str) -> dict[str, Any]:
+    """The settings of a problem id (what the leaderboard joins onto results)."""
+    family, rest = split_id(problem_id)
+    return {"family": family.name, **family.settings(rest)}
+
+
+def load(problem_id: str) -> Problem:
+    """The seeded problem for an id: the same id always gives the same problem."""
+    family, rest = split_id(problem_id)
+    problem = family.build(family.settings(rest))
+    return problem
+
+
+def sweep_ids(name: str) -> list[str]:
+    """The problem ids of a registered sweep, in order."""
+    return list(SWEEPS.get(name)())
+
+
+def sweep_names() -> list[str]:
+    return SWEEPS.names()
+
+
+def index_settings(sweep: str, rest: str, table: list[dict[str, Any]]) -> dict[str, Any]:
+    """Settings for `rest` = an index into `table` (the usual `sweep/i` id form)."""
+    try:
+        i = int(rest)
+    except ValueError:
+        i = -1
+    if not (0 <= i < len(table)) or str(i) != rest:
+        raise InputError(
+            f"problem id: got '{sweep}/{rest}'; allowed: '{sweep}/i' with i in 0..{len(table) - 1}"
+        )
+    return dict(table[i])

@@ -1,0 +1,1 @@
+"""Leaderboard: sweeps over (agent config x problem id), the results store, scoring, report."""

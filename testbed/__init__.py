@@ -1,0 +1,35 @@
+"""testbed core: interfaces, estimators, metrics and `evaluate`.
+
+This package imports no other package of the project.
+"""
+
+from testbed import metrics
+from testbed.base import (
+    Agent,
+    Data,
+    EpistemicSampler,
+    FiniteSampler,
+    PosteriorEstimate,
+    PriorKnowledge,
+    Problem,
+    Quality,
+)
+from testbed.errors import InputError
+from testbed.evaluate import evaluate, train
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "Data",
+    "EpistemicSampler",
+    "FiniteSampler",
+    "InputError",
+    "PosteriorEstimate",
+    "PriorKnowledge",
+    "Problem",
+    "Quality",
+    "evaluate",
+    "metrics",
+    "train",
+]

@@ -1,0 +1,156 @@
+"""The interfaces every problem, agent and evaluator agrees on.
+
+Every problem is a conditional prediction problem: from pairs drawn from a joint
+distribution, learn p(target | input). An agent trains on what the problem gives and
+returns a *predictive*; the problem scores the predictive and returns a `Quality`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from testbed.errors import InputError
+
+Array = Any  # a numpy, JAX or torch array
+PRNGKey = jax.Array
+
+
+class Data(NamedTuple):
+    """Examples along the leading axis: x [n, ...] inputs, y [n, ...] targets."""
+
+    x: Array
+    y: Array
+
+
+@dataclasses.dataclass(frozen=True)
+class PriorKnowledge:
+    """What an agent may know about the problem before it sees the data.
+
+    Agents use it to scale regularisation (e.g. sqrt(temperature) * input_dim / num_train)
+    and to size their outputs. `extra` holds family-specific facts (e.g. a simulator's
+    parameter dimension); it must not carry the answer.
+    """
+
+    input_dim: int
+    num_train: int
+    num_classes: int = 1
+    tau: int = 1
+    temperature: float | None = None
+    noise_std: float | None = None
+    layers: int | None = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@runtime_checkable
+class EpistemicSampler(Protocol):
+    """One sampled function of the agent's predictive: `(x [n, d], key) -> logits [n, C]`.
+
+    One key is one coherent function for *all* rows of x: calling twice with the same key
+    returns the same logits, and the rows of one call are the function at each input.
+    That is what makes joint predictions meaningful. Any Python callable works (JAX,
+    PyTorch, scikit-learn); a JAX-traceable sampler is vmapped over keys by the
+    evaluators, any other is looped.
+    """
+
+    def __call__(self, x: Array, key: PRNGKey) -> Array: ...
+
+
+class FiniteSampler:
+    """A sampler with K distinct functions (an ensemble, a set of MCMC snapshots).
+
+    `all_logits(x) -> [K, n, C]` gives every function at once; a key selects one member
+    uniformly (`index(key)`). Evaluators use the structure: M sampled keys are K function
+    evaluations and a histogram of indices, not M evaluations.
+    """
+
+    def __init__(self, all_logits: Callable[[Array], Array], num_functions: int):
+        if int(num_functions) < 1:
+            raise InputError(f"num_functions: got {num_functions!r}; allowed: an integer >= 1")
+        self.all_logits = all_logits
+        self.num_functions = int(num_functions)
+
+    def index(self, key: PRNGKey) -> jax.Array:
+        """The member a key selects: uniform over the K functions."""
+        return jax.random.randint(key, (), 0, self.num_functions)
+
+    def __call__(self, x: Array, key: PRNGKey) -> Array:
+        return jnp.take(self.all_logits(x), self.index(key), axis=0)
+
+
+@runtime_checkable
+class PosteriorEstimate(Protocol):
+    """An approximate posterior q(theta | x).
+
+    `sample(x_o, num_samples, seed) -> [num_samples, dim_theta]` is required;
+    `log_prob(theta, x_o)` and `inverse_transform(theta, x)` (flows, for L-C2ST-NF) are
+    optional. Objects with the `sbi` package's posterior shape (`sample(shape, x=...)`)
+    are accepted as they are through an adapter where posterior problems score them.
+    """
+
+    def sample(self, x_o: Array, num_samples: int, seed: int) -> Array: ...
+
+
+Predictive = EpistemicSampler | PosteriorEstimate | Any
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """Trains on what a problem gives and returns a predictive.
+
+    `agent(train_data, prior_knowledge) -> predictive`. For classification problems
+    `train_data` is a `Data`; for simulator problems it is the problem's simulation
+    access (prior, budgeted simulator, observation).
+    """
+
+    def __call__(self, train_data: Any, prior_knowledge: PriorKnowledge) -> Predictive: ...
+
+
+@runtime_checkable
+class Problem(Protocol):
+    """A seeded problem: data for the agent, knowledge for the agent, and a scorer."""
+
+    @property
+    def train_data(self) -> Any: ...
+
+    @property
+    def prior_knowledge(self) -> PriorKnowledge: ...
+
+    def evaluate(self, predictive: Predictive) -> Quality: ...
+
+
+class Quality(dict):
+    """A flat `dict[str, float]` of metrics and diagnostics: one leaderboard row.
+
+    Values are converted to Python floats; non-finite values are kept (and flagged by
+    the leaderboard's scoring), never silently replaced.
+    """
+
+    def __init__(self, mapping: Mapping[str, Any] | None = None, **kwargs: Any):
+        super().__init__()
+        for k, v in {**(mapping or {}), **kwargs}.items():
+            self[k] = v
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if not isinstance(key, str):
+            raise InputError(f"Quality key: got {key!r}; allowed: a string")
+        try:
+            value = float(np.asarray(value).item()) if not isinstance(value, bool) else float(value)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"Quality[{key!r}]: got {value!r}; allowed: a number") from e
+        super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # keep the checks of __setitem__
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    @property
+    def finite(self) -> bool:
+        """True when every value is finite."""
+        return all(math.isfinite(v) for v in self.values())

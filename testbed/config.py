@@ -1,0 +1,170 @@
+"""Typed config dataclasses: overrides by name with type checks, and field validators.
+
+Configs are frozen dataclasses; `with_overrides` builds a new one from user overrides
+(Python values or command-line strings) and rejects unknown fields and ill-typed values
+with a message naming the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, TypeVar
+
+from testbed.errors import InputError, bad_value
+
+C = TypeVar("C")
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of: " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        args = typing.get_args(tp)
+        inner = _describe(args[0]) if args else "any"
+        return f"a tuple of {inner} (e.g. 50,50)"
+    if tp is type(None):
+        return "None"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def _coerce(tp: Any, value: Any, field: str) -> Any:
+    """Returns `value` as type `tp` (parsing strings from the command line) or raises."""
+    origin = typing.get_origin(tp)
+    fail = InputError(f"{field}: got {value!r}; allowed: {_describe(tp)}")
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None or (isinstance(value, str) and value.lower() == "none"):
+            if type(None) in args:
+                return None
+            raise fail
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(a, value, field)
+            except InputError:
+                continue
+        raise fail
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        for a in allowed:
+            if value == a or (isinstance(value, str) and str(a) == value):
+                return a
+        raise bad_value(field, value, allowed)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if isinstance(value, str):
+            text = value.strip().strip("()[]")
+            value = [v for v in text.split(",") if v.strip()] if text else []
+        if not isinstance(value, Iterable) or isinstance(value, Mapping):
+            raise fail
+        inner = args[0] if args else Any
+        return tuple(_coerce(inner, v, field) if inner is not Any else v for v in value)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise fail
+    if tp is int:
+        if isinstance(value, bool):
+            raise fail
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                f = float(value)
+            except ValueError:
+                raise fail from None
+            if f.is_integer():
+                return int(f)
+        raise fail
+    if tp is float:
+        if isinstance(value, bool):
+            raise fail
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                raise fail from None
+        raise fail
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise fail
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise fail
+    return value
+
+
+def field_types(config_cls: type) -> dict[str, Any]:
+    """The resolved type of each init field of a config dataclass."""
+    hints = typing.get_type_hints(config_cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(config_cls) if f.init}
+
+
+def with_overrides(config: C, overrides: Mapping[str, Any], *, where: str = "") -> C:
+    """A copy of `config` with `overrides` applied, each checked against the field's type."""
+    types_ = field_types(type(config))
+    prefix = f"{where}: " if where else ""
+    changes = {}
+    for name, value in overrides.items():
+        if name not in types_:
+            raise InputError(
+                f"{prefix}unknown setting {name!r}; allowed: {', '.join(sorted(types_))}"
+            )
+        changes[name] = _coerce(types_[name], value, f"{prefix}{name}")
+    try:
+        return dataclasses.replace(config, **changes)
+    except InputError as e:  # a validator in __post_init__: say where
+        raise InputError(f"{prefix}{e}") from None
+
+
+def config_as_dict(config: Any) -> dict[str, Any]:
+    """A JSON-friendly dict of a config (tuples become lists)."""
+    return {
+        k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()
+    }
+
+
+# Validators for __post_init__: each raises an InputError naming the field.
+
+
+def check_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise InputError(f"{name}: got {value!r}; allowed: a number > 0")
+
+
+def check_nonnegative(name: str, value: float) -> None:
+    if not value >= 0:
+        raise InputError(f"{name}: got {value!r}; allowed: a number >= 0")
+
+
+def check_at_least(name: str, value: int, low: int) -> None:
+    if not value >= low:
+        raise InputError(f"{name}: got {value!r}; allowed: an integer >= {low}")
+
+
+def check_in_range(name: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:
+        raise InputError(f"{name}: got {value!r}; allowed: a number in [{low}, {high}]")
+
+
+def check_one_of(name: str, value: Any, allowed: Iterable[Any]) -> None:
+    allowed = list(allowed)
+    if value not in allowed:
+        raise bad_value(name, value, allowed)

@@ -1,0 +1,44 @@
+"""A name -> entry table with clear errors: one registry per kind (problems, agents, metrics)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+from testbed.errors import InputError, bad_value
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Entries by unique name. `register` works as a call or as a decorator."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str, entry: T | None = None) -> Callable[[T], T] | T:
+        def add(item: T) -> T:
+            if name in self._entries:
+                raise InputError(f"{self.kind} {name!r} is registered twice")
+            self._entries[name] = item
+            return item
+
+        return add if entry is None else add(entry)
+
+    def get(self, name: str) -> T:
+        if name not in self._entries:
+            raise bad_value(self.kind, name, sorted(self._entries))
+        return self._entries[name]
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,53 @@
+"""The command line: tables, JSON, and one-line errors with exit status 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from experiments.cli import main
+
+
+def test_run_json(capsys):
+    assert main(["run", "--agent", "uniform", "--problem", "coin/2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["agent"] == "uniform" and out["settings"]["p"] == 0.2
+    assert out["quality"]["kl_estimate"] > 0
+
+
+def test_list_agents_table(capsys):
+    assert main(["list", "agents"]) == 0
+    assert "beta_bernoulli" in capsys.readouterr().out
+
+
+def test_list_sweeps_json(capsys):
+    assert main(["list", "sweeps", "--json"]) == 0
+    sweeps = {r["sweep"]: r["problems"] for r in json.loads(capsys.readouterr().out)}
+    assert sweeps["coin"] == 18
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "--agent", "nope", "--problem", "coin/1"], "agent: got 'nope'"),
+        (["run", "--agent", "uniform", "--problem", "coin/x"], "problem id"),
+        (["run", "--agent", "beta_bernoulli", "--problem", "coin/1", "--set", "zz=1"], "zz"),
+        (["run", "--agent", "beta_bernoulli", "--problem", "coin/1", "--set", "a=x"], "a: got 'x'"),
+        (["run", "--agent", "beta_bernoulli", "--problem", "coin/1", "--set", "a"], "key=value"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_console_script_exit_status():
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "run", "--agent", "x", "--problem", "coin/1"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("testbed: error:") and proc.stderr.count("\n") == 1

@@ -1,0 +1,153 @@
+"""The plumbing: registries, configs, Quality, evaluate and the coin problem's exact KL."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from scipy.special import betaln, gammaln
+
+import agents
+import generative
+import testbed
+from testbed.config import with_overrides
+from testbed.errors import InputError
+
+
+def bernoulli_kl(p, q):
+    return p * math.log(p / q) + (1 - p) * math.log((1 - p) / (1 - q))
+
+
+def beta_binomial_kl(p, a, b, tau):
+    """KL(Bernoulli(p)^tau || Beta(a, b)-mixture) over sequences, by number of heads."""
+    total = 0.0
+    for k in range(tau + 1):
+        log_choose = gammaln(tau + 1) - gammaln(k + 1) - gammaln(tau - k + 1)
+        log_p_seq = k * math.log(p) + (tau - k) * math.log(1 - p)
+        log_q_seq = betaln(a + k, b + tau - k) - betaln(a, b)
+        total += math.exp(log_choose + log_p_seq) * (log_p_seq - log_q_seq)
+    return total
+
+
+def test_public_api_names_import():
+    for name in [
+        "Data",
+        "PriorKnowledge",
+        "EpistemicSampler",
+        "PosteriorEstimate",
+        "Agent",
+        "Problem",
+        "Quality",
+        "evaluate",
+        "metrics",
+    ]:
+        assert hasattr(testbed, name)
+    assert callable(generative.load) and callable(generative.sweep_ids)
+    assert callable(agents.load)
+
+
+def test_coin_sweep_and_settings():
+    ids = generative.sweep_ids("coin")
+    assert len(ids) == 18
+    s = generative.problem_settings("coin/16")
+    assert s == {
+        "family": "coin",
+        "p": 0.9,
+        "num_train": 10,
+        "tau": 5,
+        "seed": 8,
+        "num_enn_samples": 1000,
+    }
+    # pairing: index j (tau=1) and j+9 (tau=5) share coin, data and estimator key
+    a, b = generative.load("coin/7"), generative.load("coin/16")
+    np.testing.assert_array_equal(a.train_data.y, b.train_data.y)
+
+
+@pytest.mark.parametrize("problem_id", ["coin/4", "coin/13"])
+def test_oracle_kl_is_zero(problem_id):
+    q = testbed.evaluate(agents.load("oracle"), generative.load(problem_id))
+    assert abs(q["kl_estimate"]) < 1e-5
+    assert q["train_seconds"] >= 0 and q["evaluation_seconds"] > 0
+
+
+@pytest.mark.parametrize("problem_id", ["coin/1", "coin/17"])
+def test_uniform_kl_closed_form(problem_id):
+    problem = generative.load(problem_id)
+    q = testbed.evaluate(agents.load("uniform"), problem)
+    expected = problem.tau * bernoulli_kl(problem.p, 0.5)
+    assert q["kl_estimate"] == pytest.approx(expected, rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("problem_id", ["coin/1", "coin/14"])
+def test_posterior_mean_agent_exact_kl(problem_id):
+    problem = generative.load(problem_id)
+    y = problem.train_data.y
+    p_hat = (1 + y.sum()) / (2 + len(y))
+    q = testbed.evaluate(agents.load("beta_bernoulli", predictive="mean"), problem)
+    assert q["kl_estimate"] == pytest.approx(problem.tau * bernoulli_kl(problem.p, p_hat), rel=1e-4)
+
+
+def test_posterior_agent_matches_beta_binomial():
+    problem = generative.load("coin/13")  # p = 0.5, n = 10, tau = 5
+    problem.num_enn_samples = 20_000
+    y = problem.train_data.y
+    a, b = 1 + y.sum(), 1 + len(y) - y.sum()
+    q = testbed.evaluate(agents.load("beta_bernoulli"), problem)
+    exact = beta_binomial_kl(problem.p, a, b, problem.tau)
+    # Monte-Carlo mixture error: the mixture probability of a sequence has relative sd
+    # at most sqrt(E[theta^2k (1-theta)^2(tau-k)] / E[.]^2 / M) ~ 2.3 / sqrt(M) here.
+    tol = 4 * 2.3 / math.sqrt(problem.num_enn_samples)
+    assert q["kl_estimate"] == pytest.approx(exact, abs=tol)
+    assert exact > 0.01  # not trivially zero
+
+
+def test_agent_overrides_are_checked():
+    assert agents.load("beta_bernoulli", a="2.5").config.a == 2.5
+    with pytest.raises(InputError, match="unknown setting 'c'"):
+        agents.load("beta_bernoulli", c=1)
+    with pytest.raises(InputError, match="a: got 'x'"):
+        agents.load("beta_bernoulli", a="x")
+    with pytest.raises(InputError, match="a: got -1"):
+        agents.load("beta_bernoulli", a=-1)
+    with pytest.raises(InputError, match="predictive: got 'foo'.*posterior, mean"):
+        agents.load("beta_bernoulli", predictive="foo")
+    with pytest.raises(InputError, match="agent: got 'nope'"):
+        agents.load("nope")
+
+
+def test_typed_overrides_cover_tuples_optionals_and_bools():
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        hidden: tuple[int, ...] = (50, 50)
+        rate: float | None = None
+        flag: bool = False
+        steps: int = 10
+
+    c = with_overrides(Cfg(), {"hidden": "100,100", "rate": "0.5", "flag": "true", "steps": "1e3"})
+    assert c == Cfg(hidden=(100, 100), rate=0.5, flag=True, steps=1000)
+    assert with_overrides(Cfg(), {"rate": "none"}).rate is None
+    with pytest.raises(InputError, match="steps: got 1.5"):
+        with_overrides(Cfg(), {"steps": 1.5})
+    with pytest.raises(InputError, match="flag: got 'maybe'"):
+        with_overrides(Cfg(), {"flag": "maybe"})
+
+
+def test_agent_key_is_stable_and_config_sensitive():
+    assert agents.load("beta_bernoulli").key == agents.load("beta_bernoulli").key
+    assert agents.load("beta_bernoulli").key != agents.load("beta_bernoulli", a=2).key
+
+
+def test_quality_is_flat_floats():
+    q = testbed.Quality(a=np.float32(1.5), b=np.array(2))
+    assert q == {"a": 1.5, "b": 2.0} and all(type(v) is float for v in q.values())
+    with pytest.raises(InputError, match="Quality\\['c'\\]"):
+        testbed.Quality(c="text")
+
+
+def test_unknown_problem_ids():
+    with pytest.raises(InputError, match="problem family: got 'nofamily'"):
+        generative.load("nofamily/1")
+    with pytest.raises(InputError, match="coin/i' with i in 0..17"):
+        generative.load("coin/18")
+    with pytest.raises(InputError, match="family/"):
+        generative.load("coin")
