@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from testbed.base import PRNGKey
+from testbed.random_partition import partition_log_likelihood
 from testbed.sampled_functions import apply_functions
 
 
@@ -96,3 +97,50 @@ def enumerate_joint_kl(
         log_q = np.logaddexp.reduce(s)
         total += np.exp(log_p) * (log_p - log_q)
     return float(total)
+
+
+def partition_log_likelihoods(
+    sampler: Callable,
+    x: jax.Array,
+    y: jax.Array,
+    keys: jax.Array,
+    partition_key: PRNGKey,
+    *,
+    num_classes: int | None = None,
+    num_hyperplanes: int = 7,
+    batch_chunk: int = 100,
+    chunk_size: int = 64,
+) -> jax.Array:
+    """Random-partition estimate of log p_agent(y_1:tau | x_1:tau) for each batch: [N].
+
+    Same inputs as `joint_log_likelihoods`; each batch gets its own hyperplanes (from
+    `partition_key`). Batches are processed in chunks to bound memory for large tau.
+    """
+    x = jnp.asarray(x)
+    y = jnp.asarray(y, jnp.int32)
+    num_batches, tau = y.shape
+    batch_keys = jax.random.split(partition_key, num_batches)
+    num_samples = keys.shape[0]
+    per_batch = jax.jit(
+        jax.vmap(
+            lambda lp, yb, k, lw: partition_log_likelihood(
+                lp, lw, yb, k, num_samples, num_hyperplanes=num_hyperplanes
+            ),
+            in_axes=(1, 0, 0, None),
+        )
+    )
+    out = []
+    for start in range(0, num_batches, batch_chunk):
+        xb, yb = x[start : start + batch_chunk], y[start : start + batch_chunk]
+        n = yb.shape[0]
+        x_flat = xb.reshape((n * tau,) + xb.shape[2:])
+        funcs = apply_functions(
+            sampler,
+            x_flat,
+            keys,
+            lambda lp, n=n: lp.reshape(n, tau, lp.shape[-1]),
+            num_classes=num_classes,
+            chunk_size=chunk_size,
+        )
+        out.append(per_batch(funcs.values, yb, batch_keys[start : start + n], funcs.log_weights))
+    return jnp.concatenate(out)

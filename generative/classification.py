@@ -1,0 +1,226 @@
+"""Random-MLP classification environments and the Neural Testbed's problem sweeps.
+
+An environment is one random ReLU MLP (testbed.random_mlp) with softmax(logits / T)
+label probabilities and N(0, I) inputs. A problem trains the agent on `num_train` pairs and
+scores the joint KL over tau test inputs (i.i.d. Gaussian, or dyadic: kappa = 2 anchors
+drawn with replacement). Problems with the same index in the tau = 1 and tau = 10 halves
+of a sweep share environment, training data and estimator key (the seed restarts per tau).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from functools import cached_property
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from generative.registry import index_settings, register_family, register_sweep
+from generative.test_inputs import gaussian_inputs, polyadic_gaussian_inputs
+from testbed.accuracy import accuracy, expected_calibration_error, mean_probs
+from testbed.base import Data, PriorKnowledge, Quality
+from testbed.config import check_at_least, check_one_of, check_positive
+from testbed.joint_kl import (
+    joint_log_likelihoods,
+    partition_log_likelihoods,
+    sample_keys,
+    summarize_kl,
+)
+from testbed.random_mlp import sample_logit_fn
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassificationSettings:
+    """Everything that defines a classification problem (joined onto leaderboard rows)."""
+
+    input_dim: int
+    num_train: int
+    temperature: float
+    tau: int
+    seed: int
+    num_classes: int = 2
+    test_design: Literal["gaussian", "dyadic"] = "gaussian"
+    kappa: int = 2
+    num_test_seeds: int = 1000
+    num_enn_samples: int = 1000
+    hidden: tuple[int, ...] = (50, 50)
+    # tau above this uses the random-partition estimator (as the reference: tau > 10).
+    max_tau_monte_carlo: int = 10
+
+    def __post_init__(self):
+        check_at_least("input_dim", self.input_dim, 1)
+        check_at_least("num_train", self.num_train, 0)
+        check_positive("temperature", self.temperature)
+        check_at_least("tau", self.tau, 1)
+        check_at_least("num_classes", self.num_classes, 2)
+        check_one_of("test_design", self.test_design, ("gaussian", "dyadic"))
+        check_at_least("num_test_seeds", self.num_test_seeds, 1)
+        check_at_least("num_enn_samples", self.num_enn_samples, 1)
+
+
+class ClassificationProblem:
+    """A seeded random-MLP classification problem scored by marginal or joint KL."""
+
+    def __init__(self, settings: ClassificationSettings):
+        self.settings = s = settings
+        # keys, in order: environment MLP, training data, KL estimator.
+        env_key, train_key, self._estimator_key = jax.random.split(jax.random.PRNGKey(s.seed), 3)
+        self.logit_fn = jax.jit(
+            sample_logit_fn(env_key, s.input_dim, s.num_classes, s.temperature, s.hidden)
+        )
+        x_key, y_key = jax.random.split(train_key)
+        x = jax.random.normal(x_key, (s.num_train, s.input_dim))
+        y = self._labels(y_key, x)
+        self._train = Data(x=np.asarray(x), y=np.asarray(y))
+
+    def _labels(self, key: jax.Array, x: jax.Array) -> jax.Array:
+        if x.shape[0] == 0:
+            return jnp.zeros((0,), jnp.int32)
+        return jax.random.categorical(key, self.logit_fn(x), axis=-1).astype(jnp.int32)
+
+    @property
+    def train_data(self) -> Data:
+        return self._train
+
+    @cached_property
+    def prior_knowledge(self) -> PriorKnowledge:
+        s = self.settings
+        return PriorKnowledge(
+            input_dim=s.input_dim,
+            num_train=s.num_train,
+            num_classes=s.num_classes,
+            tau=s.tau,
+            temperature=s.temperature,
+            layers=len(s.hidden),
+        )
+
+    def oracle_predictive(self):
+        """The environment as a (deterministic) sampler: its KL is 0."""
+        return lambda x, key: self.logit_fn(x)
+
+    def test_batches(self, key: jax.Array, num_batches: int, tau: int):
+        """N test batches: x [N, tau, d], y [N, tau] and the environment's log p(y | x) [N]."""
+        s = self.settings
+
+        def one_batch(k):
+            x_key, y_key = jax.random.split(k)
+            if s.test_design == "gaussian":
+                x = gaussian_inputs(x_key, 1, tau, s.input_dim)[0]
+            else:
+                x = polyadic_gaussian_inputs(x_key, 1, tau, s.input_dim, s.kappa)[0]
+            logits = self.logit_fn(x)
+            y = jax.random.categorical(y_key, logits, axis=-1)
+            log_p = jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1).sum()
+            return x, y.astype(jnp.int32), log_p
+
+        return jax.jit(jax.vmap(one_batch))(jax.random.split(key, num_batches))
+
+    def kl(self, sampler) -> dict[str, float]:
+        """The marginal (tau = 1) or joint KL estimate of the Neural Testbed."""
+        s = self.settings
+        kl_key, enn_key = jax.random.split(self._estimator_key)
+        x, y, env_ll = self.test_batches(kl_key, s.num_test_seeds, s.tau)
+        keys = sample_keys(enn_key, s.num_enn_samples)
+        if s.tau <= s.max_tau_monte_carlo:
+            agent_ll = joint_log_likelihoods(sampler, x, y, keys, num_classes=s.num_classes)
+        else:
+            partition_key = jax.random.fold_in(kl_key, 1)
+            agent_ll = partition_log_likelihoods(
+                sampler, x, y, keys, partition_key, num_classes=s.num_classes
+            )
+        return summarize_kl(env_ll, agent_ll)
+
+    def accuracy_ece(self, sampler, num_enn_samples: int = 100) -> dict[str, float]:
+        """Train/test accuracy and ECE of the mean predictive (M = 100, as the reference)."""
+        s = self.settings
+        keys = sample_keys(jax.random.PRNGKey(0), num_enn_samples)
+        num_batches = 1000 // s.tau + 1
+        x, y, _ = self.test_batches(jax.random.PRNGKey(1), num_batches, s.tau)
+        x, y = x.reshape(-1, s.input_dim), y.reshape(-1)
+        out = {}
+        for name, (xs, ys) in {"test": (x, y), "train": self._train}.items():
+            if len(ys) == 0:
+                continue
+            probs = np.asarray(mean_probs(sampler, xs, keys, s.num_classes))
+            out[f"{name}_acc"] = accuracy(probs, ys)
+            out[f"{name}_ece"] = expected_calibration_error(probs, ys)
+        return out
+
+    def evaluate(self, sampler) -> Quality:
+        quality = Quality(self.kl(sampler))
+        quality.update(self.accuracy_ece(sampler))
+        return quality
+
+
+# Sweeps: grids and id -> settings maps exactly as the Neural Testbed's leaderboard.
+TAUS = (1, 10)
+TEMPERATURES = (0.01, 0.1, 0.5)
+NUM_TRAIN_2D = (1, 3, 10, 30, 100, 300, 1000)
+INPUT_DIMS = (2, 10, 100)
+DATA_RATIOS = (1, 10, 100, 1000)
+
+
+def classification_2d_grid(num_seed: int = 10) -> list[dict]:
+    """tau x num_train x temperature x seeds (seed restarts at 1 for each tau)."""
+    out = []
+    for tau in TAUS:
+        cells = itertools.product(NUM_TRAIN_2D, TEMPERATURES, range(num_seed))
+        for j, (n, t, _) in enumerate(cells):
+            out.append(dict(input_dim=2, num_train=n, temperature=t, tau=tau, seed=j + 1))
+    return out
+
+
+def classification_grid(num_seed: int = 5) -> list[dict]:
+    """tau x input_dim x data_ratio x temperature x seeds, dyadic test inputs."""
+    out = []
+    for tau in TAUS:
+        cells = itertools.product(INPUT_DIMS, DATA_RATIOS, TEMPERATURES, range(num_seed))
+        for j, (d, r, t, _) in enumerate(cells):
+            out.append(
+                dict(
+                    input_dim=d,
+                    num_train=r * d,
+                    temperature=t,
+                    tau=tau,
+                    seed=j + 1,
+                    test_design="dyadic",
+                )
+            )
+    return out
+
+
+SWEEP_SETTINGS = {
+    "classification_2d": classification_2d_grid(),
+    "classification": classification_grid(),
+    # the reference's test sweeps: the one-seed grid filtered to T = 0.01, tau = 1 (d = 2)
+    "classification_2d_test": [
+        s for s in classification_2d_grid(1) if s["temperature"] == 0.01 and s["tau"] == 1
+    ],
+    "classification_test": [
+        s
+        for s in classification_grid(1)
+        if s["temperature"] == 0.01 and s["tau"] == 1 and s["input_dim"] == 2
+    ],
+}
+
+
+def _register(name: str, table: list[dict]) -> None:
+    def settings(rest: str) -> dict:
+        return dataclasses.asdict(ClassificationSettings(**index_settings(name, rest, table)))
+
+    def build(settings: dict) -> ClassificationProblem:
+        settings = {k: v for k, v in settings.items() if k != "family"}
+        settings["hidden"] = tuple(settings.get("hidden", (50, 50)))
+        return ClassificationProblem(ClassificationSettings(**settings))
+
+    register_family(name, settings, f"Neural Testbed random-MLP classification ({len(table)} ids)")(
+        build
+    )
+    register_sweep(name)(lambda: [f"{name}/{i}" for i in range(len(table))])
+
+
+for _name, _table in SWEEP_SETTINGS.items():
+    _register(_name, _table)

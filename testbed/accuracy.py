@@ -1,0 +1,42 @@
+"""Accuracy and expected calibration error of an agent's mean predictive."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from testbed.sampled_functions import apply_functions
+
+
+def mean_probs(
+    sampler: Callable, x: jax.Array, keys: jax.Array, num_classes: int | None = None
+) -> jax.Array:
+    """The agent's mean predictive probabilities [n, C] over the sampled functions."""
+    funcs = apply_functions(sampler, jnp.asarray(x), keys, jnp.exp, num_classes=num_classes)
+    return jnp.einsum("f,fnc->nc", jnp.exp(funcs.log_weights), funcs.values)
+
+
+def accuracy(probs: np.ndarray, y: np.ndarray) -> float:
+    """Fraction of argmax predictions equal to the labels."""
+    return float(np.mean(np.argmax(np.asarray(probs), axis=-1) == np.asarray(y)))
+
+
+def expected_calibration_error(probs: np.ndarray, y: np.ndarray, num_bins: int = 10) -> float:
+    """ECE with equal-width confidence bins on [0, 1] (TFP's definition, 10 bins default).
+
+    sum_b (n_b / n) |accuracy_b - mean confidence_b| over bins of the top-class probability.
+    """
+    probs = np.asarray(probs, np.float64)
+    y = np.asarray(y)
+    confidence = probs.max(axis=-1)
+    correct = (probs.argmax(axis=-1) == y).astype(np.float64)
+    bins = np.clip((confidence * num_bins).astype(int), 0, num_bins - 1)
+    counts = np.bincount(bins, minlength=num_bins)
+    acc_sum = np.bincount(bins, weights=correct, minlength=num_bins)
+    conf_sum = np.bincount(bins, weights=confidence, minlength=num_bins)
+    filled = counts > 0
+    gaps = np.abs(acc_sum[filled] - conf_sum[filled])
+    return float(gaps.sum() / len(y))
