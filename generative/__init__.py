@@ -4,7 +4,7 @@
 `problem_settings(problem_id)` gives the settings the leaderboard joins on.
 """
 
-from generative import classification, coin  # noqa: F401  (register the families)
+from generative import classification, coin, conjugate  # noqa: F401  (register the families)
 from generative.registry import (
     FAMILIES,
     SWEEPS,

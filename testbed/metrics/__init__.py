@@ -1,5 +1,18 @@
 """Metrics: one registry (`register`, `get`, `names`); each metric module registers itself."""
 
+from testbed.metrics.ddks import ddks_test
+from testbed.metrics.one_sample import gaussian_kl, mahalanobis_chi2, mc_kl, pit_ks
 from testbed.metrics.registry import METRICS, Metric, get, names, register
 
-__all__ = ["METRICS", "Metric", "get", "names", "register"]
+__all__ = [
+    "METRICS",
+    "Metric",
+    "ddks_test",
+    "gaussian_kl",
+    "get",
+    "mahalanobis_chi2",
+    "mc_kl",
+    "names",
+    "pit_ks",
+    "register",
+]

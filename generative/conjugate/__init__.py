@@ -1,0 +1,21 @@
+"""Conjugate models with exact posteriors and posterior predictives (problem ids `conjugate/...`).
+
+Families (`families.py`), exact distributions (`distributions.py`), the JAX model handed to
+agents (`model.py`), the problem and its exact scores (`problem.py`), the problem set with
+the PPL benchmarking paper's 21 problems (`problem_set.py`) and the simulator-task view
+(`task.py`).
+"""
+
+from generative.conjugate import problem_set
+from generative.conjugate.problem import ConjugateProblem, ExactPosterior
+from generative.conjugate.problem_set import PROBLEMS
+from generative.conjugate.task import ConjugateTask
+
+
+def get_task(name: str) -> ConjugateTask:
+    """The simulator task of problem `name` (e.g. 'wyb/16' or 'conjugate/wyb/16')."""
+    name = name.removeprefix("conjugate/")
+    return problem_set.build(problem_set._settings(name)).task
+
+
+__all__ = ["PROBLEMS", "ConjugateProblem", "ConjugateTask", "ExactPosterior", "get_task"]
