@@ -5,6 +5,7 @@
 """
 
 from generative import classification, coin, conjugate  # noqa: F401  (register the families)
+from generative import real_data  # noqa: F401  (register the real-data family)
 from generative.registry import (
     FAMILIES,
     SWEEPS,

@@ -1,0 +1,271 @@
+"""`real/...`: real-data classification problems scored by the joint NLL on dyadic batches.
+
+Ids: `real/<dataset>/<tau>/<seed>` trains on the whole training split and
+`real/<dataset>/<tau>/<seed>/<num_train>` on its first num_train examples; <dataset> is a
+name of generative.real_data.datasets (`iris`, `digits`, `tfds/mnist`,
+`tfds/emnist/letters`, ...). The seed only sets the estimator's keys (the data are fixed),
+as in the reference. With no true likelihood (env log-lik 0), "kl_estimate" is the joint NLL
+-log mean_m prod_t q_m(y_t | x_t) over N = 1000 dyadic test batches (kappa = 2 anchors from
+the test set, tau picks with replacement) and M = 1000 sampled functions; tau = 1 gives the
+marginal NLL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from functools import cached_property
+from typing import Literal
+
+import jax
+import numpy as np
+
+from generative.real_data.datasets import (
+    DATASETS,
+    SKLEARN_DATASETS,
+    TFDS_DATASETS,
+    get_spec,
+    load_raw,
+)
+from generative.real_data.preprocessing import preprocess
+from generative.registry import register_family, register_sweep
+from generative.test_inputs import polyadic_indices
+from testbed.accuracy import accuracy, expected_calibration_error, mean_probs
+from testbed.base import Data, PriorKnowledge, Quality
+from testbed.config import check_at_least, check_one_of, check_positive
+from testbed.errors import InputError, bad_value
+from testbed.joint_kl import joint_log_likelihoods, sample_keys, summarize_kl
+
+
+@dataclasses.dataclass(frozen=True)
+class RealDataSettings:
+    """Everything that defines a real-data problem (joined onto leaderboard rows).
+
+    num_train None = the whole training split. temperature is only passed on to agents
+    (the reference tells them 0.01; it does not change the data).
+    """
+
+    dataset: str
+    tau: int
+    seed: int
+    num_train: int | None = None
+    kappa: int = 2
+    num_test_seeds: int = 1000
+    num_enn_samples: int = 1000
+    standardize: Literal["example", "feature"] = "example"
+    temperature: float = 0.01
+    num_eval_points: int = 10_000  # test / train points for accuracy, ECE, marginal NLL
+
+    def __post_init__(self):
+        spec = get_spec(self.dataset)
+        check_at_least("tau", self.tau, 1)
+        check_at_least("seed", self.seed, 0)
+        if self.num_train is not None and not 1 <= self.num_train <= spec.num_train:
+            raise InputError(
+                f"num_train: got {self.num_train!r}; allowed: an integer in 1..{spec.num_train} "
+                f"(the size of {self.dataset}'s training split)"
+            )
+        check_at_least("kappa", self.kappa, 1)
+        check_at_least("num_test_seeds", self.num_test_seeds, 1)
+        check_at_least("num_enn_samples", self.num_enn_samples, 1)
+        check_one_of("standardize", self.standardize, ("example", "feature"))
+        check_positive("temperature", self.temperature)
+        check_at_least("num_eval_points", self.num_eval_points, 1)
+
+    @property
+    def train_size(self) -> int:
+        return get_spec(self.dataset).num_train if self.num_train is None else self.num_train
+
+
+class RealDataProblem:
+    """A real dataset as a problem: train split for the agent, joint NLL on the test split.
+
+    TFDS datasets are read from `data_dir` (default $TFDS_DATA_DIR or
+    ~/tensorflow_datasets); `download` allows TFDS to prepare a missing dataset.
+    """
+
+    def __init__(
+        self, settings: RealDataSettings, data_dir: str | None = None, download: bool = True
+    ):
+        self.settings = s = settings
+        self.spec = spec = get_spec(s.dataset)
+        raw = load_raw(s.dataset, data_dir=data_dir, download=download)
+        n = s.train_size
+        if n > len(raw.y_train):
+            raise InputError(
+                f"num_train: got {n}; allowed: at most {len(raw.y_train)} (the training "
+                f"examples of {s.dataset} found in its prepared data)"
+            )
+        if len(raw.y_test) == 0:
+            raise InputError(f"dataset {s.dataset}: the test split is empty; allowed: >= 1 row")
+        x_train, x_test = preprocess(
+            raw.x_train[:n], raw.x_test, spec.kind, s.standardize, stats_from=raw.x_train
+        )
+        self._train = Data(x=x_train, y=np.asarray(raw.y_train[:n], np.int32))
+        self.x_test, self.y_test = x_test, np.asarray(raw.y_test, np.int32)
+        self._estimator_key = jax.random.PRNGKey(s.seed)
+
+    @property
+    def train_data(self) -> Data:
+        return self._train
+
+    @cached_property
+    def prior_knowledge(self) -> PriorKnowledge:
+        s = self.settings
+        return PriorKnowledge(
+            input_dim=self.spec.input_dim,
+            num_train=len(self._train.y),
+            num_classes=self.spec.num_classes,
+            tau=s.tau,
+            temperature=s.temperature,
+        )
+
+    def test_indices(self, key: jax.Array, num_batches: int, tau: int) -> np.ndarray:
+        """[N, tau] dyadic batches of test-set rows: kappa anchors, tau picks from them."""
+        idx = polyadic_indices(key, num_batches, tau, self.settings.kappa, len(self.y_test))
+        return np.asarray(idx)
+
+    def test_batches(self, key: jax.Array, num_batches: int, tau: int):
+        """x [N, tau, d] and y [N, tau] of dyadic test batches."""
+        idx = self.test_indices(key, num_batches, tau)
+        return self.x_test[idx], self.y_test[idx]
+
+    def estimator_inputs(self):
+        """The estimator's test batches x [N, tau, d], y [N, tau] and its M sampler keys."""
+        s = self.settings
+        kl_key, enn_key = jax.random.split(self._estimator_key)
+        x, y = self.test_batches(kl_key, s.num_test_seeds, s.tau)
+        return x, y, sample_keys(enn_key, s.num_enn_samples)
+
+    def joint_nll(self, sampler) -> dict[str, float]:
+        """The reference's "kl_estimate" on real data: the joint NLL (env log-lik 0)."""
+        x, y, keys = self.estimator_inputs()
+        agent_ll = joint_log_likelihoods(sampler, x, y, keys, num_classes=self.spec.num_classes)
+        return summarize_kl(np.zeros(len(y)), agent_ll)
+
+    def _eval_rows(self, n: int, key: jax.Array) -> np.ndarray:
+        """All rows if n <= num_eval_points, else a fixed random subset of that size."""
+        if n <= self.settings.num_eval_points:
+            return np.arange(n)
+        return np.sort(
+            np.asarray(jax.random.choice(key, n, (self.settings.num_eval_points,), replace=False))
+        )
+
+    def accuracy_ece(self, sampler, num_enn_samples: int = 100) -> dict[str, float]:
+        """Accuracy, ECE and marginal NLL of the mean predictive (M = 100, as the reference)."""
+        keys = sample_keys(jax.random.PRNGKey(0), num_enn_samples)
+        out = {}
+        splits = {"test": (self.x_test, self.y_test), "train": self._train}
+        for i, (name, (xs, ys)) in enumerate(splits.items()):
+            rows = self._eval_rows(len(ys), jax.random.PRNGKey(i + 1))
+            xs, ys = np.asarray(xs)[rows], np.asarray(ys)[rows]
+            probs = np.asarray(mean_probs(sampler, xs, keys, self.spec.num_classes), np.float64)
+            out[f"{name}_acc"] = accuracy(probs, ys)
+            out[f"{name}_ece"] = expected_calibration_error(probs, ys)
+            with np.errstate(divide="ignore"):
+                out[f"{name}_marginal_nll"] = float(-np.log(probs[np.arange(len(ys)), ys]).mean())
+        return out
+
+    def evaluate(self, sampler) -> Quality:
+        quality = Quality(self.joint_nll(sampler))
+        quality["joint_nll"] = quality["kl_estimate"]
+        quality.update(self.accuracy_ece(sampler))
+        return quality
+
+
+# Problem ids.
+
+
+def parse_rest(rest: str) -> dict:
+    """`<dataset>/<tau>/<seed>[/<num_train>]` -> settings fields (InputError if malformed)."""
+    form = "'real/<dataset>/<tau>/<seed>' or 'real/<dataset>/<tau>/<seed>/<num_train>'"
+    names = sorted((n for n in DATASETS if rest.startswith(n + "/")), key=len)
+    if not names:
+        raise bad_value("dataset", rest.rsplit("/", 2)[0] if "/" in rest else rest, DATASETS)
+    dataset = names[-1]
+    parts = rest[len(dataset) + 1 :].split("/")
+    if len(parts) not in (2, 3) or not all(p.isdigit() and str(int(p)) == p for p in parts):
+        raise InputError(f"problem id: got 'real/{rest}'; allowed: {form} with integers")
+    fields = {"dataset": dataset, "tau": int(parts[0]), "seed": int(parts[1])}
+    if len(parts) == 3:
+        fields["num_train"] = int(parts[2])
+    return fields
+
+
+def problem_id(dataset: str, tau: int, seed: int, num_train: int | None = None) -> str:
+    tail = "" if num_train is None else f"/{num_train}"
+    return f"real/{dataset}/{tau}/{seed}{tail}"
+
+
+def _settings(rest: str) -> dict:
+    settings = RealDataSettings(**parse_rest(rest))
+    spec = get_spec(settings.dataset)
+    out = dataclasses.asdict(settings)
+    out["num_train"] = settings.train_size
+    out.update(input_dim=spec.input_dim, num_classes=spec.num_classes, source=spec.source)
+    return out
+
+
+@register_family("real", _settings, "real datasets (sklearn offline, TFDS): joint NLL, dyadic")
+def build(settings: dict) -> RealDataProblem:
+    fields = {f.name for f in dataclasses.fields(RealDataSettings)}
+    download = os.environ.get("TESTBED_TFDS_DOWNLOAD", "1") != "0"
+    return RealDataProblem(
+        RealDataSettings(**{k: v for k, v in settings.items() if k in fields}),
+        download=download,
+    )
+
+
+# Sweeps, in the reference's loop order: tau -> dataset -> (num_train ->) seed.
+TAUS = (1, 10)
+SEEDS = (1, 2, 3, 4, 5)
+
+
+def train_sizes(dataset_size: int) -> list[int]:
+    """1, 10, 100, ... below the dataset size, then the dataset size itself."""
+    sizes = [10**k for k in range(int(math.log10(dataset_size)) + 1) if 10**k < dataset_size]
+    return sizes + [dataset_size]
+
+
+def main_ids(specs) -> list[str]:
+    return [problem_id(d.name, tau, seed) for tau in TAUS for d in specs for seed in SEEDS]
+
+
+def variant_data_ids(specs) -> list[str]:
+    return [
+        problem_id(d.name, tau, seed, n)
+        for tau in TAUS
+        for d in specs
+        for n in train_sizes(d.num_train)
+        for seed in SEEDS
+    ]
+
+
+@register_sweep("real")
+def real_ids() -> list[str]:
+    """The reference's real-data sweep: 10 TFDS datasets x tau {1, 10} x 5 seeds (100)."""
+    return main_ids(TFDS_DATASETS)
+
+
+@register_sweep("real_variant_data")
+def real_variant_data_ids() -> list[str]:
+    """TFDS datasets x tau x training sizes 1, 10, ..., capped at the dataset size x 5 seeds."""
+    return variant_data_ids(TFDS_DATASETS)
+
+
+@register_sweep("real_offline")
+def real_offline_ids() -> list[str]:
+    """The scikit-learn datasets (no network needed) x tau {1, 10} x 5 seeds (40)."""
+    return main_ids(SKLEARN_DATASETS)
+
+
+@register_sweep("real_offline_variant_data")
+def real_offline_variant_data_ids() -> list[str]:
+    return variant_data_ids(SKLEARN_DATASETS)
+
+
+@register_sweep("real_offline_test")
+def real_offline_test_ids() -> list[str]:
+    """A tiny smoke sweep: iris, tau {1, 10}, one seed."""
+    return [problem_id("iris", tau, 1) for tau in TAUS]

@@ -1,0 +1,324 @@
+"""Real-data problems: datasets, preprocessing, dyadic batches, joint NLL, ids, TFDS path."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import agents
+import generative
+import testbed
+from generative.real_data import datasets, preprocessing, problems, tfds_loader
+from generative.real_data.problems import RealDataProblem, RealDataSettings
+from testbed.errors import InputError
+
+tfds = pytest.importorskip("tensorflow_datasets")
+
+
+def small(dataset, tau, seed=1, **kw):
+    """A real-data problem with a cheaper estimator (N = 200 batches, M = 100 samples)."""
+    kw = {"num_test_seeds": 200, "num_enn_samples": 100, **kw}
+    return RealDataProblem(RealDataSettings(dataset=dataset, tau=tau, seed=seed, **kw))
+
+
+def uniform_sampler(num_classes):
+    return lambda x, key: jax.numpy.zeros((x.shape[0], num_classes), jax.numpy.float32)
+
+
+# Datasets.
+
+
+def test_tfds_table_is_the_reference_table():
+    # (name, classes, input dim, n_train, n_test) from neural_testbed/real_data/datasets.py
+    expected = [
+        ("iris", 3, 4, 120, 30),
+        ("wine_quality", 11, 11, 3918, 980),
+        ("german_credit_numeric", 2, 24, 800, 200),
+        ("cmaterdb", 10, 3072, 5000, 1000),
+        ("mnist", 10, 784, 60000, 10000),
+        ("emnist/digits", 10, 784, 240000, 40000),
+        ("emnist/letters", 37, 784, 88800, 14800),
+        ("fashion_mnist", 10, 784, 60000, 10000),
+        ("mnist_corrupted/shot_noise", 10, 784, 60000, 10000),
+        ("cifar10", 10, 3072, 50000, 10000),
+    ]
+    got = [
+        (s.source_name, s.num_classes, s.input_dim, s.num_train, s.num_test)
+        for s in datasets.TFDS_DATASETS
+    ]
+    assert got == expected
+    assert all(s.name == "tfds/" + s.source_name for s in datasets.TFDS_DATASETS)
+
+
+@pytest.mark.parametrize("spec", datasets.SKLEARN_DATASETS, ids=lambda s: s.name)
+def test_offline_dataset_shapes_classes_and_split(spec):
+    raw = datasets.load_raw(spec.name)
+    assert raw.x_train.shape == (spec.num_train, spec.input_dim)
+    assert raw.x_test.shape == (spec.num_test, spec.input_dim)
+    assert raw.y_train.shape == (spec.num_train,) and raw.y_test.shape == (spec.num_test,)
+    # every class is present in the training split and labels are 0..C-1
+    assert set(np.unique(raw.y_train)) == set(range(spec.num_classes))
+    assert raw.y_test.min() >= 0 and raw.y_test.max() < spec.num_classes
+    # the split is a partition of the dataset and is the same on every call (fixed seed)
+    train, test = datasets.offline_split(spec.num_train + spec.num_test)
+    assert len(np.intersect1d(train, test)) == 0
+    assert len(train) + len(test) == spec.num_train + spec.num_test
+    again = datasets.load_sklearn.__wrapped__(spec.name)
+    np.testing.assert_array_equal(again.x_test, raw.x_test)
+
+
+def test_unknown_dataset_is_a_clear_error():
+    with pytest.raises(InputError, match="dataset: got 'mnistt'.*allowed: one of: iris"):
+        datasets.get_spec("mnistt")
+
+
+# Preprocessing on a tiny array.
+
+
+def test_per_example_standardisation_tiny_array():
+    x = np.array([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]])
+    out = preprocessing.standardize_examples(x)
+    # row 1: mean 2, population variance 2/3 -> (x - 2) / sqrt(2/3 + 1e-8)
+    np.testing.assert_allclose(out[0], np.array([-1.0, 0.0, 1.0]) / math.sqrt(2 / 3 + 1e-8))
+    np.testing.assert_array_equal(out[1], [0.0, 0.0, 0.0])  # constant row -> 0, not NaN
+
+
+def test_per_feature_standardisation_tiny_array():
+    train = np.array([[0.0, 5.0], [2.0, 5.0]])
+    test = np.array([[4.0, 7.0]])
+    a, b = preprocessing.preprocess(train, test, "structured", "feature")
+    # feature 0: mean 1, std 1; feature 1: constant 5 (std 0 -> divided by sqrt(1e-8))
+    np.testing.assert_allclose(a[:, 0], [-1.0, 1.0], rtol=1e-6)
+    np.testing.assert_array_equal(a[:, 1], [0.0, 0.0])
+    np.testing.assert_allclose(b[0], [3.0, 2.0 / math.sqrt(1e-8)], rtol=1e-6)
+
+
+def test_image_pixels_scaled_before_standardising():
+    x = np.array([[0, 255, 51]], np.uint8)
+    np.testing.assert_allclose(preprocessing.to_float(x, "image"), [[0.0, 1.0, 0.2]])
+    # per-example standardisation is scale-free up to the epsilon
+    a, _ = preprocessing.preprocess(x, x, "image", "example")
+    np.testing.assert_allclose(a, preprocessing.standardize_examples(x / 255.0), rtol=1e-6)
+
+
+def test_feature_option_end_to_end_standardises_training_features():
+    p = small("wine", 1, standardize="feature")
+    x = np.asarray(p.train_data.x, np.float64)
+    np.testing.assert_allclose(x.mean(axis=0), 0.0, atol=1e-5)
+    np.testing.assert_allclose(x.std(axis=0), 1.0, atol=1e-5)
+    q = small("wine", 1)  # default: every example standardised across its own features
+    xq = np.asarray(q.train_data.x, np.float64)
+    np.testing.assert_allclose(xq.mean(axis=1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(xq.std(axis=1), 1.0, atol=1e-5)
+
+
+# Joint NLL.
+
+
+@pytest.mark.parametrize("dataset, tau", [("iris", 1), ("iris", 10), ("digits", 10)])
+def test_uniform_joint_nll_is_tau_log_c(dataset, tau):
+    p = small(dataset, tau)
+    c = p.spec.num_classes
+    q = p.evaluate(uniform_sampler(c))
+    # every batch has log-lik -tau log C exactly; float32 rounding only
+    assert q["kl_estimate"] == pytest.approx(tau * math.log(c), rel=1e-6)
+    assert q["joint_nll"] == q["kl_estimate"]
+    assert q["kl_estimate_std"] < 1e-5 and q["pct_finite_kl"] == 1.0
+    assert q["test_marginal_nll"] == pytest.approx(math.log(c), rel=1e-6)
+    assert q["test_ece"] == pytest.approx(abs(q["test_acc"] - 1 / c), abs=1e-6)
+
+
+def test_uniform_through_registry_full_estimator():
+    # the default problem (N = 1000, M = 1000) via the public API
+    q = testbed.evaluate(agents.load("uniform"), generative.load("real/iris/10/1"))
+    assert q["kl_estimate"] == pytest.approx(10 * math.log(3), rel=1e-6)
+    assert q["train_seconds"] >= 0 and q["evaluation_seconds"] > 0
+
+
+def test_mixture_joint_nll_matches_closed_form():
+    """Two x-independent functions a, b: NLL_i = -log(w prod_t a[y_t] + (1-w) prod_t b[y_t])."""
+    p = small("iris", 10, seed=3)
+    a = np.array([0.7, 0.2, 0.1])
+    b = np.array([0.1, 0.3, 0.6])
+    logits = jax.numpy.log(jax.numpy.asarray(np.stack([a, b]), jax.numpy.float32))
+
+    def sampler(x, key):
+        pick = jax.random.bernoulli(key).astype(jax.numpy.int32)
+        return jax.numpy.broadcast_to(logits[pick], (x.shape[0], 3))
+
+    _, y, keys = p.estimator_inputs()
+    w = 1.0 - np.mean([int(jax.random.bernoulli(k)) for k in keys])  # share of function a
+    log_a = np.log(a)[y].sum(axis=1)
+    log_b = np.log(b)[y].sum(axis=1)
+    exact = -np.logaddexp(np.log(w) + log_a, np.log1p(-w) + log_b)
+    q = p.evaluate(sampler)
+    assert q["kl_estimate"] == pytest.approx(exact.mean(), rel=1e-5)
+    assert q["kl_estimate_std"] == pytest.approx(exact.std(), rel=1e-4)
+    # the joint NLL of a mixture is below the sum of its marginals' NLLs on the same labels
+    marginal = w * a + (1 - w) * b
+    assert q["kl_estimate"] < -np.log(marginal)[y].sum(axis=1).mean()
+
+
+def test_oracle_is_rejected_on_real_data():
+    with pytest.raises(InputError, match="no oracle predictive"):
+        testbed.evaluate(agents.load("oracle"), small("iris", 1))
+
+
+def test_zero_probability_is_clipped_and_flagged():
+    # puts all mass on class 0: batches containing another label have NLL +inf
+    p = small("iris", 1)
+    sampler = lambda x, key: jax.numpy.tile(
+        jax.numpy.array([0.0, -jax.numpy.inf, -jax.numpy.inf]), (x.shape[0], 1)
+    )  # noqa: E501
+    q = p.evaluate(sampler)
+    _, y, _ = p.estimator_inputs()
+    assert q["pct_finite_kl"] == pytest.approx(np.mean(y[:, 0] == 0))
+    assert q["kl_estimate"] == pytest.approx(0.0, abs=1e-6)  # finite ones are 0, inf -> max 0
+
+
+# Dyadic batches.
+
+
+def test_dyadic_batch_structure():
+    p = small("iris", 10, num_test_seeds=1000)
+    idx = p.test_indices(jax.random.PRNGKey(0), 1000, 10)
+    assert idx.shape == (1000, 10)
+    assert idx.min() >= 0 and idx.max() < len(p.y_test)
+    distinct = np.array([len(set(row)) for row in idx])
+    assert distinct.max() <= 2  # kappa = 2 anchors
+    # P(one distinct) = P(same anchor) + P(different anchors, all picks equal)
+    #   = 1/30 + (29/30) * 2 * 2^-10 ~ 0.0352; sd of the share over 1000 batches ~ 0.0058,
+    # so [0.01, 0.065] is a > 4 sd band.
+    assert 0.01 < np.mean(distinct == 1) < 0.065
+    # all 30 test rows serve as anchors (P(one missing) <= 30 (29/30)^2000 ~ 1e-28)
+    assert set(np.unique(idx)) == set(range(30))
+    x, y = p.test_batches(jax.random.PRNGKey(0), 1000, 10)
+    np.testing.assert_array_equal(x, p.x_test[idx])
+    np.testing.assert_array_equal(y, p.y_test[idx])
+
+
+def test_problem_is_reproducible_and_seed_only_moves_the_estimator():
+    a, b, c = small("iris", 10, seed=1), small("iris", 10, seed=1), small("iris", 10, seed=2)
+    np.testing.assert_array_equal(a.estimator_inputs()[1], b.estimator_inputs()[1])
+    assert not np.array_equal(a.estimator_inputs()[1], c.estimator_inputs()[1])
+    np.testing.assert_array_equal(a.train_data.x, c.train_data.x)
+
+
+# Ids and sweeps.
+
+
+def test_ids_settings_and_sweeps():
+    s = generative.problem_settings("real/tfds/emnist/letters/10/3/1000")
+    assert (s["dataset"], s["tau"], s["seed"], s["num_train"]) == (
+        "tfds/emnist/letters",
+        10,
+        3,
+        1000,
+    )
+    assert (s["input_dim"], s["num_classes"], s["source"]) == (784, 37, "tfds")
+    s = generative.problem_settings("real/iris/1/2")
+    assert (s["num_train"], s["source"], s["standardize"], s["kappa"]) == (
+        120,
+        "sklearn",
+        "example",
+        2,
+    )
+    assert len(generative.sweep_ids("real")) == 100  # 2 tau x 10 datasets x 5 seeds
+    assert len(generative.sweep_ids("real_offline")) == 40
+    ids = generative.sweep_ids("real")
+    assert ids[0] == "real/tfds/iris/1/1" and ids[-1] == "real/tfds/cifar10/10/5"
+    assert problems.train_sizes(120) == [1, 10, 100, 120]
+    assert problems.train_sizes(100) == [1, 10, 100]
+    assert problems.train_sizes(240000) == [1, 10, 100, 1000, 10000, 100000, 240000]
+    variant = generative.sweep_ids("real_offline_variant_data")
+    assert (
+        len(variant)
+        == len(set(variant))
+        == 2 * 5 * sum(len(problems.train_sizes(d.num_train)) for d in datasets.SKLEARN_DATASETS)
+    )
+    for pid in variant[:: len(variant) // 7]:
+        assert generative.problem_settings(pid)["num_train"] == int(pid.rsplit("/", 1)[1])
+
+
+@pytest.mark.parametrize(
+    "pid, match",
+    [
+        ("real/imagenet/1/1", "dataset: got 'imagenet'"),
+        ("real/iris/1/1/121", "num_train: got 121; allowed: an integer in 1..120"),
+        ("real/iris/1/1/0", "num_train: got 0"),
+        ("real/iris/1", "allowed: 'real/<dataset>/<tau>/<seed>'"),
+        ("real/iris/one/1", "allowed: 'real/<dataset>/<tau>/<seed>'"),
+        ("real/iris/0/1", "tau: got 0"),
+    ],
+)
+def test_bad_ids(pid, match):
+    with pytest.raises(InputError, match=match):
+        generative.problem_settings(pid)
+
+
+# TFDS path, without network: TFDS's mock data source (no TensorFlow needed).
+
+
+def test_tfds_mock_structured_and_image(tmp_path):
+    with tfds.testing.mock_data(num_examples=150):
+        raw = datasets.load_raw("tfds/iris", data_dir=str(tmp_path))
+    # structured: train = first 120 rows of `train`, test = its last 30 rows
+    assert raw.x_train.shape == (120, 4) and raw.x_test.shape == (30, 4)
+    assert raw.y_train.max() < 3
+    with tfds.testing.mock_data(num_examples=40):
+        p = RealDataProblem(
+            RealDataSettings(
+                "tfds/mnist", tau=10, seed=1, num_train=25, num_test_seeds=50, num_enn_samples=20
+            ),
+            data_dir=str(tmp_path),
+        )
+    assert p.train_data.x.shape == (25, 784) and p.x_test.shape == (40, 784)
+    assert p.train_data.x.dtype == np.float32
+    np.testing.assert_allclose(p.train_data.x.mean(axis=1), 0.0, atol=1e-5)
+    q = p.evaluate(uniform_sampler(10))
+    assert q["kl_estimate"] == pytest.approx(10 * math.log(10), rel=1e-6)
+    # the arrays were cached: a second load needs no TFDS (no mock active here)
+    cached = tfds_loader.cache_path(datasets.get_spec("tfds/mnist"), tmp_path)
+    assert cached.exists()
+    again = datasets.load_raw("tfds/mnist", data_dir=str(tmp_path))
+    assert again.x_train.shape == (40, 784) and again.x_train.dtype == np.uint8
+
+
+def test_tfds_not_prepared_says_how_to_prepare(tmp_path):
+    with pytest.raises(InputError) as e:
+        datasets.load_raw("tfds/mnist", data_dir=str(tmp_path), download=False)
+    msg = str(e.value)
+    assert f"not prepared in {tmp_path}" in msg
+    assert f"tfds build mnist --data_dir={tmp_path} --file_format=array_record" in msg
+    assert "tensorflow-cpu" in msg
+
+
+def test_corrupted_cache_is_a_clear_error(tmp_path):
+    spec = datasets.get_spec("tfds/mnist")
+    path = tfds_loader.cache_path(spec, tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not an npz file")
+    with pytest.raises(InputError, match="unreadable.*Delete the file"):
+        datasets.load_raw("tfds/mnist", data_dir=str(tmp_path))
+    zeros = np.zeros((3, 5), np.uint8)  # wrong input dim for mnist
+    np.savez(path, x_train=zeros, y_train=np.zeros(3), x_test=zeros, y_test=np.zeros(3))
+    with pytest.raises(InputError, match=r"shapes \(3, 5\).*expected \[n, 784\]"):
+        datasets.load_raw("tfds/mnist", data_dir=str(tmp_path))
+
+
+def test_num_train_larger_than_prepared_data(tmp_path):
+    with tfds.testing.mock_data(num_examples=10), pytest.raises(InputError, match="at most 10"):
+        RealDataProblem(RealDataSettings("tfds/mnist", 1, 1, num_train=11), data_dir=str(tmp_path))
+
+
+# An mlp beats uniform on iris (needs the Neural Testbed agents).
+
+
+def test_mlp_beats_uniform_on_iris():
+    if "mlp" not in agents.names():
+        pytest.skip("the mlp agent is not registered yet")
+    p = small("iris", 10)
+    mlp = testbed.evaluate(agents.load("mlp"), p)
+    assert mlp["test_acc"] > 0.8  # iris is nearly separable; uniform's accuracy is ~1/3
+    assert mlp["kl_estimate"] < 10 * math.log(3) - 1.0
