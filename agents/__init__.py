@@ -3,7 +3,7 @@
 `load(name, **overrides)` gives a configured agent; `sweep(name)` its sweep; `names()`.
 """
 
-from agents import baselines, beta_bernoulli, exact  # noqa: F401  (register the agents)
+from agents import baselines, beta_bernoulli, exact, nuts  # noqa: F401  (register the agents)
 from agents.registry import AGENTS, ConfiguredAgent, load, names, register, sweep
 
 __all__ = ["AGENTS", "ConfiguredAgent", "load", "names", "register", "sweep"]

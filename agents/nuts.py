@@ -1,0 +1,124 @@
+"""`nuts`: a PPL agent: NumPyro's NUTS on the problem's model, with R-hat, ESS and ESS/s.
+
+The model comes from the problem's prior knowledge (`extra["model"]`: JAX log prior, log
+likelihood and a bijection to unconstrained space), so the agent samples exactly the
+reference's posterior target; its error is inference error only. Draws of all chains are
+pooled into a `PosteriorEstimate`; PPL-benchmark diagnostics ride along as `.diagnostics`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+from numpyro.infer import MCMC, NUTS
+
+from agents.registry import register
+from testbed.base import Data, PriorKnowledge
+from testbed.config import check_at_least, check_in_range, check_one_of
+from testbed.errors import InputError
+
+
+@dataclasses.dataclass(frozen=True)
+class NutsConfig:
+    """NUTS settings (PPL Bench-like defaults: warmup then draws, several chains)."""
+
+    num_warmup: int = 500
+    num_samples: int = 1000
+    num_chains: int = 4
+    target_accept_prob: float = 0.8
+    max_tree_depth: int = 10
+    init_jitter: float = 0.5
+    chain_method: str = "vectorized"
+    seed: int = 0
+
+    def __post_init__(self):
+        check_at_least("num_warmup", self.num_warmup, 1)
+        check_at_least("num_samples", self.num_samples, 2)
+        check_at_least("num_chains", self.num_chains, 1)
+        check_in_range("target_accept_prob", self.target_accept_prob, 0.05, 0.999)
+        check_at_least("max_tree_depth", self.max_tree_depth, 1)
+        check_in_range("init_jitter", self.init_jitter, 0.0, 10.0)
+        check_one_of("chain_method", self.chain_method, ("vectorized", "sequential"))
+
+
+class DrawsPosterior:
+    """Pooled MCMC draws [num_draws, dim] as a PosteriorEstimate (x_o: the data it was fit on)."""
+
+    def __init__(self, draws: np.ndarray, diagnostics: dict[str, float]):
+        self.draws = np.asarray(draws, np.float64)
+        self.diagnostics = diagnostics
+
+    def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
+        """Rows of the draws: without replacement when there are enough, else with."""
+        rng = np.random.default_rng(seed)
+        total = self.draws.shape[0]
+        idx = rng.choice(total, size=int(num_samples), replace=int(num_samples) > total)
+        return self.draws[idx]
+
+
+def diagnostics(theta: np.ndarray, seconds: float, divergences: int) -> dict[str, float]:
+    """R-hat (max), bulk ESS (min, median) and ESS per second of theta [chains, draws, dim]."""
+    ess = np.atleast_1d(effective_sample_size(theta))
+    out = {
+        "ess_min": float(np.min(ess)),
+        "ess_median": float(np.median(ess)),
+        "ess_per_second": float(np.min(ess) / max(seconds, 1e-9)),
+        "sampling_seconds": float(seconds),
+        "num_divergences": float(divergences),
+    }
+    if theta.shape[0] > 1:
+        out["r_hat_max"] = float(np.max(split_gelman_rubin(theta)))
+    return out
+
+
+@register("nuts", NutsConfig)
+def make(config: NutsConfig):
+    """NumPyro NUTS on the problem's JAX model (exactly the reference's prior)."""
+
+    def agent(data: Data, prior: PriorKnowledge):
+        model = prior.extra.get("model") if prior.extra else None
+        if model is None or not hasattr(model, "log_density_unconstrained"):
+            raise InputError(
+                "agent nuts: prior_knowledge.extra['model'] is missing; allowed: problems that "
+                "give a model (log prior, log likelihood, transform), e.g. conjugate/..."
+            )
+        x, y = jnp.asarray(data.x, jnp.float32), jnp.asarray(data.y, jnp.float32)
+
+        def potential(u):
+            return -model.log_density_unconstrained(u, x, y)
+
+        key_init, key_run = jax.random.split(jax.random.PRNGKey(config.seed))
+        u0 = model.unconstrain(jnp.asarray(model.initial_theta, jnp.float32))
+        jitter = config.init_jitter * jax.random.normal(
+            key_init, (config.num_chains, model.dim_unconstrained)
+        )
+        init = u0[None, :] + jitter if config.num_chains > 1 else u0 + jitter[0]
+        kernel = NUTS(
+            potential_fn=potential,
+            target_accept_prob=config.target_accept_prob,
+            max_tree_depth=config.max_tree_depth,
+        )
+        mcmc = MCMC(
+            kernel,
+            num_warmup=config.num_warmup,
+            num_samples=config.num_samples,
+            num_chains=config.num_chains,
+            chain_method=config.chain_method,
+            progress_bar=False,
+        )
+        start = time.perf_counter()
+        mcmc.run(key_run, init_params=init, extra_fields=("diverging",))
+        u = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+        seconds = time.perf_counter() - start
+        theta = jax.vmap(jax.vmap(model.constrain))(u.reshape((config.num_chains, -1, u.shape[-1])))
+        theta = np.asarray(theta, np.float64)
+        divergences = int(np.sum(mcmc.get_extra_fields()["diverging"]))
+        diag = diagnostics(theta, seconds, divergences)
+        return DrawsPosterior(theta.reshape(-1, theta.shape[-1]), diag)
+
+    return agent
