@@ -6,6 +6,7 @@
 
 from generative import classification, coin, conjugate  # noqa: F401  (register the families)
 from generative import real_data  # noqa: F401  (register the real-data family)
+from generative import sbi  # noqa: F401  (simulator tasks: generative.sbi.get_task)
 from generative.registry import (
     FAMILIES,
     SWEEPS,

@@ -1,0 +1,227 @@
+"""The shared simulator-task interface: prior, simulator, likelihood, transforms, observations.
+
+Subclasses define the model (`_sample_prior`, `_log_prior`, `_simulate`, `_log_likelihood`,
+`_reference_posterior`); this base class checks shapes and seeds, maps parameters to an
+unconstrained space and derives the ten observations from fixed seeds.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import functools
+
+import numpy as np
+
+from testbed.errors import InputError, bad_value
+
+NUM_OBSERVATIONS = 10
+OBSERVATION_SEED_BASE = 1_000_000
+
+Seed = int | np.random.SeedSequence | np.random.Generator
+
+
+def make_rng(seed: Seed, field: str = "seed") -> np.random.Generator:
+    """A numpy Generator from an int seed (or a SeedSequence / Generator passed through)."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, np.random.SeedSequence):
+        return np.random.default_rng(seed)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise bad_value(field, seed, "a non-negative integer")
+    return np.random.default_rng(int(seed))
+
+
+def check_count(num: int, field: str) -> int:
+    """`num` as an int >= 1, else an InputError naming `field`."""
+    if isinstance(num, bool) or not isinstance(num, int | np.integer) or num < 1:
+        raise bad_value(field, num, "an integer >= 1")
+    return int(num)
+
+
+def as_rows(values, dim: int, field: str) -> np.ndarray:
+    """`values` as a float64 array [n, dim]; a single vector [dim] becomes one row."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != dim:
+        raise bad_value(field, f"array of shape {np.shape(values)}", f"shape [n, {dim}] or [{dim}]")
+    return arr
+
+
+@dataclasses.dataclass(frozen=True)
+class Support:
+    """Where the prior lives: `kind` is 'real', 'positive' or 'box' (with `low`, `high`)."""
+
+    kind: str
+    low: float = -np.inf
+    high: float = np.inf
+
+    def __post_init__(self):
+        if self.kind not in ("real", "positive", "box"):
+            raise bad_value("support.kind", self.kind, ("real", "positive", "box"))
+        if self.kind == "box" and not self.low < self.high:
+            raise bad_value("support.high", self.high, f"a number > low = {self.low}")
+
+
+class Task(abc.ABC):
+    """A simulator with a prior, a tractable likelihood and a reference posterior.
+
+    Public methods take and return float64 numpy arrays with a leading batch axis.
+    """
+
+    name: str
+    dim_parameters: int
+    dim_data: int
+    support: Support
+    parameter_names: tuple[str, ...] = ()
+    # Ten observation seeds; the k-th observation uses `observation_seeds[k - 1]`.
+    observation_seeds: tuple[int, ...] = tuple(OBSERVATION_SEED_BASE + i for i in range(10))
+
+    # ----- model pieces that subclasses implement (inputs already checked) -----
+    @abc.abstractmethod
+    def _sample_prior(self, num: int, rng: np.random.Generator) -> np.ndarray: ...
+
+    @abc.abstractmethod
+    def _log_prior(self, theta: np.ndarray) -> np.ndarray: ...
+
+    @abc.abstractmethod
+    def _simulate(self, theta: np.ndarray, rng: np.random.Generator) -> np.ndarray: ...
+
+    @abc.abstractmethod
+    def _log_likelihood(self, theta: np.ndarray, x_o: np.ndarray) -> np.ndarray: ...
+
+    @abc.abstractmethod
+    def _reference_posterior(
+        self, x_o: np.ndarray, num_samples: int, rng: np.random.Generator
+    ) -> np.ndarray: ...
+
+    # ----- public API -----
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Parameter names (theta_1, ... unless the task names them)."""
+        if self.parameter_names:
+            return self.parameter_names
+        return tuple(f"theta_{i + 1}" for i in range(self.dim_parameters))
+
+    def sample_prior(self, num: int, seed: Seed = 0) -> np.ndarray:
+        """`num` parameter draws from the prior, [num, dim_parameters]."""
+        return self._sample_prior(check_count(num, "num"), make_rng(seed))
+
+    def log_prior(self, theta) -> np.ndarray:
+        """Prior log-density of each row of `theta`, [n] (-inf outside the support)."""
+        return self._log_prior(as_rows(theta, self.dim_parameters, "theta"))
+
+    def simulate(self, theta, seed: Seed = 0) -> np.ndarray:
+        """One simulation per row of `theta`, [n, dim_data]; failed ODE solves give NaN rows."""
+        theta = as_rows(theta, self.dim_parameters, "theta")
+        outside = ~np.isfinite(self._log_prior(theta))
+        if outside.any():
+            i = int(np.flatnonzero(outside)[0])
+            raise bad_value(
+                f"theta[{i}]",
+                theta[i].tolist(),
+                f"parameters inside the prior support {self.support}",
+            )
+        return self._simulate(theta, make_rng(seed))
+
+    def log_likelihood(self, theta, x_o) -> np.ndarray:
+        """log p(x_o | theta) for each row of `theta`, [n]."""
+        theta = as_rows(theta, self.dim_parameters, "theta")
+        return self._log_likelihood(theta, self.check_observation(x_o))
+
+    def log_posterior_unnormalized(self, theta, x_o) -> np.ndarray:
+        """log p(theta) + log p(x_o | theta), [n]; -inf outside the support."""
+        theta = as_rows(theta, self.dim_parameters, "theta")
+        x_o = self.check_observation(x_o)
+        lp = self._log_prior(theta)
+        out = np.full(theta.shape[0], -np.inf)
+        ok = np.isfinite(lp)
+        if ok.any():
+            out[ok] = lp[ok] + self._log_likelihood(theta[ok], x_o)
+        return np.where(np.isnan(out), -np.inf, out)
+
+    def check_observation(self, x_o) -> np.ndarray:
+        """`x_o` as a vector [dim_data]; accepts [dim_data] or [1, dim_data]."""
+        arr = np.asarray(x_o, dtype=np.float64)
+        if arr.ndim == 2 and arr.shape[0] == 1:
+            arr = arr[0]
+        if arr.shape != (self.dim_data,):
+            raise bad_value(
+                "x_o",
+                f"array of shape {np.shape(x_o)}",
+                f"shape [{self.dim_data}] or [1, {self.dim_data}]",
+            )
+        if not np.all(np.isfinite(arr)):
+            raise bad_value("x_o", arr.tolist(), "finite values")
+        return arr
+
+    def check_index(self, k: int) -> int:
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= 10:
+            raise bad_value("num_observation", k, "an integer in 1..10")
+        return int(k)
+
+    def true_parameters(self, k: int) -> np.ndarray:
+        """The parameters behind observation `k` (1..10), [1, dim_parameters]."""
+        return self._observation_pair(self.check_index(k))[0].copy()
+
+    def observation(self, k: int) -> np.ndarray:
+        """Observation `k` (1..10), [1, dim_data], simulated from `true_parameters(k)`."""
+        return self._observation_pair(self.check_index(k))[1].copy()
+
+    @functools.cache  # noqa: B019  (tasks are few, long-lived singletons)
+    def _observation_pair(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        seq = np.random.SeedSequence(self.observation_seeds[k - 1])
+        prior_seq, sim_seq = seq.spawn(2)
+        theta = self._sample_prior(1, np.random.default_rng(prior_seq))
+        return theta, self._simulate(theta, np.random.default_rng(sim_seq))
+
+    def reference_posterior(self, x_o, num_samples: int = 10_000, seed: Seed = 0) -> np.ndarray:
+        """`num_samples` draws from p(theta | x_o) for any observation, [num, dim_parameters]."""
+        x_o = self.check_observation(x_o)
+        num_samples = check_count(num_samples, "num_samples")
+        return self._reference_posterior(x_o, num_samples, make_rng(seed))
+
+    # ----- unconstrained space (for samplers and agents) -----
+    def to_unconstrained(self, theta) -> np.ndarray:
+        """Maps parameters in the support to R^d (log / scaled logit / identity)."""
+        theta = as_rows(theta, self.dim_parameters, "theta")
+        s = self.support
+        if s.kind == "positive":
+            return np.log(theta)
+        if s.kind == "box":
+            u = (theta - s.low) / (s.high - s.low)
+            return np.log(u) - np.log1p(-u)
+        return theta.copy()
+
+    def from_unconstrained(self, z) -> np.ndarray:
+        """Inverse of `to_unconstrained`."""
+        z = as_rows(z, self.dim_parameters, "z")
+        s = self.support
+        if s.kind == "positive":
+            return np.exp(z)
+        if s.kind == "box":
+            return s.low + (s.high - s.low) / (1.0 + np.exp(-z))
+        return z.copy()
+
+    def log_abs_det_jacobian(self, z) -> np.ndarray:
+        """log |d from_unconstrained(z) / dz|, [n]: add it to densities over theta."""
+        z = as_rows(z, self.dim_parameters, "z")
+        s = self.support
+        if s.kind == "positive":
+            return z.sum(axis=1)
+        if s.kind == "box":
+            log_sig = -np.logaddexp(0.0, -z) - np.logaddexp(0.0, z)
+            return (np.log(s.high - s.low) + log_sig).sum(axis=1)
+        return np.zeros(z.shape[0])
+
+
+def no_posterior_mass(task: str) -> InputError:
+    """The error for an observation the prior cannot (numerically) produce."""
+    return InputError(
+        f"x_o: the {task} posterior has no numerically reachable mass for this observation; "
+        "allowed: observations the simulator can produce under the prior"
+    )
