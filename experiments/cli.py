@@ -1,4 +1,4 @@
-"""The `testbed` command line: list, run (sweep, leaderboard, report come with the leaderboard).
+"""The `testbed` command line: list, run, sweep, leaderboard, report.
 
 Bad input prints one line `testbed: error: ...` and exits with status 2, no traceback.
 """
@@ -106,12 +106,115 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_not_yet(args: argparse.Namespace) -> int:
+def _split(values: Sequence[str] | None) -> list[str]:
+    return [v.strip() for text in values or [] for v in text.split(",") if v.strip()]
+
+
+def _executor(args: argparse.Namespace) -> Any:
+    from leaderboard.executors import LocalExecutor, RayExecutor
+
+    imports = tuple(_split(args.imports))
+    if args.executor == "ray":
+        return RayExecutor(address=args.address, timeout=args.timeout, imports=imports)
+    return LocalExecutor(workers=args.workers, timeout=args.timeout, imports=imports)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import importlib
+
+    from leaderboard.jobs import expand, parse_seeds, sweep_jobs
+    from leaderboard.runner import run_sweep
+    from leaderboard.store import ResultsStore
     from testbed.errors import InputError
 
-    raise InputError(
-        f"'testbed {args.command}' is not available yet: it comes with the leaderboard"
+    for name in _split(args.imports):  # the user's own agents / problems register here
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            raise InputError(f"--import: got {name!r}; cannot import it ({e})") from None
+    agent_names = _split(args.agent)
+    seeds = parse_seeds(args.seeds)
+    overrides = _parse_sets(args.set or [])
+    if bool(args.sweep) == bool(args.problem):
+        raise InputError("give exactly one of --sweep NAME or --problem ID[,ID...]")
+    if args.sweep:
+        jobs = sweep_jobs(
+            agent_names, args.sweep, seeds=seeds, overrides=overrides, configs=args.configs
+        )
+    else:
+        import generative
+
+        ids = _split(args.problem)
+        for pid in ids:
+            generative.problem_settings(pid)  # an unknown id fails here, before any job
+        jobs = expand(agent_names, ids, seeds=seeds, overrides=overrides, configs=args.configs)
+    executor = _executor(args)
+    with ResultsStore(args.results, mode="w") as store:
+        summary = run_sweep(
+            jobs,
+            store,
+            executor,
+            retry_failed=args.retry_failed,
+            progress=not args.quiet and sys.stderr.isatty(),
+        )
+    line = (
+        f"{summary.total} jobs: {summary.skipped} already stored, {summary.ok} ok, "
+        f"{summary.failed} failed in {summary.seconds:.1f} s -> {args.results}"
     )
+    if args.json:
+        print(json.dumps({**vars(summary), "results": args.results}, indent=2))
+    else:
+        print(line)
+        for key, reason in summary.failures[:10]:
+            print(f"  failed {key}: {reason}")
+    return 1 if summary.failed else 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from leaderboard import board as lb
+    from leaderboard.tables import fmt_value, render
+
+    normalize = None if args.normalize == "none" else args.normalize
+    board = lb.build(
+        args.results,
+        sweep=args.sweep,
+        tau=args.tau,
+        normalize=normalize,
+        best_only=not args.all_configs,
+        metric=args.metric,
+    )
+    if args.export:
+        from leaderboard.store import export
+
+        n = export(args.results, args.export)
+        print(f"exported {n} rows to {args.export}", file=sys.stderr)
+    full = args.format in ("csv", "json")
+    tables = lb.tables(board, full=full)
+    if args.format == "table":
+        for title, table in tables:
+            rows = [[fmt_value(v) for v in r] for r in table.itertuples(index=False)]
+            _print_table(title, [lb.SHORT_NAMES.get(c, str(c)) for c in table.columns], rows)
+    elif args.format == "markdown":
+        print("\n\n".join(f"### {title}\n\n{render(t, 'markdown')}" for title, t in tables))
+    elif args.format == "csv":
+        import pandas as pd
+
+        kinds = [t.assign(table=title) for title, t in tables]
+        print(render(pd.concat(kinds, ignore_index=True), "csv"))
+    else:
+        print(json.dumps({title: json.loads(render(t, "json")) for title, t in tables}, indent=2))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from leaderboard import board as lb
+    from leaderboard.report import write_report
+
+    normalize = None if args.normalize == "none" else args.normalize
+    board = lb.build(args.results, sweep=args.sweep, normalize=normalize)
+    path = write_report(board, args.out, title=args.title)
+    print(f"report: {path.resolve()}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,10 +234,53 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=cmd_run)
 
-    for name in ("sweep", "leaderboard", "report"):
-        p = sub.add_parser(name, help="(coming with the leaderboard)")
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(fn=cmd_not_yet)
+    p = sub.add_parser("sweep", help="run agents over a problem sweep into the results store")
+    p.add_argument("--agent", action="append", required=True, help="agent name(s), a,b or repeat")
+    p.add_argument("--sweep", help="a registered problem sweep (testbed list sweeps)")
+    p.add_argument("--problem", action="append", help="problem id(s) instead of a sweep")
+    p.add_argument(
+        "--configs",
+        choices=["default", "sweep"],
+        default="default",
+        help="the agent's default config, or its whole hyper-parameter sweep",
+    )
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="agent config override")
+    p.add_argument("--seeds", default="0", help="agent seeds: 0,1,2 or 0-4 (default 0)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local")
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    p.add_argument("--workers", type=int, default=0, help="local worker processes (0: per core)")
+    p.add_argument("--timeout", type=float, help="per-job time limit in seconds")
+    p.add_argument("--results", default="testbed-results.db", help="SQLite results file")
+    p.add_argument("--retry-failed", action="store_true", help="run failed jobs again")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        metavar="MODULE",
+        help="module(s) that register your own agents or problems",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="machine-readable summary")
+    p.set_defaults(fn=cmd_sweep)
+
+    p = sub.add_parser("leaderboard", help="rank agents from a results file")
+    p.add_argument("--results", default="testbed-results.db")
+    p.add_argument("--sweep", help="rank over this sweep's problems (missing ones count 1e6)")
+    p.add_argument("--tau", type=int, help="one tau only (default: a table per tau)")
+    p.add_argument("--normalize", default="uniform", help="agent whose KL is 1, or none")
+    p.add_argument("--all-configs", action="store_true", help="every config, not the best")
+    p.add_argument("--metric", choices=["auto", "kl", "c2st"], default="auto")
+    p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
+    p.add_argument("--export", metavar="PATH", help="also write all rows to .csv / .parquet")
+    p.set_defaults(fn=cmd_leaderboard)
+
+    p = sub.add_parser("report", help="write a self-contained HTML report")
+    p.add_argument("--results", default="testbed-results.db")
+    p.add_argument("--out", default="report.html")
+    p.add_argument("--sweep", help="rank over this sweep's problems")
+    p.add_argument("--normalize", default="uniform", help="agent whose KL is 1, or none")
+    p.add_argument("--title", default="testbed leaderboard")
+    p.set_defaults(fn=cmd_report)
     return parser
 
 

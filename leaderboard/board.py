@@ -1,0 +1,135 @@
+"""The leaderboard: results -> the ranking tables of every kind of problem present."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+
+import pandas as pd
+
+from leaderboard import scoring
+from leaderboard.store import DEFAULT_PATH, load
+from testbed.errors import InputError, bad_value
+
+KL_COLUMNS = [
+    "label",
+    "normalized_kl",
+    "normalized_stderr",
+    "mean_kl",
+    "mean_test_acc",
+    "mean_test_ece",
+    "mean_train_seconds",
+    "mean_evaluation_seconds",
+    "pct_health",
+    "num_problems",
+]
+SHORT_NAMES = {  # terminal headers
+    "label": "agent",
+    "normalized_kl": "KL/norm",
+    "normalized_stderr": "stderr",
+    "mean_kl": "KL",
+    "mean_test_acc": "test acc",
+    "mean_test_ece": "test ECE",
+    "mean_train_seconds": "train s",
+    "mean_evaluation_seconds": "eval s",
+    "pct_health": "health",
+    "num_problems": "n",
+    "mean_c2st": "C2ST",
+    "ci_low": "CI low",
+    "ci_high": "CI high",
+    "num_observations": "obs",
+}
+C2ST_COLUMNS = ["label", "task", "budget", "mean_c2st", "ci_low", "ci_high", "num_observations"]
+
+
+@dataclasses.dataclass
+class Board:
+    """The loaded results and the tables derived from them."""
+
+    df: pd.DataFrame
+    problem_ids: list[str] | None
+    kl: dict[int | None, pd.DataFrame]
+    clean_kl: pd.DataFrame | None
+    c2st: pd.DataFrame | None
+
+    @property
+    def normalizer(self) -> str | None:
+        return next((t.attrs.get("normalizer") for t in self.kl.values()), None)
+
+
+def problem_universe(sweep: str | None) -> list[str] | None:
+    """The problem ids of `sweep` (None: whatever problems the results hold)."""
+    if sweep is None:
+        return None
+    import generative
+
+    return generative.sweep_ids(sweep)
+
+
+def build(
+    results: str | os.PathLike = DEFAULT_PATH,
+    *,
+    sweep: str | None = None,
+    tau: int | None = None,
+    normalize: str | None = "uniform",
+    best_only: bool = True,
+    metric: str = "auto",
+) -> Board:
+    """Loads `results` and ranks: Neural Testbed tables per tau, SBI C2ST table."""
+    if metric not in ("auto", "kl", "c2st"):
+        raise bad_value("metric", metric, ["auto", "kl", "c2st"])
+    ids = problem_universe(sweep)
+    df = load(results)
+    if not len(df):
+        raise InputError(f"results: {str(results)!r} holds no finished jobs yet")
+    kl_rows = df[df["kl_estimate"].notna()] if "kl_estimate" in df.columns else df.iloc[:0]
+    has_kl = len(kl_rows) > 0
+    has_c2st = "c2st" in df.columns and df["c2st"].notna().any()
+    kl: dict[int | None, pd.DataFrame] = {}
+    clean = None
+    if metric in ("auto", "kl") and (has_kl or metric == "kl"):
+        kl_df = _kl_rows(df, ids)
+        clean = scoring.clean_kl(kl_df, ids)
+        if tau is None:
+            kl = scoring.kl_rankings(clean, normalize=normalize, best_only=best_only)
+        else:
+            kl = {tau: scoring.kl_ranking(clean, tau, normalize=normalize, best_only=best_only)}
+    c2st = None
+    if metric in ("auto", "c2st") and (has_c2st or metric == "c2st"):
+        c2st_df = df if ids is None else df[df["problem_id"].isin(ids)]
+        c2st = scoring.c2st_table(c2st_df, best_only=best_only)
+    if not kl and c2st is None:
+        raise InputError(
+            f"results: {str(results)!r} has no kl_estimate or c2st metric to rank; allowed: "
+            "results of joint-KL or posterior problems"
+        )
+    return Board(df, ids, kl, clean, c2st)
+
+
+def _kl_rows(df: pd.DataFrame, ids: Sequence[str] | None) -> pd.DataFrame:
+    """Rows that belong to the KL leaderboard: problems where some agent reported a KL
+    (failed jobs of those problems included: they count as missing)."""
+    if "kl_estimate" not in df.columns:
+        raise InputError("results: no 'kl_estimate' metric; allowed: joint-KL problems")
+    kl_problems = set(df.loc[df["kl_estimate"].notna(), "problem_id"])
+    if ids is not None:
+        kl_problems |= set(ids)
+    return df[df["problem_id"].isin(kl_problems)]
+
+
+def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
+    """(title, table) pairs for display; `full` keeps every column (csv/json output)."""
+    out = []
+    for tau, table in board.kl.items():
+        norm = table.attrs.get("normalizer")
+        title = f"joint KL, tau={tau}" if tau is not None else "KL"
+        title += f" (normalised by {norm})" if norm else " (not normalised)"
+        shown = table if full else table[[c for c in KL_COLUMNS if c in table.columns]]
+        if full:
+            shown = shown.assign(tau=tau)
+        out.append((title, shown))
+    if board.c2st is not None:
+        shown = board.c2st if full else board.c2st[C2ST_COLUMNS]
+        out.append(("C2ST per task x budget (mean over observations, 95% bootstrap CI)", shown))
+    return out

@@ -1,0 +1,279 @@
+"""Executors: run job dicts and hand each result to the driver as it finishes.
+
+`LocalExecutor` is a pool of worker processes (spawn start method: JAX is not fork-safe)
+on this machine; `RayExecutor` runs the same jobs as Ray tasks on a cluster. Both
+enforce a per-job timeout and turn a hung or dead worker into a failed result, so a
+sweep always goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import wait
+from typing import Any
+
+from leaderboard.worker import failed_result, thread_env, worker_main
+from testbed.config import check_at_least, check_one_of, check_positive
+from testbed.errors import InputError
+
+OnResult = Callable[[dict[str, Any]], None]
+OnStart = Callable[[dict[str, Any]], None]
+STARTUP_SECONDS = 300.0  # importing the stack in a fresh process takes ~4 s; allow slow disks
+MAX_START_FAILURES = 3
+
+
+def default_workers() -> int:
+    """One worker per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalConfig:
+    """A local process pool. `timeout` is per job, in seconds (None: no limit)."""
+
+    workers: int = 0  # 0: one per core
+    timeout: float | None = None
+    threads_per_worker: int = 1
+    start_method: str = "spawn"
+    imports: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        check_at_least("workers", self.workers, 0)
+        check_at_least("threads_per_worker", self.threads_per_worker, 1)
+        check_one_of("start_method", self.start_method, ["spawn", "forkserver"])
+        if self.timeout is not None:
+            check_positive("timeout", self.timeout)
+
+
+class _Slot:
+    """One worker process and the job it is running."""
+
+    def __init__(self, ctx, config: LocalConfig):
+        self.conn, child = ctx.Pipe()
+        env = thread_env(config.threads_per_worker)
+        self.process = ctx.Process(
+            target=worker_main,
+            args=(child, env, tuple(config.imports), os.getpid()),
+            daemon=True,
+        )
+        # spawn copies this environment into the child before it imports anything, so the
+        # thread counts hold for numpy/OpenBLAS too (they read them when loaded).
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            self.process.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        child.close()
+        self.ready = False
+        self.started = time.monotonic()
+        self.job: dict[str, Any] | None = None
+        self.deadline: float | None = None
+
+    def assign(self, job: dict[str, Any], timeout: float | None) -> None:
+        self.job = job
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.conn.send(job)
+
+    def stop(self, grace: float = 2.0) -> None:
+        if self.process.is_alive() and self.job is None and self.ready:
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+            self.process.join(grace)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+        self.conn.close()
+
+
+class LocalExecutor:
+    """Runs jobs on a pool of worker processes on this machine, one job per worker at a time."""
+
+    def __init__(self, config: LocalConfig | None = None, **kwargs: Any):
+        self.config = config or LocalConfig(**kwargs)
+
+    @property
+    def workers(self) -> int:
+        return self.config.workers or default_workers()
+
+    def run(self, jobs: Sequence[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
+        """Runs `jobs`, calling `on_result(result)` in this process as each one finishes."""
+        if not jobs:
+            return
+        ctx = mp.get_context(self.config.start_method)
+        pending = deque(jobs)
+        slots = [_Slot(ctx, self.config) for _ in range(min(self.workers, len(jobs)))]
+        start_failures = 0
+        try:
+            while pending or any(s.job is not None for s in slots):
+                for slot in slots:
+                    if slot.ready and slot.job is None and pending:
+                        slot.assign(pending.popleft(), self.config.timeout)
+                        if on_start is not None:
+                            on_start(slot.job)
+                wait(self._waitables(slots), timeout=self._next_deadline(slots))
+                for i, slot in enumerate(slots):
+                    outcome = self._poll(slot)
+                    if outcome == "result":
+                        result, slot.job, slot.deadline = slot.conn.recv(), None, None
+                        on_result(result)
+                    elif outcome == "ready":
+                        pass
+                    elif outcome is not None:  # dead, hung, or failed to start
+                        if slot.job is not None:
+                            on_result(failed_result(slot.job, outcome))
+                        else:
+                            start_failures += 1
+                            if start_failures > MAX_START_FAILURES:
+                                raise InputError(f"workers cannot start: {outcome}")
+                        slot.job = None
+                        slot.stop(grace=0)
+                        slots[i] = _Slot(ctx, self.config)
+        finally:
+            for slot in slots:
+                slot.stop()
+
+    @staticmethod
+    def _waitables(slots: list[_Slot]) -> list[Any]:
+        return [s.conn for s in slots] + [s.process.sentinel for s in slots]
+
+    @staticmethod
+    def _next_deadline(slots: list[_Slot]) -> float:
+        now = time.monotonic()
+        deadlines = [s.deadline for s in slots if s.deadline is not None]
+        deadlines += [s.started + STARTUP_SECONDS for s in slots if not s.ready]
+        return max(0.0, min(deadlines) - now) + 0.01 if deadlines else 1.0
+
+    def _poll(self, slot: _Slot) -> str | None:
+        """What happened to `slot`: 'result', 'ready', a failure reason, or None."""
+        try:
+            has_message = slot.conn.poll()
+        except OSError:
+            has_message = False
+        if has_message and slot.ready:
+            return "result"
+        if has_message:
+            try:
+                hello = slot.conn.recv()
+            except (EOFError, OSError):
+                hello = {"ready": False, "error": "worker closed its pipe while starting"}
+            if hello.get("ready"):
+                slot.ready = True
+                return "ready"
+            return f"worker failed to start: {hello.get('error')}"
+        if not slot.process.is_alive():
+            return f"worker process died (exit code {slot.process.exitcode})"
+        now = time.monotonic()
+        if slot.deadline is not None and now >= slot.deadline:
+            return f"timed out after {self.config.timeout:g} s (worker killed)"
+        if not slot.ready and now >= slot.started + STARTUP_SECONDS:
+            return f"worker did not start within {STARTUP_SECONDS:g} s"
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RayConfig:
+    """Ray tasks on the cluster at `address` (None: start a local Ray instance).
+
+    `init_kwargs` go to `ray.init` (e.g. num_cpus=2, include_dashboard=False for tests).
+    """
+
+    address: str | None = None
+    timeout: float | None = None
+    threads_per_worker: int = 1
+    max_in_flight: int = 0  # 0: the cluster's CPU count
+    imports: tuple[str, ...] = ()
+    init_kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self):
+        check_at_least("threads_per_worker", self.threads_per_worker, 1)
+        check_at_least("max_in_flight", self.max_in_flight, 0)
+        if self.timeout is not None:
+            check_positive("timeout", self.timeout)
+
+
+def _ray_task(job: dict[str, Any], env: dict[str, str], imports: tuple[str, ...]) -> dict:
+    from leaderboard.worker import prepare, run_job
+
+    prepare(env, imports)
+    return run_job(job)
+
+
+class RayExecutor:
+    """Runs jobs as Ray tasks; results come back to the driver, which alone writes the store."""
+
+    def __init__(self, config: RayConfig | None = None, **kwargs: Any):
+        if "init_kwargs" in kwargs and isinstance(kwargs["init_kwargs"], dict):
+            kwargs["init_kwargs"] = tuple(sorted(kwargs["init_kwargs"].items()))
+        self.config = config or RayConfig(**kwargs)
+
+    def run(self, jobs: Sequence[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
+        if not jobs:
+            return
+        try:
+            import ray
+        except ImportError:
+            raise InputError(
+                "executor: got 'ray' but Ray is not installed; allowed: 'local', or "
+                "pip install 'testbed[ray]'"
+            ) from None
+        env = thread_env(self.config.threads_per_worker)
+        started_here = not ray.is_initialized()
+        if started_here:
+            try:
+                ray.init(
+                    address=self.config.address,
+                    runtime_env={"env_vars": env},
+                    log_to_driver=False,
+                    **dict(self.config.init_kwargs),
+                )
+            except ConnectionError as e:
+                raise InputError(f"ray address: got {self.config.address!r}; {e}") from None
+        try:
+            self._run(ray, jobs, env, on_result, on_start)
+        finally:
+            if started_here:
+                ray.shutdown()
+
+    def _run(self, ray, jobs, env, on_result: OnResult, on_start) -> None:
+        task = ray.remote(num_cpus=self.config.threads_per_worker, max_retries=0)(_ray_task)
+        limit = self.config.max_in_flight or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        pending = deque(jobs)
+        flight: dict[Any, tuple[dict[str, Any], float]] = {}
+        while pending or flight:
+            while pending and len(flight) < limit:
+                job = pending.popleft()
+                ref = task.remote(job, env, tuple(self.config.imports))
+                flight[ref] = (job, time.monotonic())
+                if on_start is not None:
+                    on_start(job)
+            ready, _ = ray.wait(list(flight), num_returns=1, timeout=0.5)
+            for ref in ready:
+                job, _ = flight.pop(ref)
+                try:
+                    on_result(ray.get(ref))
+                except ray.exceptions.RayError as e:
+                    on_result(failed_result(job, f"ray task failed: {type(e).__name__}: {e}"))
+            if self.config.timeout is None:
+                continue
+            now = time.monotonic()
+            for ref, (job, t0) in list(flight.items()):
+                if now - t0 > self.config.timeout:
+                    ray.cancel(ref, force=True)
+                    flight.pop(ref)
+                    reason = f"timed out after {self.config.timeout:g} s (task cancelled)"
+                    on_result(failed_result(job, reason))

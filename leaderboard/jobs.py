@@ -1,0 +1,141 @@
+"""Jobs: one (agent name, agent config, problem id, seed) each, with a stable key.
+
+A sweep expands an agent's hyper-parameter sweep (or one config) over a problem sweep
+and a list of agent seeds. The key is `config_key/problem_id/seed`, where `config_key`
+hashes the agent name and its config *without* the seed, so the same hyper-parameters
+under several seeds share a config key (what "best config per agent" groups on).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from testbed.errors import InputError, bad_value
+
+
+def config_key(agent: str, config: Mapping[str, Any]) -> str:
+    """A stable hash of (agent name, config without its seed)."""
+    body = {k: v for k, v in config.items() if k != "seed"}
+    text = json.dumps({"agent": agent, "config": body}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One unit of work: train `agent` with `config` (and `seed`) on `problem_id`."""
+
+    agent: str
+    config_json: str  # the config without its seed, as sorted JSON (hashable, stable)
+    problem_id: str
+    seed: int = 0
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return json.loads(self.config_json)
+
+    @property
+    def config_key(self) -> str:
+        return config_key(self.agent, self.config)
+
+    @property
+    def key(self) -> str:
+        return f"{self.config_key}/{self.problem_id}/{self.seed}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "agent": self.agent,
+            "config": self.config,
+            "config_key": self.config_key,
+            "problem_id": self.problem_id,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def make(cls, agent: str, config: Mapping[str, Any], problem_id: str, seed: int = 0) -> Job:
+        body = {k: v for k, v in config.items() if k != "seed"}
+        return cls(agent, json.dumps(body, sort_keys=True), problem_id, int(seed))
+
+
+def agent_configs(
+    agent: str, overrides: Mapping[str, Any] | None = None, *, configs: str = "sweep"
+) -> list[dict[str, Any]]:
+    """The agent's configs as dicts: its sweep (`configs='sweep'`) or its default
+    (`'default'`); overrides give exactly one config (the default with them applied)."""
+    import agents
+
+    if configs not in ("sweep", "default"):
+        raise bad_value("configs", configs, ["sweep", "default"])
+    if overrides:
+        return [agents.load(agent, **overrides).config_dict()]
+    if configs == "default":
+        return [agents.load(agent).config_dict()]
+    return [c.config_dict() for c in agents.sweep(agent)]
+
+
+def parse_seeds(text: str | Sequence[int]) -> list[int]:
+    """Agent seeds from `0,1,2`, `0-4` (inclusive) or a list of integers."""
+    if not isinstance(text, str):
+        return [int(s) for s in text]
+    seeds: list[int] = []
+    try:
+        for part in [p.strip() for p in text.split(",") if p.strip()]:
+            lo, _, hi = part.partition("-")
+            seeds.extend(range(int(lo), int(hi) + 1) if hi else [int(lo)])
+    except ValueError:
+        seeds = []
+    if not seeds:
+        raise bad_value("seeds", text, "integers >= 0 like 0,1,2 or a range like 0-4")
+    return list(dict.fromkeys(seeds))
+
+
+def expand(
+    agent_names: Iterable[str],
+    problem_ids: Sequence[str],
+    *,
+    seeds: Sequence[int] = (0,),
+    overrides: Mapping[str, Any] | None = None,
+    configs: str = "sweep",
+) -> list[Job]:
+    """Jobs for every (agent config, problem id, seed), in a stable order without repeats.
+
+    Checks up front that each agent exists and accepts a `seed` when more than seed 0 is
+    asked for, so a typo fails before any job runs.
+    """
+    import agents
+
+    jobs: dict[str, Job] = {}
+    for name in agent_names:
+        entry = agents.AGENTS.get(name)
+        has_seed = any(f.name == "seed" for f in dataclasses.fields(entry.config_cls))
+        if not has_seed and any(s != 0 for s in seeds):
+            raise InputError(
+                f"seeds: got {list(seeds)!r} for agent {name!r}, whose config has no 'seed' "
+                "field; allowed: 0 only"
+            )
+        for config in agent_configs(name, overrides, configs=configs):
+            for pid in problem_ids:
+                for seed in seeds:
+                    job = Job.make(name, config, pid, seed)
+                    jobs.setdefault(job.key, job)
+    return list(jobs.values())
+
+
+def sweep_jobs(
+    agent_names: Iterable[str],
+    sweep: str,
+    *,
+    seeds: Sequence[int] = (0,),
+    overrides: Mapping[str, Any] | None = None,
+    configs: str = "sweep",
+) -> list[Job]:
+    """`expand` over the problem ids of the registered sweep `sweep`."""
+    import generative
+
+    return expand(
+        agent_names, generative.sweep_ids(sweep), seeds=seeds, overrides=overrides, configs=configs
+    )

@@ -1,0 +1,300 @@
+"""Scoring and ranking, as the papers do it.
+
+Neural Testbed (`kl_estimate`): per agent config and problem, negative KL is clipped to
+0 (only below -1e-4 counts against health), missing or non-finite KL becomes 1e6; the
+mean per tau is normalised by the `uniform` agent (or a chosen one); the standard error
+is over seed groups (problem seed % 10: group means, then std / sqrt(#groups)). Accuracy,
+ECE and timings are averaged alongside. Best config per agent = lowest mean cleaned KL
+over all problems (taus mixed), as the Neural Testbed selects hyper-parameters.
+
+SBI benchmark (`c2st`): mean C2ST over observations per task x simulation budget, with a
+95% bootstrap confidence interval over observations.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from testbed.errors import InputError, bad_value
+
+KL_FILL = 1e6
+NEGATIVE_TOLERANCE = -1e-4
+NUM_SEED_GROUPS = 10
+ENTRY = ["agent", "config_key"]
+MEAN_METRICS = ("test_acc", "test_ece", "train_seconds", "evaluation_seconds")
+TASK_COLUMNS = ("task", "task_name")
+BUDGET_COLUMNS = ("num_simulations", "budget", "simulation_budget")
+OBSERVATION_COLUMNS = ("num_observation", "observation")
+
+
+def entry_labels(df: pd.DataFrame) -> dict[str, str]:
+    """config_key -> display label: the agent name, plus the config fields that vary
+    between that agent's configs present in `df` (e.g. `ensemble[num_ensemble=30]`)."""
+    labels: dict[str, str] = {}
+    for agent, group in df.groupby("agent", sort=True):
+        configs = {
+            k: json.loads(c) if isinstance(c, str) else dict(c)
+            for k, c in group.drop_duplicates("config_key")[["config_key", "config"]].values
+        }
+        if len(configs) == 1:
+            labels[next(iter(configs))] = str(agent)
+            continue
+        fields = sorted({f for c in configs.values() for f in c})
+        varying = [f for f in fields if len({json.dumps(c.get(f)) for c in configs.values()}) > 1]
+        for key, c in configs.items():
+            body = ",".join(f"{f}={json.dumps(c.get(f))}" for f in varying)
+            labels[key] = f"{agent}[{body}]"
+    return labels
+
+
+def _settings_for(df: pd.DataFrame, problem_ids: Sequence[str]) -> pd.DataFrame:
+    """One row of problem settings per id (taken from `df` where present)."""
+    from leaderboard.store import settings_table
+
+    table = settings_table(problem_ids)
+    out = pd.DataFrame([{"problem_id": p, **table[p]} for p in problem_ids])
+    return out if len(out) else pd.DataFrame({"problem_id": []})
+
+
+def clean_kl(df: pd.DataFrame, problem_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """One cleaned row per (agent, config_key, problem_id) under the Neural Testbed's rules.
+
+    `problem_ids` is the leaderboard's sweep (default: every problem any agent ran):
+    rows of other problems are dropped (and count against health); an agent config
+    missing a problem gets KL 1e6. Several agent seeds of one problem are averaged after
+    cleaning. Columns: agent, config_key, label, problem_id, kl_estimate (clean),
+    raw_kl_estimate, the MEAN_METRICS present, pct_health, then the problem settings.
+    """
+    if "kl_estimate" not in df.columns:
+        raise InputError("results: no 'kl_estimate' metric; allowed: joint-KL problems")
+    universe = list(dict.fromkeys(problem_ids if problem_ids is not None else df["problem_id"]))
+    inside = set(universe)
+    labels = entry_labels(df)
+    metrics = [m for m in MEAN_METRICS if m in df.columns]
+    parts = []
+    for (agent, ckey), rows in df.groupby(ENTRY, sort=True):
+        extra = int((~rows["problem_id"].isin(inside)).sum())
+        rows = rows[rows["problem_id"].isin(inside)]
+        raw = rows["kl_estimate"].astype(float)
+        kl = raw.where(~(raw < 0), 0.0)  # clip negatives first (-inf included), as the paper
+        bad_negative = int((raw < NEGATIVE_TOLERANCE).sum())
+        non_finite = ~np.isfinite(kl)
+        kl = kl.where(~non_finite, KL_FILL)
+        cleaned = rows[["problem_id", *metrics]].assign(kl_estimate=kl, raw_kl_estimate=raw)
+        per_problem = cleaned.groupby("problem_id", sort=False).mean()
+        missing = [p for p in universe if p not in per_problem.index]
+        fill = pd.DataFrame(
+            {"kl_estimate": KL_FILL, "raw_kl_estimate": math.nan}, index=pd.Index(missing)
+        )
+        per_problem = pd.concat([per_problem, fill]) if missing else per_problem
+        per_problem = per_problem.reindex(universe)
+        total = len(rows) + len(missing)  # as the paper: extras count as bad, not in total
+        bad = int(non_finite.sum()) + bad_negative + extra + len(missing)
+        part = per_problem.rename_axis("problem_id").reset_index()
+        part.insert(0, "config_key", ckey)
+        part.insert(0, "agent", agent)
+        part.insert(2, "label", labels[ckey])
+        part["pct_health"] = 1.0 - bad / total if total else 0.0
+        parts.append(part)
+    if not parts:
+        raise InputError("results: no rows to score; allowed: a results file with finished jobs")
+    out = pd.concat(parts, ignore_index=True)
+    return out.merge(_settings_for(df, universe), on="problem_id", how="left")
+
+
+def entry_scores(clean: pd.DataFrame) -> pd.DataFrame:
+    """Per agent config: score = mean cleaned KL over all problems (taus mixed), health."""
+    return (
+        clean.groupby(ENTRY + ["label"], sort=True)
+        .agg(score=("kl_estimate", "mean"), pct_health=("pct_health", "first"))
+        .reset_index()
+        .sort_values(["agent", "score", "config_key"], kind="stable")
+    )
+
+
+def best_configs(clean: pd.DataFrame, score: str = "kl_estimate") -> dict[str, str]:
+    """agent -> config_key of its best config (lowest mean `score`; ties: first key)."""
+    means = clean.groupby(ENTRY, sort=True)[score].mean().reset_index()
+    means = means.sort_values(["agent", score, "config_key"], kind="stable")
+    return dict(means.drop_duplicates("agent")[["agent", "config_key"]].values)
+
+
+def _stderr(values: np.ndarray) -> float:
+    """np.std (ddof 0) / sqrt(n), as the Neural Testbed's ranking."""
+    return float(np.std(values) / np.sqrt(len(values))) if len(values) else math.nan
+
+
+def seed_group_stderr(kl: pd.Series, seeds: pd.Series, groups: int = NUM_SEED_GROUPS) -> float:
+    """Standard error over seed groups: mean KL within each `seed % groups`, then stderr."""
+    if seeds.isna().all():
+        return math.nan
+    means = kl.groupby(seeds.astype(int) % groups).mean()
+    return _stderr(means.to_numpy())
+
+
+def kl_ranking(
+    clean: pd.DataFrame,
+    tau: int | None = None,
+    *,
+    normalize: str | None = "uniform",
+    best_only: bool = True,
+    num_seed_groups: int = NUM_SEED_GROUPS,
+) -> pd.DataFrame:
+    """The Neural Testbed's ranking table for one tau (None: all rows).
+
+    Columns: agent, label, config_key, mean_kl, stderr_kl, normalized_kl,
+    normalized_stderr, mean_test_acc, mean_test_ece, mean_train_seconds,
+    mean_evaluation_seconds, pct_health, num_problems; sorted by normalized_kl, rows with
+    normalized_kl >= 1e6 dropped. `normalize` names the agent whose mean KL is 1 (its
+    best config); the default `uniform` is skipped when absent (attrs['normalizer'] says
+    what was used); any other absent name is an error.
+    """
+    df = clean
+    if tau is not None:
+        if "tau" not in df.columns or tau not in set(df["tau"].dropna().astype(int)):
+            present = sorted(set(df["tau"].dropna().astype(int))) if "tau" in df.columns else []
+            raise bad_value("tau", tau, present or ["(none: the problems have no tau)"])
+        df = df[df["tau"] == tau]
+    if best_only:
+        best = best_configs(clean)
+        df = df[[best.get(a) == k for a, k in zip(df["agent"], df["config_key"])]]
+    seeds = df["seed"] if "seed" in df.columns else pd.Series(np.nan, index=df.index)
+    rows = []
+    for (agent, ckey, label), g in df.groupby(ENTRY + ["label"], sort=True):
+        row: dict[str, Any] = {
+            "agent": agent,
+            "label": label,
+            "config_key": ckey,
+            "mean_kl": float(g["kl_estimate"].mean()),
+            "stderr_kl": seed_group_stderr(g["kl_estimate"], seeds[g.index], num_seed_groups),
+        }
+        for m in MEAN_METRICS:
+            row[f"mean_{m}"] = float(g[m].mean()) if m in g.columns else math.nan
+        row["pct_health"] = float(g["pct_health"].iloc[0])
+        row["num_problems"] = len(g)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    normalizer = None
+    scale = 1.0
+    if normalize and normalize != "none":
+        base = table[table["agent"] == normalize] if len(table) else table
+        if len(base):
+            scale = float(base["mean_kl"].iloc[0])
+            normalizer = normalize
+        elif normalize != "uniform":
+            agents_present = sorted(set(table["agent"])) if len(table) else []
+            raise bad_value("normalize", normalize, agents_present + ["none"])
+    if len(table):
+        table["normalized_kl"] = table["mean_kl"] / scale
+        table["normalized_stderr"] = table["stderr_kl"] / scale
+        table = table.sort_values(["normalized_kl", "label"], kind="stable")
+        table = table[table["normalized_kl"] < KL_FILL].reset_index(drop=True)
+        front = ["agent", "label", "normalized_kl", "normalized_stderr", "mean_kl", "stderr_kl"]
+        table = table[front + [c for c in table.columns if c not in front]]
+    table.attrs["normalizer"] = normalizer
+    table.attrs["tau"] = tau
+    return table
+
+
+def kl_rankings(clean: pd.DataFrame, **kwargs: Any) -> dict[int | None, pd.DataFrame]:
+    """`kl_ranking` for each tau present (one table for None when there is no tau)."""
+    if "tau" not in clean.columns or clean["tau"].isna().all():
+        return {None: kl_ranking(clean, None, **kwargs)}
+    return {int(t): kl_ranking(clean, int(t), **kwargs) for t in sorted(clean["tau"].dropna())}
+
+
+def _pick(df: pd.DataFrame, names: Sequence[str], what: str) -> str:
+    for name in names:
+        if name in df.columns:
+            return name
+    raise InputError(
+        f"results: c2st rows have no {what} setting; allowed: a setting named one of: "
+        + ", ".join(names)
+    )
+
+
+def bootstrap_ci(
+    values: np.ndarray, *, num_bootstrap: int = 1000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of `values` (resampled with replacement)."""
+    values = np.asarray(values, float)
+    if len(values) == 0:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(values), size=(num_bootstrap, len(values)))
+    means = values[idx].mean(axis=1)
+    tail = (1.0 - level) / 2.0
+    lo, hi = np.quantile(means, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+def c2st_table(
+    df: pd.DataFrame,
+    *,
+    best_only: bool = True,
+    num_bootstrap: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Mean C2ST per agent config x task x budget over observations, with a bootstrap CI.
+
+    Agent seeds of one observation are averaged first; a non-finite C2ST is left out of
+    the mean and counted in `num_failed`. Best config per agent: lowest C2ST averaged
+    over its (task, budget) cells.
+    """
+    if "c2st" not in df.columns or df["c2st"].notna().sum() == 0:
+        raise InputError("results: no 'c2st' metric; allowed: posterior (SBI) problems")
+    task = _pick(df, TASK_COLUMNS, "task")
+    budget = _pick(df, BUDGET_COLUMNS, "simulation budget")
+    obs = _pick(df, OBSERVATION_COLUMNS, "observation")
+    rows = df[df[task].notna() & df[budget].notna() & df[obs].notna()]  # posterior problems
+    labels = entry_labels(df)
+    out = []
+    for (agent, ckey, t, b), g in rows.groupby(ENTRY + [task, budget], sort=True):
+        finite = g[np.isfinite(g["c2st"].astype(float))]
+        per_obs = finite.groupby(obs)["c2st"].mean().to_numpy()
+        lo, hi = bootstrap_ci(per_obs, num_bootstrap=num_bootstrap, level=level, seed=seed)
+        out.append(
+            {
+                "agent": agent,
+                "label": labels[ckey],
+                "config_key": ckey,
+                "task": t,
+                "budget": b,
+                "mean_c2st": float(per_obs.mean()) if len(per_obs) else math.nan,
+                "ci_low": lo,
+                "ci_high": hi,
+                "num_observations": len(per_obs),
+                "num_failed": int(len(g) - len(finite)),
+            }
+        )
+    table = pd.DataFrame(out)
+    if best_only and len(table):
+        means = table.groupby(ENTRY)["mean_c2st"].mean().reset_index()
+        means = means.sort_values(["agent", "mean_c2st", "config_key"], kind="stable")
+        best = set(map(tuple, means.drop_duplicates("agent")[ENTRY].values))
+        table = table[[(a, k) in best for a, k in zip(table["agent"], table["config_key"])]]
+    return table.sort_values(["task", "budget", "mean_c2st"], kind="stable").reset_index(drop=True)
+
+
+def timings(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean train / evaluation / wall seconds per agent config over its finished jobs."""
+    ok = df[df["status"] == "ok"]
+    cols = [c for c in ("train_seconds", "evaluation_seconds", "wall_seconds") if c in ok]
+    labels = entry_labels(df)
+    out = ok.groupby(ENTRY, sort=True)[cols].mean().reset_index()
+    out.insert(1, "label", [labels[k] for k in out["config_key"]])
+    out["jobs"] = ok.groupby(ENTRY, sort=True).size().to_numpy()
+    return out
+
+
+def failures(df: pd.DataFrame) -> pd.DataFrame:
+    """The failed jobs with their reasons."""
+    cols = ["agent", "problem_id", "agent_seed", "error", "attempts"]
+    return df.loc[df["status"] == "failed", cols].reset_index(drop=True)

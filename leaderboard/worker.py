@@ -1,0 +1,156 @@
+"""What runs inside a worker: one job -> one result dict, and the worker process loop.
+
+Kept free of JAX imports at module level: a worker sets its thread counts in the
+environment *before* JAX, XLA or torch are imported, so parallel workers do not
+oversubscribe the cores.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import platform
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+_VERSIONS: dict[str, str] | None = None
+
+
+def thread_env(threads: int = 1) -> dict[str, str]:
+    """Environment variables that pin JAX/XLA, BLAS and torch to `threads` threads each."""
+    n = str(int(threads))
+    xla = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=" + n
+    return {
+        "XLA_FLAGS": xla,
+        "OMP_NUM_THREADS": n,
+        "OPENBLAS_NUM_THREADS": n,
+        "MKL_NUM_THREADS": n,
+        "NUMEXPR_NUM_THREADS": n,
+        "VECLIB_MAXIMUM_THREADS": n,
+        "TF_NUM_INTRAOP_THREADS": n,
+        "TF_NUM_INTEROP_THREADS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+    }
+
+
+def versions() -> dict[str, str]:
+    """Versions that decide whether numbers are comparable (cached per process)."""
+    global _VERSIONS
+    if _VERSIONS is None:
+        from importlib import metadata
+
+        out = {"python": platform.python_version()}
+        for dist in ("testbed", "jax", "jaxlib", "numpy", "dm-haiku", "torch", "sbi"):
+            try:
+                out[dist] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                continue
+        _VERSIONS = out
+    return dict(_VERSIONS)
+
+
+def failed_result(job: Mapping[str, Any], reason: str, seconds: float = math.nan) -> dict:
+    """A failed result for `job` (used by executors for timeouts and dead workers)."""
+    return {
+        **job,
+        "status": "failed",
+        "error": reason,
+        "traceback": None,
+        "metrics": {},
+        "wall_seconds": seconds,
+        "versions": {},
+        "host": socket.gethostname(),
+    }
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
+    """Trains and scores one job; never raises for the job's own errors.
+
+    A job that raises is `failed` with the exception as its reason; one whose Quality
+    holds a NaN or infinite value is `failed` with the offending metrics named (its
+    metrics are kept, so scoring can apply the non-finite rule).
+    """
+    import agents
+    import generative
+    import testbed
+
+    start = time.perf_counter()
+    result: dict[str, Any] = {
+        **job,
+        "status": "ok",
+        "error": None,
+        "traceback": None,
+        "metrics": {},
+        "versions": versions(),
+        "host": socket.gethostname(),
+    }
+    try:
+        entry = agents.AGENTS.get(job["agent"])
+        config = dict(job["config"])
+        if any(f == "seed" for f in entry.config_cls.__dataclass_fields__):
+            config["seed"] = int(job["seed"])
+        agent = agents.load(job["agent"], **config)
+        problem = generative.load(job["problem_id"])
+        quality = testbed.evaluate(agent, problem)
+        result["metrics"] = dict(quality)
+        bad = sorted(k for k, v in quality.items() if not math.isfinite(v))
+        if bad:
+            result["status"] = "failed"
+            result["error"] = "non-finite metrics: " + ", ".join(f"{k}={quality[k]}" for k in bad)
+    except Exception as exc:  # the job's failure is data, not a crash of the sweep
+        result["status"] = "failed"
+        result["error"] = _one_line(exc)
+        result["traceback"] = traceback.format_exc()[-4000:]
+    result["wall_seconds"] = time.perf_counter() - start
+    return result
+
+
+def prepare(env: Mapping[str, str], imports: Iterable[str] = ()) -> None:
+    """Sets the worker's environment, then imports the stack and the user's modules."""
+    os.environ.update(env)
+    import agents  # noqa: F401
+    import generative  # noqa: F401
+    import testbed  # noqa: F401
+
+    for name in imports:
+        importlib.import_module(name)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Ends this worker when the driver is gone (e.g. SIGKILLed), even mid-job."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
+def worker_main(conn, env: Mapping[str, str], imports: tuple[str, ...], parent: int) -> None:
+    """Process loop: say `ready`, then answer each job dict with a result; stop on None."""
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    try:
+        prepare(env, imports)
+    except Exception as exc:
+        conn.send({"ready": False, "error": _one_line(exc)})
+        return
+    conn.send({"ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        try:
+            conn.send(run_job(job))
+        except (BrokenPipeError, OSError):
+            return

@@ -1,0 +1,70 @@
+"""Problems that misbehave on purpose, for the leaderboard's reliability tests.
+
+Imported by the tests and, through the executors' `imports`, by the worker processes.
+`lbfault/<mode>`: `nan` returns a NaN KL, `raise` raises, `hang` sleeps for an hour,
+`die` kills its worker process, `env` reports the worker's thread settings.
+`lbfault_sbi/<task>/<budget>/<observation>`: settings of a posterior problem (c2st rows).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from generative.registry import FAMILIES, register_family
+from testbed.base import Data, PriorKnowledge, Quality
+from testbed.errors import InputError
+
+MODES = ("nan", "raise", "hang", "die", "env")
+
+
+class FaultProblem:
+    def __init__(self, mode: str):
+        self.mode = mode
+
+    @property
+    def train_data(self) -> Data:
+        return Data(x=[[0.0]], y=[0])
+
+    @property
+    def prior_knowledge(self) -> PriorKnowledge:
+        return PriorKnowledge(input_dim=1, num_train=1, num_classes=2)
+
+    def evaluate(self, predictive) -> Quality:
+        if self.mode == "nan":
+            return Quality(kl_estimate=float("nan"), test_acc=0.5)
+        if self.mode == "raise":
+            raise RuntimeError("deliberate failure\nsecond line")
+        if self.mode == "hang":
+            time.sleep(3600)
+        if self.mode == "die":
+            os._exit(7)
+        flags = os.environ.get("XLA_FLAGS", "")
+        return Quality(
+            kl_estimate=0.0,
+            omp_threads=float(os.environ.get("OMP_NUM_THREADS", "-1")),
+            xla_one_thread=float("intra_op_parallelism_threads=1" in flags),
+            eigen_off=float("--xla_cpu_multi_thread_eigen=false" in flags),
+        )
+
+
+def _settings(rest: str) -> dict:
+    if rest not in MODES:
+        raise InputError(f"lbfault mode: got {rest!r}; allowed: one of {MODES}")
+    return {"mode": rest}
+
+
+def _sbi_settings(rest: str) -> dict:
+    task, budget, obs = rest.split("/")
+    return {"task": task, "num_simulations": int(budget), "num_observation": int(obs)}
+
+
+if "lbfault" not in FAMILIES:
+
+    @register_family("lbfault", _settings, "misbehaving problems for leaderboard tests")
+    def build(settings: dict) -> FaultProblem:
+        return FaultProblem(settings["mode"])
+
+    @register_family("lbfault_sbi", _sbi_settings, "posterior-problem settings for tests")
+    def build_sbi(settings: dict):
+        raise InputError("lbfault_sbi problems only carry settings")

@@ -1,0 +1,372 @@
+"""Leaderboard without worker processes: job keys, the results store, scoring rules, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+
+import leaderboard_faults  # noqa: F401  (registers the lbfault_sbi settings family)
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments.cli import main
+from leaderboard import scoring, store
+from leaderboard.jobs import Job, expand, parse_seeds, sweep_jobs
+from leaderboard.runner import todo
+from leaderboard.store import ResultsStore
+from testbed.errors import InputError
+
+# ---------------------------------------------------------------- jobs
+
+
+def test_job_key_is_stable_and_separates_seed_from_config():
+    a = Job.make("beta_bernoulli", {"a": 1.0, "b": 2.0, "seed": 5}, "coin/3", seed=1)
+    b = Job.make("beta_bernoulli", {"b": 2.0, "a": 1.0}, "coin/3", seed=1)
+    c = Job.make("beta_bernoulli", {"b": 2.0, "a": 1.0}, "coin/3", seed=2)
+    d = Job.make("beta_bernoulli", {"b": 2.0, "a": 3.0}, "coin/3", seed=1)
+    assert a.key == b.key == f"{a.config_key}/coin/3/1"
+    assert c.config_key == a.config_key and c.key != a.key
+    assert d.config_key != a.config_key
+    assert "seed" not in a.config
+
+
+def test_sweep_expansion_over_configs_problems_seeds():
+    jobs = sweep_jobs(["uniform", "beta_bernoulli"], "coin", seeds=[0, 1])
+    assert len(jobs) == 2 * 18 * 2 and len({j.key for j in jobs}) == len(jobs)
+    one = expand(["beta_bernoulli"], ["coin/0", "coin/0"], overrides={"a": 2.0})
+    assert len(one) == 1 and one[0].config["a"] == 2.0
+
+
+@pytest.mark.parametrize("text, seeds", [("0", [0]), ("0,2", [0, 2]), ("1-3,3", [1, 2, 3])])
+def test_parse_seeds(text, seeds):
+    assert parse_seeds(text) == seeds
+
+
+@pytest.mark.parametrize("text", ["", "x", "1-b"])
+def test_parse_seeds_bad(text):
+    with pytest.raises(InputError, match="seeds"):
+        parse_seeds(text)
+
+
+# ---------------------------------------------------------------- store
+
+
+def _result(agent="uniform", pid="coin/0", seed=0, status="ok", config=None, **metrics):
+    job = Job.make(agent, config or {}, pid, seed).as_dict()
+    return {
+        **job,
+        "status": status,
+        "error": None if status == "ok" else "boom",
+        "metrics": metrics,
+        "wall_seconds": 0.5,
+        "versions": {"testbed": "x"},
+        "host": "h",
+    }
+
+
+def test_store_commits_keeps_ok_rows_and_replaces_failed_ones(tmp_path):
+    path = tmp_path / "r.db"
+    with ResultsStore(path) as s:
+        assert s.record(_result(kl_estimate=0.25)) is True
+        assert s.record(_result(kl_estimate=9.0)) is False  # an ok row is never overwritten
+        assert s.record(_result(pid="coin/1", status="failed", kl_estimate=math.nan))
+        assert s.record(_result(pid="coin/1", kl_estimate=0.5))  # retried: replaced
+        assert s.count() == {"ok": 2, "failed": 0}
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    df = store.load(path)
+    assert df.set_index("problem_id")["kl_estimate"].to_dict() == {"coin/0": 0.25, "coin/1": 0.5}
+    assert df.set_index("problem_id")["attempts"].to_dict() == {"coin/0": 1, "coin/1": 2}
+    # problem settings joined from generative.problem_settings (coin/1: p=0.2, n=10, tau=1)
+    row = df.set_index("problem_id").loc["coin/1"]
+    assert (row["p"], row["num_train"], row["tau"], row["seed"]) == (0.2, 10, 1, 2)
+
+
+def test_resume_skips_ok_and_failed_unless_retrying(tmp_path):
+    jobs = expand(["uniform"], ["coin/0", "coin/1", "coin/2"])
+    with ResultsStore(tmp_path / "r.db") as s:
+        s.record(_result(pid="coin/0", kl_estimate=0.1))
+        s.record(_result(pid="coin/1", status="failed"))
+        assert [j.problem_id for j in todo(jobs, s)] == ["coin/2"]
+        assert [j.problem_id for j in todo(jobs, s, retry_failed=True)] == ["coin/1", "coin/2"]
+
+
+def test_non_finite_metrics_round_trip(tmp_path):
+    with ResultsStore(tmp_path / "r.db") as s:
+        s.record(_result(status="failed", kl_estimate=math.nan, test_acc=math.inf))
+    row = store.load(tmp_path / "r.db").iloc[0]
+    assert math.isnan(row["kl_estimate"]) and row["test_acc"] == math.inf
+    assert row["error"] == "boom"
+
+
+def test_export_csv_and_parquet(tmp_path):
+    with ResultsStore(tmp_path / "r.db") as s:
+        for i in range(3):
+            s.record(_result(pid=f"coin/{i}", kl_estimate=0.1 * i))
+    assert store.export(tmp_path / "r.db", tmp_path / "r.csv") == 3
+    assert store.export(tmp_path / "r.db", tmp_path / "r.parquet") == 3
+    for back in (pd.read_csv(tmp_path / "r.csv"), pd.read_parquet(tmp_path / "r.parquet")):
+        assert list(back["kl_estimate"]) == [0.0, 0.1, 0.2]
+        assert list(back["p"]) == [0.2, 0.2, 0.2]
+    with pytest.raises(InputError, match="allowed: a path ending in .csv or .parquet"):
+        store.export(tmp_path / "r.db", tmp_path / "r.xlsx")
+
+
+def _old_version_file(path):
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT)")
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '0')")
+
+
+def test_bad_results_files(tmp_path):
+    _old_version_file(tmp_path / "old.db")
+    for mode in ("r", "w"):
+        with pytest.raises(InputError, match="schema version 0.*allowed: version 1"):
+            ResultsStore(tmp_path / "old.db", mode=mode)
+    (tmp_path / "text.db").write_text("hello")
+    with pytest.raises(InputError, match="not a SQLite file"):
+        ResultsStore(tmp_path / "text.db")
+    with sqlite3.connect(tmp_path / "other.db") as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(InputError, match="no 'meta' table"):
+        ResultsStore(tmp_path / "other.db")
+    with pytest.raises(InputError, match="does not exist"):
+        ResultsStore(tmp_path / "missing.db", mode="r")
+
+
+def test_read_only_results_paths(tmp_path):
+    path = tmp_path / "r.db"
+    ResultsStore(path).close()
+    os.chmod(path, 0o444)
+    with pytest.raises(InputError, match="cannot be written: the file is read-only"):
+        ResultsStore(path)
+    assert len(store.load(path)) == 0  # reading still works
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    os.chmod(folder, 0o555)
+    try:
+        with pytest.raises(InputError, match="folder .* is read-only"):
+            ResultsStore(folder / "new.db")
+    finally:
+        os.chmod(folder, 0o755)
+
+
+# ---------------------------------------------------------------- Neural Testbed scoring
+
+
+def _kl_frame(rows):
+    """rows: (agent, config, problem_id, agent_seed, kl, status) -> a results DataFrame."""
+    results = [
+        _result(agent=a, config=c, pid=p, seed=s, status=st, kl_estimate=kl, test_acc=0.5)
+        for a, c, p, s, kl, st in rows
+    ]
+    return store.to_dataframe(
+        [
+            {
+                **r,
+                "agent_seed": r["seed"],
+                "config": json.dumps(r["config"]),
+                "attempts": 1,
+                "finished_at": "t",
+            }
+            for r in results
+        ]
+    )
+
+
+def test_clean_kl_applies_the_papers_rules():
+    ids = [f"coin/{i}" for i in range(6)]
+    df = _kl_frame(
+        [
+            ("uniform", {}, "coin/0", 0, -0.5, "ok"),  # clipped to 0, counts as bad
+            ("uniform", {}, "coin/1", 0, -5e-5, "ok"),  # clipped, within tolerance
+            ("uniform", {}, "coin/2", 0, math.nan, "failed"),  # -> 1e6, bad
+            ("uniform", {}, "coin/3", 0, math.inf, "ok"),  # -> 1e6, bad
+            ("uniform", {}, "coin/4", 0, -math.inf, "ok"),  # clipped to 0 first (as the paper)
+            ("uniform", {}, "coin/7", 0, 0.3, "ok"),  # not in the sweep: dropped, bad
+            # coin/5 missing -> 1e6, bad
+        ]
+    )
+    clean = scoring.clean_kl(df, ids).set_index("problem_id")
+    assert clean["kl_estimate"].to_dict() == {
+        "coin/0": 0.0,
+        "coin/1": 0.0,
+        "coin/2": 1e6,
+        "coin/3": 1e6,
+        "coin/4": 0.0,
+        "coin/5": 1e6,
+    }
+    # As the paper: bad = 2 below -1e-4 (-0.5, -inf) + 2 non-finite + 1 extra + 1 missing = 6
+    # over 5 kept rows + 1 filled = 6 entries -> health 0; without the extra id: 1 - 5/6.
+    assert clean["pct_health"].iloc[0] == pytest.approx(0.0)
+    clean = scoring.clean_kl(df[df["problem_id"] != "coin/7"], ids)
+    assert clean["pct_health"].iloc[0] == pytest.approx(1 - 5 / 6)
+    clean = clean.set_index("problem_id")
+    assert clean.loc["coin/3", "tau"] == 1 and clean.loc["coin/3", "p"] == 0.5
+
+
+def test_kl_ranking_normalises_by_uniform_with_seed_group_stderr():
+    # coin/0..8 have tau=1 and problem seeds 1..9 (groups seed % 10 are singletons).
+    kls = {"uniform": [0.2, 0.4, 0.6, 0.2, 0.4, 0.6, 0.2, 0.4, 0.6]}
+    kls["beta_bernoulli"] = [v / 4 for v in kls["uniform"]]
+    rows = [(a, {}, f"coin/{i}", 0, v, "ok") for a, vals in kls.items() for i, v in enumerate(vals)]
+    rank = scoring.kl_ranking(scoring.clean_kl(_kl_frame(rows)), tau=1)
+    assert list(rank["agent"]) == ["beta_bernoulli", "uniform"]
+    assert rank.attrs["normalizer"] == "uniform"
+    r = rank.set_index("agent")
+    assert r.loc["uniform", "normalized_kl"] == pytest.approx(1.0)
+    assert r.loc["beta_bernoulli", "normalized_kl"] == pytest.approx(0.25)
+    # stderr = np.std(ddof=0) of the 9 group means / sqrt(9): values 0.2,0.4,0.6 x3 ->
+    # std = sqrt(((-.2)^2 + 0 + .2^2) / 3) = 0.163299..., / 3 = 0.054433
+    assert r.loc["uniform", "stderr_kl"] == pytest.approx(math.sqrt(0.08 / 3) / 3)
+    assert r.loc["uniform", "normalized_stderr"] == pytest.approx(math.sqrt(0.08 / 3) / 3 / 0.4)
+    assert r.loc["uniform", "mean_test_acc"] == 0.5 and r.loc["uniform", "num_problems"] == 9
+    with pytest.raises(InputError, match="normalize: got 'mlp'"):
+        scoring.kl_ranking(scoring.clean_kl(_kl_frame(rows)), tau=1, normalize="mlp")
+
+
+def test_seed_groups_pool_problems_with_equal_seed_mod_10():
+    kl = pd.Series([1.0, 3.0, 10.0])
+    seeds = pd.Series([1, 11, 2])  # groups {1: mean 2, 2: mean 10}
+    assert scoring.seed_group_stderr(kl, seeds) == pytest.approx(np.std([2.0, 10.0]) / 2**0.5)
+
+
+def test_no_uniform_means_no_normalisation_and_best_config_is_selected():
+    rows = []
+    for i in range(9):
+        rows.append(("beta_bernoulli", {"a": 1.0}, f"coin/{i}", 0, 0.3, "ok"))
+        rows.append(("beta_bernoulli", {"a": 2.0}, f"coin/{i}", 0, 0.1, "ok"))
+    clean = scoring.clean_kl(_kl_frame(rows))
+    best = scoring.best_configs(clean)
+    assert best["beta_bernoulli"] == Job.make("beta_bernoulli", {"a": 2.0}, "x").config_key
+    rank = scoring.kl_ranking(clean, tau=1)
+    assert rank.attrs["normalizer"] is None and len(rank) == 1
+    assert rank["normalized_kl"].iloc[0] == pytest.approx(0.1)
+    assert rank["label"].iloc[0] == "beta_bernoulli[a=2.0]"
+    assert len(scoring.kl_ranking(clean, tau=1, best_only=False)) == 2
+
+
+def test_agent_seeds_are_averaged_and_all_missing_agents_are_dropped():
+    rows = [("uniform", {}, "coin/0", 0, 0.2, "ok"), ("uniform", {}, "coin/0", 1, 0.4, "ok")]
+    rows += [("oracle", {}, "coin/0", 0, math.nan, "failed")]
+    rank = scoring.kl_ranking(scoring.clean_kl(_kl_frame(rows)), tau=1, normalize="none")
+    assert list(rank["agent"]) == ["uniform"]  # oracle's 1e6 is >= the 1e6 limit: dropped
+    assert rank["mean_kl"].iloc[0] == pytest.approx(0.3)
+
+
+# ---------------------------------------------------------------- SBI scoring
+
+
+def _c2st_frame(values, task="two_moons", budget=1000, agent="uniform"):
+    rows = [
+        _result(agent=agent, pid=f"lbfault_sbi/{task}/{budget}/{k + 1}", c2st=v)
+        for k, v in enumerate(values)
+    ]
+    return store.to_dataframe(
+        [{**r, "agent_seed": 0, "config": "{}", "attempts": 1, "finished_at": "t"} for r in rows]
+    )
+
+
+def test_c2st_mean_and_bootstrap_interval():
+    rng = np.random.default_rng(0)
+    values = rng.normal(0.7, 0.05, size=200)
+    table = scoring.c2st_table(_c2st_frame(values))
+    row = table.iloc[0]
+    assert (row["task"], row["budget"], row["num_observations"]) == ("two_moons", 1000, 200)
+    assert row["mean_c2st"] == pytest.approx(values.mean())
+    # The percentile bootstrap of a mean of n=200 near-normal values matches the normal
+    # interval mean +- 1.96 sd/sqrt(n). Monte Carlo error of a 2.5% quantile with B=1000:
+    # sqrt(.025*.975/1000)/phi(1.96) = 0.085 standard errors, i.e. ~4% of the half-width;
+    # 20% of the half-width leaves room for 3 MC sds plus finite-n skew.
+    half = 1.96 * values.std() / np.sqrt(len(values))
+    assert row["ci_low"] == pytest.approx(values.mean() - half, abs=0.2 * half)
+    assert row["ci_high"] == pytest.approx(values.mean() + half, abs=0.2 * half)
+
+
+def test_c2st_constant_values_give_a_point_interval_and_nan_is_counted():
+    df = _c2st_frame([0.6, 0.6, 0.6, math.nan])
+    row = scoring.c2st_table(df).iloc[0]
+    assert (row["mean_c2st"], row["ci_low"], row["ci_high"]) == (0.6, 0.6, 0.6)
+    assert row["num_failed"] == 1 and row["num_observations"] == 3
+
+
+# ---------------------------------------------------------------- command line
+
+
+@pytest.fixture
+def results_file(tmp_path):
+    path = tmp_path / "r.db"
+    with ResultsStore(path) as s:
+        for i in range(18):
+            s.record(_result(agent="uniform", pid=f"coin/{i}", kl_estimate=0.5))
+            s.record(_result(agent="oracle", pid=f"coin/{i}", kl_estimate=0.1 if i else -1.0))
+    return path
+
+
+def test_leaderboard_formats(results_file, capsys):
+    assert main(["leaderboard", "--results", str(results_file), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    tau1 = next(v for k, v in out.items() if "tau=1" in k)
+    assert [r["agent"] for r in tau1] == ["oracle", "uniform"]
+    # oracle: coin/0 clipped to 0, eight more at 0.1 -> mean 0.8/9; uniform 0.5
+    assert tau1[0]["normalized_kl"] == pytest.approx(0.8 / 9 / 0.5)
+    assert main(["leaderboard", "--results", str(results_file), "--format", "csv"]) == 0
+    csv = capsys.readouterr().out.splitlines()
+    assert csv[0].startswith("agent,label,normalized_kl") and len(csv) == 1 + 4
+    assert main(["leaderboard", "--results", str(results_file), "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "| agent | normalized_kl |" in md.replace("label", "agent") and "### joint KL" in md
+    assert main(["leaderboard", "--results", str(results_file), "--tau", "5"]) == 0
+    assert "tau=5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["sweep", "--agent", "uniform", "--sweep", "nope"], "sweep: got 'nope'"),
+        (["sweep", "--agent", "nope", "--sweep", "coin"], "agent: got 'nope'"),
+        (["sweep", "--agent", "uniform", "--problem", "coin/99"], "coin/99"),
+        (["sweep", "--agent", "uniform", "--sweep", "coin", "--seeds", "a"], "seeds: got 'a'"),
+        (["leaderboard", "--tau", "3"], "tau: got 3"),
+        (["leaderboard", "--normalize", "mlp"], "normalize: got 'mlp'"),
+    ],
+)
+def test_bad_input_one_line_exit_2(argv, message, results_file, capsys):
+    argv = argv + ["--results", str(results_file)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bad_results_files_from_cli(tmp_path, capsys):
+    _old_version_file(tmp_path / "old.db")
+    ro = tmp_path / "ro.db"
+    ResultsStore(ro).close()
+    os.chmod(ro, 0o444)
+    cases = [
+        (["leaderboard", "--results", str(tmp_path / "old.db")], "schema version 0"),
+        (["report", "--results", str(tmp_path / "old.db")], "schema version 0"),
+        (
+            ["sweep", "--agent", "uniform", "--problem", "coin/0", "--results", str(ro)],
+            "read-only",
+        ),
+        (
+            [
+                "sweep",
+                "--agent",
+                "uniform",
+                "--sweep",
+                "coin",
+                "--results",
+                str(tmp_path / "old.db"),
+            ],
+            "schema version 0",
+        ),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
