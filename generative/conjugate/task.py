@@ -61,6 +61,26 @@ class ConjugateTask:
         theta = np.atleast_2d(np.asarray(theta, np.float64))
         return self.family.log_likelihood(theta, self.inputs, self._data(x_o))
 
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(self.family.param_names)
+
+    def log_posterior_unnormalized(self, theta, x_o) -> np.ndarray:
+        return self.log_prior(theta) + self.log_likelihood(theta, x_o)
+
+    def to_unconstrained(self, theta) -> np.ndarray:
+        theta = np.atleast_2d(np.asarray(theta, np.float64))
+        return np.stack([self.family.unconstrain(t, xp=np) for t in theta])
+
+    def from_unconstrained(self, z) -> np.ndarray:
+        z = np.atleast_2d(np.asarray(z, np.float64))
+        return np.stack([self.family.constrain(u, xp=np) for u in z])
+
+    def log_abs_det_jacobian(self, z) -> np.ndarray:
+        """log |d theta / d z| of `from_unconstrained`, per row."""
+        z = np.atleast_2d(np.asarray(z, np.float64))
+        return np.array([float(self.family.log_det_jacobian(u, xp=np)) for u in z])
+
     def _check_k(self, k: int) -> int:
         if not (isinstance(k, int | np.integer) and 1 <= k <= NUM_OBSERVATIONS):
             raise InputError(f"observation number: got {k!r}; allowed: 1..{NUM_OBSERVATIONS}")
