@@ -31,6 +31,10 @@ SETTINGS = [
 ]
 
 
+def _log_probs(log_probs, aux):
+    return log_probs
+
+
 @dataclasses.dataclass
 class CoinProblem:
     """A Bernoulli(p) coin: `num_train` training flips, KL over `tau` test flips."""
@@ -67,7 +71,7 @@ class CoinProblem:
     def evaluate(self, sampler) -> Quality:
         x = jnp.zeros((self.tau, 1), jnp.float32)
         keys = sample_keys(self._key, self.num_enn_samples)
-        funcs = apply_functions(sampler, x, keys, lambda lp: lp, num_classes=2)
+        funcs = apply_functions(sampler, x, keys, _log_probs, num_classes=2)
         kl = enumerate_joint_kl(
             self.true_log_probs(self.tau), np.asarray(funcs.values), np.asarray(funcs.log_weights)
         )

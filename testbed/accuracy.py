@@ -11,11 +11,15 @@ import numpy as np
 from testbed.sampled_functions import apply_functions
 
 
+def _probs(log_probs: jax.Array, aux: None) -> jax.Array:
+    return jnp.exp(log_probs)
+
+
 def mean_probs(
     sampler: Callable, x: jax.Array, keys: jax.Array, num_classes: int | None = None
 ) -> jax.Array:
     """The agent's mean predictive probabilities [n, C] over the sampled functions."""
-    funcs = apply_functions(sampler, jnp.asarray(x), keys, jnp.exp, num_classes=num_classes)
+    funcs = apply_functions(sampler, jnp.asarray(x), keys, _probs, num_classes=num_classes)
     return jnp.einsum("f,fnc->nc", jnp.exp(funcs.log_weights), funcs.values)
 
 

@@ -8,6 +8,7 @@ batch, +inf clipped to the largest finite d_i). tau = 1 gives the marginal KL.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 
@@ -18,6 +19,17 @@ import numpy as np
 from testbed.base import PRNGKey
 from testbed.random_partition import partition_log_likelihood
 from testbed.sampled_functions import apply_functions
+
+
+def batch_log_likelihood(log_probs: jax.Array, y: jax.Array) -> jax.Array:
+    """sum_t log q(y[i, t]) per batch i from log_probs [N * tau, C] and labels y [N, tau]."""
+    picked = jnp.take_along_axis(log_probs, y.reshape(-1, 1), axis=1)[:, 0]
+    return picked.reshape(y.shape).sum(axis=1)
+
+
+def batch_log_probs(log_probs: jax.Array, y: jax.Array) -> jax.Array:
+    """log_probs [N * tau, C] reshaped to [N, tau, C] (y [N, tau] gives the shape)."""
+    return log_probs.reshape(y.shape + log_probs.shape[-1:])
 
 
 def joint_log_likelihoods(
@@ -37,14 +49,15 @@ def joint_log_likelihoods(
     y = jnp.asarray(y, jnp.int32)
     num_batches, tau = y.shape
     x_flat = x.reshape((num_batches * tau,) + x.shape[2:])
-    y_flat = y.reshape(-1)
-
-    def batch_loglik(log_probs: jax.Array) -> jax.Array:
-        picked = jnp.take_along_axis(log_probs, y_flat[:, None], axis=1)[:, 0]
-        return picked.reshape(num_batches, tau).sum(axis=1)
 
     funcs = apply_functions(
-        sampler, x_flat, keys, batch_loglik, num_classes=num_classes, chunk_size=chunk_size
+        sampler,
+        x_flat,
+        keys,
+        batch_log_likelihood,
+        y,
+        num_classes=num_classes,
+        chunk_size=chunk_size,
     )
     return jax.nn.logsumexp(funcs.values + funcs.log_weights[:, None], axis=0)
 
@@ -99,6 +112,17 @@ def enumerate_joint_kl(
     return float(total)
 
 
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _partition_batches(log_probs, y, keys, log_weights, num_samples, num_hyperplanes):
+    """partition_log_likelihood for each batch: log_probs [F, N, tau, C] -> [N]."""
+    return jax.vmap(
+        lambda lp, yb, k: partition_log_likelihood(
+            lp, log_weights, yb, k, num_samples, num_hyperplanes=num_hyperplanes
+        ),
+        in_axes=(1, 0, 0),
+    )(log_probs, y, keys)
+
+
 def partition_log_likelihoods(
     sampler: Callable,
     x: jax.Array,
@@ -121,14 +145,6 @@ def partition_log_likelihoods(
     num_batches, tau = y.shape
     batch_keys = jax.random.split(partition_key, num_batches)
     num_samples = keys.shape[0]
-    per_batch = jax.jit(
-        jax.vmap(
-            lambda lp, yb, k, lw: partition_log_likelihood(
-                lp, lw, yb, k, num_samples, num_hyperplanes=num_hyperplanes
-            ),
-            in_axes=(1, 0, 0, None),
-        )
-    )
     out = []
     for start in range(0, num_batches, batch_chunk):
         xb, yb = x[start : start + batch_chunk], y[start : start + batch_chunk]
@@ -138,9 +154,19 @@ def partition_log_likelihoods(
             sampler,
             x_flat,
             keys,
-            lambda lp, n=n: lp.reshape(n, tau, lp.shape[-1]),
+            batch_log_probs,
+            yb,
             num_classes=num_classes,
             chunk_size=chunk_size,
         )
-        out.append(per_batch(funcs.values, yb, batch_keys[start : start + n], funcs.log_weights))
+        out.append(
+            _partition_batches(
+                funcs.values,
+                yb,
+                batch_keys[start : start + n],
+                funcs.log_weights,
+                num_samples,
+                num_hyperplanes,
+            )
+        )
     return jnp.concatenate(out)

@@ -10,7 +10,9 @@ applied once per function and the M keys become a histogram of member indices.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -50,16 +52,23 @@ def _is_traceable(fn: Callable, *args) -> tuple[bool, tuple[int, ...] | None]:
     return True, tuple(out.shape)
 
 
-def _reduce_logits(reduce: Callable[[jax.Array], jax.Array]):
-    """Wraps `reduce(log_probs [R, C]) -> [...]` to also flag NaN and +inf logits."""
+def _checked(reduce: Callable, logits: jax.Array, aux: Any):
+    """`reduce(log_softmax(logits), aux)`, with flags for NaN and +inf logits."""
+    logits = jnp.asarray(logits, jnp.float32)
+    bad_nan = jnp.any(jnp.isnan(logits))
+    bad_inf = jnp.any(jnp.isposinf(logits))
+    return reduce(jax.nn.log_softmax(logits, axis=-1), aux), bad_nan, bad_inf
 
-    def fn(logits):
-        logits = jnp.asarray(logits, jnp.float32)
-        bad_nan = jnp.any(jnp.isnan(logits))
-        bad_inf = jnp.any(jnp.isposinf(logits))
-        return reduce(jax.nn.log_softmax(logits, axis=-1)), bad_nan, bad_inf
 
-    return fn
+@functools.partial(jax.jit, static_argnames=("sampler", "reduce", "chunk_size"))
+def _map_keys(sampler, reduce, x, keys, aux, chunk_size):
+    """Each key applied once to all of x: jitted (and cached) per sampler and reduce."""
+    return jax.lax.map(lambda k: _checked(reduce, sampler(x, k), aux), keys, batch_size=chunk_size)
+
+
+@functools.partial(jax.jit, static_argnames=("all_logits", "reduce"))
+def _map_members(all_logits, reduce, x, aux):
+    return jax.vmap(lambda logits: _checked(reduce, logits, aux))(all_logits(x))
 
 
 def _raise_if_bad(bad_nan, bad_inf) -> None:
@@ -73,32 +82,41 @@ def _raise_if_bad(bad_nan, bad_inf) -> None:
         )
 
 
+def _divisor_at_most(n: int, limit: int) -> int:
+    """The largest divisor of n that is <= limit (chunks of keys without a remainder)."""
+    for d in range(min(n, limit), 0, -1):
+        if n % d == 0 and (d >= limit // 4 or d == n):
+            return d
+    return min(n, limit)
+
+
 def apply_functions(
     sampler: Callable,
     x: jax.Array,
     keys: jax.Array,
-    reduce: Callable[[jax.Array], jax.Array],
+    reduce: Callable[[jax.Array, Any], jax.Array],
+    aux: Any = None,
     *,
     num_classes: int | None = None,
     chunk_size: int = 64,
 ) -> WeightedFunctions:
-    """`reduce(log_softmax(sampler(x, key)))` for each sampled key, as a weighted mixture.
+    """`reduce(log_softmax(sampler(x, key)), aux)` for each key, as a weighted mixture.
 
-    Returns F = M values with equal weights, or F = K values weighted by how often the M
-    keys selected each member when `sampler` is a `FiniteSampler`. NaN or +inf logits and
-    wrong output shapes raise an `InputError`.
+    `reduce` should be a module-level function (jitted code is cached per sampler and
+    reduce); `aux` carries its array arguments. Returns F = M values with equal weights,
+    or F = K values weighted by how often the M keys selected each member when `sampler`
+    is a `FiniteSampler`. NaN or +inf logits and wrong output shapes raise an `InputError`.
     """
     num_keys = keys.shape[0]
-    step = _reduce_logits(reduce)
     if isinstance(sampler, FiniteSampler):
         ok, shape = _is_traceable(sampler.all_logits, x)
         if ok:
             _check_shape(shape[1:], x.shape[0], num_classes)
-            values, bad_nan, bad_inf = jax.jit(jax.vmap(step))(sampler.all_logits(x))
+            values, bad_nan, bad_inf = _map_members(sampler.all_logits, reduce, x, aux)
         else:
             logits = np.asarray(sampler.all_logits(np.asarray(x)))
             _check_shape(logits.shape[1:], x.shape[0], num_classes)
-            values, bad_nan, bad_inf = jax.vmap(step)(jnp.asarray(logits))
+            values, bad_nan, bad_inf = _map_members(lambda _: jnp.asarray(logits), reduce, x, aux)
         _raise_if_bad(bad_nan, bad_inf)
         index = jax.vmap(sampler.index)(keys)
         counts = jnp.bincount(index, length=sampler.num_functions)
@@ -107,17 +125,15 @@ def apply_functions(
     ok, shape = _is_traceable(sampler, x, keys[0])
     if ok:
         _check_shape(shape, x.shape[0], num_classes)
-        per_key = jax.jit(
-            lambda ks: jax.lax.map(lambda k: step(sampler(x, k)), ks, batch_size=chunk_size)
-        )
-        values, bad_nan, bad_inf = per_key(keys)
+        chunk = _divisor_at_most(num_keys, chunk_size)  # no remainder: one compiled body
+        values, bad_nan, bad_inf = _map_keys(sampler, reduce, x, keys, aux, chunk)
     else:
         outs = []
         x_np = np.asarray(x)
         for k in keys:
             logits = np.asarray(sampler(x_np, k), dtype=np.float32)
             _check_shape(logits.shape, x.shape[0], num_classes)
-            outs.append(step(jnp.asarray(logits)))
+            outs.append(_checked(reduce, jnp.asarray(logits), aux))
         values, bad_nan, bad_inf = (jnp.stack(v) for v in zip(*outs))
     _raise_if_bad(bad_nan, bad_inf)
     return WeightedFunctions(values, jnp.full((num_keys,), -jnp.log(num_keys)))
