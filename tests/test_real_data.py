@@ -322,3 +322,45 @@ def test_mlp_beats_uniform_on_iris():
     mlp = testbed.evaluate(agents.load("mlp"), p)
     assert mlp["test_acc"] > 0.8  # iris is nearly separable; uniform's accuracy is ~1/3
     assert mlp["kl_estimate"] < 10 * math.log(3) - 1.0
+
+
+# The synthetic-vs-real experiment.
+
+
+def test_bootstrap_correlation_closed_cases():
+    from experiments.real_vs_synthetic import bootstrap_correlation
+
+    x = np.arange(6.0)
+    r = bootstrap_correlation(x, 2 * x + 1, "pearson", num_bootstrap=200)
+    # every non-degenerate resample of exactly linear pairs has r = 1
+    assert r["estimate"] == pytest.approx(1.0) and r["low"] == pytest.approx(1.0)
+    r = bootstrap_correlation(x, -(x**3), "spearman", num_bootstrap=200)
+    assert r["estimate"] == pytest.approx(-1.0) and r["high"] == pytest.approx(-1.0)
+    with pytest.raises(InputError, match="at least 3"):
+        bootstrap_correlation(x[:2], x[:2])
+
+
+def test_real_vs_synthetic_runs_on_a_toy_sweep(tmp_path):
+    from experiments import real_vs_synthetic as rvs
+
+    out = tmp_path / "rows.csv"
+    result = rvs.main(
+        [
+            "--agent", "average_class_probs", "--grid", "pseudo_count=0,10,1000",
+            "--synthetic", "coin/1", "--real", "real/iris/1/1",
+            "--num-test-seeds", "50", "--num-enn-samples", "5", "--bootstrap", "100",
+            "--out", str(out), "--quiet",
+        ]
+    )  # fmt: skip
+    assert set(result) == {"configs", "tau=1", "all"}
+    assert [c["pseudo_count"] for c in result["configs"]] == [0.0, 10.0, 1000.0]
+    # the real NLL of class frequencies with pseudo-count p is -mean log((n_y + p) / (n + 3 p))
+    problem = rvs.load_problem("real/iris/1/1", {"num_test_seeds": 50, "num_enn_samples": 5})
+    _, y, _ = problem.estimator_inputs()
+    counts = np.bincount(problem.train_data.y, minlength=3)
+    for p, nll in zip([0, 10, 1000], result["tau=1"]["real"]):
+        freqs = (counts + p) / (counts.sum() + 3 * p)
+        assert nll == pytest.approx(-np.log(freqs[y[:, 0]]).mean(), rel=1e-5)
+    r = result["all"]["pearson"]
+    assert -1 <= r["low"] <= r["estimate"] <= r["high"] <= 1
+    assert len(out.read_text().strip().splitlines()) == 1 + 3 * 2  # header + configs x problems
