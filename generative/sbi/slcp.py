@@ -67,9 +67,10 @@ def marginal_log_density(u: np.ndarray, scatter: np.ndarray) -> np.ndarray:
 
 class GridProposal:
     """Piecewise-constant density on a grid over a box; a cell's mass is proportional to
-    the largest density at its corners and centre, so thin peaks are not starved."""
+    the largest of `log_f` at its corners and centre (so thin peaks are not starved) times
+    a slowly varying factor `log_smooth` taken at the centre."""
 
-    def __init__(self, log_f, low: np.ndarray, high: np.ndarray, cells: int):
+    def __init__(self, log_f, low: np.ndarray, high: np.ndarray, cells: int, log_smooth=None):
         self.low, self.high, self.cells = low, high, cells
         self.width = (high - low) / cells
         d = len(low)
@@ -82,6 +83,8 @@ class GridProposal:
         for offset in np.ndindex(*(2,) * d):
             view = tuple(slice(o, o + cells) for o in offset)
             best = np.maximum(best, f_corner[view])
+        if log_smooth is not None:
+            best = best + log_smooth(centres).reshape((cells,) * d)
         self.log_cell_max = np.where(np.isnan(best), -np.inf, best)
         if not np.isfinite(self.log_cell_max.max()):
             raise ValueError("the density is zero on the whole grid")
@@ -125,16 +128,20 @@ class MarginalProposal:
     """Proposal for (|t3|, |t4|, t5): a fine grid where the mass is, a coarse grid over the
     whole box and a uniform component (so the proposal is positive wherever the target is)."""
 
-    def __init__(self, log_f_u):
-        def log_f_w(w):  # density of w = (log t3, log t4, t5), Jacobian t3 t4
-            return log_f_u(self.to_u(w)) + w[:, 0] + w[:, 1]
+    def __init__(self, log_h_u, log_smooth_u):
+        def log_h_w(w):  # density of w = (log t3, log t4, t5), Jacobian t3 t4
+            return log_h_u(self.to_u(w)) + w[:, 0] + w[:, 1]
+
+        def log_smooth_w(w):
+            return log_smooth_u(self.to_u(w))
 
         self.low_u = np.array([0.0, 0.0, -BOUND])
         self.high_u = np.array([BOUND, BOUND, BOUND])
         low_w = np.array([np.log(T_MIN), np.log(T_MIN), -BOUND])
         high_w = np.array([np.log(BOUND), np.log(BOUND), BOUND])
-        self.coarse = GridProposal(log_f_w, low_w, high_w, COARSE)
-        self.fine = GridProposal(log_f_w, *self.coarse.support_box(drop=30.0), FINE)
+        self.coarse = GridProposal(log_h_w, low_w, high_w, COARSE, log_smooth_w)
+        box = self.coarse.support_box(drop=30.0)
+        self.fine = GridProposal(log_h_w, *box, FINE, log_smooth_w)
 
     @staticmethod
     def to_u(w):
@@ -197,12 +204,12 @@ class MeanGeometry:
         return m[np.arange(len(m)), self.first]
 
 
-QUAD_NODES = 16
+QUAD_NODES = 8
 
 
 def _log_box_factor(u: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """log P(m in the box | u): P(m_a in box) times the average of P(m_b in box | m_a) over
-    16 quantiles of the truncated m_a (an approximation that only shapes the proposal)."""
+    8 quantiles of the truncated m_a (an approximation that only shapes the proposal)."""
     geo = MeanGeometry(u, mean)
     p = (np.arange(QUAD_NODES) + 0.5) / QUAD_NODES
     rep = lambda v: np.repeat(v[:, None], QUAD_NODES, axis=1)  # noqa: E731
@@ -225,11 +232,10 @@ def slcp_reference_posterior(
     centred = points - mean
     scatter = centred.T @ centred
 
-    def log_f(u):  # marginal density of u times the box probability of m
-        return marginal_log_density(u, scatter) + _log_box_factor(u, mean)
-
-    try:
-        grid = MarginalProposal(log_f)
+    try:  # marginal density of u, times the box probability of m (smooth: cell centres)
+        grid = MarginalProposal(
+            lambda u: marginal_log_density(u, scatter), lambda u: _log_box_factor(u, mean)
+        )
     except ValueError as err:
         raise no_posterior_mass("slcp") from err
 
