@@ -102,6 +102,18 @@ def test_image_pixels_scaled_before_standardising():
     np.testing.assert_allclose(a, preprocessing.standardize_examples(x / 255.0), rtol=1e-6)
 
 
+def test_chunked_preprocessing_equals_one_pass():
+    raw = datasets.load_raw("digits")
+    for mode in ("example", "feature"):
+        a = preprocessing.preprocess(raw.x_train, raw.x_test, "structured", mode, chunk=7)
+        b = preprocessing.preprocess(raw.x_train, raw.x_test, "structured", mode, chunk=10**6)
+        for u, v in zip(a, b):
+            np.testing.assert_allclose(u, v, rtol=1e-6, atol=1e-6)
+    mean, std = preprocessing.feature_statistics(raw.x_train, chunk=5)
+    np.testing.assert_allclose(mean, raw.x_train.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(std, raw.x_train.std(axis=0), rtol=1e-10, atol=1e-12)
+
+
 def test_feature_option_end_to_end_standardises_training_features():
     p = small("wine", 1, standardize="feature")
     x = np.asarray(p.train_data.x, np.float64)

@@ -13,6 +13,7 @@ from typing import Literal
 import numpy as np
 
 EPSILON = 1e-8
+CHUNK = 8192  # rows per preprocessing step
 Standardize = Literal["example", "feature"]
 
 
@@ -32,10 +33,18 @@ def standardize_examples(x: np.ndarray, epsilon: float = EPSILON) -> np.ndarray:
     return (x - mean) / np.sqrt(var + epsilon)
 
 
-def feature_statistics(x_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-feature mean and population std of the training inputs."""
-    x = np.asarray(x_train, np.float64)
-    return x.mean(axis=0), x.std(axis=0)
+def feature_statistics(
+    x_train: np.ndarray, kind: str = "structured", chunk: int = CHUNK
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and population std of the training inputs (two passes, in chunks)."""
+    n = len(x_train)
+    total = sum(to_float(x_train[i : i + chunk], kind).sum(axis=0) for i in range(0, n, chunk))
+    mean = total / n
+    sq = sum(
+        np.square(to_float(x_train[i : i + chunk], kind) - mean).sum(axis=0)
+        for i in range(0, n, chunk)
+    )
+    return mean, np.sqrt(sq / n)
 
 
 def standardize_features(
@@ -51,17 +60,24 @@ def preprocess(
     kind: str,
     standardize: Standardize = "example",
     stats_from: np.ndarray | None = None,
+    chunk: int = CHUNK,
 ) -> tuple[np.ndarray, np.ndarray]:
     """float32 (train, test) inputs after scaling and standardisation.
 
     Per-feature statistics come from `stats_from` (default: `x_train`), so a problem that
     trains on a prefix of the training split can still use the whole split's statistics.
+    Rows are processed in chunks: peak memory stays near the float32 output.
     """
-    train, test = to_float(x_train, kind), to_float(x_test, kind)
     if standardize == "example":
-        train, test = standardize_examples(train), standardize_examples(test)
+        fn = standardize_examples
     else:
-        ref = train if stats_from is None else to_float(stats_from, kind)
-        mean, std = feature_statistics(ref)
-        train, test = standardize_features(train, mean, std), standardize_features(test, mean, std)
-    return train.astype(np.float32), test.astype(np.float32)
+        mean, std = feature_statistics(x_train if stats_from is None else stats_from, kind, chunk)
+        fn = lambda x: standardize_features(x, mean, std)
+    return _map_rows(fn, x_train, kind, chunk), _map_rows(fn, x_test, kind, chunk)
+
+
+def _map_rows(fn, x: np.ndarray, kind: str, chunk: int) -> np.ndarray:
+    out = np.empty(np.shape(x), np.float32)
+    for i in range(0, len(x), chunk):
+        out[i : i + chunk] = fn(to_float(x[i : i + chunk], kind))
+    return out
