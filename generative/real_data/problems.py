@@ -7,7 +7,9 @@ name of generative.real_data.datasets (`iris`, `digits`, `tfds/mnist`,
 as in the reference. With no true likelihood (env log-lik 0), "kl_estimate" is the joint NLL
 -log mean_m prod_t q_m(y_t | x_t) over N = 1000 dyadic test batches (kappa = 2 anchors from
 the test set, tau picks with replacement) and M = 1000 sampled functions; tau = 1 gives the
-marginal NLL.
+marginal NLL. Problems built from ids (generative.load) read TFDS data from
+$TFDS_DATA_DIR (else ~/tensorflow_datasets) and let TFDS try to prepare a missing dataset
+unless TESTBED_TFDS_DOWNLOAD=0.
 """
 
 from __future__ import annotations
@@ -180,6 +182,8 @@ class RealDataProblem:
 def parse_rest(rest: str) -> dict:
     """`<dataset>/<tau>/<seed>[/<num_train>]` -> settings fields (InputError if malformed)."""
     form = "'real/<dataset>/<tau>/<seed>' or 'real/<dataset>/<tau>/<seed>/<num_train>'"
+    if rest in DATASETS:
+        raise InputError(f"problem id: got 'real/{rest}'; allowed: {form}")
     names = sorted((n for n in DATASETS if rest.startswith(n + "/")), key=len)
     if not names:
         raise bad_value("dataset", rest.rsplit("/", 2)[0] if "/" in rest else rest, DATASETS)

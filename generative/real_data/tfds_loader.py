@@ -106,7 +106,20 @@ def _builder(spec: DatasetSpec, data_dir: Path, download: bool):
         )
     except tfds.core.DatasetNotFoundError:
         pass
+    except Exception as e:  # files found but unreadable (a broken dataset_info.json, ...)
+        raise InputError(
+            f"dataset {spec.name}: the prepared TFDS files in {data_dir} could not be opened "
+            f"({type(e).__name__}: {str(e)[:200]}); allowed: an intact prepared dataset. "
+            f"Delete {data_dir / spec.source_name.split('/')[0]} and "
+            f"{prepare_instructions(spec, data_dir)}"
+        ) from None
     how = prepare_instructions(spec, data_dir)
+    folder = data_dir / spec.source_name.split("/")[0]
+    if folder.exists():  # something is there, but TFDS found no readable prepared version
+        how = (
+            f"{folder} exists but holds no readable prepared dataset (incomplete or "
+            f"corrupted): delete it, then {how}"
+        )
     if not download:
         raise InputError(
             f"dataset {spec.name}: not prepared in {data_dir} and download=False; {how}"
