@@ -11,7 +11,16 @@ import pytest
 from scipy import stats
 
 from testbed.errors import InputError
-from testbed.metrics import ddks_test, gaussian_kl, get, mahalanobis_chi2, mc_kl, names, pit_ks
+from testbed.metrics import (
+    ddks_test,
+    gaussian_kl,
+    get,
+    joint_predictive_kl,
+    mahalanobis_chi2,
+    mc_kl,
+    names,
+    pit_ks,
+)
 from testbed.metrics.ddks import statistic_exact, statistic_reference
 from testbed.metrics.one_sample import ks_uniform
 
@@ -197,3 +206,34 @@ def test_ddks_rejects_bad_input():
         ddks_test(x, np.zeros((5, 10, 2)))
     with pytest.raises(InputError, match="non-finite"):
         ddks_test(np.full((10, 2), np.nan), np.zeros((5, 10, 2)), reference=x)
+
+
+def test_joint_predictive_kl_for_a_simulator_task():
+    """On a conjugate task, the MC estimate with reference samples as the truth agrees with the
+    exact truth; the exact posterior scores ~0 and a biased one scores clearly more."""
+    from generative.conjugate import get_task
+
+    task = get_task("gamma_poisson/1")
+    x_o = task.observation(1)[0]
+    num, tau = 200, 3
+    theta_star = task.reference_posterior(x_o, num_samples=num, seed=1)
+    futures = np.stack([task.simulate(theta_star, seed=10 + t) for t in range(tau)], axis=1)
+    post_family = task.family.update(task.inputs, x_o.reshape(task.num_obs, 1))
+    y_f = futures.reshape(num, tau * task.num_obs, 1)
+    exact_truth = post_family.log_evidence(np.zeros((tau * task.num_obs, 1)), y_f)
+
+    def loglik(theta, x):
+        return task.log_likelihood(theta, x)
+
+    exact_agent = task.reference_posterior(x_o, num_samples=2000, seed=2)
+    biased = exact_agent * 1.3
+    good = joint_predictive_kl(loglik, exact_agent, futures, exact_truth)
+    bad = joint_predictive_kl(loglik, biased, futures, exact_truth)
+    bad_mc = joint_predictive_kl(
+        loglik, biased, futures, task.reference_posterior(x_o, num_samples=5000, seed=3)
+    )
+    assert -4 * good["stderr"] < good["estimate"] < 0.02 + 4 * good["stderr"]
+    assert bad["estimate"] > good["estimate"] + 4 * (bad["stderr"] + good["stderr"])
+    assert abs(bad_mc["estimate"] - bad["estimate"]) < 0.05
+    with pytest.raises(InputError, match="truth"):
+        joint_predictive_kl(loglik, biased, futures, exact_truth[:5])

@@ -188,7 +188,10 @@ class ConjugateProblem:
         except ImportError:
             return {}
         reference = self.posterior.sample(rng, samples.shape[0])
-        return {"c2st": float(np.asarray(c2st(reference, samples)).reshape(-1)[0])}
+        score = c2st(reference, samples)
+        if isinstance(score, dict):
+            score = score.get("c2st", score.get("accuracy"))
+        return {"c2st": float(np.asarray(score).reshape(-1)[0])}
 
     def joint_predictive_scores(self, predictive: Any, samples: np.ndarray) -> dict[str, float]:
         """KL between the exact and the agent's joint predictive of tau future observations.

@@ -1,7 +1,13 @@
 """Metrics: one registry (`register`, `get`, `names`); each metric module registers itself."""
 
 from testbed.metrics.ddks import ddks_test
-from testbed.metrics.one_sample import gaussian_kl, mahalanobis_chi2, mc_kl, pit_ks
+from testbed.metrics.one_sample import (
+    gaussian_kl,
+    joint_predictive_kl,
+    mahalanobis_chi2,
+    mc_kl,
+    pit_ks,
+)
 from testbed.metrics.registry import METRICS, Metric, get, names, register
 
 __all__ = [
@@ -10,6 +16,7 @@ __all__ = [
     "ddks_test",
     "gaussian_kl",
     "get",
+    "joint_predictive_kl",
     "mahalanobis_chi2",
     "mc_kl",
     "names",

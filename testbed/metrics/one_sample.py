@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import stats
+from scipy.special import logsumexp
 
 from testbed.errors import InputError
 from testbed.metrics.registry import register
@@ -103,3 +104,34 @@ def mahalanobis_chi2(samples, mean, cov) -> dict[str, float]:
     d = np.atleast_1d(np.asarray(mean)).shape[0]
     stat, p = ks_uniform(stats.chi2.cdf(m2, d))
     return {"p_value": float(p), "statistic": float(stat), "mean_ratio": float(m2.mean() / d)}
+
+
+@register("joint_predictive_kl", needs=("samples", "log_likelihood"))
+def joint_predictive_kl(log_likelihood, agent_samples, futures, truth) -> dict[str, float]:
+    """KL between a true and an agent's joint predictive of tau future observations, by MC.
+
+    futures: [N, tau, ...] drawn from the true predictive; log_likelihood(theta [M, d],
+    x [...]) -> [M] for one observation. truth: exact log p(future) [N], or reference posterior
+    samples [R, d] (then log p is the same mixture estimate as the agent's, with R draws).
+    The agent's predictive is the mixture (1/M) sum_m prod_t p(x_t | theta_m). Returns
+    estimate and stderr (over the N futures).
+    """
+    futures = np.asarray(futures, np.float64)
+
+    def mixture(theta) -> np.ndarray:
+        theta = np.asarray(theta, np.float64)
+        out = np.empty(futures.shape[0])
+        for i, batch in enumerate(futures):  # loop over futures; vectorized over draws
+            total = sum(np.asarray(log_likelihood(theta, x), np.float64) for x in batch)
+            out[i] = logsumexp(total) - np.log(theta.shape[0])
+        return out
+
+    truth = np.asarray(truth, np.float64)
+    log_p = truth if truth.ndim == 1 else mixture(truth)
+    if log_p.shape != (futures.shape[0],):
+        raise InputError(
+            f"truth: got shape {truth.shape}; allowed: [{futures.shape[0]}] exact log densities "
+            "or [R, dim] reference samples"
+        )
+    diff = log_p - mixture(agent_samples)
+    return {"estimate": float(diff.mean()), "stderr": float(diff.std(ddof=1) / np.sqrt(diff.size))}

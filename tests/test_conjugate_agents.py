@@ -1,0 +1,154 @@
+"""Agents on conjugate problems: the exact agent is the floor; NUTS matches the exact posterior.
+
+Tolerances: a mean estimated from draws with effective sample size ESS has standard error
+sd / sqrt(ESS); we allow 5 of those. The exact agent's Monte-Carlo joint KL has only the
+positive bias of a 1000-sample mixture, well under 0.02 nats here, plus 4 standard errors.
+"""
+
+import numpy as np
+import pytest
+
+import agents
+import generative
+import testbed
+from generative.conjugate import PROBLEMS, ConjugateProblem
+from generative.conjugate.power import Perturbed, rejection_rates
+from testbed.errors import InputError
+
+ALPHA = 0.05
+
+
+@pytest.mark.parametrize(
+    "pid",
+    [
+        "wyb/2",
+        "wyb/12",
+        pytest.param("wyb/21", marks=pytest.mark.slow),
+        "niw/2",
+        "blr/3",
+        "dirichlet_multinomial/4",
+    ],
+)
+def test_exact_agent_scores_zero_kl(pid):
+    quality = testbed.evaluate(agents.load("exact"), generative.load(f"conjugate/{pid}"))
+    assert quality["kl_q_p"] == 0.0 and quality["kl_q_p_stderr"] == 0.0
+    if "kl_gaussian" in quality:
+        assert abs(quality["kl_gaussian"]) < 1e-9
+        assert abs(quality["joint_kl_gaussian"]) < 1e-9
+    se = quality["joint_kl_stderr"]
+    assert -4 * se < quality["joint_kl"] < 0.02 + 4 * se
+    assert quality["mean_error_sd"] < 5 / np.sqrt(1000) * 1.5  # max over <= 10 coordinates
+
+
+def _small(name, num_samples=200):
+    spec = PROBLEMS[name]
+    return ConjugateProblem(
+        name,
+        spec["family"],
+        spec["num_train"],
+        spec["seed"],
+        spec.get("true_theta"),
+        num_samples=num_samples,
+    )
+
+
+def test_exact_agent_tests_reject_at_the_nominal_rate():
+    """60 seeded exact sample sets: each test rejects at most alpha + 3.5 binomial sds."""
+    rates = rejection_rates(_small("mvn_known_cov/corr3"), "none", 0.0, trials=60)
+    bound = ALPHA + 3.5 * np.sqrt(ALPHA * (1 - ALPHA) / 60)
+    assert set(rates) >= {"pit_ks", "mahalanobis", "ddks"}
+    assert all(r <= bound for r in rates.values()), rates
+
+
+@pytest.mark.parametrize(
+    "kind,size,detected_by",
+    [
+        ("shift", 0.3, ("pit_ks", "ddks")),
+        ("inflate", 1.5, ("mahalanobis", "ddks")),
+        ("flip", 0.0, ("mahalanobis", "ddks")),
+    ],
+)
+def test_injected_errors_are_detected(kind, size, detected_by):
+    """20 trials of 200 samples on a correlated Gaussian posterior: power > 0.9."""
+    rates = rejection_rates(_small("mvn_known_cov/corr3"), kind, size, trials=20)
+    for test in detected_by:
+        assert rates[test] > 0.9, (test, rates)
+
+
+def test_injected_error_raises_every_kl():
+    problem = generative.load("conjugate/mvn_known_cov/corr3")
+    exact = testbed.evaluate(agents.load("exact"), problem)
+    shifted = problem.evaluate(Perturbed(problem.exact_predictive(), "shift", 0.5))
+    post = problem.posterior
+    delta = 0.5 * np.sqrt(post.var)
+    expected = 0.5 * delta @ np.linalg.solve(post.cov, delta)  # KL of a pure mean shift
+    # moment-matched from 1000 samples: sampling error well under 0.05 nats at d = 3
+    assert abs(shifted["kl_gaussian_moments"] - expected) < 0.05, (shifted, expected)
+    assert shifted["joint_kl"] > exact["joint_kl"] + 4 * (
+        exact["joint_kl_stderr"] + shifted["joint_kl_stderr"]
+    )
+
+
+def test_nuts_matches_the_exact_posterior_fast():
+    problem = generative.load("conjugate/wyb/2")
+    agent = agents.load("nuts", num_warmup=200, num_samples=400, num_chains=2)
+    predictive = testbed.train(agent, problem)
+    quality = problem.evaluate(predictive)
+    assert quality["r_hat_max"] < 1.05
+    assert quality["num_divergences"] == 0
+    assert quality["ess_per_second"] > 0
+    assert quality["kl_gaussian_moments"] < 0.01
+    draws = predictive.draws
+    sd = np.sqrt(problem.posterior.var)
+    ess = quality["ess_min"]
+    assert np.all(np.abs(draws.mean(0) - problem.posterior.mean) < 5 * sd / np.sqrt(ess))
+    # sd estimated from ESS draws: relative se ~ 1 / sqrt(2 ESS)
+    assert np.all(np.abs(draws.std(0) / sd - 1) < 5 / np.sqrt(2 * ess))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "pid",
+    [
+        "wyb/12",
+        "wyb/17",
+        "wyb/21",
+        "nig/1",
+        "niw/2",
+        "beta_binomial/1",
+        "gamma_poisson/1",
+        "dirichlet_multinomial/4",
+        "blr/10",
+    ],
+)
+def test_nuts_matches_the_exact_posterior(pid):
+    problem = generative.load(f"conjugate/{pid}")
+    agent = agents.load("nuts")
+    predictive = agent.build()(problem.train_data, problem.prior_knowledge)
+    diag = predictive.diagnostics
+    assert diag["r_hat_max"] < 1.02 and diag["num_divergences"] == 0
+    draws, post = predictive.draws, problem.posterior
+    sd = np.sqrt(post.var)
+    ess = diag["ess_min"]
+    assert np.all(np.abs(draws.mean(0) - post.mean) < 5 * sd / np.sqrt(ess))
+    assert np.all(np.abs(draws.std(0) / sd - 1) < 6 / np.sqrt(2 * ess))
+
+
+def test_nuts_needs_a_model_and_valid_settings():
+    with pytest.raises(InputError, match="extra\\['model'\\]"):
+        testbed.evaluate(agents.load("nuts"), generative.load("coin/0"))
+    with pytest.raises(InputError, match="chain_method"):
+        agents.load("nuts", chain_method="parallel_magic")
+    with pytest.raises(InputError, match="exact posterior"):
+        testbed.evaluate(agents.load("exact"), generative.load("coin/0"))
+
+
+def test_sample_shape_errors_name_the_field():
+    problem = generative.load("conjugate/wyb/1")
+
+    class Bad:
+        def sample(self, x_o, num_samples, seed):
+            return np.zeros((num_samples, 3))
+
+    with pytest.raises(InputError, match="posterior samples"):
+        problem.evaluate(Bad())
