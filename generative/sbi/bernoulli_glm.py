@@ -86,21 +86,33 @@ class BernoulliGLM(Task):
         s = self.sufficient_statistics(x_o)
         return theta @ s - _softplus(theta @ design_matrix().T).sum(axis=1)
 
-    def laplace(self, x_o: np.ndarray, num_iterations: int = 50) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mode and negative Hessian there, by Newton's method (log-concave)."""
+    def laplace(self, x_o: np.ndarray, num_iterations: int = 100) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mode and negative Hessian there, by Newton's method with step halving
+        (the log posterior is strictly concave, so this converges to the unique mode)."""
         x, b = design_matrix(), prior_precision()
         s = self.sufficient_statistics(x_o)
+
+        def objective(t):
+            return t @ s - _softplus(x @ t).sum() - 0.5 * t @ b @ t
+
+        def neg_hessian(t):
+            p = 1.0 / (1.0 + np.exp(-(x @ t)))
+            return (x.T * (p * (1 - p))) @ x + b, s - x.T @ p - b @ t
+
         theta = np.zeros(NUM_BINS)
+        value = objective(theta)
         for _ in range(num_iterations):
-            p = 1.0 / (1.0 + np.exp(-(x @ theta)))
-            grad = s - x.T @ p - b @ theta
-            neg_hess = (x.T * (p * (1 - p))) @ x + b
+            neg_hess, grad = neg_hessian(theta)
             step = np.linalg.solve(neg_hess, grad)
-            theta = theta + step
+            for _ in range(50):
+                new_value = objective(theta + step)
+                if new_value >= value:
+                    break
+                step = step / 2
+            theta, value = theta + step, max(new_value, value)
             if np.abs(step).max() < 1e-10:
                 break
-        p = 1.0 / (1.0 + np.exp(-(x @ theta)))
-        return theta, (x.T * (p * (1 - p))) @ x + b
+        return theta, neg_hessian(theta)[0]
 
     def _reference_posterior(self, x_o, num_samples, rng):
         mode, neg_hess = self.laplace(x_o)
