@@ -125,6 +125,9 @@ def test_bad_input(name):
 def test_unconstrained_transform(name):
     task = sbi.get_task(name)
     theta = task.sample_prior(50, seed=0)
+    low, high = task.bounds
+    assert low.shape == high.shape == (task.dim_parameters,)
+    assert np.all((theta > low) & (theta < high))
     z = task.to_unconstrained(theta)
     assert np.isfinite(z).all()
     np.testing.assert_allclose(task.from_unconstrained(z), theta, rtol=1e-10, atol=1e-12)
@@ -199,6 +202,12 @@ def test_glm_design_matrix_and_summary_is_x_transpose_y():
     np.testing.assert_allclose(s[:, 3], y[:, 2:] @ stim[:98].astype(float), rtol=1e-10)
     for k in (1, 4):
         np.testing.assert_allclose(summ.observation(k), raw.observation(k) @ x, rtol=1e-12)
+    # Same statistics, same reference posterior (the raw task reduces y to X^T y).
+    np.testing.assert_allclose(
+        raw.reference_posterior(raw.observation(2), 200, seed=3),
+        summ.reference_posterior(summ.observation(2), 200, seed=3),
+        rtol=1e-8,
+    )
     # Raw likelihood = Bernoulli log-pmf; summary likelihood differs by a theta-free constant.
     y_o = raw.observation(1)[0]
     p = 1 / (1 + np.exp(-(theta @ x.T)))

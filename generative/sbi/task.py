@@ -107,6 +107,12 @@ class Task(abc.ABC):
             return self.parameter_names
         return tuple(f"theta_{i + 1}" for i in range(self.dim_parameters))
 
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper bounds of the prior support per parameter ([dim] each; +-inf)."""
+        low = {"real": -np.inf, "positive": 0.0, "box": self.support.low}[self.support.kind]
+        return np.full(self.dim_parameters, low), np.full(self.dim_parameters, self.support.high)
+
     def sample_prior(self, num: int, seed: Seed = 0) -> np.ndarray:
         """`num` parameter draws from the prior, [num, dim_parameters]."""
         return self._sample_prior(check_count(num, "num"), make_rng(seed))
