@@ -87,13 +87,18 @@ class _Slot:
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.conn.send(job)
 
-    def stop(self, grace: float = 2.0) -> None:
+    def ask_to_stop(self) -> None:
+        """Tells an idle worker to exit (a busy or starting one is killed by `stop`)."""
         if self.process.is_alive() and self.job is None and self.ready:
             try:
                 self.conn.send(None)
             except OSError:
                 pass
-            self.process.join(grace)
+
+    def stop(self, deadline: float | None = None) -> None:
+        """Waits for the worker until `deadline` (monotonic), then kills it."""
+        if deadline is not None:
+            self.process.join(max(0.0, deadline - time.monotonic()))
         if self.process.is_alive():
             self.process.kill()
             self.process.join(5)
@@ -127,25 +132,26 @@ class LocalExecutor:
                             on_start(slot.job)
                 wait(self._waitables(slots), timeout=self._next_deadline(slots))
                 for i, slot in enumerate(slots):
-                    outcome = self._poll(slot)
-                    if outcome == "result":
-                        result, slot.job, slot.deadline = slot.conn.recv(), None, None
-                        on_result(result)
-                    elif outcome == "ready":
-                        pass
-                    elif outcome is not None:  # dead, hung, or failed to start
+                    kind, payload = self._poll(slot)
+                    if kind == "result":
+                        slot.job, slot.deadline = None, None
+                        on_result(payload)
+                    elif kind == "failed":  # dead, hung, or failed to start
                         if slot.job is not None:
-                            on_result(failed_result(slot.job, outcome))
+                            on_result(failed_result(slot.job, payload))
                         else:
                             start_failures += 1
                             if start_failures > MAX_START_FAILURES:
-                                raise InputError(f"workers cannot start: {outcome}")
+                                raise InputError(f"workers cannot start: {payload}")
                         slot.job = None
-                        slot.stop(grace=0)
+                        slot.stop()
                         slots[i] = _Slot(ctx, self.config)
         finally:
             for slot in slots:
-                slot.stop()
+                slot.ask_to_stop()
+            deadline = time.monotonic() + 2.0
+            for slot in slots:
+                slot.stop(deadline)
 
     @staticmethod
     def _waitables(slots: list[_Slot]) -> list[Any]:
@@ -158,31 +164,30 @@ class LocalExecutor:
         deadlines += [s.started + STARTUP_SECONDS for s in slots if not s.ready]
         return max(0.0, min(deadlines) - now) + 0.01 if deadlines else 1.0
 
-    def _poll(self, slot: _Slot) -> str | None:
-        """What happened to `slot`: 'result', 'ready', a failure reason, or None."""
+    def _poll(self, slot: _Slot) -> tuple[str | None, Any]:
+        """What happened to `slot`: ('result', dict), ('ready', None), ('failed', reason)
+        or (None, None) when nothing did."""
+        message = None
         try:
-            has_message = slot.conn.poll()
-        except OSError:
-            has_message = False
-        if has_message and slot.ready:
-            return "result"
-        if has_message:
-            try:
-                hello = slot.conn.recv()
-            except (EOFError, OSError):
-                hello = {"ready": False, "error": "worker closed its pipe while starting"}
-            if hello.get("ready"):
+            if slot.conn.poll():
+                message = slot.conn.recv()
+        except (EOFError, OSError):  # the worker closed its end: it died
+            slot.process.join(1)
+        if message is not None and slot.ready:
+            return "result", message
+        if message is not None:
+            if message.get("ready"):
                 slot.ready = True
-                return "ready"
-            return f"worker failed to start: {hello.get('error')}"
+                return "ready", None
+            return "failed", f"worker failed to start: {message.get('error')}"
         if not slot.process.is_alive():
-            return f"worker process died (exit code {slot.process.exitcode})"
+            return "failed", f"worker process died (exit code {slot.process.exitcode})"
         now = time.monotonic()
         if slot.deadline is not None and now >= slot.deadline:
-            return f"timed out after {self.config.timeout:g} s (worker killed)"
+            return "failed", f"timed out after {self.config.timeout:g} s (worker killed)"
         if not slot.ready and now >= slot.started + STARTUP_SECONDS:
-            return f"worker did not start within {STARTUP_SECONDS:g} s"
-        return None
+            return "failed", f"worker did not start within {STARTUP_SECONDS:g} s"
+        return None, None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,125 @@
+"""The sweep runner with real worker processes: failures, timeouts, SIGKILL and resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import leaderboard_faults  # noqa: F401  (registers the lbfault problems here too)
+import pytest
+
+from experiments.cli import main
+from leaderboard import store
+from leaderboard.executors import LocalExecutor
+from leaderboard.jobs import expand
+from leaderboard.runner import run_sweep
+from leaderboard.store import ResultsStore
+from leaderboard.worker import run_job
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+FAST_IDS = [f"coin/{i}" for i in range(6)]  # uniform and oracle are fast on these
+TIMING = ("train_seconds", "evaluation_seconds")
+
+
+def _metrics(rows):
+    """key -> metrics without timings (the only numbers allowed to differ between runs)."""
+    return {
+        r["key"]: {k: v for k, v in r["metrics"].items() if k not in TIMING}
+        for r in rows
+        if r["status"] == "ok"
+    }
+
+
+def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
+    ids = [f"lbfault/{m}" for m in ("raise", "nan", "hang", "die", "env")] + ["coin/0"]
+    jobs = expand(["uniform"], ids)
+    executor = LocalExecutor(workers=2, timeout=4.0, imports=("leaderboard_faults",))
+    with ResultsStore(tmp_path / "r.db") as s:
+        summary = run_sweep(jobs, s, executor)
+        rows = {r["problem_id"]: r for r in s.rows()}
+    assert (summary.ran, summary.ok, summary.failed) == (6, 2, 4)
+    assert rows["lbfault/raise"]["error"] == "RuntimeError: deliberate failure second line"
+    assert rows["lbfault/nan"]["error"] == "non-finite metrics: kl_estimate=nan"
+    assert rows["lbfault/nan"]["metrics"]["test_acc"] == 0.5  # kept for scoring
+    assert rows["lbfault/hang"]["error"] == "timed out after 4 s (worker killed)"
+    assert rows["lbfault/die"]["error"] == "worker process died (exit code 7)"
+    assert rows["coin/0"]["status"] == "ok" and rows["coin/0"]["metrics"]["kl_estimate"] > 0
+    # each worker runs with one thread for XLA and OpenMP, set before its imports
+    env = rows["lbfault/env"]["metrics"]
+    assert (env["omp_threads"], env["xla_one_thread"], env["eigen_off"]) == (1.0, 1.0, 1.0)
+
+
+def _sweep_cmd(db: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "experiments.cli", "sweep", "--agent", "uniform,oracle",
+        "--problem", ",".join(FAST_IDS), "--workers", "2", "--results", str(db), "--quiet",
+    ]  # fmt: skip
+
+
+def _rows_in(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_sigkill_mid_sweep_then_resume_is_exactly_once_and_identical(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(_sweep_cmd(db), cwd=ROOT, env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while _rows_in(db) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    stored = _rows_in(db)
+    total = 2 * len(FAST_IDS)
+    assert 2 <= stored < total, "the kill must land in the middle of the sweep"
+
+    assert main(_sweep_cmd(db)[3:]) == 0  # start it again (a new driver, in this process)
+    out = capsys.readouterr().out
+    assert f"{total} jobs: {stored} already stored, {total - stored} ok, 0 failed" in out
+
+    with ResultsStore(db, mode="r") as s:
+        rows = s.rows()
+    jobs = expand(["uniform", "oracle"], FAST_IDS)
+    assert sorted(r["key"] for r in rows) == sorted(j.key for j in jobs)  # none lost or doubled
+    assert all(r["attempts"] == 1 and r["status"] == "ok" for r in rows)
+    # An uninterrupted run with the same seeds (in this process) gives identical numbers.
+    reference = [run_job(j.as_dict()) for j in jobs]
+    assert _metrics(rows) == _metrics(reference)
+
+
+def test_retry_failed_reruns_only_failures(tmp_path):
+    db = tmp_path / "r.db"
+    jobs = expand(["uniform"], ["coin/0", "lbfault/raise"])
+    executor = LocalExecutor(workers=1, imports=("leaderboard_faults",))
+    with ResultsStore(db) as s:
+        first = run_sweep(jobs, s, executor)
+        again = run_sweep(jobs, s, executor)
+        retry = run_sweep(jobs, s, executor, retry_failed=True)
+    assert (first.ok, first.failed) == (1, 1)
+    assert (again.skipped, again.ran) == (2, 0)
+    assert (retry.skipped, retry.ran, retry.failed) == (1, 1, 1)
+    df = store.load(db).set_index("problem_id")
+    assert df.loc["lbfault/raise", "attempts"] == 2 and df.loc["coin/0", "attempts"] == 1
+
+
+@pytest.mark.slow
+def test_cli_sweep_with_hyper_parameter_configs_and_seeds(tmp_path, capsys):
+    db = str(tmp_path / "r.db")
+    argv = ["sweep", "--agent", "uniform", "--sweep", "coin", "--seeds", "0,1", "--quiet"]
+    assert main(argv + ["--results", db]) == 0
+    assert "36 jobs: 0 already stored, 36 ok, 0 failed" in capsys.readouterr().out
+    assert main(argv + ["--results", db]) == 0
+    assert "36 jobs: 36 already stored, 0 ok" in capsys.readouterr().out
