@@ -62,7 +62,10 @@ class DrawsPosterior:
 
 
 def diagnostics(theta: np.ndarray, seconds: float, divergences: int) -> dict[str, float]:
-    """R-hat (max), bulk ESS (min, median) and ESS per second of theta [chains, draws, dim]."""
+    """R-hat (max), bulk ESS (min, median) and ESS per second of theta [chains, draws, dim].
+
+    `seconds` is the sampling phase (after warmup); it still includes compiling that phase.
+    """
     ess = np.atleast_1d(effective_sample_size(theta))
     out = {
         "ess_min": float(np.min(ess)),
@@ -112,13 +115,17 @@ def make(config: NutsConfig):
             progress_bar=False,
         )
         start = time.perf_counter()
-        mcmc.run(key_run, init_params=init, extra_fields=("diverging",))
+        mcmc.warmup(key_run, init_params=init)
+        jax.block_until_ready(mcmc.post_warmup_state)
+        warmed = time.perf_counter()
+        mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=("diverging",))
         u = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-        seconds = time.perf_counter() - start
+        seconds = time.perf_counter() - warmed
         theta = jax.vmap(jax.vmap(model.constrain))(u.reshape((config.num_chains, -1, u.shape[-1])))
         theta = np.asarray(theta, np.float64)
         divergences = int(np.sum(mcmc.get_extra_fields()["diverging"]))
         diag = diagnostics(theta, seconds, divergences)
+        diag["warmup_seconds"] = warmed - start  # includes compiling the model
         return DrawsPosterior(theta.reshape(-1, theta.shape[-1]), diag)
 
     return agent

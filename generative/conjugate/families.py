@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.special as ssp
+from scipy import stats
 
 from generative.conjugate import densities as dens
 from generative.conjugate import distributions as dist
@@ -526,6 +527,20 @@ class BetaBinomial(Family):
         k, n = y.sum(axis=-1), y.shape[-1]
         return ssp.betaln(self.a + k, self.b + n - k) - ssp.betaln(self.a, self.b)
 
+    def sum_statistic_log_pmfs(self, samples, tau: int):
+        """log p(s) and log q(s) of s = sum of tau future trials (exact; this family = posterior).
+
+        Both joint predictives depend on a sequence only through s (the binomial coefficient
+        cancels), so KL over the 2^tau sequences equals KL over s = 0..tau.
+        """
+        s = np.arange(tau + 1.0)
+        log_choose = ssp.gammaln(tau + 1.0) - ssp.gammaln(s + 1.0) - ssp.gammaln(tau - s + 1.0)
+        log_p = log_choose + ssp.betaln(self.a + s, self.b + tau - s) - ssp.betaln(self.a, self.b)
+        theta = _arr(samples)[:, :1]
+        per = s * np.log(theta) + (tau - s) * np.log1p(-theta)
+        log_q = log_choose + ssp.logsumexp(per, axis=0) - np.log(theta.shape[0])
+        return log_p, log_q
+
     def simulate(self, rng, theta, x):
         p = _arr(theta)[:, None, :]
         return (rng.random((p.shape[0], x.shape[0], 1)) < p).astype(np.float64)
@@ -576,6 +591,19 @@ class GammaPoisson(Family):
             - a_n * np.log(b_n)
             - ssp.gammaln(y + 1.0).sum(axis=-1)
         )
+
+    def sum_statistic_log_pmfs(self, samples, tau: int):
+        """log p(s) and log q(s) of s = sum of tau future counts (this family = posterior).
+
+        Given lam, s ~ Poisson(tau lam) and the sequence's 1 / prod y_t! cancels, so KL over
+        sequences equals KL over s; p(s) is negative binomial. s runs to p's 1 - 1e-12 quantile.
+        """
+        prob = self.rate / (self.rate + tau)
+        s = np.arange(stats.nbinom.ppf(1.0 - 1e-12, self.shape, prob) + 1.0)
+        log_p = stats.nbinom.logpmf(s, self.shape, prob)
+        lam = _arr(samples)[:, :1]
+        per = stats.poisson.logpmf(s, tau * lam)
+        return log_p, ssp.logsumexp(per, axis=0) - np.log(lam.shape[0])
 
     def simulate(self, rng, theta, x):
         lam = _arr(theta)[:, None, :]

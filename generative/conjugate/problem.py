@@ -200,7 +200,8 @@ class ConjugateProblem:
         `num_test_batches` futures y drawn from the exact predictive (MC over y; the exact log
         joint predictive has no estimation noise); joint_kl_stderr is its standard error.
         joint_kl_gaussian: the same KL in closed form when the family is linear-Gaussian and
-        the agent's posterior is Gaussian (mean, cov).
+        the agent's posterior is Gaussian (mean, cov). joint_kl_exact: by exact enumeration
+        over the sufficient statistic (beta-binomial, gamma-Poisson), for the agent's mixture.
         """
         fam, tau, num = self.family, self.tau, self.num_test_batches
         rng = np.random.default_rng((self.seed, 3))
@@ -216,6 +217,9 @@ class ConjugateProblem:
         )
         diff = log_p - log_q
         out = {"joint_kl": diff.mean(), "joint_kl_stderr": diff.std(ddof=1) / np.sqrt(num)}
+        if hasattr(self.updated, "sum_statistic_log_pmfs"):  # exact enumeration, no MC over y
+            log_p, log_q = self.updated.sum_statistic_log_pmfs(samples, tau)
+            out["joint_kl_exact"] = float(np.sum(np.exp(log_p) * (log_p - log_q)))
         if fam.linear_gaussian(x_f[0]) is not None and hasattr(predictive, "cov"):
             designs = x_f[:1] if fam.dim_x == 1 else x_f[:100]
             kls = [self._gaussian_joint_kl(predictive, x) for x in designs]
