@@ -30,7 +30,9 @@ ALPHA = 0.05
     ],
 )
 def test_exact_agent_scores_zero_kl(pid):
-    quality = testbed.evaluate(agents.load("exact"), generative.load(f"conjugate/{pid}"))
+    problem = generative.load(f"conjugate/{pid}")
+    problem.use_c2st = False  # C2ST is tested once below (it trains classifiers)
+    quality = testbed.evaluate(agents.load("exact"), problem)
     assert quality["kl_q_p"] == 0.0 and quality["kl_q_p_stderr"] == 0.0
     if "kl_gaussian" in quality:
         assert abs(quality["kl_gaussian"]) < 1e-9
@@ -49,6 +51,7 @@ def _small(name, num_samples=200):
         spec["seed"],
         spec.get("true_theta"),
         num_samples=num_samples,
+        use_c2st=False,
     )
 
 
@@ -77,6 +80,7 @@ def test_injected_errors_are_detected(kind, size, detected_by):
 
 def test_injected_error_raises_every_kl():
     problem = generative.load("conjugate/mvn_known_cov/corr3")
+    problem.use_c2st = False
     exact = testbed.evaluate(agents.load("exact"), problem)
     shifted = problem.evaluate(Perturbed(problem.exact_predictive(), "shift", 0.5))
     post = problem.posterior
@@ -93,6 +97,7 @@ def test_nuts_matches_the_exact_posterior_fast():
     problem = generative.load("conjugate/wyb/2")
     agent = agents.load("nuts", num_warmup=200, num_samples=400, num_chains=2)
     predictive = testbed.train(agent, problem)
+    problem.use_c2st = False
     quality = problem.evaluate(predictive)
     assert quality["r_hat_max"] < 1.05
     assert quality["num_divergences"] == 0
@@ -171,6 +176,19 @@ def test_enumerated_joint_kl_equals_brute_force_over_sequences():
     assert abs(np.exp(lp).sum() - 1) < 1e-12
     assert enumerated == pytest.approx(brute, rel=1e-9, abs=1e-12)
     assert enumerated > 0.01  # a 0.5 sd shift: ~0.02 nats; the exact agent scores ~1e-4
+    problem.use_c2st = False
     quality = problem.evaluate(Perturbed(problem.exact_predictive(), "shift", 0.5))
     # the MC estimate (over futures) agrees with the enumeration within 4 standard errors
     assert abs(quality["joint_kl"] - quality["joint_kl_exact"]) < 4 * quality["joint_kl_stderr"]
+
+
+@pytest.mark.slow
+def test_c2st_against_exact_samples_sees_a_flipped_correlation():
+    """C2ST (testbed.metrics.c2st) with 1000 exact reference samples: ~0.5 for the exact
+    posterior (sd of a 2000-point accuracy ~0.011), clearly above for a flipped correlation."""
+    pytest.importorskip("testbed.metrics.c2st")
+    problem = generative.load("conjugate/mvn_known_cov/corr3")
+    exact = problem.evaluate(problem.exact_predictive())
+    flipped = problem.evaluate(Perturbed(problem.exact_predictive(), "flip", 0.0))
+    assert abs(exact["c2st"] - 0.5) < 0.05
+    assert flipped["c2st"] > 0.65
