@@ -4,6 +4,7 @@
 """
 
 from agents import baselines, beta_bernoulli, exact, nuts  # noqa: F401  (register the agents)
+from agents import abc_agents, sbi_agents  # noqa: F401  (SBI agents; torch imported lazily)
 from agents.registry import AGENTS, ConfiguredAgent, load, names, register, sweep
 
 __all__ = ["AGENTS", "ConfiguredAgent", "load", "names", "register", "sweep"]

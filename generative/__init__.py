@@ -7,6 +7,7 @@
 from generative import classification, coin, conjugate  # noqa: F401  (register the families)
 from generative import real_data  # noqa: F401  (register the real-data family)
 from generative import sbi  # noqa: F401  (simulator tasks: generative.sbi.get_task)
+from generative import sbi_problems  # noqa: F401  (posterior problems sbi/<task>/<budget>/<k>)
 from generative.registry import (
     FAMILIES,
     SWEEPS,

@@ -1,0 +1,193 @@
+"""Bridges between a posterior problem's numpy simulation access and the `sbi` package.
+
+A posterior problem hands its agent an object with `prior.sample(num, seed)`,
+`prior.log_prob(theta)`, `simulate(theta, seed)` (budgeted), `x_o` and `budget`, and
+states the prior's support in `PriorKnowledge.extra`. Here that becomes what `sbi` wants
+(a torch prior with a `support`, a torch simulator) and an `sbi` posterior becomes our
+`PosteriorEstimate` (numpy in, numpy out, seeded). torch is imported lazily by callers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from testbed.errors import InputError
+from testbed.posterior_adapter import seeded_global_rngs
+
+SEED_HIGH = 2**31 - 1
+
+
+def support_from_extra(extra: Mapping[str, Any], dim: int) -> tuple[str, np.ndarray, np.ndarray]:
+    """(kind, lower [dim], upper [dim]) of the prior support from PriorKnowledge.extra.
+
+    `kind` is 'box', 'positive' or 'real'; bounds are broadcast to one per parameter.
+    """
+    kind = extra.get("support", "real")
+    if kind not in ("box", "positive", "real"):
+        raise InputError(
+            f"prior_knowledge.extra['support']: got {kind!r}; allowed: box, positive, real"
+        )
+    low = np.broadcast_to(np.asarray(extra.get("lower", -np.inf), np.float64), (dim,)).copy()
+    high = np.broadcast_to(np.asarray(extra.get("upper", np.inf), np.float64), (dim,)).copy()
+    return kind, low, high
+
+
+def torch_seed(torch) -> int:
+    """A fresh integer seed drawn from torch's global generator (so one seed drives all)."""
+    return int(torch.randint(0, SEED_HIGH, ()).item())
+
+
+def clip_to_support(theta: np.ndarray, kind: str, low: np.ndarray, high: np.ndarray):
+    """Moves float32 round-off on the support's edge back inside (open box / positive)."""
+    if kind == "box":
+        return np.clip(theta, np.nextafter(low, high), np.nextafter(high, low))
+    if kind == "positive":
+        return np.maximum(theta, np.finfo(np.float64).tiny)
+    return theta
+
+
+def make_torch_prior(access, extra: Mapping[str, Any], dim: int):
+    """A torch Distribution over [dim] backed by the problem's numpy prior, with a support.
+
+    The support (interval / positive / real) lets `sbi` build its MCMC transform
+    (`biject_to(support)`), as the benchmark's automatic transforms do.
+    """
+    import torch
+    from torch.distributions import Distribution, constraints
+
+    kind, low, high = support_from_extra(extra, dim)
+    probe = np.asarray(access.prior.sample(10_000, 0), np.float64)
+    mean = torch.as_tensor(probe.mean(0), dtype=torch.float32)
+    std = torch.as_tensor(probe.std(0, ddof=1), dtype=torch.float32)
+
+    class NumpyPrior(Distribution):
+        """The problem's prior seen as a torch Distribution (samples seeded from torch)."""
+
+        arg_constraints: dict = {}
+        has_rsample = False
+
+        def __init__(self):
+            super().__init__(torch.Size(), torch.Size([dim]), validate_args=False)
+
+        @property
+        def support(self):
+            if kind == "box":
+                base = constraints.interval(
+                    torch.as_tensor(low, dtype=torch.float32),
+                    torch.as_tensor(high, dtype=torch.float32),
+                )
+            elif kind == "positive":
+                base = constraints.positive
+            else:
+                base = constraints.real
+            return constraints.independent(base, 1)
+
+        @property
+        def mean(self):
+            return mean
+
+        @property
+        def stddev(self):
+            return std
+
+        @property
+        def variance(self):
+            return std**2
+
+        def sample(self, sample_shape=()):
+            shape = torch.Size(sample_shape)
+            num = max(math.prod(shape), 1)
+            theta = np.asarray(access.prior.sample(num, torch_seed(torch)), np.float32)
+            return torch.as_tensor(theta).reshape(*shape, dim)
+
+        def log_prob(self, value):
+            value = torch.as_tensor(value)
+            flat = value.detach().cpu().double().numpy().reshape(-1, dim)
+            lp = np.asarray(access.prior.log_prob(flat), np.float64)
+            return torch.as_tensor(lp, dtype=torch.float32).reshape(value.shape[:-1])
+
+    return NumpyPrior()
+
+
+def make_torch_simulator(access, extra: Mapping[str, Any], dim: int):
+    """`theta (torch [n, dim]) -> x (torch [n, dim_data])` through the budgeted simulator."""
+    import torch
+
+    kind, low, high = support_from_extra(extra, dim)
+
+    def simulator(theta):
+        arr = clip_to_support(np.asarray(theta.detach().cpu(), np.float64), kind, low, high)
+        x = np.asarray(access.simulate(arr, torch_seed(torch)), np.float32)
+        return torch.as_tensor(x)
+
+    return simulator
+
+
+class NullTracker:
+    """An sbi training tracker that records nothing (sbi's default writes ./sbi-logs)."""
+
+    log_dir = None
+
+    def log_metric(self, name, value, step=None) -> None:
+        pass
+
+    def log_metrics(self, metrics, step=None) -> None:
+        pass
+
+    def log_params(self, params) -> None:
+        pass
+
+    def add_figure(self, name, figure, step=None) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+class SbiSamples:
+    """An `sbi` posterior as our `PosteriorEstimate` (samples only): numpy, explicit seed.
+
+    Used for MCMC posteriors of NLE / NRE, whose densities are unnormalised.
+    """
+
+    def __init__(self, posterior, x_o: np.ndarray):
+        self.posterior = posterior
+        self.x_o = np.asarray(x_o, np.float32).reshape(1, -1)
+
+    def _x(self, x_o):
+        import torch
+
+        x = self.x_o if x_o is None else np.asarray(x_o, np.float32).reshape(1, -1)
+        return torch.as_tensor(x)
+
+    def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
+        with seeded_global_rngs(seed):
+            out = self.posterior.sample(
+                (int(num_samples),), x=self._x(x_o), show_progress_bars=False
+            )
+        return np.asarray(out.detach().cpu(), np.float64)
+
+
+class SbiDensity(SbiSamples):
+    """A normalised `sbi` posterior (NPE): samples, batched samples and log-densities."""
+
+    def sample_batched(self, xs, seed: int) -> np.ndarray:
+        """One posterior draw per row of `xs` [n, dim_data] -> [n, dim_theta] (amortized)."""
+        import torch
+
+        xs = torch.as_tensor(np.asarray(xs, np.float32))
+        with seeded_global_rngs(seed):
+            out = self.posterior.sample_batched((1,), x=xs, show_progress_bars=False)
+        return np.asarray(out[0].detach().cpu(), np.float64)
+
+    def log_prob(self, theta, x_o=None) -> np.ndarray:
+        import torch
+
+        theta = torch.as_tensor(np.asarray(theta, np.float32))
+        with torch.no_grad():
+            lp = self.posterior.log_prob(theta, x=self._x(x_o))
+        return np.asarray(lp.detach().cpu(), np.float64)

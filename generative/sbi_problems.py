@@ -1,0 +1,262 @@
+"""`sbi/<task>/<num_simulations>/<observation>`: simulator tasks as posterior problems.
+
+The agent gets a `SimulationAccess` as its training data: the prior (sample, log_prob),
+a simulator that refuses to run past the budget, and the observation x_o; the task's
+dimensions and prior support are in `PriorKnowledge.extra`. The problem scores the
+agent's posterior at x_o against the task's reference posterior as the SBI benchmark
+does: C2ST (headline, sbibm semantics), MMD, NLTP = -log q(theta* | x_o) when the
+posterior has a density, the median distance of posterior-predictive simulations to x_o,
+and sampling time. With `lc2st=True` an amortized posterior is also scored without a
+reference by L-C2ST on held-out simulations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import zlib
+from typing import Any
+
+import numpy as np
+
+from generative import sbi as sbi_tasks
+from generative.registry import register_family, register_sweep
+from generative.sbi.task import Task
+from testbed.base import PriorKnowledge, Quality
+from testbed.errors import InputError, bad_value
+from testbed.posterior_adapter import as_posterior
+
+BUDGETS = (1_000, 10_000, 100_000)
+OBSERVATIONS = tuple(range(1, 11))
+NUM_SAMPLES = 10_000  # reference and posterior samples per evaluation (the benchmark's)
+
+
+class PriorAccess:
+    """The task's prior as the agent sees it: `sample(num, seed)`, `log_prob(theta)`."""
+
+    def __init__(self, task: Task):
+        self._task = task
+
+    def sample(self, num: int, seed: int = 0) -> np.ndarray:
+        """`num` prior draws, [num, dim_parameters] (free: not counted in the budget)."""
+        return self._task.sample_prior(num, seed)
+
+    def log_prob(self, theta) -> np.ndarray:
+        """Prior log-density per row, [n] (-inf outside the support)."""
+        return self._task.log_prior(theta)
+
+
+class SimulationAccess:
+    """What a posterior problem hands its agent: prior, budgeted simulator, observation.
+
+    `simulate(theta, seed)` runs one simulation per row of theta and counts them; a call
+    that would take the total past `budget` raises an InputError naming the budget (and
+    simulates nothing).
+    """
+
+    def __init__(self, task: Task, budget: int, x_o: np.ndarray):
+        self._task = task
+        self.prior = PriorAccess(task)
+        self.budget = int(budget)
+        self.x_o = np.array(x_o, dtype=np.float64).reshape(1, -1)
+        self.num_simulations = 0
+
+    @property
+    def remaining(self) -> int:
+        """Simulations still allowed."""
+        return self.budget - self.num_simulations
+
+    def simulate(self, theta, seed: int = 0) -> np.ndarray:
+        """x [n, dim_data] for theta [n, dim_parameters]; counts n against the budget."""
+        theta = np.atleast_2d(np.asarray(theta, np.float64))
+        n = theta.shape[0]
+        if n > self.remaining:
+            raise InputError(
+                f"simulate: {n} simulations requested with {self.num_simulations} of the budget "
+                f"of {self.budget} used; allowed: at most {self.remaining} more simulations "
+                f"(num_simulations budget = {self.budget})"
+            )
+        x = self._task.simulate(theta, seed)
+        self.num_simulations += n
+        return x
+
+
+class ReferencePosterior:
+    """The task's reference posterior at x_o as a PosteriorEstimate (the oracle agent)."""
+
+    def __init__(self, task: Task):
+        self._task = task
+
+    def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
+        return self._task.reference_posterior(x_o, num_samples, seed)
+
+
+@dataclasses.dataclass
+class PosteriorProblem:
+    """One task, budget and observation; scores posteriors at x_o (see the module doc)."""
+
+    task: str
+    num_simulations: int
+    num_observation: int
+    num_samples: int = NUM_SAMPLES
+    seed: int = 0
+    c2st_z_score: bool = True
+    median_distance: bool = True
+    lc2st: bool = False
+    lc2st_num_calibration: int = 10_000
+    lc2st_num_null: int = 100
+
+    def __post_init__(self):
+        self._task = sbi_tasks.get_task(self.task)
+        self._task.check_index(self.num_observation)
+        for name in ("num_simulations", "num_samples", "lc2st_num_calibration", "lc2st_num_null"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise bad_value(name, value, "an integer >= 1")
+        self.x_o = self._task.observation(self.num_observation)
+        self.theta_true = self._task.true_parameters(self.num_observation)
+        self._reference: np.ndarray | None = None
+        self.last_access: SimulationAccess | None = None
+
+    @property
+    def train_data(self) -> SimulationAccess:
+        """A fresh budgeted simulation access (one per training run)."""
+        self.last_access = SimulationAccess(self._task, self.num_simulations, self.x_o)
+        return self.last_access
+
+    @property
+    def prior_knowledge(self) -> PriorKnowledge:
+        t = self._task
+        return PriorKnowledge(
+            input_dim=t.dim_data,
+            num_train=self.num_simulations,
+            extra={
+                "task": t.name,
+                "dim_parameters": t.dim_parameters,
+                "dim_data": t.dim_data,
+                "support": t.support.kind,
+                "lower": float(t.support.low),
+                "upper": float(t.support.high),
+                "num_simulations": self.num_simulations,
+                "parameter_names": tuple(t.labels),
+            },
+        )
+
+    def oracle_predictive(self) -> ReferencePosterior:
+        return ReferencePosterior(self._task)
+
+    def reference_samples(self) -> np.ndarray:
+        """`num_samples` reference posterior draws at x_o (cached)."""
+        if self._reference is None:
+            self._reference = self._task.reference_posterior(
+                self.x_o, self.num_samples, seed=self.seed
+            )
+        return self._reference
+
+    def evaluate(self, predictive: Any) -> Quality:
+        from testbed import metrics
+
+        post = as_posterior(predictive, dim_theta=self._task.dim_parameters)
+        start = time.perf_counter()
+        samples = post.sample(self.x_o, self.num_samples, seed=self.seed + 1)
+        quality = Quality(sampling_seconds=time.perf_counter() - start)
+        reference = self.reference_samples()
+        quality["c2st"] = metrics.c2st(reference, samples, z_score=self.c2st_z_score)
+        quality["mmd"] = metrics.mmd(reference, samples)
+        inside = np.isfinite(self._task.log_prior(samples))
+        quality["outside_support_fraction"] = 1.0 - inside.mean()
+        if post.has_log_prob:
+            log_q = post.log_prob(self.theta_true, self.x_o)
+            quality["nltp"] = -float(log_q[0])
+        if self.median_distance and inside.any():
+            x_pred = self._task.simulate(samples[inside], seed=self.seed + 2)
+            quality["median_distance"] = metrics.median_distance(x_pred, self.x_o)
+        if self.last_access is not None:
+            quality["num_simulations_used"] = self.last_access.num_simulations
+        if self.lc2st:
+            quality.update(self.lc2st_quality(post))
+        return quality
+
+    def lc2st_quality(self, post) -> dict[str, float]:
+        """L-C2ST at x_o from held-out prior simulations (no reference posterior needed)."""
+        from testbed import metrics
+
+        n = self.lc2st_num_calibration
+        theta = self._task.sample_prior(n, seed=self.seed + 3)
+        xs = self._task.simulate(theta, seed=self.seed + 4)
+        ok = np.isfinite(xs).all(axis=1)
+        theta, xs = theta[ok], xs[ok]
+        q_samples = post.sample_batched(xs, seed=self.seed + 5)
+        test = metrics.LC2ST(theta, xs, q_samples, num_trials_null=self.lc2st_num_null)
+        theta_o = post.sample(self.x_o, self.num_samples, seed=self.seed + 6)
+        return test.quality(theta_o, self.x_o)
+
+
+# ----- ids, settings, sweeps -----
+
+
+def _parse_int(text: str, field: str, allowed) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_value(field, text, allowed) from None
+    if value not in allowed or str(value) != text:
+        raise bad_value(field, text, allowed)
+    return value
+
+
+def problem_seed(task: str, budget: int, observation: int) -> int:
+    """A stable seed per (task, budget, observation) for reference and evaluation draws."""
+    return zlib.crc32(f"{task}/{budget}/{observation}".encode()) % (2**31 - 1)
+
+
+def sbi_settings(rest: str) -> dict[str, Any]:
+    """Settings of `sbi/<task>/<num_simulations>/<observation>` (InputError lists allowed)."""
+    parts = rest.split("/")
+    if len(parts) != 3:
+        raise InputError(
+            f"problem id: got 'sbi/{rest}'; allowed: 'sbi/<task>/<num_simulations>/<observation>'"
+            f" with task one of: {', '.join(sbi_tasks.task_names())}; num_simulations one of: "
+            f"{', '.join(map(str, BUDGETS))}; observation in 1..10"
+        )
+    task, budget_text, obs_text = parts
+    if task not in sbi_tasks.task_names():
+        raise bad_value("task", task, sbi_tasks.task_names())
+    budget = _parse_int(budget_text, "num_simulations", BUDGETS)
+    obs = _parse_int(obs_text, "observation", OBSERVATIONS)
+    return {
+        "task": task,
+        "num_simulations": budget,
+        "num_observation": obs,
+        "num_samples": NUM_SAMPLES,
+        "seed": problem_seed(task, budget, obs),
+    }
+
+
+@register_family("sbi", sbi_settings, "SBI benchmark tasks: posterior at x_o vs reference (C2ST)")
+def build(settings: dict[str, Any]) -> PosteriorProblem:
+    return PosteriorProblem(**settings)
+
+
+def task_ids(task: str, budgets=BUDGETS, observations=OBSERVATIONS) -> list[str]:
+    return [f"sbi/{task}/{b}/{k}" for b in budgets for k in observations]
+
+
+def _register_task_sweep(task: str) -> None:
+    register_sweep(f"sbi_{task}")(lambda: task_ids(task))
+
+
+for _name in sbi_tasks.task_names():
+    _register_task_sweep(_name)
+
+
+@register_sweep("sbi_all")
+def all_ids() -> list[str]:
+    """Every task x budget x observation: the benchmark's 300 runs per algorithm."""
+    return [i for t in sbi_tasks.task_names() for i in task_ids(t)]
+
+
+@register_sweep("sbi_test")
+def test_ids() -> list[str]:
+    """A small smoke sweep: two cheap tasks at the lowest budget, two observations each."""
+    return [i for t in ("two_moons", "gaussian_linear") for i in task_ids(t, (1_000,), (1, 2))]

@@ -1,0 +1,181 @@
+"""Score any posterior object as it is: the `sbi` package's shape or our protocol.
+
+Two shapes are accepted, told apart by the signature of `sample`:
+- `sbi` posteriors: `sample(sample_shape, x=x_o)` and `log_prob(theta, x=x_o)` on torch
+  tensors (`sample_batched(sample_shape, x=xs)` when amortized);
+- our `PosteriorEstimate`: `sample(x_o, num_samples, seed)` and optional
+  `log_prob(theta, x_o)` on numpy arrays (optional `sample_batched(xs, seed)`).
+`as_posterior(obj)` wraps either into `AdaptedPosterior` (numpy in and out, seeded, with
+shapes and finiteness checked), so evaluators never branch on where a posterior came from.
+torch is imported only when an sbi-shaped object is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any, Literal
+
+import numpy as np
+
+from testbed.errors import InputError
+
+Style = Literal["sbi", "protocol"]
+
+
+def posterior_style(obj: Any) -> Style:
+    """'sbi' when `obj.sample` takes `x=` but no `num_samples`, else 'protocol'."""
+    sample = getattr(obj, "sample", None)
+    if not callable(sample):
+        raise InputError(
+            f"posterior: got {type(obj).__name__} without a sample method; allowed: an "
+            "object with sample(x_o, num_samples, seed) or sbi's sample(shape, x=x_o)"
+        )
+    try:
+        params = inspect.signature(sample).parameters
+    except (TypeError, ValueError):
+        return "protocol"
+    if "num_samples" in params:
+        return "protocol"
+    if "x" in params or "sample_shape" in params:
+        return "sbi"
+    return "protocol"
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return np.asarray(value, dtype=np.float64)
+
+
+@contextlib.contextmanager
+def seeded_global_rngs(seed: int):
+    """torch's and numpy's global RNGs seeded for a block, outer states restored after.
+
+    sbi draws from torch's global generator and its slice sampler from `np.random`.
+    """
+    import torch
+
+    state = np.random.get_state()  # noqa: NPY002  (sbi's MCMC uses the legacy RNG)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            np.random.seed(int(seed) % 2**32)  # noqa: NPY002
+            yield torch
+    finally:
+        np.random.set_state(state)  # noqa: NPY002
+
+
+def check_samples(samples: np.ndarray, num: int, dim: int | None, what: str) -> np.ndarray:
+    """`samples` if shaped [num, dim] and finite; else an InputError saying what is wrong."""
+    want = f"[{num}, {dim if dim is not None else 'dim_theta'}]"
+    if (
+        samples.ndim != 2
+        or samples.shape[0] != num
+        or (dim is not None and samples.shape[1] != dim)
+    ):
+        raise InputError(
+            f"{what}: got an array of shape {list(samples.shape)}; allowed: shape {want}"
+        )
+    bad = ~np.isfinite(samples).all(axis=1)
+    if bad.any():
+        raise InputError(
+            f"{what}: got {int(bad.sum())} of {num} rows with NaN or infinite values; "
+            "allowed: finite values"
+        )
+    return samples
+
+
+class AdaptedPosterior:
+    """A posterior seen through one interface: `sample`, `log_prob`, `sample_batched`.
+
+    `dim_theta` (when given) is checked on every output. `has_log_prob` says whether the
+    wrapped object offers densities.
+    """
+
+    def __init__(self, obj: Any, dim_theta: int | None = None, style: Style | None = None):
+        self.obj = obj
+        self.style: Style = style or posterior_style(obj)
+        self.dim_theta = dim_theta
+        self.has_log_prob = callable(getattr(obj, "log_prob", None))
+
+    @staticmethod
+    def _quiet(fn) -> dict[str, Any]:
+        """`show_progress_bars=False` where an sbi method takes it."""
+        try:
+            return (
+                {"show_progress_bars": False}
+                if "show_progress_bars" in inspect.signature(fn).parameters
+                else {}
+            )
+        except (TypeError, ValueError):
+            return {}
+
+    def _x_torch(self, x, torch):
+        return torch.as_tensor(np.asarray(x, np.float32))
+
+    def sample(self, x_o: Any, num_samples: int, seed: int) -> np.ndarray:
+        """`num_samples` draws at `x_o` as float64 [num_samples, dim_theta] (checked)."""
+        num = int(num_samples)
+        if self.style == "sbi":
+            with seeded_global_rngs(seed) as torch:
+                x = self._x_torch(np.reshape(x_o, (1, -1)), torch)
+                out = self.obj.sample((num,), x=x, **self._quiet(self.obj.sample))
+        else:
+            out = self.obj.sample(x_o, num, seed)
+        return check_samples(_to_numpy(out), num, self.dim_theta, "posterior samples")
+
+    def log_prob(self, theta: Any, x_o: Any) -> np.ndarray:
+        """log q(theta | x_o) for each row of theta, [n]."""
+        if not self.has_log_prob:
+            raise InputError(
+                f"posterior: {type(self.obj).__name__} has no log_prob; allowed: a posterior "
+                "with log_prob for density metrics (NLTP)"
+            )
+        theta = np.atleast_2d(np.asarray(theta, np.float64))
+        if self.style == "sbi":
+            import torch
+
+            with torch.no_grad():
+                out = self.obj.log_prob(
+                    torch.as_tensor(theta, dtype=torch.float32),
+                    x=self._x_torch(np.reshape(x_o, (1, -1)), torch),
+                )
+        else:
+            out = self.obj.log_prob(theta, x_o)
+        lp = _to_numpy(out).reshape(-1)
+        if lp.shape[0] != theta.shape[0] or np.isnan(lp).any():
+            raise InputError(
+                f"posterior log_prob: got {lp.shape[0]} values (NaN: {bool(np.isnan(lp).any())}) "
+                f"for {theta.shape[0]} parameters; allowed: one non-NaN value per row"
+            )
+        return lp
+
+    def sample_batched(self, xs: Any, seed: int) -> np.ndarray:
+        """One draw per row of `xs` [n, dim_x] -> [n, dim_theta] (for L-C2ST, SBC).
+
+        Uses the object's batched sampler when it has one, else one call per row.
+        """
+        xs = np.asarray(xs, np.float64)
+        n = xs.shape[0]
+        batched = getattr(self.obj, "sample_batched", None)
+        if callable(batched) and self.style == "sbi":
+            with seeded_global_rngs(seed) as torch:
+                out = _to_numpy(batched((1,), x=self._x_torch(xs, torch), **self._quiet(batched)))
+            out = out.reshape(n, -1)
+        elif callable(batched):
+            out = _to_numpy(batched(xs, seed))
+        else:
+            out = (
+                np.concatenate([self.sample(xs[i], 1, seed + i) for i in range(n)], axis=0)
+                if n
+                else np.zeros((0, self.dim_theta or 0))
+            )
+        return check_samples(out, n, self.dim_theta, "batched posterior samples")
+
+
+def as_posterior(obj: Any, dim_theta: int | None = None) -> AdaptedPosterior:
+    """`obj` (sbi posterior, our PosteriorEstimate, or already adapted) as an AdaptedPosterior."""
+    if isinstance(obj, AdaptedPosterior):
+        return obj if dim_theta is None else AdaptedPosterior(obj.obj, dim_theta, obj.style)
+    return AdaptedPosterior(obj, dim_theta)

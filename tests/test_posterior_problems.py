@@ -1,0 +1,196 @@
+"""Posterior problems (`sbi/<task>/<budget>/<k>`) and the posterior adapter.
+
+Ids, settings and sweeps; the simulation budget; what the agent is told; scoring of a
+posterior given as our protocol or in the sbi package's shape; bad agent output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import generative
+from generative.sbi_problems import PosteriorProblem, SimulationAccess
+from testbed.errors import InputError
+from testbed.posterior_adapter import as_posterior, posterior_style
+
+# ----- ids, settings, sweeps -----
+
+
+def test_settings_of_an_id():
+    s = generative.problem_settings("sbi/two_moons/10000/3")
+    assert s["family"] == "sbi"
+    assert (s["task"], s["num_simulations"], s["num_observation"]) == ("two_moons", 10000, 3)
+    assert s["num_samples"] == 10_000
+    # the seed is stable and differs between observations
+    assert s["seed"] == generative.problem_settings("sbi/two_moons/10000/3")["seed"]
+    assert s["seed"] != generative.problem_settings("sbi/two_moons/10000/4")["seed"]
+
+
+@pytest.mark.parametrize(
+    "pid, names",
+    [
+        ("sbi/no_such_task/1000/1", ["task", "no_such_task", "two_moons", "lotka_volterra"]),
+        ("sbi/two_moons/500/1", ["num_simulations", "500", "1000", "10000", "100000"]),
+        ("sbi/two_moons/1000/11", ["observation", "11", "1, 2, 3"]),
+        ("sbi/two_moons/1000/01", ["observation", "01"]),
+        ("sbi/two_moons/1000", ["sbi/<task>/<num_simulations>/<observation>"]),
+    ],
+)
+def test_bad_ids_list_the_allowed_values(pid, names):
+    with pytest.raises(InputError) as e:
+        generative.problem_settings(pid)
+    for name in names:
+        assert name in str(e.value)
+
+
+def test_sweeps():
+    assert len(generative.sweep_ids("sbi_all")) == 10 * 3 * 10
+    two_moons = generative.sweep_ids("sbi_two_moons")
+    assert len(two_moons) == 30 and len(set(two_moons)) == 30
+    assert "sbi/two_moons/100000/10" in two_moons
+    for pid in generative.sweep_ids("sbi_test"):
+        s = generative.problem_settings(pid)
+        assert s["num_simulations"] == 1000
+
+
+# ----- what the agent gets -----
+
+
+def test_prior_knowledge_and_observation():
+    p = generative.load("sbi/gaussian_mixture/1000/2")
+    extra = p.prior_knowledge.extra
+    assert extra["dim_parameters"] == 2 and extra["dim_data"] == 2
+    assert (extra["support"], extra["lower"], extra["upper"]) == ("box", -10.0, 10.0)
+    assert p.prior_knowledge.num_train == 1000
+    access = p.train_data
+    assert access.budget == 1000 and access.remaining == 1000
+    np.testing.assert_array_equal(access.x_o, p.x_o)
+    # the task's true parameters are not handed over
+    assert "theta" not in " ".join(extra)
+
+
+def test_budget_is_enforced_and_named():
+    p = PosteriorProblem("two_moons", 300, 1, num_samples=100)
+    access = p.train_data
+    theta = access.prior.sample(300, seed=0)
+    access.simulate(theta[:250], seed=1)
+    with pytest.raises(InputError, match="budget of 300") as e:
+        access.simulate(theta[:60], seed=2)
+    assert "at most 50 more" in str(e.value)
+    assert access.num_simulations == 250  # the refused call simulated nothing
+    access.simulate(theta[:50], seed=3)  # exactly to the budget is fine
+    assert access.remaining == 0
+    with pytest.raises(InputError, match="budget"):
+        access.simulate(theta[:1], seed=4)
+    # a fresh training run gets a fresh budget
+    assert p.train_data.remaining == 300
+
+
+def test_prior_access_matches_task():
+    task = generative.sbi.get_task("gaussian_linear")
+    access = SimulationAccess(task, 10, task.observation(1))
+    theta = access.prior.sample(5, seed=3)
+    np.testing.assert_array_equal(theta, task.sample_prior(5, seed=3))
+    np.testing.assert_allclose(access.prior.log_prob(theta), task.log_prior(theta))
+
+
+# ----- the adapter -----
+
+
+class ProtocolPosterior:
+    """Our protocol with an exact Gaussian posterior: N(mean, var I)."""
+
+    def __init__(self, mean, var):
+        self.mean, self.var = np.asarray(mean, float), float(var)
+
+    def sample(self, x_o, num_samples, seed):
+        rng = np.random.default_rng(seed)
+        return self.mean + np.sqrt(self.var) * rng.standard_normal((num_samples, self.mean.size))
+
+    def log_prob(self, theta, x_o):
+        return stats.multivariate_normal(self.mean, self.var).logpdf(np.atleast_2d(theta))
+
+
+class FakeSbiPosterior:
+    """The sbi package's shape: torch tensors, sample(shape, x=...), log_prob(theta, x=...)."""
+
+    def __init__(self, dim):
+        self.dim = dim
+        self.calls = []
+
+    def sample(self, sample_shape, x=None, show_progress_bars=True):
+        import torch
+
+        self.calls.append(("sample", tuple(x.shape), show_progress_bars))
+        return torch.randn(*sample_shape, self.dim) + x.mean()
+
+    def log_prob(self, theta, x=None):
+        import torch
+
+        self.calls.append(("log_prob", tuple(x.shape)))
+        return -0.5 * (theta**2).sum(-1) - 0.5 * self.dim * torch.log(torch.tensor(2 * np.pi))
+
+    def sample_batched(self, sample_shape, x=None, show_progress_bars=True):
+        import torch
+
+        return torch.zeros(*sample_shape, x.shape[0], self.dim) + x[:, :1]
+
+
+def test_adapter_styles():
+    assert posterior_style(ProtocolPosterior([0.0], 1.0)) == "protocol"
+    assert posterior_style(FakeSbiPosterior(2)) == "sbi"
+    with pytest.raises(InputError, match="sample"):
+        as_posterior(object())
+
+
+def test_adapter_sbi_shape_is_seeded_and_converted():
+    fake = FakeSbiPosterior(3)
+    post = as_posterior(fake, dim_theta=3)
+    x_o = np.array([1.0, 2.0])
+    a = post.sample(x_o, 7, seed=5)
+    b = post.sample(x_o, 7, seed=5)
+    c = post.sample(x_o, 7, seed=6)
+    assert a.shape == (7, 3) and a.dtype == np.float64
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    # x_o reached the object as a [1, dim_x] tensor; progress bars switched off
+    assert fake.calls[0] == ("sample", (1, 2), False)
+    lp = post.log_prob(np.zeros((4, 3)), x_o)
+    np.testing.assert_allclose(lp, stats.multivariate_normal(np.zeros(3)).logpdf(np.zeros(3)))
+    batched = post.sample_batched(np.array([[1.0, 0.0], [2.0, 0.0]]), seed=0)
+    np.testing.assert_array_equal(batched, [[1.0] * 3, [2.0] * 3])
+
+
+def test_adapter_protocol_and_batched_fallback():
+    post = as_posterior(ProtocolPosterior([0.0, 1.0], 0.5), dim_theta=2)
+    s = post.sample(None, 10, seed=1)
+    np.testing.assert_array_equal(s, ProtocolPosterior([0.0, 1.0], 0.5).sample(None, 10, 1))
+    # no sample_batched: one call per row, with seeds seed + i
+    b = post.sample_batched(np.zeros((3, 4)), seed=10)
+    for i in range(3):
+        np.testing.assert_array_equal(b[i], ProtocolPosterior([0.0, 1.0], 0.5).sample(None, 1, 10 + i)[0])
+
+
+class BadPosterior:
+    def __init__(self, out):
+        self.out = out
+
+    def sample(self, x_o, num_samples, seed):
+        return self.out(num_samples)
+
+
+@pytest.mark.parametrize(
+    "out, message",
+    [
+        (lambda n: np.zeros((n, 3)), "shape"),
+        (lambda n: np.zeros((n - 1, 2)), "shape"),
+        (lambda n: np.zeros(n), "shape"),
+        (lambda n: np.where(np.arange(n)[:, None] == 2, np.nan, np.zeros((n, 2))), "NaN"),
+    ],
+)
+def test_bad_agent_output_is_an_input_error(out, message):
+    p = PosteriorProblem("two_moons", 1000, 1, num_samples=20)
+    with pytest.raises(InputError, match=message):
+        p.evaluate(BadPosterior(out))
