@@ -111,9 +111,11 @@ def _split(values: Sequence[str] | None) -> list[str]:
 
 
 def _executor(args: argparse.Namespace) -> Any:
-    from leaderboard.executors import LocalExecutor, RayExecutor
+    from leaderboard.executors import InlineExecutor, LocalExecutor, RayExecutor
 
     imports = tuple(_split(args.imports))
+    if args.executor == "inline":
+        return InlineExecutor(imports=imports)
     if args.executor == "ray":
         return RayExecutor(address=args.address, timeout=args.timeout, imports=imports)
     return LocalExecutor(workers=args.workers, timeout=args.timeout, imports=imports)
@@ -246,7 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="agent config override")
     p.add_argument("--seeds", default="0", help="agent seeds: 0,1,2 or 0-4 (default 0)")
-    p.add_argument("--executor", choices=["local", "ray"], default="local")
+    p.add_argument(
+        "--executor",
+        choices=["local", "ray", "inline"],
+        default="local",
+        help="local process pool, Ray cluster, or inline (this process, for debugging)",
+    )
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--workers", type=int, default=0, help="local worker processes (0: per core)")
     p.add_argument("--timeout", type=float, help="per-job time limit in seconds")

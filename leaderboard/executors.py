@@ -35,6 +35,23 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+class InlineExecutor:
+    """Runs jobs one by one in this process: for debugging (a breakpoint in an agent works)
+    and small tests. No isolation and no timeout: a hung job hangs the sweep."""
+
+    def __init__(self, imports: Sequence[str] = ()):
+        self.imports = tuple(imports)
+
+    def run(self, jobs: Sequence[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
+        from leaderboard.worker import prepare, run_job
+
+        prepare({}, self.imports)
+        for job in jobs:
+            if on_start is not None:
+                on_start(job)
+            on_result(run_job(job))
+
+
 @dataclasses.dataclass(frozen=True)
 class LocalConfig:
     """A local process pool. `timeout` is per job, in seconds (None: no limit)."""

@@ -15,7 +15,7 @@ import pytest
 
 from experiments.cli import main
 from leaderboard import store
-from leaderboard.executors import LocalExecutor
+from leaderboard.executors import InlineExecutor, LocalExecutor
 from leaderboard.jobs import expand
 from leaderboard.runner import run_sweep
 from leaderboard.store import ResultsStore
@@ -72,6 +72,7 @@ def _rows_in(db: Path) -> int:
         return 0
 
 
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
 def test_sigkill_mid_sweep_then_resume_is_exactly_once_and_identical(tmp_path, capsys):
     db = tmp_path / "r.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -103,7 +104,7 @@ def test_sigkill_mid_sweep_then_resume_is_exactly_once_and_identical(tmp_path, c
 def test_retry_failed_reruns_only_failures(tmp_path):
     db = tmp_path / "r.db"
     jobs = expand(["uniform"], ["coin/0", "lbfault/raise"])
-    executor = LocalExecutor(workers=1, imports=("leaderboard_faults",))
+    executor = InlineExecutor(imports=("leaderboard_faults",))
     with ResultsStore(db) as s:
         first = run_sweep(jobs, s, executor)
         again = run_sweep(jobs, s, executor)
@@ -116,7 +117,7 @@ def test_retry_failed_reruns_only_failures(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_sweep_with_hyper_parameter_configs_and_seeds(tmp_path, capsys):
+def test_cli_sweep_with_seeds_then_resume_skips_all(tmp_path, capsys):
     db = str(tmp_path / "r.db")
     argv = ["sweep", "--agent", "uniform", "--sweep", "coin", "--seeds", "0,1", "--quiet"]
     assert main(argv + ["--results", db]) == 0
