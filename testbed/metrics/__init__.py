@@ -1,6 +1,18 @@
 """Metrics: one registry (`register`, `get`, `names`); each metric module registers itself."""
 
+from testbed.metrics.c2st import c2st, c2st_auc, c2st_scores
+from testbed.metrics.calibration import check_sbc, expected_coverage, sbc_ranks, tarp
 from testbed.metrics.ddks import ddks_test
+from testbed.metrics.distances import (
+    ksd,
+    median_distance,
+    nltp,
+    posterior_mean_error,
+    posterior_variance_ratio,
+)
+from testbed.metrics.lc2st import LC2ST, LC2ST_NF, LC2STScores, PPPlotData, plot_pp
+from testbed.metrics.mlp import MLPConfig
+from testbed.metrics.mmd import mmd
 from testbed.metrics.one_sample import (
     gaussian_kl,
     joint_predictive_kl,
@@ -11,15 +23,34 @@ from testbed.metrics.one_sample import (
 from testbed.metrics.registry import METRICS, Metric, get, names, register
 
 __all__ = [
+    "LC2ST",
+    "LC2ST_NF",
+    "LC2STScores",
     "METRICS",
+    "MLPConfig",
     "Metric",
+    "PPPlotData",
+    "c2st",
+    "c2st_auc",
+    "c2st_scores",
+    "check_sbc",
     "ddks_test",
+    "expected_coverage",
     "gaussian_kl",
     "get",
     "joint_predictive_kl",
+    "ksd",
     "mahalanobis_chi2",
     "mc_kl",
+    "median_distance",
+    "mmd",
     "names",
+    "nltp",
     "pit_ks",
+    "plot_pp",
+    "posterior_mean_error",
+    "posterior_variance_ratio",
     "register",
+    "sbc_ranks",
+    "tarp",
 ]

@@ -1,0 +1,354 @@
+"""Binary MLP classifiers with scikit-learn's `MLPClassifier(solver="adam")` semantics, in JAX.
+
+Many classifiers (cross-validation folds, null trials) train at once: one `vmap` over
+models inside one jitted `while_loop` over epochs, each epoch a `scan` over minibatches.
+The semantics follow scikit-learn: Glorot-uniform init (bound sqrt(6 / (fan_in + fan_out))
+for weights and biases), ReLU hidden layers and a logistic output, mean log-loss plus
+0.5 * alpha * sum(W^2) / batch, Adam with scikit-learn's bias correction folded into the
+step size, a fresh shuffle each epoch with the last minibatch short, and stopping after more
+than `n_iter_no_change` epochs without a `tol` improvement of the training loss, or, with
+`early_stopping`, of the accuracy on a stratified validation split (best weights restored).
+Each model stops on its own rule; finished models are frozen while the others go on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
+from testbed.errors import InputError
+
+Params = tuple[tuple[jax.Array, jax.Array], ...]
+UNROLL = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class MLPConfig:
+    """scikit-learn MLPClassifier settings (defaults are scikit-learn's, hidden excepted)."""
+
+    hidden_layers: tuple[int, ...] = (20, 20)
+    alpha: float = 1e-4
+    learning_rate: float = 1e-3
+    batch_size: int = 200
+    max_iter: int = 10_000
+    tol: float = 1e-4
+    n_iter_no_change: int = 10
+    early_stopping: bool = False
+    validation_fraction: float = 0.1
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-8
+
+    def __post_init__(self):
+        if not self.hidden_layers:
+            raise InputError("hidden_layers: got (); allowed: a tuple of integers >= 1")
+        for h in self.hidden_layers:
+            check_at_least("hidden_layers", h, 1)
+        check_nonnegative("alpha", self.alpha)
+        check_positive("learning_rate", self.learning_rate)
+        check_at_least("batch_size", self.batch_size, 1)
+        check_at_least("max_iter", self.max_iter, 1)
+        check_nonnegative("tol", self.tol)
+        check_at_least("n_iter_no_change", self.n_iter_no_change, 1)
+        check_in_range("validation_fraction", self.validation_fraction, 1e-6, 0.5)
+        check_in_range("beta_1", self.beta_1, 0.0, 0.999999)
+        check_in_range("beta_2", self.beta_2, 0.0, 0.999999)
+        check_positive("epsilon", self.epsilon)
+
+    @classmethod
+    def sbibm(cls, dim: int) -> MLPConfig:
+        """sbibm's C2ST classifier: hidden (10 dim, 10 dim), max_iter 10000, no early stopping."""
+        return cls(hidden_layers=(10 * dim, 10 * dim))
+
+    @classmethod
+    def sbi(cls, dim: int) -> MLPConfig:
+        """sbi's (and the L-C2ST paper's) classifier: max_iter 1000, early stopping, patience 50."""
+        return cls(
+            hidden_layers=(10 * dim, 10 * dim),
+            max_iter=1000,
+            early_stopping=True,
+            n_iter_no_change=50,
+        )
+
+
+def glorot_init(in_dim: int, hidden: tuple[int, ...], seed: int) -> list[np.ndarray]:
+    """scikit-learn's initial weights for `random_state=seed`: [W1, b1, W2, b2, ...] float32.
+
+    Same draws in the same order as `MLPClassifier._init_coef` (ReLU factor 6), so a model
+    starts exactly where scikit-learn's does.
+    """
+    rng = np.random.RandomState(seed)
+    sizes = (in_dim, *hidden, 1)
+    out = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        bound = np.sqrt(6.0 / (fan_in + fan_out))
+        out.append(rng.uniform(-bound, bound, (fan_in, fan_out)).astype(np.float32))
+        out.append(rng.uniform(-bound, bound, fan_out).astype(np.float32))
+    return out
+
+
+def stack_init(in_dim: int, hidden: tuple[int, ...], seeds) -> Params:
+    """Initial parameters of len(seeds) models, stacked on a leading model axis."""
+    per_model = [glorot_init(in_dim, hidden, int(s)) for s in seeds]
+    flat = [jnp.asarray(np.stack(arrays)) for arrays in zip(*per_model)]
+    return tuple((flat[i], flat[i + 1]) for i in range(0, len(flat), 2))
+
+
+def logits(params: Params, x: jax.Array) -> jax.Array:
+    """Logit of class 1 for each row of x [..., d] (one model)."""
+    h = x
+    for w, b in params[:-1]:
+        h = jax.nn.relu(h @ w + b)
+    w, b = params[-1]
+    return (h @ w + b)[..., 0]
+
+
+def _batch_loss(params: Params, xb, yb, wb, alpha: float):
+    count = jnp.maximum(jnp.sum(wb), 1.0)
+    z = logits(params, xb)
+    nll = -(yb * jax.nn.log_sigmoid(z) + (1.0 - yb) * jax.nn.log_sigmoid(-z))
+    l2 = sum(jnp.sum(w**2) for w, _ in params)
+    return jnp.sum(nll * wb) / count + 0.5 * alpha * l2 / count
+
+
+def _select(flag, new, old):
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(flag, a, b), new, old)
+
+
+def _select_models(flag, new, old):
+    """Per model (leading axis): `new` where flag [M] else `old`."""
+
+    def pick(a, b):
+        return jnp.where(flag.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)
+
+    return jax.tree_util.tree_map(pick, new, old)
+
+
+def _epoch(bsz: int, n_pad: int, hp, x, y, train_idx, n_train, key, params, m, v, t, active):
+    """One epoch of one model: shuffle the valid training rows first, scan over minibatches."""
+    u = jax.random.uniform(key, (n_pad,))
+    u = jnp.where(jnp.arange(n_pad) < n_train, u, 2.0)
+    order = train_idx[jnp.argsort(u)].reshape(-1, bsz)
+    counts = jnp.clip(n_train - jnp.arange(order.shape[0]) * bsz, 0, bsz)
+    b1, b2 = hp["beta_1"], hp["beta_2"]
+
+    def step(carry, inp):
+        params, m, v, t = carry
+        xb, yb, count = inp
+        wb = (jnp.arange(bsz) < count).astype(jnp.float32)
+        loss, g = jax.value_and_grad(_batch_loss)(params, xb, yb, wb, hp["alpha"])
+        t1 = t + 1.0
+        m1 = jax.tree_util.tree_map(lambda a, b: b1 * a + (1 - b1) * b, m, g)
+        v1 = jax.tree_util.tree_map(lambda a, b: b2 * a + (1 - b2) * b * b, v, g)
+        lr = hp["learning_rate"] * jnp.sqrt(1 - b2**t1) / (1 - b1**t1)
+        p1 = jax.tree_util.tree_map(
+            lambda p, a, b: p - lr * a / (jnp.sqrt(b) + hp["epsilon"]), params, m1, v1
+        )
+        go = active & (count > 0)
+        new = _select(go, (p1, m1, v1, t1), (params, m, v, t))
+        return new, loss * count
+
+    (params, m, v, t), losses = jax.lax.scan(
+        step, (params, m, v, t), (x[order], y[order], counts), unroll=UNROLL
+    )
+    return params, m, v, t, jnp.sum(losses) / jnp.maximum(n_train, 1)
+
+
+def _accuracy(params: Params, x, y, idx, n_valid):
+    mask = jnp.arange(idx.shape[0]) < n_valid
+    pred = (logits(params, x[idx]) > 0).astype(jnp.float32)
+    return jnp.sum((pred == y[idx]) * mask) / jnp.maximum(n_valid, 1)
+
+
+HYPER = ("alpha", "learning_rate", "tol", "beta_1", "beta_2", "epsilon")
+
+
+@partial(jax.jit, static_argnames=("batch_size", "early_stopping", "shared_x"))
+def _train(
+    batch_size: int,
+    early_stopping: bool,
+    shared_x: bool,
+    hp,
+    x,
+    y,
+    train_idx,
+    n_train,
+    val_idx,
+    n_val,
+    keys,
+    init,
+):
+    """The whole training of all models (numeric settings traced: no recompiles)."""
+    n_models, n_pad = train_idx.shape
+    x_axis = None if shared_x else 0
+    epoch = jax.vmap(
+        partial(_epoch, batch_size, n_pad, hp), in_axes=(x_axis, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    )
+    accuracy = jax.vmap(_accuracy, in_axes=(0, x_axis, 0, 0, 0))
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, init)
+    state = dict(
+        params=init,
+        m=zeros,
+        v=zeros,
+        t=jnp.zeros(n_models),
+        best=jnp.full(n_models, jnp.inf if not early_stopping else -jnp.inf),
+        best_params=init,
+        no_improve=jnp.zeros(n_models, jnp.int32),
+        active=jnp.ones(n_models, bool),
+        n_iter=jnp.zeros(n_models, jnp.int32),
+        loss=jnp.full(n_models, jnp.nan),
+    )
+
+    def body(s):
+        ep_keys = jax.vmap(jax.random.fold_in)(keys, s["n_iter"])
+        params, m, v, t, loss = epoch(
+            x, y, train_idx, n_train, ep_keys, s["params"], s["m"], s["v"], s["t"], s["active"]
+        )
+        if early_stopping:
+            score = accuracy(params, x, y, val_idx, n_val)
+            worse = score < s["best"] + hp["tol"]
+            better = score > s["best"]
+            best_params = _select_models(s["active"] & better, params, s["best_params"])
+        else:
+            score = loss
+            worse = score > s["best"] - hp["tol"]
+            better = score < s["best"]
+            best_params = s["best_params"]
+        a = s["active"]
+        no_improve = jnp.where(worse, s["no_improve"] + 1, 0)
+        n_iter = s["n_iter"] + 1
+        still = (no_improve <= hp["n_iter_no_change"]) & (n_iter < hp["max_iter"])
+        return dict(
+            params=params,
+            m=m,
+            v=v,
+            t=t,
+            best=jnp.where(a & better, score, s["best"]),
+            best_params=best_params,
+            no_improve=jnp.where(a, no_improve, s["no_improve"]),
+            active=a & still,
+            n_iter=jnp.where(a, n_iter, s["n_iter"]),
+            loss=jnp.where(a, loss, s["loss"]),
+        )
+
+    s = jax.lax.while_loop(lambda s: jnp.any(s["active"]), body, state)
+    final = s["best_params"] if early_stopping else s["params"]
+    return final, s["n_iter"], s["loss"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedMLPs:
+    """Parameters of M trained classifiers (leading model axis) and their epoch counts."""
+
+    params: Params
+    n_iter: np.ndarray
+    loss: np.ndarray
+
+    def take(self, start: int, stop: int | None) -> TrainedMLPs:
+        """The models start:stop (a slice of the model axis)."""
+        cut = slice(start, stop)
+        params = jax.tree_util.tree_map(lambda a: a[cut], self.params)
+        return TrainedMLPs(params, self.n_iter[cut], self.loss[cut])
+
+    def prob_class1(self, x) -> jax.Array:
+        """[M, n] probability of class 1 under each model (x [n, d] shared or [M, n, d])."""
+        x = jnp.asarray(x, jnp.float32)
+        axis = None if x.ndim == 2 else 0
+        return jax.nn.sigmoid(_logits_many(self.params, x, axis))
+
+
+@partial(jax.jit, static_argnames=("axis",))
+def _logits_many(params: Params, x, axis):
+    return jax.vmap(logits, in_axes=(0, axis))(params, x)
+
+
+def stratified_validation(y: np.ndarray, fraction: float, rng: np.random.Generator):
+    """(train, validation) row indices: a stratified random split of about `fraction`.
+
+    Sizes as scikit-learn's train_test_split(stratify=y): ceil(fraction * n) validation
+    rows, shared between the classes in proportion to their counts.
+    """
+    n = y.shape[0]
+    n_val = int(np.ceil(fraction * n))
+    val = []
+    classes = [np.flatnonzero(y == c) for c in (0, 1)]
+    sizes = [int(np.floor(n_val * len(c) / n)) for c in classes]
+    for i in np.argsort([-len(c) for c in classes])[: n_val - sum(sizes)]:
+        sizes[i] += 1
+    for rows, k in zip(classes, sizes):
+        val.append(rng.choice(rows, size=k, replace=False))
+    val = np.sort(np.concatenate(val))
+    train = np.setdiff1d(np.arange(n), val)
+    return train, val
+
+
+def _pad(rows: list[np.ndarray], multiple: int) -> tuple[np.ndarray, np.ndarray]:
+    n_max = max(len(r) for r in rows)
+    n_pad = max(multiple, -(-n_max // multiple) * multiple)
+    out = np.zeros((len(rows), n_pad), np.int32)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out, np.array([len(r) for r in rows], np.int32)
+
+
+def train_many(
+    cfg: MLPConfig,
+    x,
+    y,
+    train_rows: list[np.ndarray],
+    *,
+    init_seeds,
+    key: jax.Array,
+    val_seed: int = 0,
+) -> TrainedMLPs:
+    """Trains len(train_rows) classifiers at once; model i fits rows train_rows[i] of (x, y[i]).
+
+    x: [N, d] shared by all models or [M, N, d]; y: [M, N] labels in {0, 1}. With early
+    stopping each model's rows are split into training and validation parts (stratified).
+    init_seeds: one scikit-learn `random_state` per model for the initial weights.
+    """
+    x = jnp.asarray(x, jnp.float32)
+    y_np = np.asarray(y, np.float32)
+    n_models = len(train_rows)
+    if y_np.shape[0] != n_models:
+        raise InputError(f"y: got {y_np.shape[0]} label rows; allowed: {n_models} (one a model)")
+    batch = cfg.batch_size
+    if cfg.early_stopping:
+        rng = np.random.default_rng(val_seed)
+        splits = [
+            stratified_validation(y_np[i, r].astype(int), cfg.validation_fraction, rng)
+            for i, r in enumerate(train_rows)
+        ]
+        fit_rows = [r[s[0]] for r, s in zip(train_rows, splits)]
+        val_rows = [r[s[1]] for r, s in zip(train_rows, splits)]
+    else:
+        fit_rows, val_rows = train_rows, [r[:1] for r in train_rows]
+    # scikit-learn's batch size is min(batch_size, n_samples)
+    batch = min(batch, min(len(r) for r in fit_rows))
+    hp = {k: jnp.float32(getattr(cfg, k)) for k in HYPER}
+    hp["n_iter_no_change"] = jnp.int32(cfg.n_iter_no_change)
+    hp["max_iter"] = jnp.int32(cfg.max_iter)
+    train_idx, n_train = _pad(fit_rows, batch)
+    val_idx, n_val = _pad(val_rows, 1)
+    init = stack_init(x.shape[-1], cfg.hidden_layers, init_seeds)
+    keys = jax.random.split(key, n_models)
+    params, n_iter, loss = _train(
+        batch,
+        cfg.early_stopping,
+        x.ndim == 2,
+        hp,
+        x,
+        jnp.asarray(y_np),
+        jnp.asarray(train_idx),
+        jnp.asarray(n_train),
+        jnp.asarray(val_idx),
+        jnp.asarray(n_val),
+        keys,
+        init,
+    )
+    return TrainedMLPs(params, np.asarray(n_iter), np.asarray(loss))

@@ -1,0 +1,167 @@
+"""C2ST with sbibm's semantics: the JAX MLP against scikit-learn, and the statistic itself."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from testbed.errors import InputError
+from testbed.metrics import MLPConfig, c2st, c2st_auc, c2st_scores
+from testbed.metrics.c2st import kfold_test_rows, roc_auc, z_score
+from testbed.metrics.mlp import glorot_init, train_many
+
+sklearn = pytest.importorskip("sklearn")
+from sklearn.model_selection import KFold  # noqa: E402
+from sklearn.neural_network import MLPClassifier  # noqa: E402
+
+N = 1000  # per class; all fast c2st tests share this shape (one compilation)
+
+
+def gaussians(shift: float, n: int = N, d: int = 2, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n, d)).astype(np.float32)
+    b = (rng.standard_normal((n, d)) + shift).astype(np.float32)
+    return a, b
+
+
+def sbibm_mlp(d: int, **kw) -> MLPClassifier:
+    return MLPClassifier(
+        activation="relu",
+        hidden_layer_sizes=(10 * d, 10 * d),
+        max_iter=10000,
+        solver="adam",
+        random_state=1,
+        **kw,
+    )
+
+
+def test_folds_are_sklearns_kfold():
+    for n, k, seed in [(20, 5, 1), (23, 5, 7), (101, 3, 0)]:
+        ours = kfold_test_rows(n, k, seed)
+        theirs = [t for _, t in KFold(k, shuffle=True, random_state=seed).split(np.zeros(n))]
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(np.sort(a), b)
+
+
+def test_init_is_sklearns():
+    """Same first weights as MLPClassifier(random_state=3): a tiny lr leaves them unchanged."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((50, 3)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = MLPClassifier((7, 5), learning_rate_init=1e-12, max_iter=1, random_state=3)
+        clf.fit(x, y)
+    ours = glorot_init(3, (7, 5), 3)
+    theirs = [a for pair in zip(clf.coefs_, clf.intercepts_) for a in pair]
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, atol=1e-9)
+
+
+def test_full_batch_training_matches_sklearn_step_by_step():
+    """With one minibatch per epoch the shuffle is irrelevant: loss, L2, Adam and the stopping
+    rule must then reproduce scikit-learn's weights (float32 rounding only) and epoch count."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((120, 2)).astype(np.float32)
+    y = (x[:, 0] + 0.5 * rng.standard_normal(120) > 0).astype(int)
+    cfg = MLPConfig(hidden_layers=(8, 8), max_iter=30, tol=0.0, n_iter_no_change=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = MLPClassifier((8, 8), max_iter=30, tol=0.0, random_state=5).fit(x, y)
+    import jax
+
+    ours = train_many(
+        cfg, x, y[None].astype(np.float32), [np.arange(120)], init_seeds=[5], key=jax.random.key(0)
+    )
+    assert ours.n_iter[0] == clf.n_iter_ == 30
+    np.testing.assert_allclose(ours.loss[0], clf.loss_, rtol=1e-4)
+    for (w, b), cw, cb in zip(ours.params, clf.coefs_, clf.intercepts_):
+        np.testing.assert_allclose(np.asarray(w[0]), cw, atol=2e-5)
+        np.testing.assert_allclose(np.asarray(b[0]), cb, atol=2e-5)
+    # the stopping rule: a huge tol makes every epoch after the first 'no improvement';
+    # scikit-learn stops once the count exceeds n_iter_no_change: n_iter_no_change + 2 epochs
+    cfg_stop = MLPConfig(hidden_layers=(8, 8), tol=10.0, n_iter_no_change=4)
+    clf = MLPClassifier((8, 8), tol=10.0, n_iter_no_change=4, random_state=5).fit(x, y)
+    ours = train_many(
+        cfg_stop, x, y[None].astype(np.float32), [np.arange(120)], init_seeds=[5],
+        key=jax.random.key(0),
+    )  # fmt: skip
+    assert ours.n_iter[0] == clf.n_iter_ == 6
+
+
+def test_same_distribution_is_half():
+    # Each of the 2N points is held out once: under H0 the mean accuracy has sd
+    # sqrt(0.25 / 2N) = 0.011; 4 sd = 0.045 (overfitting only pushes it below 0.5).
+    a, b = gaussians(0.0)
+    assert abs(c2st(a, b) - 0.5) < 0.045
+
+
+def test_separated_distributions_are_one():
+    # shift 5 per dimension: the Bayes accuracy is Phi(5 sqrt(2) / 2) = 0.9998
+    a, b = gaussians(5.0, seed=1)
+    assert c2st(a, b) > 0.99
+    assert c2st_auc(a, b) > 0.995
+
+
+def test_agrees_with_sklearn_sbibm_settings():
+    """Same data, folds and initial weights as sbibm's sklearn C2ST: accuracy within 0.01."""
+    a, b = gaussians(0.4, seed=2)
+    ours = c2st(a, b)
+    theirs = c2st(a, b, classifier=sbibm_mlp(2))
+    # Bayes accuracy for a shift 0.4 per dim: Phi(0.4 sqrt(2) / 2) = 0.61
+    assert 0.57 < ours < 0.65
+    assert abs(ours - theirs) < 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shift,d", [(0.0, 2), (0.3, 5), (1.0, 2), (0.2, 10)])
+def test_agrees_with_sklearn_more_cases(shift, d):
+    a, b = gaussians(shift, n=2000, d=d, seed=3)
+    assert abs(c2st(a, b) - c2st(a, b, classifier=sbibm_mlp(d))) < 0.01
+
+
+def test_z_scoring_uses_reference_stats_and_guards_zero_std():
+    ref = np.array([[1.0, 5.0], [3.0, 5.0], [5.0, 5.0]], np.float32)
+    zr, zs = z_score(ref, ref + 1)
+    np.testing.assert_allclose(zr[:, 0], [-1, 0, 1])  # unbiased std = 2
+    np.testing.assert_allclose(zr[:, 1], 0)  # zero std -> divided by 1
+    np.testing.assert_allclose(zs[:, 1], 1)
+
+
+def test_roc_auc_matches_sklearn():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 300)
+    s = np.round(rng.standard_normal(300) + y, 1)  # with ties
+    assert roc_auc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+
+
+def test_accepts_torch_and_sklearn_classifiers():
+    torch = pytest.importorskip("torch")
+    from sklearn.linear_model import LogisticRegression
+
+    a, b = gaussians(3.0, n=200, seed=4)
+    # logistic regression: Bayes-optimal here (equal covariances), accuracy Phi(3 sqrt 2/2)
+    s = c2st_scores(torch.as_tensor(a), torch.as_tensor(b), classifier=LogisticRegression())
+    assert s.shape == (5,) and 0.93 < s.mean() < 1.0
+
+
+@pytest.mark.parametrize(
+    "reference,samples,kwargs,field",
+    [
+        (np.zeros((20, 2)), np.zeros((20, 3)), {}, "samples"),
+        (np.zeros((3, 2)), np.zeros((20, 2)), {}, "reference"),
+        (np.zeros((20, 2)), np.full((20, 2), np.nan), {}, "samples"),
+        (np.full((20, 2), np.inf), np.zeros((20, 2)), {}, "reference"),
+        (np.zeros((20, 2)), np.zeros((20, 2)), {"n_folds": 1}, "n_folds"),
+        (np.zeros((20, 2)), np.zeros((20, 2)), {"scoring": "f1"}, "scoring"),
+        (np.zeros((20, 2)), np.zeros((20, 2)), {"classifier": "svm"}, "classifier"),
+    ],
+)
+def test_bad_input_names_the_argument(reference, samples, kwargs, field):
+    with pytest.raises(InputError, match=field):
+        c2st(reference, samples, **kwargs)
