@@ -1,0 +1,175 @@
+"""`bbb`: Bayes by backprop, a mean-field Gaussian over all MLP weights.
+
+theta = mu + softplus(rho) * z with z ~ N(0, I) (one z per key: one function for all
+inputs); mu starts at Haiku's default MLP init, rho at softplus^-1(0.01). Loss per index
+sample = KL(q || prior) / n * (sqrt(T) d if adaptive_scale) - mean log-likelihood of the
+batch, averaged over `num_index_samples` z's (the reference's ELBO scaling). KL is
+analytic against N(0, sigma_1^2) ('analytical', the default), or a one-sample estimate
+log q(theta) - log p(theta) against the scale mixture mixture_scale N(0, sigma_1^2) +
+(1 - mixture_scale) N(0, sigma_2^2) ('sample_based', Blundell et al.).
+
+Reference bug, fixed here: the reference's sweep varies sigma_2 and mixture_scale while
+leaving kl_method='analytical', which ignores them (27 configs collapse to 3). Our sweep
+sets kl_method='sample_based' for that block so the axes act as intended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+
+from agents.networks import make_mlp
+from agents.registry import register
+from agents.training import (
+    check_hidden_sizes,
+    fit,
+    scheduled_steps,
+    softmax_cross_entropy,
+    temperature_of,
+)
+from testbed.base import Data, PriorKnowledge
+from testbed.config import check_at_least, check_in_range, check_one_of, check_positive
+
+KL_METHODS = ("analytical", "sample_based")
+
+
+@dataclasses.dataclass(frozen=True)
+class BBBConfig:
+    """Bayes by backprop (reference `BBBConfig` defaults)."""
+
+    hidden_sizes: tuple[int, ...] = (50, 50)
+    num_batches: int = 1000
+    learning_rate: float = 3e-3
+    sigma_1: float = 1.0
+    sigma_2: float = 0.75
+    mixture_scale: float = 1.0
+    num_index_samples: int = 8
+    kl_method: str = "analytical"
+    adaptive_scale: bool = True
+    output_scale: bool = False
+    batch_strategy: bool = False
+    seed: int = 0
+
+    def __post_init__(self):
+        check_hidden_sizes("hidden_sizes", self.hidden_sizes)
+        check_at_least("num_batches", self.num_batches, 1)
+        check_positive("learning_rate", self.learning_rate)
+        check_positive("sigma_1", self.sigma_1)
+        check_positive("sigma_2", self.sigma_2)
+        check_in_range("mixture_scale", self.mixture_scale, 0.0, 1.0)
+        check_at_least("num_index_samples", self.num_index_samples, 1)
+        check_one_of("kl_method", self.kl_method, KL_METHODS)
+
+
+def bbb_sweep() -> list[BBBConfig]:
+    """The reference's `testbed` sweep (37): lr x adaptive, prior mixture, width, schedule."""
+    sweep = [
+        BBBConfig(learning_rate=lr, adaptive_scale=a) for lr in (1e-3, 3e-3) for a in (True, False)
+    ]
+    sweep += [
+        BBBConfig(sigma_1=s1, sigma_2=s2, mixture_scale=pi, kl_method="sample_based")
+        for s1 in (1.0, 2.0, 4.0)
+        for s2 in (0.25, 0.5, 0.75)
+        for pi in (0.0, 0.5, 1.0)
+    ]
+    sweep += [BBBConfig(hidden_sizes=h) for h in ((50, 50), (100, 100))]
+    sweep += [
+        BBBConfig(batch_strategy=b, num_batches=n) for b in (True, False) for n in (500, 1000)
+    ]
+    return sweep
+
+
+def _normal_logpdf(x, sigma):
+    return -0.5 * jnp.square(x / sigma) - jnp.log(sigma) - 0.5 * math.log(2 * math.pi)
+
+
+@functools.cache
+def _structure(hidden, num_classes, input_dim, num_index_samples, kl_method):
+    net = make_mlp(hidden, num_classes)
+    dummy = jnp.zeros((1, input_dim), jnp.float32)
+    _, unravel = ravel_pytree(net.init(jax.random.PRNGKey(0), dummy))
+
+    def init(key):
+        mu = ravel_pytree(net.init(key, dummy))[0]
+        rho = jnp.full_like(mu, math.log(math.expm1(0.01)))
+        return {"mu": mu, "rho": rho}
+
+    def sample_theta(params, key):
+        z = jax.random.normal(key, params["mu"].shape)
+        return params["mu"] + jax.nn.softplus(params["rho"]) * z
+
+    def kl(params, theta, prior_params):
+        sigma_1, sigma_2, mixture = prior_params
+        std = jax.nn.softplus(params["rho"])
+        if kl_method == "analytical":
+            terms = jnp.log(sigma_1 / std) + (std**2 + params["mu"] ** 2) / (2 * sigma_1**2) - 0.5
+            return jnp.sum(terms)
+        log_q = _normal_logpdf(theta - params["mu"], std)
+        log_p = jnp.logaddexp(
+            jnp.log(mixture) + _normal_logpdf(theta, sigma_1),
+            jnp.log1p(-mixture) + _normal_logpdf(theta, sigma_2),
+        )
+        return jnp.sum(log_q - log_p)
+
+    def loss(params, batch, key, aux):
+        kl_scale, output_scale, prior_params = aux
+
+        def single(k):
+            theta = sample_theta(params, k)
+            logits = net.apply(unravel(theta), batch.x) / output_scale
+            nll = jnp.mean(softmax_cross_entropy(logits, batch.y))
+            return nll + kl_scale * kl(params, theta, prior_params)
+
+        return jnp.mean(jax.vmap(single)(jax.random.split(key, num_index_samples)))
+
+    @jax.jit
+    def sample_logits(params, output_scale, x, key):
+        return net.apply(unravel(sample_theta(params, key)), x) / output_scale
+
+    return init, loss, sample_logits
+
+
+@register("bbb", BBBConfig, sweep=bbb_sweep)
+def make_bbb(config: BBBConfig):
+    """Bayes by backprop: each key draws one weight vector from the variational posterior."""
+
+    def agent(data: Data, prior: PriorKnowledge):
+        init, loss, sample_logits = _structure(
+            tuple(config.hidden_sizes),
+            prior.num_classes,
+            prior.input_dim,
+            config.num_index_samples,
+            config.kl_method,
+        )
+        init_key, train_key = jax.random.split(jax.random.PRNGKey(config.seed))
+        params = init(init_key)
+        n = max(prior.num_train, 1)
+        kl_scale = 1.0 / n
+        if config.adaptive_scale:
+            kl_scale *= math.sqrt(temperature_of(prior)) * prior.input_dim
+        output_scale = jnp.float32(temperature_of(prior) if config.output_scale else 1.0)
+        prior_params = tuple(
+            jnp.float32(v) for v in (config.sigma_1, config.sigma_2, config.mixture_scale)
+        )
+        params, _ = fit(
+            loss,
+            params,
+            data.x,
+            data.y,
+            train_key,
+            scheduled_steps(config.num_batches, config.batch_strategy, prior),
+            aux=(jnp.float32(kl_scale), output_scale, prior_params),
+            learning_rate=config.learning_rate,
+        )
+
+        def sampler(x, key):
+            return sample_logits(params, output_scale, x, key)
+
+        return sampler
+
+    return agent

@@ -1,0 +1,151 @@
+"""`dropout`: MC dropout (Gal & Ghahramani) with one dropout mask per key.
+
+Training draws one mask per step, shared by the whole batch (the reference's single
+index sample); at evaluation a key is one mask shared by all inputs, so one key is one
+coherent function. Decay scale: length_scale * sqrt(T) d / n (adaptive, the default) or
+length_scale^2 (1 - rate) / (2 n regularization_tau) (Gal's heuristic). First-layer bias
+truncated normal with sd 1/sqrt(d), as the reference's `MLPDropoutENN`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+
+from agents.networks import make_dropout_mlp
+from agents.registry import register
+from agents.training import (
+    check_hidden_sizes,
+    fit,
+    l2_norm_squared,
+    scheduled_steps,
+    softmax_cross_entropy,
+    temperature_of,
+)
+from testbed.base import Data, PriorKnowledge
+from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
+from testbed.errors import InputError
+
+
+@dataclasses.dataclass(frozen=True)
+class DropoutConfig:
+    """MC dropout (reference `McDropoutConfig` defaults)."""
+
+    dropout_rate: float = 0.1
+    length_scale: float = 1.0
+    regularization_tau: float = 1.0
+    dropout_input: bool = False
+    exclude_bias_l2: bool = False
+    adaptive_weight_scale: bool = True
+    hidden_sizes: tuple[int, ...] = (100, 100)
+    num_batches: int = 1000
+    batch_strategy: bool = False
+    learning_rate: float = 1e-3
+    seed: int = 0
+
+    def __post_init__(self):
+        check_in_range("dropout_rate", self.dropout_rate, 0.0, 1.0)
+        if self.dropout_rate >= 1.0:
+            raise InputError(
+                f"dropout_rate: got {self.dropout_rate!r}; allowed: a number in [0, 1)"
+            )
+        check_nonnegative("length_scale", self.length_scale)
+        check_positive("regularization_tau", self.regularization_tau)
+        check_hidden_sizes("hidden_sizes", self.hidden_sizes)
+        check_at_least("num_batches", self.num_batches, 1)
+        check_positive("learning_rate", self.learning_rate)
+
+
+def dropout_sweep() -> list[DropoutConfig]:
+    """The reference's `testbed` sweep (38): rate x input dropout, l2, width, schedule."""
+    c = DropoutConfig
+    rates = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+    sweep = [
+        c(dropout_rate=r, dropout_input=i, batch_strategy=True, hidden_sizes=(50, 50))
+        for r in rates
+        for i in (True, False)
+    ]
+    sweep += [
+        c(adaptive_weight_scale=a, length_scale=s, hidden_sizes=(50, 50))
+        for a in (True, False)
+        for s in (0.01, 0.1, 0.3, 1.0, 3.0, 10.0)
+    ]
+    sweep += [c(hidden_sizes=h, batch_strategy=True) for h in ((50, 50), (100, 100))]
+    sweep += [
+        c(batch_strategy=b, num_batches=n, hidden_sizes=(50, 50))
+        for b in (True, False)
+        for n in (500, 1000)
+    ]
+    return sweep
+
+
+def decay_scale(config: DropoutConfig, prior: PriorKnowledge) -> float:
+    """The reference's weight-decay coefficient for MC dropout."""
+    if prior.num_train <= 0:
+        return 0.0
+    if config.adaptive_weight_scale:
+        return (
+            config.length_scale
+            * math.sqrt(temperature_of(prior))
+            * prior.input_dim
+            / prior.num_train
+        )
+    return (
+        config.length_scale**2
+        * (1 - config.dropout_rate)
+        / (2.0 * prior.num_train * config.regularization_tau)
+    )
+
+
+@functools.cache
+def _dropout_net(hidden, num_classes, rate, dropout_input, first_bias_std, exclude_bias_l2):
+    net = make_dropout_mlp(hidden, num_classes, rate, dropout_input, first_bias_std)
+
+    def loss(params, batch, key, decay):
+        ce = softmax_cross_entropy(net.apply(params, batch.x, key), batch.y)
+        if exclude_bias_l2:
+            weights = {m: {"w": p["w"]} for m, p in params.items()}
+        else:
+            weights = params
+        return jnp.mean(ce) + decay * l2_norm_squared(weights)
+
+    return net, loss, jax.jit(net.apply)
+
+
+@register("dropout", DropoutConfig, sweep=dropout_sweep)
+def make_dropout(config: DropoutConfig):
+    """MC dropout MLP: each key is one dropout mask (one function for all inputs)."""
+
+    def agent(data: Data, prior: PriorKnowledge):
+        net, loss, apply = _dropout_net(
+            tuple(config.hidden_sizes),
+            prior.num_classes,
+            float(config.dropout_rate),
+            bool(config.dropout_input),
+            1.0 / math.sqrt(prior.input_dim),
+            bool(config.exclude_bias_l2),
+        )
+        init_key, train_key = jax.random.split(jax.random.PRNGKey(config.seed))
+        dummy = jnp.zeros((1, prior.input_dim), jnp.float32)
+        params = net.init(init_key, dummy, init_key)
+        params, _ = fit(
+            loss,
+            params,
+            data.x,
+            data.y,
+            train_key,
+            scheduled_steps(config.num_batches, config.batch_strategy, prior),
+            aux=jnp.float32(decay_scale(config, prior)),
+            learning_rate=config.learning_rate,
+        )
+
+        def sampler(x, key):
+            return apply(params, x, key)
+
+        return sampler
+
+    return agent

@@ -1,0 +1,164 @@
+"""`ensemble`: K MLPs trained together (vectorized) on the same batches; one member per key.
+
+As the reference (`make_einsum_ensemble_mlp_enn`, zero biases): each step draws K member
+indices with replacement and averages their cross entropies (a member drawn twice counts
+twice), plus l2 / K * sqrt(T) d / n * sum of all members' squared weights. The sampler is
+a `FiniteSampler`: M evaluation keys cost K member evaluations. `train_ensemble` is shared
+with `mlp`, `logistic_regression` (K = 1) and `ensemble+` (prior functions, bootstrap).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from agents.networks import apply_ensemble, init_ensemble, make_mlp
+from agents.registry import register
+from agents.training import (
+    bootstrap_weights,
+    check_hidden_sizes,
+    decay_factor,
+    fit,
+    l2_norm_squared,
+    scheduled_steps,
+    softmax_cross_entropy,
+)
+from testbed.base import Data, FiniteSampler, PriorKnowledge
+from testbed.config import check_at_least, check_nonnegative, check_positive
+
+
+@functools.cache
+def _ensemble_loss(hidden, num_classes, first_bias_std, num_members):
+    """Loss of K members (built once per structure so the training loop is compiled once).
+
+    aux = (prior_params or None, prior_scale, bootstrap weights [K, n], decay scale).
+    """
+    net = make_mlp(hidden, num_classes, first_bias_std)
+
+    def loss(params, batch, key, aux):
+        prior_params, prior_scale, weights, decay = aux
+        logits = apply_ensemble(net, params, batch.x)
+        if prior_params is not None:
+            logits = logits + prior_scale * apply_ensemble(net, prior_params, batch.x)
+        per_member = jnp.mean(softmax_cross_entropy(logits, batch.y) * weights[:, batch.index], -1)
+        draws = jax.random.randint(key, (num_members,), 0, num_members)
+        counts = jnp.bincount(draws, length=num_members)
+        return jnp.dot(counts, per_member) / num_members + decay * l2_norm_squared(params)
+
+    return net, loss
+
+
+@functools.cache
+def _ensemble_logits(hidden, num_classes, first_bias_std):
+    net = make_mlp(hidden, num_classes, first_bias_std)
+
+    @jax.jit
+    def all_logits(params, prior_params, prior_scale, x):
+        out = apply_ensemble(net, params, x)
+        if prior_params is not None:
+            out = out + prior_scale * apply_ensemble(net, prior_params, x)
+        return out
+
+    return all_logits
+
+
+def train_ensemble(
+    data: Data,
+    prior: PriorKnowledge,
+    *,
+    num_members: int,
+    hidden: tuple[int, ...],
+    l2_weight_decay: float,
+    adaptive: bool,
+    num_steps: int,
+    seed: int,
+    learning_rate: float = 1e-3,
+    first_bias_std: float | None = None,
+    prior_scale: float = 0.0,
+    prior_seed: int | None = None,
+    distribution: str = "none",
+) -> FiniteSampler:
+    """Trains K members at once; `prior_scale` > 0 adds fixed random prior networks.
+
+    Member k's output is f_k(x) + prior_scale * p_k(x), with p_k an untrained copy of the
+    architecture initialised from `prior_seed` (ensemble+). `distribution` sets the
+    bootstrap weights of each (member, example) pair for the whole run.
+    """
+    hidden = tuple(int(h) for h in hidden)
+    net, loss = _ensemble_loss(hidden, prior.num_classes, first_bias_std, num_members)
+    init_key, train_key, boot_key = jax.random.split(jax.random.PRNGKey(seed), 3)
+    params = init_ensemble(net, init_key, num_members, prior.input_dim)
+    prior_params = None
+    if prior_scale != 0.0:
+        pkey = jax.random.split(jax.random.PRNGKey(prior_seed if prior_seed is not None else 0))[0]
+        prior_params = init_ensemble(net, pkey, num_members, prior.input_dim)
+    n = int(data.x.shape[0])
+    weights = bootstrap_weights(boot_key, distribution, num_members, max(n, 1))
+    decay = l2_weight_decay / num_members * decay_factor(prior, adaptive)
+    aux = (prior_params, jnp.float32(prior_scale), weights, jnp.float32(decay))
+    params, _ = fit(
+        loss, params, data.x, data.y, train_key, num_steps, aux=aux, learning_rate=learning_rate
+    )
+    apply = _ensemble_logits(hidden, prior.num_classes, first_bias_std)
+    scale = jnp.float32(prior_scale)
+    return FiniteSampler(lambda x: apply(params, prior_params, scale, x), num_members)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnsembleConfig:
+    """Vanilla ensemble (reference `VanillaEnsembleConfig` defaults)."""
+
+    num_ensemble: int = 100
+    l2_weight_decay: float = 1.0
+    adaptive_weight_scale: bool = True
+    hidden_sizes: tuple[int, ...] = (50, 50)
+    num_batches: int = 1000
+    batch_strategy: bool = False
+    learning_rate: float = 1e-3
+    seed: int = 0
+
+    def __post_init__(self):
+        check_at_least("num_ensemble", self.num_ensemble, 1)
+        check_nonnegative("l2_weight_decay", self.l2_weight_decay)
+        check_hidden_sizes("hidden_sizes", self.hidden_sizes)
+        check_at_least("num_batches", self.num_batches, 1)
+        check_positive("learning_rate", self.learning_rate)
+
+
+def ensemble_sweep() -> list[EnsembleConfig]:
+    """The reference's `testbed` sweep (23): K, then adaptive x l2, then batch schedule."""
+    sweep = [EnsembleConfig(num_ensemble=k, batch_strategy=True) for k in (1, 3, 10, 30, 100)]
+    for adaptive in (True, False):
+        for l2 in (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0):
+            sweep.append(
+                EnsembleConfig(
+                    l2_weight_decay=l2, adaptive_weight_scale=adaptive, batch_strategy=True
+                )
+            )
+    for strategy in (True, False):
+        for steps in (500, 1000):
+            sweep.append(EnsembleConfig(batch_strategy=strategy, num_batches=steps))
+    return sweep
+
+
+@register("ensemble", EnsembleConfig, sweep=ensemble_sweep)
+def make_ensemble(config: EnsembleConfig):
+    """Deep ensemble of K MLPs trained together; each key picks one member."""
+
+    def agent(data: Data, prior: PriorKnowledge):
+        return train_ensemble(
+            data,
+            prior,
+            num_members=config.num_ensemble,
+            hidden=config.hidden_sizes,
+            l2_weight_decay=config.l2_weight_decay,
+            adaptive=config.adaptive_weight_scale,
+            num_steps=scheduled_steps(config.num_batches, config.batch_strategy, prior),
+            seed=config.seed,
+            learning_rate=config.learning_rate,
+        )
+
+    return agent

@@ -1,0 +1,212 @@
+"""The shared SGD loop of the Neural Testbed agents: shuffled batches, jitted scan of steps.
+
+Batches follow the reference's repeat-then-batch stream: each epoch is a fresh random
+permutation of the training set and a batch of 100 may span an epoch boundary (n = 1
+gives 100 copies of the one example). Indices are computed inside the step from the
+step number with a keyed bijection of [0, n) (cheap for any n, no index table), so the
+whole loop is one `lax.scan` under `jit`, seeded from the agent's config seed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from testbed.base import PriorKnowledge
+from testbed.errors import InputError
+
+BATCH_SIZE = 100
+_ROUNDS = 6
+
+
+class Batch(NamedTuple):
+    """A training batch: inputs x [b, d], labels y [b] and their data indices [b]."""
+
+    x: jax.Array
+    y: jax.Array
+    index: jax.Array
+
+
+def _mix(v: jax.Array) -> jax.Array:
+    """A 32-bit integer hash (multiply / xor-shift finaliser)."""
+    v = (v ^ (v >> 16)) * jnp.uint32(0x7FEB352D)
+    v = (v ^ (v >> 15)) * jnp.uint32(0x846CA68B)
+    return v ^ (v >> 16)
+
+
+def permuted_index(seed: jax.Array, offset: jax.Array, n: int) -> jax.Array:
+    """perm_seed(offset) for a pseudo-random permutation of [0, n) chosen by `seed` (uint32).
+
+    Swap-or-not shuffle (Hoang, Morris & Rogaway 2012): each round pairs x with
+    (k_r - x) mod n and swaps the pair when a keyed hash of the pair says so; every round
+    is an involution of [0, n), so the composition is a bijection for any n, with no
+    loops and no PRNG calls (cheap to compile and to run inside the training scan).
+    """
+    size = jnp.uint32(n)
+    x = offset.astype(jnp.uint32)
+    for r in range(_ROUNDS):
+        k_r = _mix(seed ^ jnp.uint32(0x9E3779B9 * (2 * r + 1) % 2**32))
+        h_r = _mix(seed + jnp.uint32(0x85EBCA6B * (2 * r + 2) % 2**32))
+        partner = (k_r % size + size - x) % size
+        pick = jnp.maximum(x, partner)
+        swap = (_mix(pick ^ h_r) >> 31) == 1
+        x = jnp.where(swap, partner, x)
+    return x.astype(jnp.int32)
+
+
+def batch_indices(key: jax.Array, step: jax.Array, n: int, batch_size: int) -> jax.Array:
+    """Data indices of batch `step` of the shuffled repeat-then-batch stream over n examples.
+
+    Epoch e is shuffled by the permutation with seed hash(key, e).
+    """
+    words = jax.random.bits(key, (2,), jnp.uint32)
+    position = step * batch_size + jnp.arange(batch_size)
+    epoch, offset = position // n, position % n
+    seeds = _mix(words[0] ^ _mix(epoch.astype(jnp.uint32) + words[1]))
+    return permuted_index(seeds, offset, n)
+
+
+def decay_factor(prior: PriorKnowledge, adaptive: bool) -> float:
+    """The reference's regularisation scaling: sqrt(T) * d / n (adaptive) or 1 / n.
+
+    A missing temperature counts as 1; with no training data the factor is unused (0).
+    """
+    if prior.num_train <= 0:
+        return 0.0
+    temperature = 1.0 if prior.temperature is None else float(prior.temperature)
+    scale = math.sqrt(temperature) * prior.input_dim if adaptive else 1.0
+    return scale / prior.num_train
+
+
+def temperature_of(prior: PriorKnowledge) -> float:
+    """The prior's temperature (1 when the problem does not say)."""
+    return 1.0 if prior.temperature is None else float(prior.temperature)
+
+
+def scheduled_steps(num_batches: int, batch_strategy: bool, prior: PriorKnowledge) -> int:
+    """The reference's `batch_strategy`: x5 steps when n/d > 500, //5 when n/d < 5."""
+    if not batch_strategy:
+        return num_batches
+    ratio = prior.num_train / prior.input_dim
+    if ratio > 500:
+        return num_batches * 5
+    if ratio < 5:
+        return num_batches // 5
+    return num_batches
+
+
+def l2_norm_squared(params: Any) -> jax.Array:
+    """sum of squares of all leaves of a pytree."""
+    return sum(jnp.sum(jnp.square(p)) for p in jax.tree_util.tree_leaves(params))
+
+
+def softmax_cross_entropy(logits: jax.Array, y: jax.Array) -> jax.Array:
+    """Per-example cross entropy [..., b] of logits [..., b, C] and labels y [b]."""
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    labels = jnp.broadcast_to(y, log_probs.shape[:-1])
+    return -jnp.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
+
+
+def run_steps(
+    update: Callable[[Any, Batch, jax.Array], tuple[Any, jax.Array]],
+    state: Any,
+    x: jax.Array,
+    y: jax.Array,
+    key: jax.Array,
+    start: int | jax.Array,
+    num_steps: int,
+    batch_size: int = BATCH_SIZE,
+) -> tuple[Any, jax.Array]:
+    """`num_steps` steps `state <- update(state, batch_t, key_t)` from step `start`: one scan.
+
+    Traceable (call it inside `jit`); batch t and key t depend only on (key, t), so a
+    loop split into pieces (burn-in, thinning) draws the same stream as one long loop.
+    Returns the final state and the per-step losses.
+    """
+    n = x.shape[0]
+    data_key, step_key = jax.random.split(key)
+
+    def step(state, t):
+        index = batch_indices(data_key, t, n, batch_size)
+        batch = Batch(x[index], y[index], index)
+        return update(state, batch, jax.random.fold_in(step_key, t))
+
+    return jax.lax.scan(step, state, start + jnp.arange(num_steps))
+
+
+def _adam_update(loss_fn: Callable, learning_rate: jax.Array, aux: Any) -> Callable:
+    optimizer = optax.adam(learning_rate)
+
+    def update(state, batch, key):
+        params, opt_state = state
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch, key, aux)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), loss
+
+    return update
+
+
+@functools.partial(jax.jit, static_argnames=("loss_fn", "num_steps", "batch_size"))
+def _fit(loss_fn, params, x, y, key, aux, learning_rate, num_steps, batch_size):
+    update = _adam_update(loss_fn, learning_rate, aux)
+    state = (params, optax.adam(learning_rate).init(params))
+    (params, _), losses = run_steps(update, state, x, y, key, 0, num_steps, batch_size)
+    return params, losses
+
+
+def fit(
+    loss_fn: Callable[[Any, Batch, jax.Array, Any], jax.Array],
+    params: Any,
+    x: Any,
+    y: Any,
+    key: jax.Array,
+    num_steps: int,
+    *,
+    aux: Any = None,
+    learning_rate: float = 1e-3,
+    batch_size: int = BATCH_SIZE,
+) -> tuple[Any, np.ndarray]:
+    """Minimises `loss_fn(params, batch, key, aux)` with Adam for `num_steps` batches.
+
+    One jitted scan, compiled once per (loss_fn, shapes, num_steps): build `loss_fn` once
+    per network structure (e.g. with `functools.cache`) and pass everything that varies
+    between problems (decay scales, prior networks, bootstrap weights) in `aux`, so a
+    sweep over problems reuses the compiled loop. With no data or no steps the
+    parameters come back unchanged. Returns (params, losses [num_steps]).
+    """
+    x = jnp.asarray(x, jnp.float32)
+    y = jnp.asarray(y, jnp.int32).reshape(-1)
+    if x.shape[0] == 0 or num_steps <= 0:
+        return params, np.zeros((0,), np.float32)
+    lr = jnp.asarray(learning_rate, jnp.float32)
+    params, losses = _fit(loss_fn, params, x, y, key, aux, lr, int(num_steps), int(batch_size))
+    return params, np.asarray(losses)
+
+
+def bootstrap_weights(key: jax.Array, distribution: str, num_members: int, n: int) -> jax.Array:
+    """Per-(member, example) loss weights [K, n], fixed for the whole training run.
+
+    'none': 1; 'bernoulli': 2 * Bernoulli(1/2); 'exponential': Exp(1) (all mean 1).
+    """
+    shape = (num_members, n)
+    if distribution == "none":
+        return jnp.ones(shape, jnp.float32)
+    if distribution == "bernoulli":
+        return 2.0 * jax.random.bernoulli(key, 0.5, shape).astype(jnp.float32)
+    if distribution == "exponential":
+        return jax.random.exponential(key, shape, jnp.float32)
+    raise ValueError(f"unknown bootstrap distribution {distribution!r}")
+
+
+def check_hidden_sizes(name: str, sizes: tuple[int, ...], allow_empty: bool = True) -> None:
+    """Hidden layer widths: a tuple of integers >= 1 (non-empty unless allowed)."""
+    if (not sizes and not allow_empty) or any(int(w) < 1 for w in sizes):
+        need = "integers >= 1" + ("" if allow_empty else ", at least one")
+        raise InputError(f"{name}: got {sizes!r}; allowed: a tuple of {need} (e.g. 50,50)")
