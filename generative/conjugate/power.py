@@ -24,7 +24,7 @@ class Perturbed:
 
     def __init__(self, exact, kind: str, size: float):
         self.exact, self.kind, self.size = exact, kind, size
-        post = exact._posterior
+        post = exact.posterior
         self.mean, self.sd = post.mean, np.sqrt(post.var)
 
     def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
@@ -48,7 +48,8 @@ def rejection_rates(
     counts: dict[str, float] = {}
     for t in range(trials):
         samples = predictive.sample(problem.x_o, problem.num_samples, seed=10_000 + t)
-        scores = problem.posterior_scores(None, samples)
+        # fresh null/reference draws per trial: rates are then unconditional
+        scores = problem.posterior_scores(None, samples, np.random.default_rng((77, t)))
         for test in TESTS:
             if f"{test}_reject" in scores:
                 counts[test] = counts.get(test, 0.0) + scores[f"{test}_reject"] / trials

@@ -40,6 +40,11 @@ class ExactPosterior:
         if self._posterior.gaussian:
             self.mean, self.cov = self._posterior.mean, self._posterior.cov
 
+    @property
+    def posterior(self):
+        """The exact posterior distribution at the problem's data."""
+        return self._posterior
+
     def _for(self, x_o):
         x_o = np.asarray(x_o, np.float64).reshape(-1)
         if x_o.shape == self._x_o.shape and np.array_equal(x_o, self._x_o):
@@ -135,9 +140,13 @@ class ConjugateProblem:
             quality[key] = value
         return quality
 
-    def posterior_scores(self, predictive: Any, samples: np.ndarray) -> dict[str, float]:
+    def posterior_scores(
+        self, predictive: Any, samples: np.ndarray, rng: np.random.Generator | None = None
+    ) -> dict[str, float]:
+        """Scores of posterior samples; `rng` draws the exact null/reference samples (default:
+        seeded by the problem, so the same samples always get the same scores)."""
         post, out = self.posterior, {}
-        rng = np.random.default_rng((self.seed, 2))
+        rng = np.random.default_rng((self.seed, 2)) if rng is None else rng
         sd_p = np.sqrt(post.var)
         out["mean_error_sd"] = np.max(np.abs(samples.mean(0) - post.mean) / sd_p)
         out["log_std_ratio"] = np.max(np.abs(np.log(samples.std(0, ddof=1) / sd_p)))
