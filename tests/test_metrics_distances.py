@@ -1,0 +1,105 @@
+"""MMD, moments, median distance, NLTP and KSD against direct formulas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import pdist
+
+from testbed.errors import InputError
+from testbed.metrics import (
+    ksd,
+    median_distance,
+    mmd,
+    nltp,
+    posterior_mean_error,
+    posterior_variance_ratio,
+)
+
+
+def direct_mmd(x, y, scale):
+    """The unbiased MMD^2 written out with full kernel matrices (float64)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+
+    def k(a, b):
+        d2 = np.sum((a[:, None] - b[None]) ** 2, -1)
+        return np.exp(-d2 / (2 * scale**2))
+
+    n, m = len(x), len(y)
+    kxx, kyy = k(x, x), k(y, y)
+    return (
+        (kxx.sum() - np.trace(kxx)) / (n * (n - 1))
+        + (kyy.sum() - np.trace(kyy)) / (m * (m - 1))
+        - 2 * k(x, y).mean()
+    )
+
+
+def lower_median(d):
+    d = np.sort(d)
+    return d[(len(d) - 1) // 2]
+
+
+@pytest.mark.parametrize("bandwidth", ["reference", "pooled"])
+def test_mmd_matches_direct_formula(bandwidth):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 3)).astype(np.float32)
+    y = (rng.standard_normal((257, 3)) * 1.3 + 0.2).astype(np.float32)
+    pool = x if bandwidth == "reference" else np.concatenate([x, y])
+    scale = lower_median(pdist(pool.astype(np.float64)))
+    expected = direct_mmd(x, y, scale)
+    got = mmd(x, y, bandwidth=bandwidth, block=64)  # 64 does not divide 300: padding used
+    # float32 kernel sums of ~1e5 terms of size <= 1: relative error ~1e-6 of each mean
+    assert got == pytest.approx(expected, abs=2e-6)
+    assert expected > 0.01  # different distributions: clearly positive
+
+
+def test_mmd_unbiased_near_zero_for_same_distribution():
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((400, 2)), rng.standard_normal((400, 2))
+    # unbiased: mean 0; sd of the estimate ~ sqrt(2 / (n (n - 1))) * O(1) ~ 0.004 here
+    assert abs(mmd(x, y)) < 0.01
+    assert mmd(x, y + 1.0) > 0.1
+
+
+def test_mmd_given_scale_and_bad_input():
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((50, 2)), rng.standard_normal((60, 2))
+    assert mmd(x, y, scale=0.7) == pytest.approx(direct_mmd(x, y, 0.7), abs=2e-6)
+    with pytest.raises(InputError, match="samples"):
+        mmd(x, rng.standard_normal((60, 3)))
+    with pytest.raises(InputError, match="bandwidth"):
+        mmd(x, y, bandwidth="median")
+    with pytest.raises(InputError, match="reference"):
+        mmd(np.full((5, 2), np.nan), y)
+
+
+def test_moments_and_median_distance():
+    ref = np.array([[0.0, 0.0], [2.0, 2.0], [4.0, 4.0]])  # mean 2, std 2, var 4
+    smp = np.array([[3.0, 1.0], [5.0, 1.0], [7.0, 1.0]])  # means 5, 1; var 4, 0
+    assert posterior_mean_error(ref, smp) == pytest.approx(((5 - 2) / 2 + (1 - 2) / 2) / 2)
+    assert posterior_variance_ratio(ref, smp) == pytest.approx((1.0 + 0.0) / 2)
+    xs = np.array([[3.0, 4.0], [0.0, 1.0], [6.0, 8.0], [0.0, 0.0]])  # distances 5, 1, 10, 0
+    assert median_distance(np.zeros(2), xs) == pytest.approx(3.0)  # numpy median: (1 + 5) / 2
+    assert nltp(np.array([-1.0, -3.0])) == pytest.approx(2.0)
+    with pytest.raises(InputError, match="x_o"):
+        median_distance(np.zeros(3), xs)
+
+
+def test_ksd_matches_double_sum_and_detects_wrong_model():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((60, 2))
+    score = lambda t: -t  # noqa: E731  (standard normal)
+    s2 = 1.3
+    # direct: h(a, b) = k s_a.s_b + s_a.grad_b k + s_b.grad_a k + tr grad_a grad_b k
+    h = 0.0
+    for a in range(60):
+        for b in range(60):
+            diff = x[a] - x[b]
+            k = np.exp(-diff @ diff / (2 * s2))
+            sa, sb = score(x[a]), score(x[b])
+            h += k * (sa @ sb + sa @ diff / s2 - sb @ diff / s2 + 2 / s2 - diff @ diff / s2**2)
+    assert ksd(x, score, sigma2=s2) == pytest.approx(60 * h / 60**2, rel=1e-4)
+    y = rng.standard_normal((300, 2))
+    good = ksd(y, score)
+    bad = ksd(y, scores=-(y - 1.0))  # N(1, I)'s score at N(0, I) samples
+    assert bad > 20 * max(good, 1e-3)
