@@ -263,8 +263,12 @@ class RayExecutor:
                     log_to_driver=False,
                     **dict(self.config.init_kwargs),
                 )
-            except ConnectionError as e:
-                raise InputError(f"ray address: got {self.config.address!r}; {e}") from None
+            except (ConnectionError, ValueError) as e:
+                reason = " ".join(str(e).split())[:300]
+                raise InputError(
+                    f"ray address: got {self.config.address!r} ({reason}); allowed: the "
+                    "address of a running Ray cluster, or none to start a local one"
+                ) from None
         try:
             self._run(ray, jobs, env, on_result, on_start)
         finally:
@@ -289,7 +293,8 @@ class RayExecutor:
                 try:
                     on_result(ray.get(ref))
                 except ray.exceptions.RayError as e:
-                    on_result(failed_result(job, f"ray task failed: {type(e).__name__}: {e}"))
+                    reason = " ".join(str(e).split())[:1000]
+                    on_result(failed_result(job, f"ray task failed: {type(e).__name__}: {reason}"))
             if self.config.timeout is None:
                 continue
             now = time.monotonic()

@@ -132,9 +132,10 @@ def _stderr(values: np.ndarray) -> float:
 
 def seed_group_stderr(kl: pd.Series, seeds: pd.Series, groups: int = NUM_SEED_GROUPS) -> float:
     """Standard error over seed groups: mean KL within each `seed % groups`, then stderr."""
-    if seeds.isna().all():
+    known = seeds.notna()
+    if not known.any():
         return math.nan
-    means = kl.groupby(seeds.astype(int) % groups).mean()
+    means = kl[known].groupby(seeds[known].astype(int) % groups).mean()
     return _stderr(means.to_numpy())
 
 

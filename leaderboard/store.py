@@ -139,8 +139,12 @@ class ResultsStore:
 
     def _open(self) -> sqlite3.Connection:
         if self.mode == "r":
-            uri = f"file:{self.path.resolve()}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+            base = f"file:{self.path.resolve()}"
+            try:
+                conn = sqlite3.connect(f"{base}?mode=ro", uri=True, isolation_level=None)
+                conn.execute("SELECT 1 FROM sqlite_master").fetchone()
+            except sqlite3.OperationalError:  # WAL in a read-only folder: no -shm possible
+                conn = sqlite3.connect(f"{base}?immutable=1", uri=True, isolation_level=None)
             self._check_version(conn)
             return conn
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)

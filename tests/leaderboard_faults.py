@@ -2,7 +2,8 @@
 
 Imported by the tests and, through the executors' `imports`, by the worker processes.
 `lbfault/<mode>`: `nan` returns a NaN KL, `raise` raises, `hang` sleeps for an hour,
-`die` kills its worker process, `env` reports the worker's thread settings.
+`die` kills its worker process, `env` reports the worker's thread settings, `infstd`
+has an infinite diagnostic, `infkl` an infinite KL.
 `lbfault_sbi/<task>/<budget>/<observation>`: settings of a posterior problem (c2st rows).
 """
 
@@ -15,7 +16,7 @@ from generative.registry import FAMILIES, register_family
 from testbed.base import Data, PriorKnowledge, Quality
 from testbed.errors import InputError
 
-MODES = ("nan", "raise", "hang", "die", "env")
+MODES = ("nan", "raise", "hang", "die", "env", "infstd", "infkl")
 
 
 class FaultProblem:
@@ -33,6 +34,10 @@ class FaultProblem:
     def evaluate(self, predictive) -> Quality:
         if self.mode == "nan":
             return Quality(kl_estimate=float("nan"), test_acc=0.5)
+        if self.mode == "infstd":  # an infinite diagnostic: data, not a failure
+            return Quality(kl_estimate=0.25, kl_estimate_std=float("inf"))
+        if self.mode == "infkl":
+            return Quality(kl_estimate=float("inf"))
         if self.mode == "raise":
             raise RuntimeError("deliberate failure\nsecond line")
         if self.mode == "hang":

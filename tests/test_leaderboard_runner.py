@@ -62,6 +62,28 @@ def _sweep_cmd(db: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def _children(pid: int) -> list[int]:
+    """Process ids whose parent is `pid` (from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def _rows_in(db: Path) -> int:
     if not db.exists():
         return 0
@@ -80,8 +102,14 @@ def test_sigkill_mid_sweep_then_resume_is_exactly_once_and_identical(tmp_path, c
     deadline = time.monotonic() + 120
     while _rows_in(db) < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
+    workers = _children(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    # Orphaned workers notice their driver is gone and exit (none keeps running a job).
+    gone_by = time.monotonic() + 10
+    while any(_alive(p) for p in workers) and time.monotonic() < gone_by:
+        time.sleep(0.1)
+    assert workers and not any(_alive(p) for p in workers)
     assert proc.returncode == -signal.SIGKILL
     stored = _rows_in(db)
     total = 2 * len(FAST_IDS)
@@ -114,6 +142,16 @@ def test_retry_failed_reruns_only_failures(tmp_path):
     assert (retry.skipped, retry.ran, retry.failed) == (1, 1, 1)
     df = store.load(db).set_index("problem_id")
     assert df.loc["lbfault/raise", "attempts"] == 2 and df.loc["coin/0", "attempts"] == 1
+
+
+def test_infinite_score_fails_but_infinite_diagnostic_does_not(tmp_path):
+    jobs = expand(["uniform"], ["lbfault/infstd", "lbfault/infkl"])
+    with ResultsStore(tmp_path / "r.db") as s:
+        run_sweep(jobs, s, InlineExecutor())
+        rows = {r["problem_id"]: r for r in s.rows()}
+    assert rows["lbfault/infstd"]["status"] == "ok"
+    assert rows["lbfault/infstd"]["metrics"]["kl_estimate_std"] == float("inf")
+    assert rows["lbfault/infkl"]["error"] == "non-finite metrics: kl_estimate=inf"
 
 
 @pytest.mark.slow
