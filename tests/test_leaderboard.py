@@ -321,6 +321,9 @@ def test_leaderboard_formats(results_file, capsys):
     assert "| agent | normalized_kl |" in md.replace("label", "agent") and "### joint KL" in md
     assert main(["leaderboard", "--results", str(results_file), "--tau", "5"]) == 0
     assert "tau=5" in capsys.readouterr().out
+    out = results_file.parent / "all.parquet"
+    assert main(["leaderboard", "--results", str(results_file), "--export", str(out)]) == 0
+    assert len(pd.read_parquet(out)) == 36 and "exported 36 rows" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
