@@ -161,16 +161,17 @@ class PosteriorProblem:
         samples = post.sample(self.x_o, self.num_samples, seed=self.seed + 1)
         quality = Quality(sampling_seconds=time.perf_counter() - start)
         reference = self.reference_samples()
-        quality["c2st"] = metrics.c2st(reference, samples, z_score=self.c2st_z_score)
+        quality["c2st"] = metrics.c2st(reference, samples, z_score_data=self.c2st_z_score)
         quality["mmd"] = metrics.mmd(reference, samples)
         inside = np.isfinite(self._task.log_prior(samples))
         quality["outside_support_fraction"] = 1.0 - inside.mean()
         if post.has_log_prob:
-            log_q = post.log_prob(self.theta_true, self.x_o)
-            quality["nltp"] = -float(log_q[0])
+            quality["nltp"] = metrics.nltp(post.log_prob(self.theta_true, self.x_o))
         if self.median_distance and inside.any():
             x_pred = self._task.simulate(samples[inside], seed=self.seed + 2)
-            quality["median_distance"] = metrics.median_distance(x_pred, self.x_o)
+            x_pred = x_pred[np.isfinite(x_pred).all(axis=1)]  # failed ODE solves
+            if len(x_pred):
+                quality["median_distance"] = metrics.median_distance(self.x_o, x_pred)
         if self.last_access is not None:
             quality["num_simulations_used"] = self.last_access.num_simulations
         if self.lc2st:
@@ -187,9 +188,11 @@ class PosteriorProblem:
         ok = np.isfinite(xs).all(axis=1)
         theta, xs = theta[ok], xs[ok]
         q_samples = post.sample_batched(xs, seed=self.seed + 5)
-        test = metrics.LC2ST(theta, xs, q_samples, num_trials_null=self.lc2st_num_null)
         theta_o = post.sample(self.x_o, self.num_samples, seed=self.seed + 6)
-        return test.quality(theta_o, self.x_o)
+        result = metrics.get("lc2st").fn(
+            theta, xs, q_samples, theta_o, self.x_o, num_trials_null=self.lc2st_num_null
+        )
+        return {f"lc2st_{k}": v for k, v in result.items()}
 
 
 # ----- ids, settings, sweeps -----

@@ -170,7 +170,9 @@ def test_adapter_protocol_and_batched_fallback():
     # no sample_batched: one call per row, with seeds seed + i
     b = post.sample_batched(np.zeros((3, 4)), seed=10)
     for i in range(3):
-        np.testing.assert_array_equal(b[i], ProtocolPosterior([0.0, 1.0], 0.5).sample(None, 1, 10 + i)[0])
+        np.testing.assert_array_equal(
+            b[i], ProtocolPosterior([0.0, 1.0], 0.5).sample(None, 1, 10 + i)[0]
+        )
 
 
 class BadPosterior:
@@ -194,3 +196,80 @@ def test_bad_agent_output_is_an_input_error(out, message):
     p = PosteriorProblem("two_moons", 1000, 1, num_samples=20)
     with pytest.raises(InputError, match=message):
         p.evaluate(BadPosterior(out))
+
+
+# ----- scoring -----
+
+
+class PriorAsPosterior:
+    def __init__(self, task):
+        self.task = task
+
+    def sample(self, x_o, num_samples, seed):
+        return self.task.sample_prior(num_samples, seed)
+
+
+def test_c2st_separates_the_reference_from_the_prior():
+    p = PosteriorProblem("two_moons", 1000, 1, num_samples=500)
+    exact = p.evaluate(p.oracle_predictive())
+    # Reference vs an independent reference draw: accuracy under the null has sd about
+    # sqrt(0.25 / 1000) = 0.016 over the 1,000 held-out rows; allow 4 sd.
+    assert abs(exact["c2st"] - 0.5) < 0.064
+    prior = p.evaluate(PriorAsPosterior(p._task))
+    # The crescent covers a small part of the prior box: a classifier tells them apart.
+    assert prior["c2st"] > 0.9
+    assert prior["mmd"] > exact["mmd"] + 0.01
+    # Posterior-predictive simulations sit closer to x_o under the posterior.
+    assert exact["median_distance"] < 0.5 * prior["median_distance"]
+    assert exact["outside_support_fraction"] == 0.0
+    assert "nltp" not in exact  # no density offered, no NLTP (never a NaN)
+
+
+def test_nltp_of_an_exact_posterior_is_its_closed_form():
+    # gaussian_linear: prior N(0, 0.1 I), x | theta ~ N(theta, 0.1 I) -> N(x_o / 2, 0.05 I).
+    p = PosteriorProblem("gaussian_linear", 1000, 3, num_samples=200, median_distance=False)
+    mean = p.x_o.ravel() / 2.0
+    q = p.evaluate(ProtocolPosterior(mean, 0.05))
+    want = -stats.multivariate_normal(mean, 0.05).logpdf(p.theta_true.ravel())
+    np.testing.assert_allclose(q["nltp"], want, rtol=1e-12)
+    assert "median_distance" not in q
+
+
+def test_an_agent_through_testbed_evaluate_counts_its_simulations():
+    import agents
+    import testbed
+
+    settings = generative.problem_settings("sbi/two_moons/1000/2")
+    settings = {k: v for k, v in settings.items() if k != "family"}
+    p = generative.sbi_problems.build({**settings, "num_samples": 200})
+    q = testbed.evaluate(agents.load("rej_abc"), p)
+    assert q["num_simulations_used"] == 1000
+    assert q["c2st"] > 0.5 and np.isfinite(q["nltp"])
+    assert {"train_seconds", "evaluation_seconds", "sampling_seconds", "mmd"} <= set(q)
+
+
+def test_lc2st_option_scores_an_amortized_posterior():
+    class Amortized:
+        def sample(self, x_o, num_samples, seed):
+            rng = np.random.default_rng(seed)
+            return np.reshape(x_o, (1, -1)) / 2 + np.sqrt(0.05) * rng.standard_normal(
+                (num_samples, 10)
+            )
+
+        def sample_batched(self, xs, seed):
+            rng = np.random.default_rng(seed)
+            return xs / 2 + np.sqrt(0.05) * rng.standard_normal(xs.shape)
+
+    p = PosteriorProblem(
+        "gaussian_linear",
+        1000,
+        1,
+        num_samples=200,
+        lc2st=True,
+        lc2st_num_calibration=200,
+        lc2st_num_null=5,
+        median_distance=False,
+    )
+    q = p.evaluate(Amortized())
+    assert 0.0 <= q["lc2st_p_value"] <= 1.0 and q["lc2st_statistic"] >= 0.0
+    assert q["lc2st_reject"] in (0.0, 1.0)

@@ -1,0 +1,234 @@
+"""SBI agents: wiring of every agent end to end at small budgets, configs, ABC pieces.
+
+Fast runs use tiny budgets and few epochs / MCMC steps: they check shapes, the budget,
+seeding and the support, not accuracy. The slow test checks accuracy against the SBI
+benchmark's published C2ST.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.model_selection import KFold
+from sklearn.neighbors import KernelDensity
+
+import agents
+from agents.abc_agents import (
+    SMCABCConfig,
+    kernel_covariance,
+    new_log_weights,
+    next_epsilon,
+    smc_abc,
+)
+from agents.kde import KDE, cv_scores, fit_kde
+from generative.sbi_problems import PosteriorProblem
+from testbed.errors import InputError
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+FAST = {"max_num_epochs": 3, "training_batch_size": 100}
+FAST_MCMC = {**FAST, "num_chains": 2, "warmup_steps": 2, "thin": 1, "num_candidate_samples": 50}
+
+# (agent, overrides, budget): sequential agents run 2 rounds of 150 here.
+NEURAL = [
+    ("npe", FAST, 300),
+    ("snpe", {**FAST, "num_rounds": 2}, 300),
+    ("nle", FAST_MCMC, 300),
+    ("snle", {**FAST_MCMC, "num_rounds": 2}, 300),
+    ("nre", FAST_MCMC, 300),
+    ("snre", {**FAST_MCMC, "num_rounds": 2}, 300),
+]
+
+
+def _run(name, overrides, budget, task="two_moons", num_samples=20):
+    problem = PosteriorProblem(task, budget, 1, num_samples=num_samples)
+    post = agents.load(name, **overrides)(problem.train_data, problem.prior_knowledge)
+    return problem, post
+
+
+@pytest.mark.parametrize("name, overrides, budget", NEURAL)
+def test_neural_agents_wiring(name, overrides, budget):
+    problem, post = _run(name, overrides, budget)
+    assert problem.last_access.num_simulations == budget  # 2 rounds x 150, or 300
+    s = post.sample(problem.x_o, 12, seed=3)
+    assert s.shape == (12, 2) and np.isfinite(s).all()
+    assert np.all(np.abs(s) <= 1.0)  # inside the U(-1, 1)^2 prior
+    np.testing.assert_array_equal(s, post.sample(problem.x_o, 12, seed=3))  # seeded
+    has_density = name in ("npe", "snpe")
+    assert callable(getattr(post, "log_prob", None)) == has_density
+    if has_density:
+        lp = post.log_prob(problem.theta_true, problem.x_o)
+        assert lp.shape == (1,) and np.isfinite(lp).all()
+        # amortized: one draw per x in one call
+        b = post.sample_batched(problem.train_data.simulate(s[:5], seed=0), seed=1)
+        assert b.shape == (5, 2)
+
+
+def test_npe_is_reproducible_from_its_seed():
+    _, a = _run("npe", {**FAST, "seed": 4}, 200)
+    _, b = _run("npe", {**FAST, "seed": 4}, 200)
+    _, c = _run("npe", {**FAST, "seed": 5}, 200)
+    x_o = a.x_o
+    np.testing.assert_array_equal(a.sample(x_o, 5, 0), b.sample(x_o, 5, 0))
+    assert not np.array_equal(a.sample(x_o, 5, 0), c.sample(x_o, 5, 0))
+
+
+def test_npe_on_a_real_valued_prior_task():
+    # gaussian_linear: 10-d, support R^10 (the torch prior has no bounds)
+    problem, post = _run("npe", FAST, 200, task="gaussian_linear")
+    s = post.sample(problem.x_o, 8, seed=0)
+    assert s.shape == (8, 10) and np.isfinite(s).all()
+
+
+@pytest.mark.parametrize(
+    "name, field, value",
+    [
+        ("npe", "num_rounds", 0),
+        ("npe", "learning_rate", -1.0),
+        ("npe", "density_estimator", "gp"),
+        ("nle", "num_chains", 0),
+        ("nle", "init_strategy", "latest"),
+        ("nre", "num_atoms", 1),
+        ("rej_abc", "num_top_samples", 1),
+        ("rej_abc", "kde_bandwidth", "wide"),
+        ("smc_abc", "epsilon_decay", 1.5),
+        ("smc_abc", "kernel_variance_scale", 0.0),
+    ],
+)
+def test_bad_config_names_the_field(name, field, value):
+    with pytest.raises(InputError, match=field):
+        agents.load(name, **{field: value})
+
+
+def test_too_many_rounds_for_the_budget():
+    problem = PosteriorProblem("two_moons", 10, 1, num_samples=5)
+    with pytest.raises(InputError, match="num_rounds"):
+        agents.load("snpe")(problem.train_data, problem.prior_knowledge)
+
+
+def test_agent_refuses_other_train_data():
+    from testbed.base import PriorKnowledge
+
+    with pytest.raises(InputError, match="dim_parameters|train_data"):
+        agents.load("npe")(object(), PriorKnowledge(input_dim=2, num_train=10))
+    with pytest.raises(InputError, match="train_data"):
+        agents.load("rej_abc")(object(), PriorKnowledge(input_dim=2, num_train=10))
+
+
+# ----- ABC agents -----
+
+
+def test_rej_abc_keeps_the_closest_simulations():
+    problem, post = _run("rej_abc", {"num_top_samples": 50, "kde_bandwidth": "0.01"}, 1000)
+    assert problem.last_access.num_simulations == 1000
+    # Recompute the run: same seeds as the agent (seed 0 -> prior seed, simulation seed).
+    rng = np.random.default_rng(0)
+    task = problem._task
+    theta = task.sample_prior(1000, int(rng.integers(0, 2**31 - 1)))
+    x = task.simulate(theta, int(rng.integers(0, 2**31 - 1)))
+    top = np.argsort(np.linalg.norm(x - problem.x_o, axis=1))[:50]
+    np.testing.assert_array_equal(np.sort(post.kde.points, 0), np.sort(theta[top], 0))
+    assert post.kde.bandwidth == 0.01
+    # not amortized: another x_o is refused
+    with pytest.raises(InputError, match="x_o"):
+        post.sample(problem.x_o + 1.0, 5, seed=0)
+
+
+def test_smc_abc_uses_the_budget_and_shrinks_epsilon():
+    problem = PosteriorProblem("two_moons", 3000, 1, num_samples=10)
+    access = problem.train_data
+    particles, log_w, summary = smc_abc(SMCABCConfig(), access)
+    assert access.num_simulations == 3000
+    assert summary["population_size"] == 100 and particles.shape == (100, 2)
+    eps = np.array(summary["epsilons"])
+    assert len(eps) >= 3 and np.all(np.diff(eps) <= 0)
+    np.testing.assert_allclose(np.exp(log_w).sum(), 1.0)
+    assert np.all(np.abs(particles) <= 1.0)
+    # population 1,000 above 10,000 simulations (the benchmark's heuristic)
+    big = PosteriorProblem("two_moons", 12_000, 1, num_samples=10).train_data
+    assert smc_abc(SMCABCConfig(), big)[2]["population_size"] == 1000
+
+
+def test_smc_abc_agent_end_to_end():
+    problem, post = _run("smc_abc", {}, 1000)
+    s = post.sample(problem.x_o, 30, seed=0)
+    assert s.shape == (30, 2) and np.isfinite(post.log_prob(problem.theta_true)).all()
+
+
+def test_next_epsilon_rules():
+    d = np.array([1.0, 2.0, 2.0, 3.0, 4.0])
+    # sbi's rule on unique distances 1,2,3,4: cumsum / 10 = .1 .3 .6 1. -> first >= .2 is 2
+    assert next_epsilon(d, 0.2, "sbi") == 2.0
+    assert next_epsilon(d, 0.7, "sbi") == 4.0
+    assert next_epsilon(d, 0.5, "quantile") == 2.0
+
+
+def test_smc_weights_match_a_direct_computation():
+    rng = np.random.default_rng(0)
+    old = rng.uniform(-0.5, 0.5, (7, 2))
+    old_lw = np.log(rng.dirichlet(np.ones(7)))
+    new = rng.uniform(-0.5, 0.5, (4, 2))
+    cov = kernel_covariance(old, old_lw, 0.5)
+    np.testing.assert_allclose(cov, 0.5 * np.cov(old, rowvar=False, aweights=np.exp(old_lw)))
+
+    class Prior:
+        def log_prob(self, t):
+            return np.full(len(t), np.log(0.25))
+
+    class Access:
+        prior = Prior()
+
+    got = new_log_weights(Access(), new, old, old_lw, cov)
+    for i in range(4):
+        mix = sum(
+            np.exp(old_lw[j]) * stats.multivariate_normal(old[j], cov).pdf(new[i]) for j in range(7)
+        )
+        np.testing.assert_allclose(got[i], np.log(0.25) - np.log(mix), rtol=1e-10)
+
+
+# ----- KDE -----
+
+
+def test_kde_log_prob_matches_sklearn():
+    rng = np.random.default_rng(1)
+    pts, query = rng.normal(size=(60, 3)), rng.normal(size=(9, 3))
+    ours = KDE(pts, 0.4).log_prob(query)
+    ref = KernelDensity(bandwidth=0.4).fit(pts).score_samples(query)
+    np.testing.assert_allclose(ours, ref, rtol=1e-10)
+    w = rng.uniform(0.1, 1.0, 60)
+    ours_w = KDE(pts, 0.4, w).log_prob(query)
+    ref_w = KernelDensity(bandwidth=0.4).fit(pts, sample_weight=w).score_samples(query)
+    np.testing.assert_allclose(ours_w, ref_w, rtol=1e-10)
+
+
+def test_cv_scores_match_sklearn_folds():
+    # GridSearchCV's score for a bandwidth = mean over unshuffled KFold folds of the
+    # held-out total log-likelihood (KernelDensity.score): recompute it fold by fold.
+    rng = np.random.default_rng(2)
+    pts = rng.normal(size=(100, 2))
+    grid = np.array([0.2, 0.5])
+    ours = cv_scores(pts, grid, np.full(100, -np.log(100)), 20)
+    for h, got in zip(grid, ours, strict=True):
+        folds = [
+            KernelDensity(bandwidth=h).fit(pts[tr]).score(pts[te])
+            for tr, te in KFold(20).split(pts)
+        ]
+        np.testing.assert_allclose(got, np.mean(folds), rtol=1e-10)
+
+
+def test_kde_samples_follow_the_mixture():
+    pts = np.array([[0.0], [10.0]])
+    s = fit_kde(pts, weights=np.array([0.25, 0.75]), bandwidth=0.1).sample(
+        4000, np.random.default_rng(0)
+    )
+    # fraction near 10: Binomial(4000, 0.75): sd = sqrt(.75 * .25 / 4000) = 0.0068; 5 sd
+    assert abs(np.mean(s > 5) - 0.75) < 0.035
