@@ -188,6 +188,7 @@ class SbiDensity(SbiSamples):
         import torch
 
         theta = torch.as_tensor(np.asarray(theta, np.float32))
-        with torch.no_grad():
+        # sbi estimates the mass leaking outside the prior by sampling: seed it.
+        with seeded_global_rngs(0), torch.no_grad():
             lp = self.posterior.log_prob(theta, x=self._x(x_o))
         return np.asarray(lp.detach().cpu(), np.float64)

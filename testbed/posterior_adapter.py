@@ -136,7 +136,8 @@ class AdaptedPosterior:
         if self.style == "sbi":
             import torch
 
-            with torch.no_grad():
+            # sbi may sample to normalise the density (prior leakage): seed it.
+            with seeded_global_rngs(0), torch.no_grad():
                 out = self.obj.log_prob(
                     torch.as_tensor(theta, dtype=torch.float32),
                     x=self._x_torch(np.reshape(x_o, (1, -1)), torch),

@@ -273,3 +273,15 @@ def test_lc2st_option_scores_an_amortized_posterior():
     q = p.evaluate(Amortized())
     assert 0.0 <= q["lc2st_p_value"] <= 1.0 and q["lc2st_statistic"] >= 0.0
     assert q["lc2st_reject"] in (0.0, 1.0)
+
+
+def test_an_agent_over_budget_fails_with_the_budget_named():
+    import testbed
+
+    def greedy(access, prior):
+        theta = access.prior.sample(access.budget + 1, seed=0)
+        return access.simulate(theta, seed=1)
+
+    p = PosteriorProblem("two_moons", 1000, 1, num_samples=10)
+    with pytest.raises(InputError, match="budget of 1000"):
+        testbed.evaluate(greedy, p)
