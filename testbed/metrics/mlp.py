@@ -116,24 +116,25 @@ def _batch_loss(params: Params, xb, yb, wb, alpha: float):
     return jnp.sum(nll * wb) / count + 0.5 * alpha * l2 / count
 
 
-def _select(flag, new, old):
-    return jax.tree_util.tree_map(lambda a, b: jnp.where(flag, a, b), new, old)
+def _flatten(params: Params) -> jax.Array:
+    """[M, P]: each model's weights and biases in one vector (one fused Adam update)."""
+    m = params[0][0].shape[0]
+    return jnp.concatenate([a.reshape(m, -1) for pair in params for a in pair], axis=1)
 
 
-def _select_models(flag, new, old):
-    """Per model (leading axis): `new` where flag [M] else `old`."""
+def _unflatten(flat: jax.Array, shapes) -> Params:
+    """One model's flat vector [P] back to ((W1, b1), ...); shapes without the model axis."""
+    out, start = [], 0
+    for shape in shapes:
+        size = int(np.prod(shape))
+        out.append(flat[start : start + size].reshape(shape))
+        start += size
+    return tuple((out[i], out[i + 1]) for i in range(0, len(out), 2))
 
-    def pick(a, b):
-        return jnp.where(flag.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)
 
-    return jax.tree_util.tree_map(pick, new, old)
-
-
-def _epoch(bsz: int, n_pad: int, hp, x, y, train_idx, n_train, key, params, m, v, t, active):
-    """One epoch of one model: shuffle the valid training rows first, scan over minibatches."""
-    u = jax.random.uniform(key, (n_pad,))
-    u = jnp.where(jnp.arange(n_pad) < n_train, u, 2.0)
-    order = train_idx[jnp.argsort(u)].reshape(-1, bsz)
+def _epoch(bsz: int, shapes, hp, x, y, order, n_train, params, m, v, t, active):
+    """One epoch of one model over its shuffled rows `order` [n_pad] (valid rows first)."""
+    order = order.reshape(-1, bsz)
     counts = jnp.clip(n_train - jnp.arange(order.shape[0]) * bsz, 0, bsz)
     b1, b2 = hp["beta_1"], hp["beta_2"]
 
@@ -141,17 +142,16 @@ def _epoch(bsz: int, n_pad: int, hp, x, y, train_idx, n_train, key, params, m, v
         params, m, v, t = carry
         xb, yb, count = inp
         wb = (jnp.arange(bsz) < count).astype(jnp.float32)
-        loss, g = jax.value_and_grad(_batch_loss)(params, xb, yb, wb, hp["alpha"])
-        t1 = t + 1.0
-        m1 = jax.tree_util.tree_map(lambda a, b: b1 * a + (1 - b1) * b, m, g)
-        v1 = jax.tree_util.tree_map(lambda a, b: b2 * a + (1 - b2) * b * b, v, g)
-        lr = hp["learning_rate"] * jnp.sqrt(1 - b2**t1) / (1 - b1**t1)
-        p1 = jax.tree_util.tree_map(
-            lambda p, a, b: p - lr * a / (jnp.sqrt(b) + hp["epsilon"]), params, m1, v1
-        )
+        loss, g = jax.value_and_grad(
+            lambda p: _batch_loss(_unflatten(p, shapes), xb, yb, wb, hp["alpha"])
+        )(params)
         go = active & (count > 0)
-        new = _select(go, (p1, m1, v1, t1), (params, m, v, t))
-        return new, loss * count
+        t1 = t + go.astype(jnp.float32)
+        m1 = jnp.where(go, b1 * m + (1 - b1) * g, m)
+        v1 = jnp.where(go, b2 * v + (1 - b2) * g * g, v)
+        lr = hp["learning_rate"] * jnp.sqrt(1 - b2**t1) / (1 - b1**t1)
+        p1 = jnp.where(go, params - lr * m1 / (jnp.sqrt(v1) + hp["epsilon"]), params)
+        return (p1, m1, v1, t1), loss * count
 
     (params, m, v, t), losses = jax.lax.scan(
         step, (params, m, v, t), (x[order], y[order], counts), unroll=UNROLL
@@ -168,77 +168,70 @@ def _accuracy(params: Params, x, y, idx, n_valid):
 HYPER = ("alpha", "learning_rate", "tol", "beta_1", "beta_2", "epsilon")
 
 
-@partial(jax.jit, static_argnames=("batch_size", "early_stopping", "shared_x"))
-def _train(
+@partial(
+    jax.jit,
+    static_argnames=("batch_size", "early_stopping", "shared_x", "shapes"),
+)
+def _train_epoch(
     batch_size: int,
     early_stopping: bool,
     shared_x: bool,
+    shapes,
     hp,
     x,
     y,
-    train_idx,
+    order,
     n_train,
     val_idx,
     n_val,
-    keys,
-    init,
+    s,
 ):
-    """The whole training of all models (numeric settings traced: no recompiles)."""
-    n_models, n_pad = train_idx.shape
+    """One epoch of all models plus scikit-learn's stopping rule (numeric settings traced)."""
     x_axis = None if shared_x else 0
     epoch = jax.vmap(
-        partial(_epoch, batch_size, n_pad, hp), in_axes=(x_axis, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        partial(_epoch, batch_size, shapes, hp), in_axes=(x_axis, 0, 0, 0, 0, 0, 0, 0, 0)
     )
-    accuracy = jax.vmap(_accuracy, in_axes=(0, x_axis, 0, 0, 0))
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, init)
-    state = dict(
-        params=init,
-        m=zeros,
-        v=zeros,
-        t=jnp.zeros(n_models),
-        best=jnp.full(n_models, jnp.inf if not early_stopping else -jnp.inf),
-        best_params=init,
-        no_improve=jnp.zeros(n_models, jnp.int32),
-        active=jnp.ones(n_models, bool),
-        n_iter=jnp.zeros(n_models, jnp.int32),
-        loss=jnp.full(n_models, jnp.nan),
+    params, m, v, t, loss = epoch(
+        x, y, order, n_train, s["params"], s["m"], s["v"], s["t"], s["active"]
+    )
+    if early_stopping:
+        unflatten = jax.vmap(partial(_unflatten, shapes=shapes))
+        accuracy = jax.vmap(_accuracy, in_axes=(0, x_axis, 0, 0, 0))
+        score = accuracy(unflatten(params), x, y, val_idx, n_val)
+        worse = score < s["best"] + hp["tol"]
+        better = score > s["best"]
+        best_params = jnp.where((s["active"] & better)[:, None], params, s["best_params"])
+    else:
+        score = loss
+        worse = score > s["best"] - hp["tol"]
+        better = score < s["best"]
+        best_params = s["best_params"]
+    a = s["active"]
+    no_improve = jnp.where(worse, s["no_improve"] + 1, 0)
+    n_iter = s["n_iter"] + 1
+    still = (no_improve <= hp["n_iter_no_change"]) & (n_iter < hp["max_iter"])
+    return dict(
+        params=params,
+        m=m,
+        v=v,
+        t=t,
+        best=jnp.where(a & better, score, s["best"]),
+        best_params=best_params,
+        no_improve=jnp.where(a, no_improve, s["no_improve"]),
+        active=a & still,
+        n_iter=jnp.where(a, n_iter, s["n_iter"]),
+        loss=jnp.where(a, loss, s["loss"]),
     )
 
-    def body(s):
-        ep_keys = jax.vmap(jax.random.fold_in)(keys, s["n_iter"])
-        params, m, v, t, loss = epoch(
-            x, y, train_idx, n_train, ep_keys, s["params"], s["m"], s["v"], s["t"], s["active"]
-        )
-        if early_stopping:
-            score = accuracy(params, x, y, val_idx, n_val)
-            worse = score < s["best"] + hp["tol"]
-            better = score > s["best"]
-            best_params = _select_models(s["active"] & better, params, s["best_params"])
-        else:
-            score = loss
-            worse = score > s["best"] - hp["tol"]
-            better = score < s["best"]
-            best_params = s["best_params"]
-        a = s["active"]
-        no_improve = jnp.where(worse, s["no_improve"] + 1, 0)
-        n_iter = s["n_iter"] + 1
-        still = (no_improve <= hp["n_iter_no_change"]) & (n_iter < hp["max_iter"])
-        return dict(
-            params=params,
-            m=m,
-            v=v,
-            t=t,
-            best=jnp.where(a & better, score, s["best"]),
-            best_params=best_params,
-            no_improve=jnp.where(a, no_improve, s["no_improve"]),
-            active=a & still,
-            n_iter=jnp.where(a, n_iter, s["n_iter"]),
-            loss=jnp.where(a, loss, s["loss"]),
-        )
 
-    s = jax.lax.while_loop(lambda s: jnp.any(s["active"]), body, state)
-    final = s["best_params"] if early_stopping else s["params"]
-    return final, s["n_iter"], s["loss"]
+def _shuffles(rng: np.random.Generator, train_idx: np.ndarray, n_train: np.ndarray):
+    """[M, n_pad] each model's valid rows in a fresh random order, padding after them."""
+    if np.all(n_train == train_idx.shape[1]):
+        return rng.permuted(train_idx, axis=1)
+    out = train_idx.copy()
+    for i, n in enumerate(n_train):
+        out[i, :n] = rng.permutation(train_idx[i, :n])
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,19 +329,33 @@ def train_many(
     train_idx, n_train = _pad(fit_rows, batch)
     val_idx, n_val = _pad(val_rows, 1)
     init = stack_init(x.shape[-1], cfg.hidden_layers, init_seeds)
-    keys = jax.random.split(key, n_models)
-    params, n_iter, loss = _train(
-        batch,
-        cfg.early_stopping,
-        x.ndim == 2,
-        hp,
-        x,
-        jnp.asarray(y_np),
-        jnp.asarray(train_idx),
-        jnp.asarray(n_train),
-        jnp.asarray(val_idx),
-        jnp.asarray(n_val),
-        keys,
-        init,
+    shapes = tuple(a.shape[1:] for pair in init for a in pair)
+    flat = _flatten(init)
+    state = dict(
+        params=flat,
+        m=jnp.zeros_like(flat),
+        v=jnp.zeros_like(flat),
+        t=jnp.zeros(n_models),
+        best=jnp.full(n_models, -jnp.inf if cfg.early_stopping else jnp.inf),
+        best_params=flat,
+        no_improve=jnp.zeros(n_models, jnp.int32),
+        active=jnp.ones(n_models, bool),
+        n_iter=jnp.zeros(n_models, jnp.int32),
+        loss=jnp.full(n_models, jnp.nan),
     )
+    y_dev, n_train_dev = jnp.asarray(y_np), jnp.asarray(n_train)
+    val_idx, n_val = jnp.asarray(val_idx), jnp.asarray(n_val)
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
+    order = _shuffles(rng, train_idx, n_train)
+    while True:
+        state = _train_epoch(
+            batch, cfg.early_stopping, x.ndim == 2, shapes, hp, x, y_dev, jnp.asarray(order),
+            n_train_dev, val_idx, n_val, state,
+        )  # fmt: skip
+        order = _shuffles(rng, train_idx, n_train)  # drawn while the epoch runs
+        if not np.any(np.asarray(state["active"])):
+            break
+    final = state["best_params"] if cfg.early_stopping else state["params"]
+    params = jax.vmap(partial(_unflatten, shapes=shapes))(final)
+    n_iter, loss = state["n_iter"], state["loss"]
     return TrainedMLPs(params, np.asarray(n_iter), np.asarray(loss))
