@@ -7,6 +7,8 @@ benchmark's published C2ST.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -21,7 +23,7 @@ from agents.abc_agents import (
     next_epsilon,
     smc_abc,
 )
-from agents.kde import KDE, cv_scores, fit_kde
+from agents.kde import KDE, cv_scores, fit_kde, select_bandwidth
 from generative.sbi_problems import PosteriorProblem
 from testbed.errors import InputError
 
@@ -223,6 +225,26 @@ def test_cv_scores_match_sklearn_folds():
             for tr, te in KFold(20).split(pts)
         ]
         np.testing.assert_allclose(got, np.mean(folds), rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", ["crescent", "gaussian"])
+def test_cv_bandwidth_is_sbis(shape):
+    # The benchmark's ABC posteriors are sbi's get_kde(bandwidth="cv"): same bandwidth,
+    # including its zoom below 0.1 x std when the smallest grid value wins (crescent).
+    import torch
+    from sbi.utils.kde import get_kde
+
+    rng = np.random.default_rng(0)
+    if shape == "crescent":
+        a = rng.uniform(-np.pi / 2, np.pi / 2, 100)
+        x = 0.3 * np.stack([np.cos(a), np.sin(a)], 1) + rng.normal(0, 0.01, (100, 2))
+    else:
+        x = rng.normal(size=(100, 3)) * [1.0, 2.0, 0.5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sklearn: the failed fits at bandwidths <= 0
+        theirs = get_kde(torch.as_tensor(x, dtype=torch.float32)).kde.bandwidth
+    # float32 (sbi) vs float64 (ours) data: agree to float32 precision
+    np.testing.assert_allclose(select_bandwidth(x), theirs, rtol=1e-6)
 
 
 def test_kde_samples_follow_the_mixture():
