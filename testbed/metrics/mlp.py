@@ -343,19 +343,41 @@ def train_many(
         n_iter=jnp.zeros(n_models, jnp.int32),
         loss=jnp.full(n_models, jnp.nan),
     )
-    y_dev, n_train_dev = jnp.asarray(y_np), jnp.asarray(n_train)
-    val_idx, n_val = jnp.asarray(val_idx), jnp.asarray(n_val)
+    shared = x.ndim == 2
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
+    # models still training: `sel` indexes the originals; finished ones are kept in `out`
+    sel = np.arange(n_models)
+    out = {k: np.array(v) for k, v in state.items()}  # writable copies
+    work = dict(y=y_np, train_idx=train_idx, n_train=n_train, val_idx=val_idx, n_val=n_val)
+    dev = {k: jnp.asarray(v) for k, v in work.items()}
+    x_dev = x
     order = _shuffles(rng, train_idx, n_train)
     while True:
         state = _train_epoch(
-            batch, cfg.early_stopping, x.ndim == 2, shapes, hp, x, y_dev, jnp.asarray(order),
-            n_train_dev, val_idx, n_val, state,
+            batch, cfg.early_stopping, shared, shapes, hp, x_dev, dev["y"],
+            jnp.asarray(order), dev["n_train"], dev["val_idx"], dev["n_val"], state,
         )  # fmt: skip
-        order = _shuffles(rng, train_idx, n_train)  # drawn while the epoch runs
-        if not np.any(np.asarray(state["active"])):
-            break
-    final = state["best_params"] if cfg.early_stopping else state["params"]
-    params = jax.vmap(partial(_unflatten, shapes=shapes))(final)
-    n_iter, loss = state["n_iter"], state["loss"]
+        order = _shuffles(rng, work["train_idx"], work["n_train"])  # while the epoch runs
+        active = np.asarray(state["active"])
+        n_active = int(active.sum())
+        if n_active == 0 or (len(sel) >= 8 and n_active <= len(sel) // 4):
+            # store the current models; go on with the active ones only (padded to a power
+            # of two with an inactive model, so few distinct shapes are compiled)
+            for k, v in state.items():
+                out[k][sel] = np.asarray(v)
+            if n_active == 0:
+                break
+            keep = np.flatnonzero(active)
+            size = max(4, 1 << int(np.ceil(np.log2(n_active))))
+            pad = np.flatnonzero(~active)[: size - n_active]
+            pick = np.concatenate([keep, pad])
+            sel = sel[pick]
+            state = {k: jnp.asarray(np.asarray(v)[pick]) for k, v in state.items()}
+            work = {k: v[pick] for k, v in work.items()}
+            dev = {k: jnp.asarray(v) for k, v in work.items()}
+            x_dev = x if shared else x[jnp.asarray(sel)]
+            order = order[pick]
+    final = out["best_params"] if cfg.early_stopping else out["params"]
+    params = jax.vmap(partial(_unflatten, shapes=shapes))(jnp.asarray(final))
+    n_iter, loss = out["n_iter"], out["loss"]
     return TrainedMLPs(params, np.asarray(n_iter), np.asarray(loss))
