@@ -131,7 +131,7 @@ def _structure(hidden, num_classes, input_dim, num_index_samples, kl_method):
     def sample_logits(params, output_scale, x, key):
         return net.apply(unravel(sample_theta(params, key)), x) / output_scale
 
-    return init, loss, sample_logits
+    return jax.jit(init), loss, sample_logits
 
 
 @register("bbb", BBBConfig, sweep=bbb_sweep)

@@ -87,7 +87,7 @@ def _structure(hidden, num_classes):
         draw = jax.scipy.linalg.solve_triangular(chol, eps, lower=True, trans="T")
         return mean + scale * _normalise(h) @ draw
 
-    return net, loss, cholesky, sample_logits
+    return jax.jit(net.init), loss, cholesky, sample_logits
 
 
 @register("deep_kernel", DeepKernelConfig, sweep=deep_kernel_sweep)
@@ -95,11 +95,11 @@ def make_deep_kernel(config: DeepKernelConfig):
     """Bayesian linear head on a trained MLP's normalised features; one head draw per key."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        net, loss, cholesky, sample_logits = _structure(
+        init, loss, cholesky, sample_logits = _structure(
             tuple(config.hidden_sizes), prior.num_classes
         )
         init_key, train_key, sub_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
-        params = net.init(init_key, jnp.zeros((1, prior.input_dim), jnp.float32))
+        params = init(init_key, jnp.zeros((1, prior.input_dim), jnp.float32))
         params, _ = fit(
             loss,
             params,

@@ -113,7 +113,7 @@ def _dropout_net(hidden, num_classes, rate, dropout_input, first_bias_std, exclu
             weights = params
         return jnp.mean(ce) + decay * l2_norm_squared(weights)
 
-    return net, loss, jax.jit(net.apply)
+    return jax.jit(net.init), loss, jax.jit(net.apply)
 
 
 @register("dropout", DropoutConfig, sweep=dropout_sweep)
@@ -121,7 +121,7 @@ def make_dropout(config: DropoutConfig):
     """MC dropout MLP: each key is one dropout mask (one function for all inputs)."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        net, loss, apply = _dropout_net(
+        init, loss, apply = _dropout_net(
             tuple(config.hidden_sizes),
             prior.num_classes,
             float(config.dropout_rate),
@@ -131,7 +131,7 @@ def make_dropout(config: DropoutConfig):
         )
         init_key, train_key = jax.random.split(jax.random.PRNGKey(config.seed))
         dummy = jnp.zeros((1, prior.input_dim), jnp.float32)
-        params = net.init(init_key, dummy, init_key)
+        params = init(init_key, dummy, init_key)
         params, _ = fit(
             loss,
             params,

@@ -105,7 +105,7 @@ def _structure(hidden, epi_hiddens, add_hiddens, num_classes, input_dim, index_d
     def sample_logits(params, prior_params, prior_scale, x, key):
         return output(params, prior_params, prior_scale, x, jax.random.normal(key, (index_dim,)))
 
-    return init, loss, sample_logits
+    return jax.jit(init), loss, sample_logits
 
 
 @register("epinet", EpinetConfig, sweep=epinet_sweep)

@@ -143,7 +143,7 @@ def _structure(hidden, prior_hidden, num_classes, input_dim, index_dim, num_samp
     def sample_logits(params, prior_key, prior_scale, x, key):
         return forward(params, prior_key, prior_scale, x, index(key))
 
-    return init, loss, sample_logits
+    return jax.jit(init), loss, sample_logits
 
 
 @register("hypermodel", HypermodelConfig, sweep=hypermodel_sweep)

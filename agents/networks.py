@@ -8,6 +8,7 @@ leading member axis, applied with `vmap` (XLA batches the K matmuls into one ein
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import haiku as hk
@@ -81,8 +82,9 @@ def make_dropout_mlp(
     return hk.without_apply_rng(hk.transform(net))
 
 
+@functools.partial(jax.jit, static_argnums=(0, 2, 3))
 def init_ensemble(net: hk.Transformed, key: jax.Array, num_members: int, input_dim: int, *args):
-    """K independently initialised parameter sets stacked on a leading axis."""
+    """K independently initialised parameter sets stacked on a leading axis (jitted)."""
     dummy = jnp.zeros((1, input_dim), jnp.float32)
     keys = jax.random.split(key, num_members)
     return jax.vmap(lambda k: net.init(k, dummy, *args))(keys)

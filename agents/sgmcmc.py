@@ -112,7 +112,7 @@ def _structure(num_hidden: int, num_classes: int, input_dim: int):
     def logits(thetas, x):
         return jax.vmap(lambda t: net.apply(unravel(t), x))(thetas)
 
-    return init, loss, jax.jit(logits)
+    return jax.jit(init), loss, jax.jit(logits)
 
 
 @functools.partial(jax.jit, static_argnames=("structure", "first", "count", "every"))

@@ -1,0 +1,159 @@
+"""Training speed of the Neural Testbed agents, with ratios measured in the same run.
+
+1. Training seconds per problem for each agent at its default config (first call, with
+   compilation, and a second call on a problem of the same size, compiled code reused).
+2. Our vectorized ensemble (K members in one scan) against training the K members one
+   after another (K = 1 runs, compiled once), the reference's alternative.
+3. sgmcmc steps per second of our single jitted scan against a jitted step called from a
+   Python loop (the reference steps its SGLD optimizer from Python).
+
+Usage:
+    .venv/bin/python benchmarks/bench_agents.py            # all three, sgmcmc 50,000 steps
+    .venv/bin/python benchmarks/bench_agents.py --sgmcmc-steps 500000   # the full default
+    .venv/bin/python benchmarks/bench_agents.py --only ensemble sgmcmc --members 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import agents
+import generative
+from agents.ensemble import train_ensemble
+from agents.sgmcmc import SGMCMCConfig, _structure, sample_chain
+from agents.training import Batch, batch_indices
+from testbed.base import FiniteSampler
+
+PROBLEMS = ("classification_2d/75", "classification_2d/76")  # n = 10, T = 0.1 (tutorial's)
+
+
+def block(sampler, x) -> None:
+    """Waits for training to finish (JAX dispatches asynchronously)."""
+    if isinstance(sampler, FiniteSampler):
+        jax.block_until_ready(sampler.all_logits(x))
+    else:
+        jax.block_until_ready(sampler(x, jax.random.PRNGKey(0)))
+
+
+def timed_train(name: str, problem, **overrides) -> float:
+    agent = agents.load(name, **overrides)
+    start = time.perf_counter()
+    block(agent(problem.train_data, problem.prior_knowledge), problem.train_data.x[:2])
+    return time.perf_counter() - start
+
+
+def bench_training(names: list[str], sgmcmc_steps: int) -> None:
+    print("1. training seconds per problem, default config (n = 10, d = 2)")
+    print(f"   {'agent':<20} {'first (compile)':>16} {'second':>10}")
+    first, second = (generative.load(p) for p in PROBLEMS)
+    for name in names:
+        overrides = {}
+        if name == "sgmcmc" and sgmcmc_steps != 500_000:
+            burn = sgmcmc_steps // 5
+            overrides = dict(num_batches=sgmcmc_steps, burn_in_time=burn)
+        t1 = timed_train(name, first, **overrides)
+        t2 = timed_train(name, second, **overrides)
+        note = f"  ({sgmcmc_steps:,} steps)" if name == "sgmcmc" else ""
+        print(f"   {name:<20} {t1:>16.2f} {t2:>10.2f}{note}", flush=True)
+
+
+def bench_ensemble(num_members: int) -> None:
+    problem = generative.load(PROBLEMS[0])
+    data, prior = problem.train_data, problem.prior_knowledge
+    kwargs = dict(hidden=(50, 50), l2_weight_decay=1.0, adaptive=True, num_steps=1000)
+
+    def vectorized(seed):
+        block(train_ensemble(data, prior, num_members=num_members, seed=seed, **kwargs), data.x)
+
+    def one_by_one(seed):
+        for k in range(num_members):
+            block(train_ensemble(data, prior, num_members=1, seed=seed + k, **kwargs), data.x)
+
+    vectorized(0), one_by_one(0)  # compile both
+    start = time.perf_counter()
+    vectorized(1)
+    t_vec = time.perf_counter() - start
+    start = time.perf_counter()
+    one_by_one(1)
+    t_seq = time.perf_counter() - start
+    print(
+        f"2. ensemble K = {num_members}, 1000 steps (compiled): vectorized {t_vec:.2f} s, "
+        f"one member after another {t_seq:.2f} s, ratio {t_seq / t_vec:.1f}x"
+    )
+
+
+def bench_sgmcmc(num_steps: int, loop_steps: int) -> None:
+    problem = generative.load(PROBLEMS[0])
+    data, prior = problem.train_data, problem.prior_knowledge
+    burn = num_steps // 5
+    config = SGMCMCConfig(num_batches=num_steps, burn_in_time=burn)
+    jax.block_until_ready(
+        sample_chain(SGMCMCConfig(num_batches=2000, burn_in_time=400), data, prior)
+    )  # a different (smaller) program: not reused
+    start = time.perf_counter()
+    snapshots = jax.block_until_ready(sample_chain(config, data, prior))
+    t_scan = time.perf_counter() - start
+    start = time.perf_counter()
+    jax.block_until_ready(sample_chain(config, data, prior))
+    t_scan_warm = time.perf_counter() - start
+
+    # the reference's pattern: one jitted step per Python iteration
+    init, loss, _ = _structure(50, prior.num_classes, prior.input_dim)
+    x, y = jnp.asarray(data.x, jnp.float32), jnp.asarray(data.y, jnp.int32)
+    key = jax.random.PRNGKey(0)
+
+    @jax.jit
+    def step(theta, momentum, t):
+        index = batch_indices(key, t, x.shape[0], 100)
+        grad = jax.grad(loss)(theta, Batch(x[index], y[index], index), 0.01)
+        noise = jax.random.normal(jax.random.fold_in(key, t), theta.shape)
+        momentum = 0.9 * momentum + 0.01 * grad - 0.1 * noise
+        return theta - 0.01 * momentum, momentum
+
+    theta = init(key)
+    momentum = jnp.zeros_like(theta)
+    theta, momentum = step(theta, momentum, 0)  # compile
+    start = time.perf_counter()
+    for t in range(loop_steps):
+        theta, momentum = step(theta, momentum, t)
+    jax.block_until_ready(theta)
+    t_loop = time.perf_counter() - start
+    scan_rate = num_steps / t_scan_warm
+    loop_rate = loop_steps / t_loop
+    print(
+        f"3. sgmcmc {num_steps:,} steps, {snapshots.shape[0]} snapshots: first call "
+        f"{t_scan:.1f} s, compiled {t_scan_warm:.1f} s = {scan_rate:,.0f} steps/s; "
+        f"Python loop of a jitted step {loop_rate:,.0f} steps/s; ratio {scan_rate / loop_rate:.1f}x"
+        f" (default 500,000 steps: {500_000 / scan_rate:.0f} s scanned, "
+        f"{500_000 / loop_rate:.0f} s looped)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=["training", "ensemble", "sgmcmc"])
+    parser.add_argument("--agents", nargs="*", default=None)
+    parser.add_argument("--members", type=int, default=100)
+    parser.add_argument("--sgmcmc-steps", type=int, default=50_000)
+    parser.add_argument("--loop-steps", type=int, default=5_000)
+    args = parser.parse_args()
+    names = args.agents or [
+        "mlp", "logistic_regression", "ensemble", "ensemble+", "dropout", "sgmcmc", "bbb",
+        "hypermodel", "epinet", "deep_kernel", "knn", "random_forest",
+    ]  # fmt: skip
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; numpy {np.__version__}")
+    if "training" in args.only:
+        bench_training(names, args.sgmcmc_steps)
+    if "ensemble" in args.only:
+        bench_ensemble(args.members)
+    if "sgmcmc" in args.only:
+        bench_sgmcmc(args.sgmcmc_steps, args.loop_steps)
+
+
+if __name__ == "__main__":
+    main()
