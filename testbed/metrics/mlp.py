@@ -350,7 +350,7 @@ def train_many(
     out = {k: np.array(v) for k, v in state.items()}  # writable copies
     work = dict(y=y_np, train_idx=train_idx, n_train=n_train, val_idx=val_idx, n_val=n_val)
     dev = {k: jnp.asarray(v) for k, v in work.items()}
-    x_dev = x
+    x_dev, compacted = x, False
     order = _shuffles(rng, train_idx, n_train)
     while True:
         state = _train_epoch(
@@ -360,9 +360,9 @@ def train_many(
         order = _shuffles(rng, work["train_idx"], work["n_train"])  # while the epoch runs
         active = np.asarray(state["active"])
         n_active = int(active.sum())
-        if n_active == 0 or (len(sel) >= 8 and n_active <= len(sel) // 4):
-            # store the current models; go on with the active ones only (padded to a power
-            # of two with an inactive model, so few distinct shapes are compiled)
+        if n_active == 0 or (not compacted and len(sel) >= 32 and n_active <= len(sel) // 4):
+            # store the current models; go on with the active ones only, once (each new
+            # number of models costs a compilation, ~3 s), padded to a power of two
             for k, v in state.items():
                 out[k][sel] = np.asarray(v)
             if n_active == 0:
@@ -377,6 +377,7 @@ def train_many(
             dev = {k: jnp.asarray(v) for k, v in work.items()}
             x_dev = x if shared else x[jnp.asarray(sel)]
             order = order[pick]
+            compacted = True
     final = out["best_params"] if cfg.early_stopping else out["params"]
     params = jax.vmap(partial(_unflatten, shapes=shapes))(jnp.asarray(final))
     n_iter, loss = out["n_iter"], out["loss"]
