@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from leaderboard.executors import LocalExecutor, RayExecutor
@@ -37,4 +35,3 @@ def test_ray_matches_local(tmp_path, monkeypatch):
     assert (summary.ok, summary.failed) == (6, 0)
     assert sorted(from_ray) == sorted(j.key for j in jobs)
     assert from_ray == from_local  # identical numbers, not merely close
-    assert os.environ.get("RAY_ADDRESS") is None
