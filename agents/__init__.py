@@ -3,10 +3,25 @@
 `load(name, **overrides)` gives a configured agent; `sweep(name)` its sweep; `names()`.
 """
 
-from agents import baselines, beta_bernoulli, exact, nuts  # noqa: F401  (register the agents)
-from agents import abc_agents, sbi_agents  # noqa: F401  (SBI agents; torch imported lazily)
-from agents import bbb, deep_kernel, dropout, ensemble, ensemble_plus, epinet  # noqa: F401
-from agents import hypermodel, mlp, sgmcmc, sklearn_agents  # noqa: F401  (Neural Testbed)
+# Importing the agent modules registers them (SBI agents import torch lazily).
+from agents import (  # noqa: F401
+    abc_agents,
+    baselines,
+    bbb,
+    beta_bernoulli,
+    deep_kernel,
+    dropout,
+    ensemble,
+    ensemble_plus,
+    epinet,
+    exact,
+    hypermodel,
+    mlp,
+    nuts,
+    sbi_agents,
+    sgmcmc,
+    sklearn_agents,
+)
 from agents.registry import AGENTS, ConfiguredAgent, load, names, register, sweep
 
 __all__ = ["AGENTS", "ConfiguredAgent", "load", "names", "register", "sweep"]

@@ -4,10 +4,15 @@
 `problem_settings(problem_id)` gives the settings the leaderboard joins on.
 """
 
-from generative import classification, coin, conjugate  # noqa: F401  (register the families)
-from generative import real_data  # noqa: F401  (register the real-data family)
-from generative import sbi  # noqa: F401  (simulator tasks: generative.sbi.get_task)
-from generative import sbi_problems  # noqa: F401  (posterior problems sbi/<task>/<budget>/<k>)
+# Importing the family modules registers them; `sbi` also gives generative.sbi.get_task.
+from generative import (  # noqa: F401
+    classification,
+    coin,
+    conjugate,
+    real_data,
+    sbi,
+    sbi_problems,
+)
 from generative.registry import (
     FAMILIES,
     SWEEPS,
