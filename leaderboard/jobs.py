@@ -104,10 +104,19 @@ def expand(
     """Jobs for every (agent config, problem id, seed), in a stable order without repeats.
 
     Checks up front that each agent exists and accepts a `seed` when more than seed 0 is
-    asked for, so a typo fails before any job runs.
+    asked for, so a typo fails before any job runs. A `seed` override is refused: a job's
+    seed comes from `seeds` (it is part of the job key, not of the config).
     """
     import agents
 
+    agent_names = list(agent_names)
+    if not agent_names:
+        raise InputError("agent: got no agent name; allowed: one or more registered agents")
+    if overrides and "seed" in overrides:
+        raise InputError(
+            f"set seed: got {overrides['seed']!r}; allowed: agent seeds are given by "
+            "--seeds (seeds=...), not --set"
+        )
     jobs: dict[str, Job] = {}
     for name in agent_names:
         entry = agents.AGENTS.get(name)

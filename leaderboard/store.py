@@ -60,6 +60,22 @@ ON CONFLICT (key) DO UPDATE SET
 WHERE results.status != 'ok'
 """
 
+_ROW_COLUMNS = (  # what `rows()` reads (the traceback stays in the file)
+    "key",
+    "agent",
+    "config_key",
+    "config",
+    "problem_id",
+    "seed",
+    "status",
+    "error",
+    "metrics",
+    "wall_seconds",
+    "versions",
+    "host",
+    "finished_at",
+    "attempts",
+)
 BASE_COLUMNS = [
     "key",
     "agent",
@@ -70,6 +86,7 @@ BASE_COLUMNS = [
     "status",
     "error",
     "wall_seconds",
+    "versions",
     "host",
     "finished_at",
     "attempts",
@@ -111,6 +128,11 @@ class ResultsStore:
             raise InputError(f"mode: got {mode!r}; allowed: 'r' or 'w'")
         self.path = Path(path)
         self.mode = mode
+        if self.path.is_dir():
+            raise InputError(
+                f"results: got {str(path)!r}, which is a folder; allowed: a results file path "
+                f"such as {str(self.path / DEFAULT_PATH)!r}"
+            )
         if mode == "r" and not self.path.is_file():
             raise InputError(
                 f"results: got {str(path)!r}, which does not exist; allowed: a results file "
@@ -232,31 +254,18 @@ class ResultsStore:
         return {"ok": 0, "failed": 0, **dict(rows.fetchall())}
 
     def rows(self) -> list[dict[str, Any]]:
-        """Every stored row as a dict, metrics parsed (NaN/inf kept)."""
-        cursor = self._conn.execute(
-            "SELECT key, agent, config_key, config, problem_id, seed, status, error, "
-            "metrics, wall_seconds, host, finished_at, attempts FROM results ORDER BY rowid"
-        )
+        """Every stored row as a dict, metrics parsed (NaN/inf kept); the job's seed is
+        `agent_seed` (the problem's own seed is a setting); config and versions stay JSON."""
+        columns = list(_ROW_COLUMNS)
+        cursor = self._conn.execute(f"SELECT {', '.join(columns)} FROM results ORDER BY rowid")
         out = []
-        for r in cursor.fetchall():
-            (key, agent, ckey, config, pid, seed, status, error, metrics, wall, host, at, n) = r
-            out.append(
-                {
-                    "key": key,
-                    "agent": agent,
-                    "config_key": ckey,
-                    "config": config,
-                    "problem_id": pid,
-                    "agent_seed": seed,
-                    "status": status,
-                    "error": error,
-                    "metrics": json.loads(metrics),
-                    "wall_seconds": math.nan if wall is None else wall,
-                    "host": host,
-                    "finished_at": at,
-                    "attempts": n,
-                }
-            )
+        for values in cursor.fetchall():
+            row = dict(zip(columns, values))
+            row["agent_seed"] = row.pop("seed")
+            row["metrics"] = json.loads(row["metrics"])
+            if row["wall_seconds"] is None:
+                row["wall_seconds"] = math.nan
+            out.append(row)
         return out
 
     def dataframe(self, problem_ids: Iterable[str] | None = None):

@@ -12,11 +12,18 @@ class InputError(ValueError):
     """
 
 
+MAX_LISTED = 40  # every registry (agents, sweeps, families, metrics) fits in full
+
+
 def bad_value(field: str, value: object, allowed: str | Iterable[object]) -> InputError:
-    """Builds an `InputError` saying `field` got `value` and listing what is allowed."""
+    """Builds an `InputError` saying `field` got `value` and listing what is allowed.
+
+    Lists of up to MAX_LISTED names are given in full (the user sees every allowed
+    name); longer ones (e.g. hundreds of problem ids) are cut with a count of the rest.
+    """
     if not isinstance(allowed, str):
         items = [str(a) for a in allowed]
-        if len(items) > 12:
-            items = items[:12] + [f"... ({len(items) - 12} more)"]
+        if len(items) > MAX_LISTED:
+            items = items[:MAX_LISTED] + [f"... ({len(items) - MAX_LISTED} more)"]
         allowed = "one of: " + ", ".join(items)
     return InputError(f"{field}: got {value!r}; allowed: {allowed}")

@@ -1,6 +1,7 @@
 """The command line: tables, JSON, and one-line errors with exit status 2."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -51,3 +52,33 @@ def test_console_script_exit_status():
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("testbed: error:") and proc.stderr.count("\n") == 1
+
+
+def test_unknown_agent_error_names_every_agent(capsys):
+    import agents
+
+    assert main(["run", "--agent", "nope", "--problem", "coin/1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "more)" not in err
+    assert all(name in err for name in agents.names())  # none cut off, up to 'uniform'
+
+
+@pytest.mark.parametrize("what", ["agents", "problems", "sweeps", "metrics"])
+def test_list_json_is_machine_readable(what, capsys):
+    assert main(["list", what, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(isinstance(r, dict) and len(r) == 2 for r in rows)
+
+
+def test_closed_stdout_exits_quietly():
+    # `testbed list ... | head`: a reader that has gone away is not a crash (no traceback).
+    read, write = os.pipe()
+    os.close(read)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "list", "sweeps", "--json"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(write)
+    assert proc.returncode == 141 and proc.stderr == ""

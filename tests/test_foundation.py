@@ -46,6 +46,48 @@ def test_public_api_names_import():
     assert callable(agents.load)
 
 
+def test_design_public_api_names_import():
+    """Every name of DESIGN.md's public API resolves after `import agents, generative, ...`."""
+    import leaderboard
+
+    assert callable(generative.sbi.get_task) and "two_moons" in generative.sbi.task_names()
+    for name in ("c2st", "mmd", "LC2ST", "LC2ST_NF"):
+        assert callable(getattr(testbed.metrics, name)), name
+    for name in ("load", "export", "ResultsStore"):
+        assert callable(getattr(leaderboard, name)), name
+    assert leaderboard.DEFAULT_PATH == "testbed-results.db"  # DESIGN.md's default file
+    task = generative.sbi.get_task("two_moons")
+    theta = task.sample_prior(3, seed=0)
+    x = task.simulate(theta, seed=1)
+    assert theta.shape == (3, 2) and x.shape == (3, 2)
+    assert task.reference_posterior(x[0], num_samples=5, seed=0).shape == (5, 2)
+
+
+def test_registering_a_new_agent_is_one_decorator(monkeypatch):
+    # Work on a copy of the registry so the new agent does not leak into other tests.
+    monkeypatch.setattr(agents.AGENTS, "_entries", dict(agents.AGENTS._entries))
+
+    @dataclasses.dataclass(frozen=True)
+    class HalfConfig:
+        p: float = 0.5
+
+    @agents.register("half_coin_test", HalfConfig)
+    def make(config):
+        """Predicts heads with probability p at every input."""
+        logit = math.log(config.p / (1 - config.p))
+        return lambda data, prior: lambda x, key: np.tile([0.0, logit], (len(x), 1))
+
+    assert "half_coin_test" in agents.names()
+    assert agents.AGENTS.get("half_coin_test").description.startswith("Predicts heads")
+    problem = generative.load("coin/1")  # p = 0.2, tau = 1
+    quality = testbed.evaluate(agents.load("half_coin_test", p="0.5"), problem)
+    assert quality["kl_estimate"] == pytest.approx(bernoulli_kl(0.2, 0.5), rel=1e-5)
+    with pytest.raises(InputError, match="p: got 'x'"):
+        agents.load("half_coin_test", p="x")
+    with pytest.raises(InputError, match="registered twice"):
+        agents.register("half_coin_test", HalfConfig)(make)
+
+
 def test_coin_sweep_and_settings():
     ids = generative.sweep_ids("coin")
     assert len(ids) == 18

@@ -85,6 +85,22 @@ def test_store_commits_keeps_ok_rows_and_replaces_failed_ones(tmp_path):
     assert (row["p"], row["num_train"], row["tau"], row["seed"]) == (0.2, 10, 1, 2)
 
 
+def test_a_real_job_row_has_metrics_timings_config_and_versions(tmp_path):
+    from leaderboard.executors import InlineExecutor
+    from leaderboard.runner import run_sweep
+
+    jobs = expand(["beta_bernoulli"], ["coin/1"], overrides={"a": 2.0})
+    with ResultsStore(tmp_path / "r.db") as s:
+        assert run_sweep(jobs, s, InlineExecutor()).ok == 1
+    row = store.load(tmp_path / "r.db").iloc[0]
+    assert row["status"] == "ok" and row["kl_estimate"] > 0 and row["wall_seconds"] > 0
+    assert row["train_seconds"] >= 0 and row["evaluation_seconds"] > 0
+    assert json.loads(row["config"])["a"] == 2.0 and "seed" not in json.loads(row["config"])
+    versions = json.loads(row["versions"])
+    assert {"python", "testbed", "jax", "numpy"} <= set(versions)
+    assert (row["p"], row["tau"]) == (0.2, 1)  # problem settings joined
+
+
 def test_resume_skips_ok_and_failed_unless_retrying(tmp_path):
     jobs = expand(["uniform"], ["coin/0", "coin/1", "coin/2"])
     with ResultsStore(tmp_path / "r.db") as s:
@@ -333,6 +349,8 @@ def test_leaderboard_formats(results_file, capsys):
         (["sweep", "--agent", "nope", "--sweep", "coin"], "agent: got 'nope'"),
         (["sweep", "--agent", "uniform", "--problem", "coin/99"], "coin/99"),
         (["sweep", "--agent", "uniform", "--sweep", "coin", "--seeds", "a"], "seeds: got 'a'"),
+        (["sweep", "--agent", "uniform", "--sweep", "coin", "--set", "seed=3"], "--seeds"),
+        (["sweep", "--agent", ",", "--sweep", "coin"], "agent: got no agent name"),
         (["leaderboard", "--tau", "3"], "tau: got 3"),
         (["leaderboard", "--normalize", "mlp"], "normalize: got 'mlp'"),
     ],
@@ -369,6 +387,12 @@ def test_bad_results_files_from_cli(tmp_path, capsys):
             "schema version 0",
         ),
     ]
+    for command in ("leaderboard", "report"):  # a folder is not a results file
+        cases.append(([command, "--results", str(tmp_path)], "which is a folder"))
+    cases.append(
+        (["sweep", "--agent", "uniform", "--problem", "coin/0", "--results", str(tmp_path)],
+         "which is a folder")
+    )  # fmt: skip
     for argv, message in cases:
         assert main(argv) == 2
         err = capsys.readouterr().err
