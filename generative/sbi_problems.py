@@ -21,7 +21,7 @@ import numpy as np
 
 from generative import sbi as sbi_tasks
 from generative.registry import register_family, register_sweep
-from generative.sbi.task import Task
+from generative.sbi.task import Task, as_rows
 from testbed.base import PriorKnowledge, Quality
 from testbed.errors import InputError, bad_value
 from testbed.posterior_adapter import as_posterior
@@ -68,7 +68,7 @@ class SimulationAccess:
 
     def simulate(self, theta, seed: int = 0) -> np.ndarray:
         """x [n, dim_data] for theta [n, dim_parameters]; counts n against the budget."""
-        theta = np.atleast_2d(np.asarray(theta, np.float64))
+        theta = as_rows(theta, self._task.dim_parameters, "theta")  # shape errors first
         n = theta.shape[0]
         if n > self.remaining:
             raise InputError(

@@ -22,9 +22,16 @@ from testbed.errors import InputError
 
 Style = Literal["sbi", "protocol"]
 
+# sbi posteriors whose `log_prob` is only the potential (unnormalised, sbi warns so): their
+# "density" would give a meaningless NLTP, so they are scored on samples alone, as the
+# benchmark does for NLE / NRE (its NLTP is NaN there).
+UNNORMALISED_SBI_POSTERIORS = ("MCMCPosterior", "RejectionPosterior")
+
 
 def posterior_style(obj: Any) -> Style:
-    """'sbi' when `obj.sample` takes `x=` but no `num_samples`, else 'protocol'."""
+    """'sbi' when `obj.sample` takes `sample_shape`, or `x=` with neither `num_samples` nor
+    `seed` (sbi's `sample(sample_shape, x=x_o)`); else 'protocol' (`sample(x_o, n, seed)`,
+    whatever its arguments are called)."""
     sample = getattr(obj, "sample", None)
     if not callable(sample):
         raise InputError(
@@ -35,17 +42,31 @@ def posterior_style(obj: Any) -> Style:
         params = inspect.signature(sample).parameters
     except (TypeError, ValueError):
         return "protocol"
-    if "num_samples" in params:
-        return "protocol"
-    if "x" in params or "sample_shape" in params:
+    if "sample_shape" in params:
+        return "sbi"
+    if "x" in params and "num_samples" not in params and "seed" not in params:
         return "sbi"
     return "protocol"
 
 
-def _to_numpy(value: Any) -> np.ndarray:
+def has_normalised_log_prob(obj: Any) -> bool:
+    """Whether `obj` offers a normalised density: a callable `log_prob`, and not one of sbi's
+    potential-based posteriors (see UNNORMALISED_SBI_POSTERIORS)."""
+    if not callable(getattr(obj, "log_prob", None)):
+        return False
+    names = {cls.__name__ for cls in type(obj).__mro__}
+    return not names & set(UNNORMALISED_SBI_POSTERIORS)
+
+
+def _to_numpy(value: Any, what: str = "posterior output") -> np.ndarray:
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
-    return np.asarray(value, dtype=np.float64)
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"{what}: got a non-numeric {type(value).__name__}; allowed: an array of numbers"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -90,14 +111,14 @@ class AdaptedPosterior:
     """A posterior seen through one interface: `sample`, `log_prob`, `sample_batched`.
 
     `dim_theta` (when given) is checked on every output. `has_log_prob` says whether the
-    wrapped object offers densities.
+    wrapped object offers normalised densities (sbi's MCMC / rejection posteriors do not).
     """
 
     def __init__(self, obj: Any, dim_theta: int | None = None, style: Style | None = None):
         self.obj = obj
         self.style: Style = style or posterior_style(obj)
         self.dim_theta = dim_theta
-        self.has_log_prob = callable(getattr(obj, "log_prob", None))
+        self.has_log_prob = has_normalised_log_prob(obj)
 
     @staticmethod
     def _quiet(fn) -> dict[str, Any]:
@@ -123,14 +144,16 @@ class AdaptedPosterior:
                 out = self.obj.sample((num,), x=x, **self._quiet(self.obj.sample))
         else:
             out = self.obj.sample(x_o, num, seed)
-        return check_samples(_to_numpy(out), num, self.dim_theta, "posterior samples")
+        return check_samples(
+            _to_numpy(out, "posterior samples"), num, self.dim_theta, "posterior samples"
+        )
 
     def log_prob(self, theta: Any, x_o: Any) -> np.ndarray:
         """log q(theta | x_o) for each row of theta, [n]."""
         if not self.has_log_prob:
             raise InputError(
-                f"posterior: {type(self.obj).__name__} has no log_prob; allowed: a posterior "
-                "with log_prob for density metrics (NLTP)"
+                f"posterior: {type(self.obj).__name__} has no normalised log_prob; allowed: a "
+                "posterior with a normalised log_prob for density metrics (NLTP)"
             )
         theta = np.atleast_2d(np.asarray(theta, np.float64))
         if self.style == "sbi":
@@ -144,7 +167,7 @@ class AdaptedPosterior:
                 )
         else:
             out = self.obj.log_prob(theta, x_o)
-        lp = _to_numpy(out).reshape(-1)
+        lp = _to_numpy(out, "posterior log_prob").reshape(-1)
         if lp.shape[0] != theta.shape[0] or np.isnan(lp).any():
             raise InputError(
                 f"posterior log_prob: got {lp.shape[0]} values (NaN: {bool(np.isnan(lp).any())}) "

@@ -6,6 +6,9 @@ posterior given as our protocol or in the sbi package's shape; bad agent output.
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -75,6 +78,9 @@ def test_budget_is_enforced_and_named():
     p = PosteriorProblem("two_moons", 300, 1, num_samples=100)
     access = p.train_data
     theta = access.prior.sample(300, seed=0)
+    with pytest.raises(InputError, match=r"theta.*shape \[n, 2\]"):
+        access.simulate(np.zeros((400, 3)), seed=1)  # a shape error, not a budget error
+    assert access.num_simulations == 0
     access.simulate(theta[:250], seed=1)
     with pytest.raises(InputError, match="budget of 300") as e:
         access.simulate(theta[:60], seed=2)
@@ -175,6 +181,35 @@ def test_adapter_protocol_and_batched_fallback():
         )
 
 
+class UserModel:
+    """A user's own posterior whose `sample` arguments are named freely (x, n, seed)."""
+
+    def sample(self, x, n, seed):
+        return np.random.default_rng(seed).uniform(-1.0, 1.0, (n, 2))
+
+
+def test_a_users_model_is_scored_whatever_its_argument_names():
+    assert posterior_style(UserModel()) == "protocol"
+    p = PosteriorProblem("two_moons", 1000, 1, num_samples=50, median_distance=False)
+    q = p.evaluate(UserModel())
+    assert 0.5 <= q["c2st"] <= 1.0 and "nltp" not in q
+
+
+class MCMCPosterior(FakeSbiPosterior):
+    """Named as sbi's MCMC posterior, whose log_prob is an unnormalised potential."""
+
+
+def test_unnormalised_sbi_posteriors_are_scored_without_nltp():
+    assert as_posterior(FakeSbiPosterior(2)).has_log_prob
+    post = as_posterior(MCMCPosterior(2), dim_theta=2)
+    assert post.style == "sbi" and not post.has_log_prob
+    with pytest.raises(InputError, match="normalised log_prob"):
+        post.log_prob(np.zeros((1, 2)), np.zeros(2))
+    p = PosteriorProblem("two_moons", 1000, 1, num_samples=50, median_distance=False)
+    q = p.evaluate(MCMCPosterior(2))
+    assert "nltp" not in q and 0.5 <= q["c2st"] <= 1.0
+
+
 class BadPosterior:
     def __init__(self, out):
         self.out = out
@@ -190,6 +225,7 @@ class BadPosterior:
         (lambda n: np.zeros((n - 1, 2)), "shape"),
         (lambda n: np.zeros(n), "shape"),
         (lambda n: np.where(np.arange(n)[:, None] == 2, np.nan, np.zeros((n, 2))), "NaN"),
+        (lambda n: "abc", "non-numeric"),
     ],
 )
 def test_bad_agent_output_is_an_input_error(out, message):
@@ -285,3 +321,52 @@ def test_an_agent_over_budget_fails_with_the_budget_named():
     p = PosteriorProblem("two_moons", 1000, 1, num_samples=10)
     with pytest.raises(InputError, match="budget of 1000"):
         testbed.evaluate(greedy, p)
+
+
+# ----- a misbehaving agent is a failed run, with its reason -----
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultConfig:
+    """How the fault agent misbehaves: over_budget, wrong_shape or nan_samples."""
+
+    mode: str = "over_budget"
+
+
+def make_fault_agent(config: FaultConfig):
+    def agent(access, prior):
+        if config.mode == "over_budget":
+            access.simulate(access.prior.sample(access.budget + 1, seed=0), seed=1)
+        if config.mode == "wrong_shape":
+            return BadPosterior(lambda n: np.zeros((n, 3)))
+        return BadPosterior(lambda n: np.full((n, 2), np.nan))
+
+    return agent
+
+
+@pytest.mark.parametrize(
+    "mode, reason",
+    [
+        ("over_budget", "InputError: simulate: 1001 simulations requested .* budget of 1000"),
+        ("wrong_shape", r"InputError: posterior samples: .* allowed: shape \[10000, 2\]"),
+        ("nan_samples", "InputError: posterior samples: got 10000 of 10000 rows with NaN"),
+    ],
+    ids=["over_budget", "wrong_shape", "nan_samples"],
+)
+def test_a_misbehaving_agent_is_recorded_as_a_failed_run(monkeypatch, mode, reason):
+    """What the leaderboard's worker stores for the job: failed, with the one-line reason."""
+    import agents
+    from agents.registry import AgentEntry
+    from leaderboard.worker import run_job
+
+    entry = AgentEntry("sbi_fault", FaultConfig, make_fault_agent, None, "misbehaves")
+    monkeypatch.setitem(agents.AGENTS._entries, "sbi_fault", entry)
+    job = {
+        "agent": "sbi_fault",
+        "config": {"mode": mode},
+        "problem_id": "sbi/two_moons/1000/1",
+        "seed": 0,
+    }
+    result = run_job(job)
+    assert result["status"] == "failed" and result["metrics"] == {}
+    assert re.match(reason, result["error"]), result["error"]

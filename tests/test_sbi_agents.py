@@ -26,6 +26,7 @@ from agents.abc_agents import (
 from agents.kde import KDE, cv_scores, fit_kde, select_bandwidth
 from generative.sbi_problems import PosteriorProblem
 from testbed.errors import InputError
+from testbed.posterior_adapter import as_posterior
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -67,12 +68,63 @@ def test_neural_agents_wiring(name, overrides, budget):
     np.testing.assert_array_equal(s, post.sample(problem.x_o, 12, seed=3))  # seeded
     has_density = name in ("npe", "snpe")
     assert callable(getattr(post, "log_prob", None)) == has_density
+    # the bare sbi posterior scored through the adapter: NLTP only from normalised densities
+    assert as_posterior(post.posterior).has_log_prob == has_density
     if has_density:
         lp = post.log_prob(problem.theta_true, problem.x_o)
         assert lp.shape == (1,) and np.isfinite(lp).all()
         # amortized: one draw per x in one call
         b = post.sample_batched(problem.train_data.simulate(s[:5], seed=0), seed=1)
         assert b.shape == (5, 2)
+
+
+def test_default_configs_are_the_benchmarks():
+    """sbibm's algorithm configs (npe/snpe/nle/nre yaml, rej-abc, smc-abc): see the notes."""
+    shared = {
+        "hidden_features": 50,
+        "training_batch_size": 10_000,
+        "learning_rate": 5e-4,
+        "validation_fraction": 0.1,
+        "stop_after_epochs": 20,
+        "clip_max_norm": 5.0,
+        "z_score": True,
+    }
+    mcmc = {
+        "mcmc_method": "slice_np_vectorized",
+        "num_chains": 100,
+        "thin": 10,
+        "warmup_steps": 100,
+        "init_strategy": "resample",
+        "num_candidate_samples": 10_000,
+    }
+    want = {
+        "npe": {
+            **shared,
+            "num_rounds": 1,
+            "density_estimator": "nsf",
+            "num_transforms": 5,
+            "num_bins": 10,
+        },
+        "snpe": {**shared, "num_rounds": 10, "density_estimator": "nsf", "num_atoms": 10},
+        "nle": {**shared, **mcmc, "num_rounds": 1, "density_estimator": "maf"},
+        "snle": {**shared, **mcmc, "num_rounds": 10, "density_estimator": "maf"},
+        "nre": {**shared, **mcmc, "num_rounds": 1, "classifier": "resnet", "num_atoms": 10},
+        "snre": {**shared, **mcmc, "num_rounds": 10, "classifier": "resnet"},
+        "rej_abc": {"num_top_samples": 100, "kde_bandwidth": "cv"},
+        "smc_abc": {
+            "population_size": 0,
+            "initial_round_factor": 5,
+            "epsilon_decay": 0.2,
+            "epsilon_rule": "sbi",
+            "kernel_variance_scale": 0.5,
+            "use_last_pop_samples": True,
+            "kde_bandwidth": "cv",
+            "kde_sample_weights": True,
+        },
+    }
+    for name, fields in want.items():
+        config = agents.load(name).config
+        assert {k: getattr(config, k) for k in fields} == fields, name
 
 
 def test_npe_is_reproducible_from_its_seed():

@@ -114,6 +114,10 @@ def test_bad_input(name):
         task.reference_posterior(task.observation(1), num_samples=0)
     with pytest.raises(InputError, match="seed"):
         task.sample_prior(3, seed=-1)
+    with pytest.raises(InputError, match="theta: got 'a non-numeric str'"):
+        task.simulate("abc")
+    with pytest.raises(InputError, match="x_o: got 'a non-numeric list'"):
+        task.reference_posterior(["a"] * dx, 5)
     if task.support.kind != "real":
         bad = task.sample_prior(2)
         bad[1, 0] = -50.0  # outside U(-a, a) boxes and the positive half-line
@@ -232,6 +236,21 @@ def test_gaussian_linear_posterior_closed_form():
     np.testing.assert_allclose(np.cov(s.T), 0.05 * np.eye(10), atol=5 * 0.05 * math.sqrt(2 / n))
     prior_draws = task.sample_prior(100_000, seed=1)
     np.testing.assert_allclose(prior_draws.var(0), 0.1, rtol=0.03)
+    # the simulator's noise is a variance of 0.1 too (sd 0.316), not an sd of 0.1
+    noise = task.simulate(np.zeros((100_000, 10)), seed=2)
+    np.testing.assert_allclose(noise.var(0), 0.1, rtol=0.03)  # rel. sd sqrt(2 / n) = 0.45%
+
+
+def test_gaussian_mixture_draws_one_component_per_simulation():
+    """The benchmark's v1.1.0 fix: a component per row (not per batch), shared by both dims."""
+    x = sbi.get_task("gaussian_mixture").simulate(np.zeros((20_000, 2)), seed=0)
+    r = np.linalg.norm(x, axis=1)
+    # P(|x| < 0.3) = 0.5 (1 - e^-4.5) + 0.5 (1 - e^-0.045) = 0.517 (binomial sd 0.0035);
+    # a component per batch would give 0.989 or 0.044.
+    assert abs(np.mean(r < 0.3) - 0.517) < 0.02
+    # One component for both coordinates: a narrow x_1 with a wide x_2 happens only
+    # within the wide component, 0.5 * 0.236 * 0.317 = 0.037 (per-coordinate: ~0.1).
+    assert np.mean((np.abs(x[:, 0]) < 0.3) & (np.abs(x[:, 1]) > 1.0)) < 0.05
 
 
 def test_gaussian_linear_uniform_posterior_truncated_normals():
@@ -281,7 +300,9 @@ def _rank_uniformity_pvalue(name: str, num_pairs: int = 300, num_draws: int = 99
     return min(stats.chisquare(c).pvalue for c in counts)
 
 
-@pytest.mark.parametrize("name", ["two_moons", "gaussian_mixture", "gaussian_linear_uniform"])
+@pytest.mark.parametrize(
+    "name", ["two_moons", "gaussian_mixture", "gaussian_linear_uniform", "gaussian_linear"]
+)
 def test_reference_posterior_rank_calibration(name):
     # Fixed seeds: the p-value is deterministic; under correct posteriors p ~ U(0, 1) per
     # dimension, so p > 1e-3 over <= 10 dims fails by chance with probability < 1%.

@@ -39,9 +39,17 @@ def check_count(num: int, field: str) -> int:
     return int(num)
 
 
+def as_float_array(values, field: str, want: str) -> np.ndarray:
+    """`values` as a float64 array, or an InputError naming `field` when it is not numeric."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise bad_value(field, f"a non-numeric {type(values).__name__}", want) from None
+
+
 def as_rows(values, dim: int, field: str) -> np.ndarray:
     """`values` as a float64 array [n, dim]; a single vector [dim] becomes one row."""
-    arr = np.asarray(values, dtype=np.float64)
+    arr = as_float_array(values, field, f"numbers of shape [n, {dim}] or [{dim}]")
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] != dim:
@@ -152,7 +160,7 @@ class Task(abc.ABC):
 
     def check_observation(self, x_o) -> np.ndarray:
         """`x_o` as a vector [dim_data]; accepts [dim_data] or [1, dim_data]."""
-        arr = np.asarray(x_o, dtype=np.float64)
+        arr = as_float_array(x_o, "x_o", f"numbers of shape [{self.dim_data}]")
         if arr.ndim == 2 and arr.shape[0] == 1:
             arr = arr[0]
         if arr.shape != (self.dim_data,):
