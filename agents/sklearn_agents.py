@@ -18,6 +18,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from agents.registry import register
 from testbed.base import Data, FiniteSampler, PriorKnowledge
 from testbed.config import check_at_least, check_one_of
+from testbed.errors import InputError
 
 PROB_CLIP = (0.01, 0.99)
 
@@ -35,9 +36,12 @@ def as_sampler(classifier, num_classes: int) -> FiniteSampler:
 
     def all_logits(x):
         probs = classifier.predict_proba(np.asarray(x, np.float64))
-        probs = np.clip(probs, *PROB_CLIP)
-        assert probs.shape[1] == num_classes
-        return np.log(probs).astype(np.float32)[None]
+        if probs.shape[1] != num_classes:  # a class absent from the fit (should not happen)
+            raise InputError(
+                f"classifier classes: got {probs.shape[1]} probability columns; allowed: "
+                f"{num_classes} (prior_knowledge.num_classes)"
+            )
+        return np.log(np.clip(probs, *PROB_CLIP)).astype(np.float32)[None]
 
     all_logits.traceable = False  # scikit-learn: the evaluators call it directly
     return FiniteSampler(all_logits, 1)

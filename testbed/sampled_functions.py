@@ -42,6 +42,19 @@ def _check_shape(out_shape: tuple[int, ...], num_rows: int, num_classes: int | N
         )
 
 
+def _check_members(
+    out_shape: tuple[int, ...], num_functions: int, num_rows: int, num_classes: int | None
+) -> None:
+    """`all_logits(x)` of a FiniteSampler: one [n, C] block per declared function."""
+    if len(out_shape) != 3 or out_shape[0] != num_functions:
+        c = num_classes if num_classes is not None else "C"
+        raise InputError(
+            f"sampler output (all_logits): got shape {list(out_shape)}; allowed: "
+            f"[{num_functions}, {num_rows}, {c}] (num_functions = {num_functions})"
+        )
+    _check_shape(out_shape[1:], num_rows, num_classes)
+
+
 def _is_traceable(fn: Callable, *args) -> tuple[bool, tuple[int, ...] | None]:
     if getattr(fn, "traceable", True) is False:
         return False, None
@@ -111,11 +124,11 @@ def apply_functions(
     if isinstance(sampler, FiniteSampler):
         ok, shape = _is_traceable(sampler.all_logits, x)
         if ok:
-            _check_shape(shape[1:], x.shape[0], num_classes)
+            _check_members(shape, sampler.num_functions, x.shape[0], num_classes)
             values, bad_nan, bad_inf = _map_members(sampler.all_logits, reduce, x, aux)
         else:
             logits = np.asarray(sampler.all_logits(np.asarray(x)))
-            _check_shape(logits.shape[1:], x.shape[0], num_classes)
+            _check_members(logits.shape, sampler.num_functions, x.shape[0], num_classes)
             values, bad_nan, bad_inf = _map_members(lambda _: jnp.asarray(logits), reduce, x, aux)
         _raise_if_bad(bad_nan, bad_inf)
         index = jax.vmap(sampler.index)(keys)

@@ -209,6 +209,18 @@ def test_bad_sampler_output_is_a_clear_error(bad, message):
         problem.evaluate(bad)
 
 
+@pytest.mark.parametrize("traceable", [True, False])
+def test_finite_sampler_with_wrong_member_count_is_a_clear_error(traceable):
+    problem = small("classification_2d/3", num_test_seeds=10, num_enn_samples=4)
+
+    def all_logits(x):  # declares 5 functions, returns 3
+        return jnp.zeros((3, x.shape[0], 2)) if traceable else np.zeros((3, x.shape[0], 2))
+
+    all_logits.traceable = traceable
+    with pytest.raises(InputError, match=r"all_logits.*got shape \[3, 10, 2\].*\[5, 10, 2\]"):
+        problem.kl(FiniteSampler(all_logits, 5))
+
+
 def test_zero_probability_is_clipped_and_flagged():
     problem = small("classification_2d/250", num_test_seeds=200, num_enn_samples=4)
 

@@ -271,6 +271,30 @@ def test_bad_ids(pid, match):
         generative.problem_settings(pid)
 
 
+def test_real_sweep_runs_and_ranks_on_the_leaderboard(tmp_path):
+    """A real-data sweep goes through the leaderboard like the synthetic ones: jobs, the
+    results store, one ranking table per tau normalised by uniform (full N = M = 1000)."""
+    from leaderboard.board import build
+    from leaderboard.executors import InlineExecutor
+    from leaderboard.jobs import sweep_jobs
+    from leaderboard.runner import run_sweep
+    from leaderboard.store import ResultsStore
+
+    path = tmp_path / "results.db"
+    jobs = sweep_jobs(["uniform", "average_class_probs"], "real_offline_test", seeds=[0])
+    with ResultsStore(path) as store:
+        summary = run_sweep(jobs, store, InlineExecutor())
+    assert (summary.ok, summary.failed) == (4, 0)
+    board = build(path, sweep="real_offline_test")
+    assert set(board.kl) == {1, 10}
+    for tau, table in board.kl.items():
+        rows = table.set_index("agent")
+        assert rows.loc["uniform", "mean_kl"] == pytest.approx(tau * math.log(3), rel=1e-6)
+        assert rows.loc["uniform", "normalized_kl"] == pytest.approx(1.0)
+        # iris's training classes are nearly balanced: class frequencies ~ uniform
+        assert rows.loc["average_class_probs", "normalized_kl"] == pytest.approx(1.0, abs=0.05)
+
+
 # TFDS path, without network: TFDS's mock data source (no TensorFlow needed).
 
 
