@@ -189,16 +189,33 @@ def test_discrete_joint_predictives_sum_to_one():
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_samplers_match_analytic_moments_and_cdfs(name):
-    """20k draws: means within 5 se of the analytic mean; PIT of each marginal uniform (KS)."""
+    """20k draws: means and variances within 5 se of the analytic ones; PIT of each marginal
+    uniform (KS). The variance check uses squared deviations from the exact mean (unbiased
+    for var), its se estimated from their spread: sd((theta - mean)^2) / sqrt(n)."""
     fam = FAMILIES[name]
     x, y = dataset(fam, 10, seed=11)
     post = fam.posterior(x, y)
     theta = post.sample(np.random.default_rng(12), 20_000)
     se = np.sqrt(post.var / theta.shape[0])
     assert np.all(np.abs(theta.mean(0) - post.mean) < 5 * se)
+    dev2 = (theta - post.mean) ** 2
+    se_var = dev2.std(0) / np.sqrt(theta.shape[0])
+    assert np.all(np.abs(dev2.mean(0) - post.var) < 5 * se_var), (dev2.mean(0), post.var)
     u = post.marginal_cdf(theta)
     for j in np.nonzero(~np.isnan(u[0]))[0]:
         assert stats.kstest(u[:, j], "uniform").pvalue > 1e-3
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_in_support_flags_draws_outside_the_parameter_space(name):
+    """Posterior draws are inside; their negatives leave every non-Gaussian support (negative
+    rate, probability, weights or variance; -Sigma is negative definite)."""
+    fam = FAMILIES[name]
+    x, y = dataset(fam, 10, seed=14)
+    post = fam.posterior(x, y)
+    theta = post.sample(np.random.default_rng(15), 50)
+    assert post.in_support(theta).all()
+    assert post.in_support(-theta).all() == bool(post.gaussian)
 
 
 def test_gaussian_posterior_matches_textbook_formulas():

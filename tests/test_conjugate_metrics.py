@@ -67,13 +67,16 @@ def test_gaussian_kl_closed_form_against_monte_carlo():
     assert gaussian_kl(MEAN, CORR, MEAN, CORR) == pytest.approx(0.0, abs=1e-12)
     # 1-D textbook: log(s_p/s_q) + (s_q^2 + (m_q - m_p)^2) / (2 s_p^2) - 1/2
     assert gaussian_kl([1.0], [[4.0]], [0.0], [[1.0]]) == pytest.approx(-np.log(2) + 2.5 - 0.5)
-    with pytest.raises(InputError, match="gaussian_kl"):
+    with pytest.raises(InputError, match="mean_q / cov_q"):
         gaussian_kl([0.0, 1.0], np.eye(3), MEAN, CORR)
 
 
 def test_mc_kl_is_zero_for_the_exact_density():
     lp = np.random.default_rng(0).normal(size=100)
     assert mc_kl(lp, lp) == {"estimate": 0.0, "stderr": 0.0}
+    outside = lp.copy()
+    outside[7] = -np.inf  # a draw of q where p has no mass: KL(q || p) is infinite
+    assert mc_kl(lp, outside)["estimate"] == np.inf
 
 
 def test_ks_uniform_matches_scipy():
@@ -200,12 +203,53 @@ def test_ddks_type_one_error_and_power(independent):
 
 def test_ddks_rejects_bad_input():
     x = np.zeros((10, 2))
+    null = np.zeros((5, 10, 2))
     with pytest.raises(InputError, match="null_samples"):
         ddks_test(x, np.zeros((5, 9, 2)), reference=x)
     with pytest.raises(InputError, match="exactly one"):
-        ddks_test(x, np.zeros((5, 10, 2)))
-    with pytest.raises(InputError, match="non-finite"):
-        ddks_test(np.full((10, 2), np.nan), np.zeros((5, 10, 2)), reference=x)
+        ddks_test(x, null)
+    with pytest.raises(InputError, match="samples: got non-finite"):
+        ddks_test(np.full((10, 2), np.nan), null, reference=x)
+    with pytest.raises(InputError, match="null_samples: got non-finite"):
+        ddks_test(x, np.full((5, 10, 2), np.inf), reference=x)
+    with pytest.raises(InputError, match="reference: got dim 3"):
+        ddks_test(x, null, reference=np.zeros((10, 3)))
+    with pytest.raises(InputError, match="cdf_values: got shape"):
+        ddks_test(x, null, cdf_values=np.zeros((10, 3)), null_cdf_values=null)
+    with pytest.raises(InputError, match="null_cdf_values: got shape"):
+        ddks_test(x, null, cdf_values=x, null_cdf_values=np.zeros((5, 8, 2)))
+
+
+def test_one_sample_metrics_reject_bad_input_and_accept_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    s = draws(rng, 50)
+    with pytest.raises(InputError, match="cov_q: not positive definite"):
+        gaussian_kl(MEAN, -CORR, MEAN, CORR)
+    with pytest.raises(InputError, match="mean_p: got NaN"):
+        gaussian_kl(MEAN, CORR, [np.nan, 0.0, 0.0], CORR)
+    with pytest.raises(InputError, match="log_p"):
+        mc_kl(np.zeros(5), np.zeros(4))
+    with pytest.raises(InputError, match="log_q: got NaN"):
+        mc_kl(np.array([np.nan, 0.0]), np.zeros(2))
+    with pytest.raises(InputError, match="samples: got dim 3; allowed: 2"):
+        mahalanobis_chi2(s, MEAN[:2], CORR[:2, :2])
+    with pytest.raises(InputError, match="samples: got 1 rows with NaN"):
+        mahalanobis_chi2(np.vstack([s[:4], np.full(3, np.nan)]), MEAN, CORR)
+    with pytest.raises(InputError, match="cdf_values: got values outside"):
+        pit_ks(np.full((20, 2), 1.5))
+    u = pit(s)
+    u[3, 1] = np.nan  # NaN inside a column is an error; a whole NaN column is skipped
+    with pytest.raises(InputError, match="NaN inside a column"):
+        pit_ks(u)
+    u[:, 1] = np.nan
+    assert pit_ks(u)["num_marginals"] == 2
+    # torch tensors are accepted and give the numpy answer
+    t = torch.as_tensor(s)
+    assert mahalanobis_chi2(t, MEAN, CORR) == mahalanobis_chi2(s, MEAN, CORR)
+    assert pit_ks(torch.as_tensor(pit(s))) == pit_ks(pit(s))
+    lq = torch.as_tensor(rng.standard_normal(10))
+    assert mc_kl(lq, lq)["estimate"] == 0.0
 
 
 def test_joint_predictive_kl_for_a_simulator_task():
@@ -237,3 +281,7 @@ def test_joint_predictive_kl_for_a_simulator_task():
     assert abs(bad_mc["estimate"] - bad["estimate"]) < 0.05
     with pytest.raises(InputError, match="truth"):
         joint_predictive_kl(loglik, biased, futures, exact_truth[:5])
+    with pytest.raises(InputError, match="agent_samples"):
+        joint_predictive_kl(loglik, np.full_like(biased, np.nan), futures, exact_truth)
+    with pytest.raises(InputError, match="futures"):
+        joint_predictive_kl(loglik, biased, futures[:1], exact_truth[:1])

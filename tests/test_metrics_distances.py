@@ -83,6 +83,12 @@ def test_moments_and_median_distance():
     assert nltp(np.array([-1.0, -3.0])) == pytest.approx(2.0)
     with pytest.raises(InputError, match="x_o"):
         median_distance(np.zeros(3), xs)
+    with pytest.raises(InputError, match="x_o: got NaN"):
+        median_distance(np.array([0.0, np.nan]), xs)
+    # -log q(theta*) is +inf when theta* is outside q's support; NaN is an error
+    assert nltp(np.array([-np.inf])) == np.inf
+    with pytest.raises(InputError, match="log_prob_true_parameters"):
+        nltp(np.array([np.nan]))
 
 
 def test_ksd_matches_double_sum_and_detects_wrong_model():

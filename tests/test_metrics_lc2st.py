@@ -111,6 +111,17 @@ def test_bad_input():
         test.p_value(theta_o, x_o)
 
 
+def test_reused_null_classifiers_must_match(good):
+    theta, x, post, _, _ = calibration(N_CAL, 4)
+    null = good.trained_clfs_null  # 20 classifiers on d_theta + d_x = 4 inputs
+    with pytest.raises(InputError, match="trained_clfs_null: got 20 classifiers"):
+        LC2ST_NF(theta, x, post, inverse, num_trials_null=H // 2, trained_clfs_null=null)
+    with pytest.raises(InputError, match="allowed: 20 .* on 3 inputs"):
+        LC2ST_NF(theta, x[:, :1], post, inverse, num_trials_null=H, trained_clfs_null=null)
+    with pytest.raises(InputError, match="prior_samples: got shape"):
+        LC2ST(theta[None], x, post)
+
+
 def rejections(runs: int, seed0: int, shift: float, n: int = N_CAL, trials: int = 30) -> int:
     """How many of `runs` independent L-C2ST tests reject at alpha = 0.05."""
     count = 0
@@ -121,14 +132,42 @@ def rejections(runs: int, seed0: int, shift: float, n: int = N_CAL, trials: int 
     return count
 
 
+def null_p_values(nf: bool, runs: int, seed0: int, trials: int = 30) -> np.ndarray:
+    """[runs, 2] sbi and exact p-values of L-C2ST (or L-C2ST-NF) of the exact posterior."""
+    out = []
+    for i in range(runs):
+        theta, x, post, theta_o, x_o = calibration(N_CAL, seed0 + i)
+        if nf:
+            test = LC2ST_NF(theta, x, post, inverse, num_trials_null=trials, num_eval=2000,
+                            seed=seed0 + i).train()  # fmt: skip
+            stat = test.get_statistic_on_observed_data(x_o)
+            null = test.get_statistics_under_null_hypothesis(x_o).scores
+        else:
+            test = LC2ST(theta, x, post, num_trials_null=trials, seed=seed0 + i).train()
+            stat = test.get_statistic_on_observed_data(theta_o, x_o)
+            null = test.get_statistics_under_null_hypothesis(theta_o, x_o).scores
+        out.append([p_value_from(stat, null, "sbi"), p_value_from(stat, null, "exact")])
+    return np.asarray(out)
+
+
 @pytest.mark.slow
-def test_type_one_error_over_repetitions():
-    """Exact posterior: rejections at alpha = 0.05 over R = 40 independent runs stay within
-    binomial error. With H = 30 the sbi p-value mean(T_null > T) < 0.05 rejects when T is
-    above all but at most one null statistic: level 2/31 = 0.065 if the trials were
-    exchangeable; P(Bin(40, 0.065) >= 8) = 0.004, so at most 7. (Seeds 100-139 give 7,
-    P(>= 7) = 0.013: borderline; the exactly valid p-value gives 3.)"""
-    assert rejections(40, 100, shift=0.0) <= 7
+@pytest.mark.parametrize("nf", [False, True], ids=["lc2st", "lc2st_nf"])
+def test_type_one_error_over_repetitions(nf):
+    """Exact posterior, R = 100 independent runs (fixed seeds), H = 30 null trials.
+
+    The exact p-value (1 + #{T_h >= T}) / (1 + H) < alpha rejects when T tops all H nulls:
+    level 1/31 <= alpha for exchangeable trials; the requirement is a rejection rate at or
+    below alpha = 0.05 within binomial error: at most the 99.5 % quantile of Bin(R, alpha).
+    sbi's p-value mean(T_h > T) < alpha also rejects when one null is above: level 2/31 =
+    0.065, bounded the same way. (Over 300 / 200 runs from seed 1000 we measured 0.047 / 0.045
+    for the exact p-value, 0.093 / 0.095 for sbi's.)"""
+    from scipy import stats
+
+    runs, trials = 100, 30
+    p = null_p_values(nf, runs, 1000, trials)
+    rejected = np.sum(p < 0.05, axis=0)
+    assert rejected[1] <= stats.binom.ppf(0.995, runs, 0.05), rejected
+    assert rejected[0] <= stats.binom.ppf(0.995, runs, 2 / (trials + 1)), rejected
 
 
 @pytest.mark.slow

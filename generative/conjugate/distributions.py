@@ -2,7 +2,9 @@
 
 Each offers what the evaluators need: `sample(rng, n) -> [n, d]`, `log_prob(theta [n, d])`,
 exact per-coordinate CDFs `marginal_cdf(theta) -> [n, d]` (NaN where none is closed form),
-`mean` and `var` [d], and flags: `gaussian` (then `cov` is exact) and `independent`
+`mean` and `var` [d], `in_support(theta) -> [n] bool` (an agent's draws may leave the
+support, e.g. a kernel density around ABC draws: their exact density is 0, log_prob is only
+meaningful inside), and flags: `gaussian` (then `cov` is exact) and `independent`
 (coordinates independent, so orthant masses are products of marginal CDFs).
 """
 
@@ -58,6 +60,9 @@ class Gaussian:
         chol = np.linalg.cholesky(self.cov)
         return self.mean_ + rng.standard_normal((n, self.dim)) @ chol.T
 
+    def in_support(self, theta) -> np.ndarray:
+        return np.ones(np.asarray(theta).shape[0], bool)
+
     def log_prob(self, theta) -> np.ndarray:
         return dens.mvn(np.asarray(theta, np.float64), self.mean_, self.cov)
 
@@ -85,6 +90,9 @@ class Gamma:
 
     def sample(self, rng, n):
         return rng.gamma(self.shape, 1.0 / self.rate, size=(n, 1))
+
+    def in_support(self, theta):
+        return np.asarray(theta, np.float64)[:, 0] > 0.0
 
     def log_prob(self, theta):
         return dens.gamma(np.asarray(theta, np.float64)[:, 0], self.shape, self.rate)
@@ -114,6 +122,10 @@ class Beta:
 
     def sample(self, rng, n):
         return rng.beta(self.a, self.b, size=(n, 1))
+
+    def in_support(self, theta):
+        t = np.asarray(theta, np.float64)[:, 0]
+        return (t > 0.0) & (t < 1.0)
 
     def log_prob(self, theta):
         return dens.beta(np.asarray(theta, np.float64)[:, 0], self.a, self.b)
@@ -146,6 +158,11 @@ class Dirichlet:
 
     def sample(self, rng, n):
         return rng.dirichlet(self.alpha, size=n)
+
+    def in_support(self, theta):
+        """Positive coordinates summing to 1 (to float rounding)."""
+        t = np.asarray(theta, np.float64)
+        return np.all(t > 0.0, axis=1) & (np.abs(t.sum(axis=1) - 1.0) < 1e-6)
 
     def log_prob(self, theta):
         return dens.dirichlet(np.asarray(theta, np.float64), self.alpha)
@@ -181,6 +198,9 @@ class NormalInverseGamma:
         s2 = self.beta / rng.gamma(self.alpha, 1.0, size=n)
         mu = self.mu0 + np.sqrt(s2 / self.kappa) * rng.standard_normal(n)
         return np.stack([mu, s2], axis=1)
+
+    def in_support(self, theta):
+        return np.asarray(theta, np.float64)[:, 1] > 0.0
 
     def log_prob(self, theta):
         theta = np.asarray(theta, np.float64)
@@ -255,6 +275,11 @@ class NormalInverseWishart:
         )
         vr, vc = vech_indices(p)
         return np.concatenate([mu, sigma[:, vr, vc]], axis=1)
+
+    def in_support(self, theta):
+        """Sigma positive definite (its smallest eigenvalue above 0)."""
+        _, sigma = self.split(theta)
+        return np.linalg.eigvalsh(sigma)[:, 0] > 0.0
 
     def log_prob(self, theta):
         mu, sigma = self.split(theta)

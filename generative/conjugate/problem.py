@@ -164,9 +164,13 @@ class ConjugateProblem:
             out["mahalanobis_pvalue"] = m["p_value"]
             out["mahalanobis_reject"] = m["p_value"] < self.alpha
             out["mahalanobis_mean_ratio"] = m["mean_ratio"]
+        inside = post.in_support(samples)
+        out["outside_support_fraction"] = 1.0 - inside.mean()
         if callable(getattr(predictive, "log_prob", None)):
             log_q = np.asarray(predictive.log_prob(samples, self.x_o), np.float64).reshape(-1)
-            kl = mc_kl(log_q, post.log_prob(samples))
+            log_p = np.full(samples.shape[0], -np.inf)  # p has no mass outside its support
+            log_p[inside] = post.log_prob(samples[inside])
+            kl = mc_kl(log_q, log_p)
             out["kl_q_p"], out["kl_q_p_stderr"] = kl["estimate"], kl["stderr"]
         pit = pit_ks(post.marginal_cdf(samples))
         out["pit_ks_pvalue"], out["pit_ks_statistic"] = pit["p_value"], pit["statistic"]
@@ -213,7 +217,12 @@ class ConjugateProblem:
         joint_kl_gaussian: the same KL in closed form when the family is linear-Gaussian and
         the agent's posterior is Gaussian (mean, cov). joint_kl_exact: by exact enumeration
         over the sufficient statistic (beta-binomial, gamma-Poisson), for the agent's mixture.
+        The agent's predictive mixes its draws inside the parameter space only (a likelihood
+        is undefined outside; `outside_support_fraction` reports how many were left out).
         """
+        samples = samples[self.posterior.in_support(samples)]
+        if samples.shape[0] == 0:
+            return {"joint_kl": np.nan, "joint_kl_stderr": np.nan}
         fam, tau, num = self.family, self.tau, self.num_test_batches
         rng = np.random.default_rng((self.seed, 3))
         theta_star = self.posterior.sample(rng, num)

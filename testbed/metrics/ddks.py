@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from testbed.errors import InputError
+from testbed.metrics.inputs import to_numpy
 from testbed.metrics.registry import register
 
 
@@ -94,12 +95,15 @@ def null_statistics_reference(null: jax.Array, reference: jax.Array, block: int 
     return jax.lax.map(lambda a: statistic_reference(a, reference, block=block), null)
 
 
-def _check(samples: np.ndarray, name: str) -> np.ndarray:
-    samples = np.asarray(samples, np.float32)
-    if samples.ndim != 2 or samples.shape[0] < 1:
+def _check(samples, name: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """float32 finite array; [n, d] with d <= 16, or exactly `shape` when given."""
+    samples = to_numpy(samples, np.float32)
+    if shape is not None and samples.shape != shape:
+        raise InputError(f"{name}: got shape {samples.shape}; allowed: {list(shape)}")
+    if shape is None and (samples.ndim != 2 or samples.shape[0] < 1):
         raise InputError(f"{name}: got shape {samples.shape}; allowed: [num_samples, dim]")
-    if samples.shape[1] > 16:
-        raise InputError(f"{name}: got dim {samples.shape[1]}; allowed: dim <= 16 (2^d orthants)")
+    if samples.shape[-1] > 16:
+        raise InputError(f"{name}: got dim {samples.shape[-1]}; allowed: dim <= 16 (2^d orthants)")
     if not np.all(np.isfinite(samples)):
         raise InputError(f"{name}: got non-finite values; allowed: finite numbers")
     return samples
@@ -122,12 +126,13 @@ def ddks_test(
     the points) or a `reference` sample [N, d]. Returns statistic, p_value, num_null.
     """
     samples = _check(samples, "samples")
-    null = np.asarray(null_samples, np.float32)
+    null = to_numpy(null_samples, np.float32)
     if null.ndim != 3 or null.shape[1:] != samples.shape:
         raise InputError(
             f"null_samples: got shape {null.shape}; allowed: [H, {samples.shape[0]}, "
             f"{samples.shape[1]}] (H null draws of the samples' shape)"
         )
+    null = _check(null, "null_samples", null.shape)
     if (cdf_values is None) == (reference is None):
         raise InputError(
             "ddks_test: give exactly one of cdf_values (with null_cdf_values) or reference"
@@ -135,12 +140,17 @@ def ddks_test(
     if cdf_values is not None:
         if null_cdf_values is None:
             raise InputError("null_cdf_values: got None; allowed: [H, n, d] with cdf_values")
-        stat = statistic_exact(samples, jnp.asarray(cdf_values, jnp.float32), block=block)
-        null_stats = null_statistics_exact(
-            jnp.asarray(null), jnp.asarray(null_cdf_values, jnp.float32), block=block
-        )
+        cdf = _check(cdf_values, "cdf_values", samples.shape)
+        null_cdf = _check(null_cdf_values, "null_cdf_values", null.shape)
+        stat = statistic_exact(samples, jnp.asarray(cdf), block=block)
+        null_stats = null_statistics_exact(jnp.asarray(null), jnp.asarray(null_cdf), block=block)
     else:
-        ref = jnp.asarray(_check(reference, "reference"))
+        ref = _check(reference, "reference")
+        if ref.shape[1] != samples.shape[1]:
+            raise InputError(
+                f"reference: got dim {ref.shape[1]}; allowed: {samples.shape[1]} (that of samples)"
+            )
+        ref = jnp.asarray(ref)
         stat = statistic_reference(samples, ref, block=block)
         null_stats = null_statistics_reference(jnp.asarray(null), ref, block=block)
     null_stats = np.asarray(null_stats)

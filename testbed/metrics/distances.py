@@ -22,6 +22,8 @@ def median_distance(x_o, predictive_samples) -> float:
     x_o = to_numpy(x_o, np.float64).reshape(1, -1)
     if x_o.shape[1] != xs.shape[1]:
         raise InputError(f"x_o: got dim {x_o.shape[1]}; allowed: {xs.shape[1]} (as simulations)")
+    if not np.all(np.isfinite(x_o)):
+        raise InputError("x_o: got NaN or infinite values; allowed: finite")
     return float(np.median(np.linalg.norm(xs - x_o, axis=1)))
 
 
@@ -48,11 +50,15 @@ def posterior_variance_ratio(reference, samples) -> float:
 
 @register("nltp", needs=("log_prob",))
 def nltp(log_prob_true_parameters) -> float:
-    """Negative log-probability of the true parameters, -log q(theta* | x_o), averaged."""
+    """Negative log-probability of the true parameters, -log q(theta* | x_o), averaged.
+
+    A log-probability of -inf (theta* outside q's support) gives +inf; NaN or +inf is an error.
+    """
     lp = to_numpy(log_prob_true_parameters, np.float64).reshape(-1)
-    if lp.size == 0 or np.any(np.isnan(lp)):
+    if lp.size == 0 or np.any(np.isnan(lp) | (lp == np.inf)):
         raise InputError(
-            f"log_prob_true_parameters: got {lp.size} values with NaN; allowed: finite"
+            f"log_prob_true_parameters: got {lp.size} values with NaN or +inf; allowed: at "
+            "least one value, each finite or -inf"
         )
     return float(-lp.mean())
 

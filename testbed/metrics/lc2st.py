@@ -59,8 +59,10 @@ def p_value_from(stat: float, null: np.ndarray, method: PValue = "sbi") -> float
 
 
 def _standardizer(theta: np.ndarray, x: np.ndarray):
+    """Mean and unbiased std (as torch.std in sbi; 0 -> 1) of the class-0 theta and of x."""
+
     def stats(a):
-        s = a.std(0)
+        s = a.std(0, ddof=1)
         return a.mean(0), np.where(s == 0, 1.0, s).astype(np.float32)
 
     return stats(theta), stats(x)
@@ -96,6 +98,8 @@ class LC2ST:
         x = x[:, None] if x.ndim == 1 else x
         post = to_numpy(posterior_samples)
         post = post[:, None] if post.ndim == 1 else post
+        if theta.ndim != 2:
+            raise InputError(f"prior_samples: got shape {theta.shape}; allowed: [N, d_theta]")
         if x.ndim != 2 or x.shape[0] != theta.shape[0] or post.shape != theta.shape:
             raise InputError(
                 f"xs / posterior_samples: got shapes {x.shape} and {post.shape} for "
@@ -335,8 +339,22 @@ class LC2ST_NF(LC2ST):  # noqa: N801 (the paper's and sbi's name)
         kwargs["permutation"] = False
         super().__init__(z_prior, xs, z_post, **kwargs)
         self.flow_base_dist = flow_base_dist
+        if trained_clfs_null is not None:
+            self._check_reusable(trained_clfs_null)
         self.trained_clfs_null = trained_clfs_null
         self.theta_o = self._base(num_eval, np.random.default_rng([self.seed, 10**6]))
+
+    def _check_reusable(self, trained: TrainedMLPs) -> None:
+        """Reused null classifiers must match this test's trials, folds, ensemble and inputs."""
+        expected = self.num_trials_null * self.num_folds * self.num_ensemble
+        models = int(np.asarray(trained.n_iter).shape[0])
+        in_dim = int(trained.params[0][0].shape[1])
+        if models != expected or in_dim != self.dim_theta + self.x.shape[1]:
+            raise InputError(
+                f"trained_clfs_null: got {models} classifiers on {in_dim} inputs; allowed: "
+                f"{expected} (num_trials_null x num_folds x num_ensemble) on "
+                f"{self.dim_theta + self.x.shape[1]} inputs (d_theta + d_x)"
+            )
 
     def _base(self, num: int, rng: np.random.Generator) -> np.ndarray:
         if self.flow_base_dist is None:

@@ -12,11 +12,13 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from testbed.errors import InputError
+from testbed.metrics.inputs import as_samples, to_numpy
 from testbed.metrics.registry import register
 
 
 def _matrix(x, name: str) -> np.ndarray:
-    x = np.asarray(x, np.float64)
+    """[n, d] float64 (a 1-D input is n scalars); NaN allowed (checked by the caller)."""
+    x = to_numpy(x, np.float64)
     if x.ndim == 1:
         x = x[:, None]
     if x.ndim != 2:
@@ -24,23 +26,37 @@ def _matrix(x, name: str) -> np.ndarray:
     return x
 
 
+def _finite(x: np.ndarray, name: str) -> np.ndarray:
+    if not np.all(np.isfinite(x)):
+        raise InputError(f"{name}: got NaN or infinite values; allowed: finite")
+    return x
+
+
+def _gaussian_params(mean, cov, names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    """Finite mean [d] and the Cholesky factor of a positive-definite cov [d, d]."""
+    m = _finite(np.atleast_1d(to_numpy(mean, np.float64)), names[0])
+    c = _finite(np.atleast_2d(to_numpy(cov, np.float64)), names[1])
+    d = m.shape[0]
+    if m.ndim != 1 or c.shape != (d, d):
+        raise InputError(
+            f"{names[0]} / {names[1]}: got shapes {m.shape} and {c.shape}; allowed: [d], [d, d]"
+        )
+    try:
+        return m, np.linalg.cholesky(c)
+    except np.linalg.LinAlgError:
+        raise InputError(f"{names[1]}: not positive definite; allowed: a covariance") from None
+
+
 @register("gaussian_kl", needs=("mean", "cov"))
 def gaussian_kl(mean_q, cov_q, mean_p, cov_p) -> float:
     """KL(N(mean_q, cov_q) || N(mean_p, cov_p)) in closed form (nats)."""
-    mq, mp = (
-        np.atleast_1d(np.asarray(mean_q, np.float64)),
-        np.atleast_1d(np.asarray(mean_p, np.float64)),
-    )
-    cq = np.atleast_2d(np.asarray(cov_q, np.float64))
-    cp = np.atleast_2d(np.asarray(cov_p, np.float64))
+    mq, lq = _gaussian_params(mean_q, cov_q, ("mean_q", "cov_q"))
+    mp, lp = _gaussian_params(mean_p, cov_p, ("mean_p", "cov_p"))
     d = mq.shape[0]
-    if mp.shape != (d,) or cq.shape != (d, d) or cp.shape != (d, d):
+    if mp.shape != (d,):
         raise InputError(
-            f"gaussian_kl: got shapes mean_q {mq.shape}, cov_q {cq.shape}, mean_p {mp.shape}, "
-            f"cov_p {cp.shape}; allowed: [d], [d, d], [d], [d, d]"
+            f"gaussian_kl: got shapes mean_q {mq.shape}, mean_p {mp.shape}; allowed: the same [d]"
         )
-    lp = np.linalg.cholesky(cp)
-    lq = np.linalg.cholesky(cq)
     a = np.linalg.solve(lp, lq)  # L_p^-1 L_q: trace term = ||a||_F^2
     b = np.linalg.solve(lp, mp - mq)
     logdet = 2.0 * (np.sum(np.log(np.diag(lp))) - np.sum(np.log(np.diag(lq))))
@@ -49,10 +65,22 @@ def gaussian_kl(mean_q, cov_q, mean_p, cov_p) -> float:
 
 @register("mc_kl", needs=("samples", "log_prob"))
 def mc_kl(log_q, log_p) -> dict[str, float]:
-    """KL(q || p) by Monte Carlo: mean of log q - log p at samples from q, with its std error."""
-    diff = np.asarray(log_q, np.float64) - np.asarray(log_p, np.float64)
-    if diff.ndim != 1 or diff.size < 2:
-        raise InputError(f"mc_kl: got {diff.shape} log densities; allowed: [num_samples >= 2]")
+    """KL(q || p) by Monte Carlo: mean of log q - log p at samples from q, with its std error.
+
+    log_p = -inf (a sample outside p's support) makes the KL +inf; NaN or +inf is an error.
+    """
+    lq, lp = to_numpy(log_q, np.float64), to_numpy(log_p, np.float64)
+    if lq.ndim != 1 or lq.shape != lp.shape or lq.size < 2:
+        raise InputError(
+            f"log_q / log_p: got shapes {lq.shape} and {lp.shape}; allowed: the same "
+            "[num_samples >= 2]"
+        )
+    _finite(lq, "log_q")
+    if np.any(np.isnan(lp) | (lp == np.inf)):
+        raise InputError("log_p: got NaN or +inf values; allowed: finite or -inf")
+    if np.any(lp == -np.inf):
+        return {"estimate": np.inf, "stderr": np.inf}
+    diff = lq - lp
     return {"estimate": float(diff.mean()), "stderr": float(diff.std(ddof=1) / np.sqrt(diff.size))}
 
 
@@ -69,13 +97,19 @@ def ks_uniform(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def pit_ks(cdf_values) -> dict[str, float]:
     """Per-marginal KS of PIT values F_j(theta_j) against uniform; Bonferroni over marginals.
 
-    cdf_values: [n, d] exact marginal CDFs at the samples (NaN columns are skipped).
-    Returns p_value (Bonferroni-adjusted min), statistic (max KS) and num_marginals.
+    cdf_values: [n, d] exact marginal CDFs at the samples, in [0, 1]; a column that is all
+    NaN (no closed-form CDF for that coordinate) is skipped. Returns p_value
+    (Bonferroni-adjusted min), statistic (max KS) and num_marginals.
     """
     u = _matrix(cdf_values, "cdf_values")
-    keep = ~np.any(np.isnan(u), axis=0)
+    keep = ~np.all(np.isnan(u), axis=0)
     if not keep.any():
         raise InputError("cdf_values: got only NaN columns; allowed: at least one marginal CDF")
+    if not np.all((u[:, keep] >= 0.0) & (u[:, keep] <= 1.0)):  # False for NaN as well
+        raise InputError(
+            "cdf_values: got values outside [0, 1] or NaN inside a column; allowed: CDF values "
+            "in [0, 1] (a whole NaN column marks a coordinate without a CDF)"
+        )
     stat, p = ks_uniform(u[:, keep])
     k = int(keep.sum())
     return {
@@ -87,9 +121,11 @@ def pit_ks(cdf_values) -> dict[str, float]:
 
 def mahalanobis_squared(samples, mean, cov) -> np.ndarray:
     """(theta - mean)^T cov^-1 (theta - mean) for each row: chi-square(d) under N(mean, cov)."""
-    x = _matrix(samples, "samples") - np.atleast_1d(np.asarray(mean, np.float64))
-    chol = np.linalg.cholesky(np.atleast_2d(np.asarray(cov, np.float64)))
-    z = np.linalg.solve(chol, x.T)
+    x = as_samples(samples, "samples", dtype=np.float64)
+    m, chol = _gaussian_params(mean, cov, ("mean", "cov"))
+    if x.shape[1] != m.shape[0]:
+        raise InputError(f"samples: got dim {x.shape[1]}; allowed: {m.shape[0]} (that of mean)")
+    z = np.linalg.solve(chol, (x - m).T)
     return np.sum(z**2, axis=0)
 
 
@@ -101,7 +137,7 @@ def mahalanobis_chi2(samples, mean, cov) -> dict[str, float]:
     that per-marginal tests miss. Returns p_value, statistic, and mean_ratio = mean(d^2) / d.
     """
     m2 = mahalanobis_squared(samples, mean, cov)
-    d = np.atleast_1d(np.asarray(mean)).shape[0]
+    d = np.atleast_1d(to_numpy(mean)).shape[0]
     stat, p = ks_uniform(stats.chi2.cdf(m2, d))
     return {"p_value": float(p), "statistic": float(stat), "mean_ratio": float(m2.mean() / d)}
 
@@ -116,18 +152,22 @@ def joint_predictive_kl(log_likelihood, agent_samples, futures, truth) -> dict[s
     The agent's predictive is the mixture (1/M) sum_m prod_t p(x_t | theta_m). Returns
     estimate and stderr (over the N futures).
     """
-    futures = np.asarray(futures, np.float64)
+    futures = _finite(to_numpy(futures, np.float64), "futures")
+    if futures.ndim < 2 or futures.shape[0] < 2:
+        raise InputError(
+            f"futures: got shape {futures.shape}; allowed: [N >= 2, tau, ...] future observations"
+        )
+    agent_samples = as_samples(agent_samples, "agent_samples", dtype=np.float64)
 
-    def mixture(theta) -> np.ndarray:
-        theta = np.asarray(theta, np.float64)
+    def mixture(theta: np.ndarray) -> np.ndarray:
         out = np.empty(futures.shape[0])
         for i, batch in enumerate(futures):  # loop over futures; vectorized over draws
             total = sum(np.asarray(log_likelihood(theta, x), np.float64) for x in batch)
             out[i] = logsumexp(total) - np.log(theta.shape[0])
         return out
 
-    truth = np.asarray(truth, np.float64)
-    log_p = truth if truth.ndim == 1 else mixture(truth)
+    truth = _finite(to_numpy(truth, np.float64), "truth")
+    log_p = truth if truth.ndim == 1 else mixture(as_samples(truth, "truth", dtype=np.float64))
     if log_p.shape != (futures.shape[0],):
         raise InputError(
             f"truth: got shape {truth.shape}; allowed: [{futures.shape[0]}] exact log densities "
