@@ -21,7 +21,7 @@ import numpy as np
 
 from generative import sbi as sbi_tasks
 from generative.registry import register_family, register_sweep
-from generative.sbi.task import Task, as_rows
+from generative.sbi.task import Support, Task, as_rows
 from testbed.base import PriorKnowledge, Quality
 from testbed.errors import InputError, bad_value
 from testbed.posterior_adapter import as_posterior
@@ -81,6 +81,28 @@ class SimulationAccess:
         return x
 
 
+def simulation_prior_knowledge(
+    task: Any, num_simulations: int, support: Support, parameter_names
+) -> PriorKnowledge:
+    """What an SBI agent is told about a simulator task: the `extra` keys that
+    agents/sbi_agents.py, agents/sbi_torch.py and agents/abc_agents.py read (dimensions, the
+    prior's support as kind / lower / upper, the budget, the parameter names)."""
+    return PriorKnowledge(
+        input_dim=task.dim_data,
+        num_train=num_simulations,
+        extra={
+            "task": task.name,
+            "dim_parameters": task.dim_parameters,
+            "dim_data": task.dim_data,
+            "support": support.kind,
+            "lower": float(support.low),
+            "upper": float(support.high),
+            "num_simulations": num_simulations,
+            "parameter_names": tuple(parameter_names),
+        },
+    )
+
+
 class ReferencePosterior:
     """The task's reference posterior at x_o as a PosteriorEstimate (the oracle agent)."""
 
@@ -127,20 +149,7 @@ class PosteriorProblem:
     @property
     def prior_knowledge(self) -> PriorKnowledge:
         t = self._task
-        return PriorKnowledge(
-            input_dim=t.dim_data,
-            num_train=self.num_simulations,
-            extra={
-                "task": t.name,
-                "dim_parameters": t.dim_parameters,
-                "dim_data": t.dim_data,
-                "support": t.support.kind,
-                "lower": float(t.support.low),
-                "upper": float(t.support.high),
-                "num_simulations": self.num_simulations,
-                "parameter_names": tuple(t.labels),
-            },
-        )
+        return simulation_prior_knowledge(t, self.num_simulations, t.support, t.labels)
 
     def oracle_predictive(self) -> ReferencePosterior:
         return ReferencePosterior(self._task)

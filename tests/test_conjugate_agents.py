@@ -11,7 +11,7 @@ import pytest
 import agents
 import generative
 import testbed
-from generative.conjugate import PROBLEMS, ConjugateProblem
+from generative.conjugate import PROBLEMS, ConjugateProblem, get_task
 from generative.conjugate.power import Perturbed, rejection_rates
 from testbed.errors import InputError
 
@@ -182,30 +182,80 @@ def test_enumerated_joint_kl_equals_brute_force_over_sequences():
     assert abs(quality["joint_kl"] - quality["joint_kl_exact"]) < 4 * quality["joint_kl_stderr"]
 
 
-def test_sbi_agents_run_unchanged_on_a_conjugate_task():
-    """An SBI agent (rejection ABC) trains on the conjugate task through the SBI problems'
-    budgeted simulation access and is scored exactly. Its kernel density leaks outside [0, 1]:
-    KL(q || p) is then infinite, the joint predictive KL mixes the draws inside."""
-    from generative.sbi_problems import SimulationAccess
-    from testbed.base import PriorKnowledge
+def _no_c2st(problem_id):
+    problem = generative.load(problem_id)
+    problem.conjugate.use_c2st = False  # C2ST trains classifiers: tested elsewhere
+    return problem
 
-    problem = generative.load("conjugate/beta_binomial/1")
-    problem.use_c2st = False
-    task = problem.task
-    access = SimulationAccess(task, 10_000, problem.x_o)
-    prior = PriorKnowledge(
-        input_dim=task.dim_data,
-        num_train=access.budget,
-        extra={"dim_parameters": task.dim_parameters, "dim_data": task.dim_data},
-    )
-    quality = problem.evaluate(agents.load("rej_abc").build()(access, prior))
-    exact = problem.evaluate(problem.exact_predictive())
-    assert access.num_simulations <= access.budget
+
+def test_sbi_agents_run_unchanged_on_a_conjugate_problem():
+    """Rejection ABC trains on `conjugate_sbi/...` through the budgeted simulation access and
+    is scored exactly. Its kernel density leaks outside [0, 1]: KL(q || p) is then infinite,
+    the joint predictive KL mixes the draws inside."""
+    problem = _no_c2st("conjugate_sbi/beta_binomial/1/10000")
+    quality = testbed.evaluate(agents.load("rej_abc"), problem)
+    exact = testbed.evaluate(agents.load("exact"), _no_c2st("conjugate_sbi/beta_binomial/1/10000"))
+    assert quality["num_simulations_used"] == problem.last_access.num_simulations <= 10_000
+    assert "num_simulations_used" not in exact  # the floor reads the problem, simulates nothing
     assert (quality["kl_q_p"] == np.inf) == (quality["outside_support_fraction"] > 0)
     assert exact["outside_support_fraction"] == 0.0 and exact["kl_q_p"] == 0.0
     # enumerated joint KL (no noise over futures): ABC's 100 accepted draws vs the floor ~1e-4
     assert np.isfinite(quality["joint_kl_exact"])
     assert quality["joint_kl_exact"] > exact["joint_kl_exact"] + 0.01
+
+
+def test_conjugate_sbi_prior_knowledge_has_the_sbi_problems_keys():
+    from generative.sbi_problems import PosteriorProblem
+
+    extra = generative.load("conjugate_sbi/beta_binomial/1/1000").prior_knowledge.extra
+    sbi_extra = PosteriorProblem("two_moons", 1000, 1).prior_knowledge.extra
+    assert set(extra) == set(sbi_extra)
+    assert (extra["support"], extra["lower"], extra["upper"]) == ("box", 0.0, 1.0)
+    assert extra["dim_parameters"] == 1 and extra["dim_data"] == 20  # 20 Bernoulli draws
+    assert extra["num_simulations"] == 1000 and extra["parameter_names"] == ("p",)
+    assert generative.problem_settings("conjugate_sbi/wyb/16/100000")["num_simulations"] == 100_000
+    for pid in generative.sweep_ids("conjugate_sbi_test"):
+        assert generative.load(pid).num_simulations == 1000
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_stated_support_holds_the_prior(name):
+    """The support SBI agents are told is exact or a superset: it holds every prior draw."""
+    task = get_task(name)
+    theta = task.sample_prior(2000, seed=1)
+    s = task.support
+    low = {"real": -np.inf, "positive": 0.0, "box": s.low}[s.kind]
+    assert np.all((theta > low) & (theta < s.high)), (name, s)
+
+
+def test_npe_runs_unchanged_on_a_gaussian_conjugate_problem():
+    """NPE (3 epochs: wiring, not accuracy) on wyb/1; its density gives KL(q || p); the bare
+    sbi posterior, scored through the adapter, gets the same scores."""
+    problem = _no_c2st("conjugate_sbi/wyb/1/1000")
+    # one torch thread: torch's default oversubscribes busy cores (36 s instead of 4 s here)
+    agent = agents.load("npe", max_num_epochs=3, training_batch_size=100, torch_threads=1)
+    predictive = testbed.train(agent, problem)
+    quality = problem.evaluate(predictive)
+    assert quality["num_simulations_used"] == 1000
+    assert np.isfinite(quality["kl_q_p"]) and np.isfinite(quality["kl_gaussian_moments"])
+    assert quality["outside_support_fraction"] == 0.0  # a real-valued mean
+    assert problem.evaluate(predictive.posterior) == quality
+
+
+@pytest.mark.parametrize(
+    "pid,field",
+    [
+        ("conjugate_sbi/1000", "conjugate_sbi/<problem>/<num_simulations>"),
+        ("conjugate_sbi/wyb/99/1000", "conjugate problem"),
+        ("conjugate_sbi/wyb/1", "conjugate problem"),
+        ("conjugate_sbi/wyb/1/500", "num_simulations"),
+        ("conjugate_sbi/wyb/1/1e3", "num_simulations"),
+    ],
+)
+def test_bad_conjugate_sbi_ids_name_the_field(pid, field):
+    with pytest.raises(InputError, match=field) as err:
+        generative.load(pid)
+    assert "allowed" in str(err.value)
 
 
 @pytest.mark.slow

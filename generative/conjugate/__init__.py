@@ -2,11 +2,11 @@
 
 Families (`families.py`), exact distributions (`distributions.py`), the JAX model handed to
 agents (`model.py`), the problem and its exact scores (`problem.py`), the problem set with
-the PPL benchmarking paper's 21 problems (`problem_set.py`) and the simulator-task view
-(`task.py`).
+the PPL benchmarking paper's 21 problems (`problem_set.py`), the simulator-task view
+(`task.py`) and its problem ids `conjugate_sbi/...` for SBI agents (`sbi_view.py`).
 """
 
-from generative.conjugate import problem_set
+from generative.conjugate import problem_set, sbi_view  # noqa: F401  (registers ids)
 from generative.conjugate.problem import ConjugateProblem, ExactPosterior
 from generative.conjugate.problem_set import PROBLEMS
 from generative.conjugate.task import ConjugateTask

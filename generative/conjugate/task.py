@@ -10,9 +10,29 @@ import dataclasses
 
 import numpy as np
 
-from testbed.errors import InputError
+from generative.sbi.task import Support
+from testbed.errors import InputError, bad_value
 
 NUM_OBSERVATIONS = 10
+
+# The prior's support per family in the SBI tasks' terms (one kind for all parameters).
+# Exact: beta (p in [0, 1]), gamma (a precision or a Poisson rate > 0), Gaussian means and
+# weights (real). Not exact, the closest honest superset instead (it never excludes prior
+# mass; `outside_support_fraction` reports draws outside the true support):
+# - nig (mu, sigma2): 'real', since mu is real (sigma2 > 0 is not stated);
+# - niw (mu, vech(Sigma)): 'real' (Sigma must be positive definite: no box can say so);
+# - dirichlet_multinomial (pi on the simplex): 'box' [0, 1] (the sum-to-one is not stated).
+SUPPORTS = {
+    "normal_known_var": Support("real"),
+    "mvn_known_cov": Support("real"),
+    "blr": Support("real"),
+    "normal_known_mean": Support("positive", 0.0),
+    "gamma_poisson": Support("positive", 0.0),
+    "beta_binomial": Support("box", 0.0, 1.0),
+    "nig": Support("real"),
+    "niw": Support("real"),
+    "dirichlet_multinomial": Support("box", 0.0, 1.0),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +84,13 @@ class ConjugateTask:
     @property
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(self.family.param_names)
+
+    @property
+    def support(self) -> Support:
+        """The prior's support as SBI agents read it (exact or a superset: see SUPPORTS)."""
+        if self.family.name not in SUPPORTS:
+            raise bad_value("conjugate family", self.family.name, sorted(SUPPORTS))
+        return SUPPORTS[self.family.name]
 
     def log_posterior_unnormalized(self, theta, x_o) -> np.ndarray:
         return self.log_prior(theta) + self.log_likelihood(theta, x_o)

@@ -1,0 +1,112 @@
+"""`conjugate_sbi/<problem>/<num_simulations>`: a conjugate problem as a simulator task.
+
+SBI agents (npe, nle, rej_abc, ...) run on it unchanged: the training data is the SBI
+problems' budgeted `SimulationAccess` to the problem's `ConjugateTask` (x = the whole
+dataset of the problem's design, flattened; x_o = the problem's data), and the prior
+knowledge has the `sbi/...` problems' keys, with the support of `ConjugateTask.support`
+(exact or a stated superset). The agent's posterior at x_o is scored exactly by the
+conjugate problem (`ConjugateProblem.evaluate`), plus `num_simulations_used`.
+E.g. `conjugate_sbi/beta_binomial/1/1000`, `conjugate_sbi/wyb/16/10000`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from generative.conjugate import problem_set
+from generative.conjugate.problem import ConjugateProblem, ExactPosterior
+from generative.registry import register_family, register_sweep
+from generative.sbi_problems import (
+    BUDGETS,
+    SimulationAccess,
+    _parse_int,
+    simulation_prior_knowledge,
+)
+from testbed.base import PriorKnowledge, Quality
+from testbed.errors import InputError, bad_value
+from testbed.posterior_adapter import as_posterior
+
+
+class _Scored:
+    """Any posterior (sbi-shaped or ours) as the conjugate scores read it: numpy `sample`;
+    `log_prob` only where normalised (sbi's MCMC / rejection posteriors give none); the
+    agent's `mean`, `cov` and `diagnostics` passed through."""
+
+    def __init__(self, predictive: Any, dim: int):
+        self._post = as_posterior(predictive, dim_theta=dim)
+        for name in ("mean", "cov", "diagnostics"):
+            if hasattr(predictive, name):
+                setattr(self, name, getattr(predictive, name))
+        if self._post.has_log_prob:
+            self.log_prob = self._post.log_prob
+
+    def sample(self, x_o, num_samples: int, seed: int):
+        return self._post.sample(x_o, num_samples, seed)
+
+
+@dataclasses.dataclass
+class ConjugateSimulationProblem:
+    """The conjugate problem `conjugate` seen through a simulator with `num_simulations`."""
+
+    conjugate: ConjugateProblem
+    num_simulations: int
+
+    def __post_init__(self):
+        self.task = self.conjugate.task
+        self.x_o = self.conjugate.x_o
+        self.last_access: SimulationAccess | None = None
+
+    @property
+    def train_data(self) -> SimulationAccess:
+        """A fresh budgeted simulation access (one per training run)."""
+        self.last_access = SimulationAccess(self.task, self.num_simulations, self.x_o)
+        return self.last_access
+
+    @property
+    def prior_knowledge(self) -> PriorKnowledge:
+        t = self.task
+        return simulation_prior_knowledge(t, self.num_simulations, t.support, t.parameter_names)
+
+    def exact_predictive(self) -> ExactPosterior:
+        """The exact posterior (the `exact` agent's floor)."""
+        return self.conjugate.exact_predictive()
+
+    oracle_predictive = exact_predictive
+
+    def evaluate(self, predictive: Any) -> Quality:
+        quality = self.conjugate.evaluate(_Scored(predictive, self.task.dim_parameters))
+        if self.last_access is not None:
+            quality["num_simulations_used"] = self.last_access.num_simulations
+        return quality
+
+
+def conjugate_sbi_settings(rest: str) -> dict[str, Any]:
+    """Settings of `conjugate_sbi/<problem>/<num_simulations>` (InputError lists allowed)."""
+    name, _, budget_text = rest.rpartition("/")
+    if not name:
+        raise InputError(
+            f"problem id: got 'conjugate_sbi/{rest}'; allowed: "
+            "'conjugate_sbi/<problem>/<num_simulations>' with problem one of: "
+            f"{', '.join(problem_set.PROBLEMS)}; num_simulations one of: "
+            f"{', '.join(map(str, BUDGETS))}"
+        )
+    if name not in problem_set.PROBLEMS:
+        raise bad_value("conjugate problem", name, list(problem_set.PROBLEMS))
+    budget = _parse_int(budget_text, "num_simulations", BUDGETS)
+    return {**problem_set._settings(name), "num_simulations": budget}
+
+
+@register_family(
+    "conjugate_sbi",
+    conjugate_sbi_settings,
+    "conjugate models as simulators: SBI agents, exact scores",
+)
+def build(settings: dict[str, Any]) -> ConjugateSimulationProblem:
+    return ConjugateSimulationProblem(problem_set.build(settings), int(settings["num_simulations"]))
+
+
+@register_sweep("conjugate_sbi_test")
+def test_ids() -> list[str]:
+    """A cheap smoke sweep: one bounded, one positive and one Gaussian family at 1000."""
+    return [f"conjugate_sbi/{k}/1000" for k in ("beta_binomial/1", "gamma_poisson/1", "wyb/1")]
