@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
-from leaderboard.worker import failed_result, thread_env, worker_main
+from leaderboard.worker import compilation_cache_env, failed_result, thread_env, worker_main
 from testbed.config import check_at_least, check_one_of, check_positive
 from testbed.errors import InputError
 
@@ -75,7 +75,7 @@ class _Slot:
 
     def __init__(self, ctx, config: LocalConfig):
         self.conn, child = ctx.Pipe()
-        env = thread_env(config.threads_per_worker)
+        env = {**thread_env(config.threads_per_worker), **compilation_cache_env()}
         self.process = ctx.Process(
             target=worker_main,
             args=(child, env, tuple(config.imports), os.getpid()),

@@ -2,8 +2,8 @@
 
 Imported by the tests and, through the executors' `imports`, by the worker processes.
 `lbfault/<mode>`: `nan` returns a NaN KL, `raise` raises, `hang` sleeps for an hour,
-`die` kills its worker process, `env` reports the worker's thread settings, `infstd`
-has an infinite diagnostic, `infkl` an infinite KL.
+`die` kills its worker process, `env` reports the worker's thread settings and JAX cache
+folder, `infstd` has an infinite diagnostic, `infkl` an infinite KL.
 `lbfault_sbi/<task>/<budget>/<observation>`: settings of a posterior problem (c2st rows).
 """
 
@@ -44,8 +44,12 @@ class FaultProblem:
             time.sleep(3600)
         if self.mode == "die":
             os._exit(7)
+        import jax
+
         flags = os.environ.get("XLA_FLAGS", "")
+        cache = jax.config.jax_compilation_cache_dir
         return Quality(
+            jax_cache_set=float(bool(cache) and cache == os.environ.get("TESTBED_JAX_CACHE")),
             kl_estimate=0.0,
             omp_threads=float(os.environ.get("OMP_NUM_THREADS", "-1")),
             xla_one_thread=float("intra_op_parallelism_threads=1" in flags),

@@ -262,9 +262,9 @@ def test_bad_conjugate_sbi_ids_name_the_field(pid, field):
 def test_c2st_against_exact_samples_sees_a_flipped_correlation():
     """C2ST (testbed.metrics.c2st) with 1000 exact reference samples: ~0.5 for the exact
     posterior (sd of a 2000-point accuracy ~0.011), clearly above for a flipped correlation."""
-    pytest.importorskip("testbed.metrics.c2st")
     problem = generative.load("conjugate/mvn_known_cov/corr3")
     exact = problem.evaluate(problem.exact_predictive())
     flipped = problem.evaluate(Perturbed(problem.exact_predictive(), "flip", 0.0))
     assert abs(exact["c2st"] - 0.5) < 0.05
     assert flipped["c2st"] > 0.65
+    assert flipped["c2st_reject"] and flipped["c2st_pvalue"] < 1e-6

@@ -397,3 +397,16 @@ def test_bad_results_files_from_cli(tmp_path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+
+
+def test_compilation_cache_env():
+    """Default folder under the cache home; a folder or `off` from TESTBED_JAX_CACHE; a
+    JAX_COMPILATION_CACHE_DIR the user set is left alone."""
+    from leaderboard.worker import compilation_cache_env
+
+    env = compilation_cache_env({"XDG_CACHE_HOME": "/c"})
+    assert env["JAX_COMPILATION_CACHE_DIR"] == "/c/testbed/jax"
+    assert float(env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]) > 0
+    assert compilation_cache_env({"TESTBED_JAX_CACHE": "/x"})["JAX_COMPILATION_CACHE_DIR"] == "/x"
+    assert compilation_cache_env({"TESTBED_JAX_CACHE": "OFF"}) == {}
+    assert compilation_cache_env({"JAX_COMPILATION_CACHE_DIR": "/mine"}) == {}

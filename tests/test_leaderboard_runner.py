@@ -36,7 +36,9 @@ def _metrics(rows):
     }
 
 
-def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
+def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TESTBED_JAX_CACHE", str(tmp_path / "jax-cache"))
     ids = [f"lbfault/{m}" for m in ("raise", "nan", "hang", "die", "env")] + ["coin/0"]
     jobs = expand(["uniform"], ids)
     # The timeout must exceed the slowest honest job (coin/0 compiles JAX: ~3 s, more on a
@@ -55,6 +57,7 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     # each worker runs with one thread for XLA and OpenMP, set before its imports
     env = rows["lbfault/env"]["metrics"]
     assert (env["omp_threads"], env["xla_one_thread"], env["eigen_off"]) == (1.0, 1.0, 1.0)
+    assert env["jax_cache_set"] == 1.0  # the persistent compilation cache of TESTBED_JAX_CACHE
 
 
 def _sweep_cmd(db: Path) -> list[str]:

@@ -169,3 +169,18 @@ def test_accepts_torch_and_sklearn_classifiers():
 def test_bad_input_names_the_argument(reference, samples, kwargs, field):
     with pytest.raises(InputError, match=field):
         c2st(reference, samples, **kwargs)
+
+
+def test_c2st_pvalue_is_the_binomial_tail():
+    """p = P(Bin(n, 1/2) >= n * accuracy), n = both sample sizes, summed directly."""
+    from math import comb
+
+    from testbed.metrics import c2st_pvalue
+
+    for acc, n_ref, n_smp in ((0.5, 50, 50), (0.56, 100, 100), (0.8, 10, 10), (0.0, 3, 3)):
+        n = n_ref + n_smp
+        k = round(acc * n)
+        direct = sum(comb(n, j) for j in range(k, n + 1)) / 2**n
+        assert abs(c2st_pvalue(acc, n_ref, n_smp) - direct) < 1e-12
+    with pytest.raises(InputError, match="accuracy"):
+        c2st_pvalue(1.2, 10, 10)

@@ -197,16 +197,13 @@ class ConjugateProblem:
         }
 
     def c2st_scores(self, samples: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
-        """C2ST accuracy against as many exact samples (testbed.metrics.c2st, when present)."""
-        try:
-            from testbed.metrics.c2st import c2st
-        except ImportError:
-            return {}
+        """C2ST accuracy against as many exact samples, with its binomial p-value."""
+        from testbed.metrics.c2st import c2st, c2st_pvalue
+
         reference = self.posterior.sample(rng, samples.shape[0])
         score = c2st(reference, samples)
-        if isinstance(score, dict):
-            score = score.get("c2st", score.get("accuracy"))
-        return {"c2st": float(np.asarray(score).reshape(-1)[0])}
+        p_value = c2st_pvalue(score, reference.shape[0], samples.shape[0])
+        return {"c2st": score, "c2st_pvalue": p_value, "c2st_reject": p_value < self.alpha}
 
     def joint_predictive_scores(self, predictive: Any, samples: np.ndarray) -> dict[str, float]:
         """KL between the exact and the agent's joint predictive of tau future observations.

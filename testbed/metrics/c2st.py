@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import jax
 import numpy as np
-from scipy.stats import rankdata
+from scipy.stats import binom, rankdata
 
 from testbed.config import check_at_least, check_nonnegative, check_one_of
 from testbed.errors import InputError
@@ -161,6 +161,22 @@ def c2st(
             )
         )
     )
+
+
+def c2st_pvalue(accuracy: float, num_reference: int, num_samples: int) -> float:
+    """One-sided p-value of a C2ST accuracy against chance (balanced classes).
+
+    Under H0 every one of the n = num_reference + num_samples held-out predictions is right
+    with probability 1/2, so n * accuracy ~ Binomial(n, 1/2): p = P(Bin >= n * accuracy).
+    The folds' classifiers share data, so this is approximate; the conjugate power table
+    (`python -m generative.conjugate.power`) reports its actual level.
+    """
+    if not 0.0 <= accuracy <= 1.0:
+        raise InputError(f"accuracy: got {accuracy!r}; allowed: a number in [0, 1]")
+    n = int(num_reference) + int(num_samples)
+    check_at_least("num_reference + num_samples", n, 2)
+    correct = int(np.ceil(accuracy * n - 1e-9))
+    return float(binom.sf(correct - 1, n, 0.5))
 
 
 @register("c2st_auc", needs=("samples", "reference"))
