@@ -293,10 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from leaderboard.worker import compilation_cache_env
+    from leaderboard.worker import enable_compilation_cache
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    os.environ.update(compilation_cache_env())  # before JAX is imported (it reads them then)
+    enable_compilation_cache()
     args = build_parser().parse_args(argv)
     from testbed.errors import InputError
 

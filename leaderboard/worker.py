@@ -40,6 +40,7 @@ def thread_env(threads: int = 1) -> dict[str, str]:
 
 
 CACHE_OFF = ("off", "0", "false", "no")
+CACHE_MAX_BYTES = 2**30
 
 
 def compilation_cache_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -49,7 +50,8 @@ def compilation_cache_env(environ: Mapping[str, str] | None = None) -> dict[str,
     sweep (about 2x job throughput with 2 workers, `benchmarks/bench_runner.py`); cached
     executables are the same code, so numbers do not change. `TESTBED_JAX_CACHE` = a folder
     (default `$XDG_CACHE_HOME/testbed/jax`, else `~/.cache/testbed/jax`) or `off`; a
-    `JAX_COMPILATION_CACHE_DIR` already set is left alone.
+    `JAX_COMPILATION_CACHE_DIR` already set is left alone. Capped at CACHE_MAX_BYTES, least
+    recently used entries evicted (JAX then also locks the folder across processes).
     """
     environ = os.environ if environ is None else environ
     choice = environ.get("TESTBED_JAX_CACHE", "").strip()
@@ -59,7 +61,27 @@ def compilation_cache_env(environ: Mapping[str, str] | None = None) -> dict[str,
     return {
         "JAX_COMPILATION_CACHE_DIR": choice or os.path.join(cache_home, "testbed", "jax"),
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
+        "JAX_COMPILATION_CACHE_MAX_SIZE": str(CACHE_MAX_BYTES),
     }
+
+
+def enable_compilation_cache() -> dict[str, str]:
+    """Turns the cache of `compilation_cache_env` on for this process (jax.config, which
+    works after JAX is imported, before a compilation) and its children (environment)."""
+    env = compilation_cache_env()
+    if env:
+        import jax
+
+        os.environ.update(env)
+        jax.config.update("jax_compilation_cache_dir", env["JAX_COMPILATION_CACHE_DIR"])
+        jax.config.update(
+            "jax_persistent_cache_min_compile_time_secs",
+            float(env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]),
+        )
+        jax.config.update(
+            "jax_compilation_cache_max_size", int(env["JAX_COMPILATION_CACHE_MAX_SIZE"])
+        )
+    return env
 
 
 def versions() -> dict[str, str]:

@@ -407,6 +407,30 @@ def test_compilation_cache_env():
     env = compilation_cache_env({"XDG_CACHE_HOME": "/c"})
     assert env["JAX_COMPILATION_CACHE_DIR"] == "/c/testbed/jax"
     assert float(env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]) > 0
+    assert int(env["JAX_COMPILATION_CACHE_MAX_SIZE"]) > 0  # bounded, LRU-evicted
     assert compilation_cache_env({"TESTBED_JAX_CACHE": "/x"})["JAX_COMPILATION_CACHE_DIR"] == "/x"
     assert compilation_cache_env({"TESTBED_JAX_CACHE": "OFF"}) == {}
     assert compilation_cache_env({"JAX_COMPILATION_CACHE_DIR": "/mine"}) == {}
+
+
+def test_enable_compilation_cache_sets_this_process_and_children(tmp_path, monkeypatch):
+    """The CLI's own process: JAX is already imported, so jax.config is set (and the
+    environment, for the processes it starts)."""
+    import jax
+
+    from leaderboard.worker import enable_compilation_cache
+
+    names = ("jax_compilation_cache_dir", "jax_compilation_cache_max_size")
+    saved = {n: getattr(jax.config, n) for n in names}
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "x")  # so that undo removes what we set
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
+    monkeypatch.setenv("TESTBED_JAX_CACHE", str(tmp_path))
+    try:
+        env = enable_compilation_cache()
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path)
+        max_size = int(env["JAX_COMPILATION_CACHE_MAX_SIZE"])
+        assert jax.config.jax_compilation_cache_max_size == max_size
+        assert os.environ["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path)
+    finally:
+        for n, v in saved.items():
+            jax.config.update(n, v)
