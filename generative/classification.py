@@ -10,6 +10,7 @@ of a sweep share environment, training data and estimator key (the seed restarts
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from functools import cached_property
 from typing import Literal
@@ -29,7 +30,7 @@ from testbed.joint_kl import (
     sample_keys,
     summarize_kl,
 )
-from testbed.random_mlp import sample_logit_fn
+from testbed.random_mlp import make_random_mlp
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +62,43 @@ class ClassificationSettings:
         check_at_least("num_enn_samples", self.num_enn_samples, 1)
 
 
+# The environment's functions are jitted once per shape, with the MLP's parameters and the
+# temperature as arguments: problems of a sweep share the compiled code (a closure over each
+# problem's parameters would compile again for every problem).
+
+
+@functools.cache
+def environment_net(input_dim: int, num_classes: int, hidden: tuple[int, ...]):
+    """The generator MLP's Haiku transform (one object per architecture: a static jit arg)."""
+    return make_random_mlp(input_dim, num_classes, hidden)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def environment_logits(net, params, temperature, x: jax.Array) -> jax.Array:
+    """logits / temperature of the environment MLP `params` at x [n, d]."""
+    return net.apply(params, x) / temperature
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4, 5, 6, 7, 8))
+def environment_test_batches(
+    net, params, temperature, key, num_batches, tau, input_dim, design, kappa
+):
+    """x [N, tau, d], labels y [N, tau] drawn from the environment, and log p(y | x) [N]."""
+
+    def one_batch(k):
+        x_key, y_key = jax.random.split(k)
+        if design == "gaussian":
+            x = gaussian_inputs(x_key, 1, tau, input_dim)[0]
+        else:
+            x = polyadic_gaussian_inputs(x_key, 1, tau, input_dim, kappa)[0]
+        logits = net.apply(params, x) / temperature
+        y = jax.random.categorical(y_key, logits, axis=-1)
+        log_p = jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1).sum()
+        return x, y.astype(jnp.int32), log_p
+
+    return jax.vmap(one_batch)(jax.random.split(key, num_batches))
+
+
 class ClassificationProblem:
     """A seeded random-MLP classification problem scored by marginal or joint KL."""
 
@@ -68,13 +106,17 @@ class ClassificationProblem:
         self.settings = s = settings
         # keys, in order: environment MLP, training data, KL estimator.
         env_key, train_key, self._estimator_key = jax.random.split(jax.random.PRNGKey(s.seed), 3)
-        self.logit_fn = jax.jit(
-            sample_logit_fn(env_key, s.input_dim, s.num_classes, s.temperature, s.hidden)
-        )
+        self._net = environment_net(s.input_dim, s.num_classes, tuple(s.hidden))
+        self._params = self._net.init(env_key, jnp.zeros((1, s.input_dim)))
+        self._temperature = jnp.float32(s.temperature)
         x_key, y_key = jax.random.split(train_key)
         x = jax.random.normal(x_key, (s.num_train, s.input_dim))
         y = self._labels(y_key, x)
         self._train = Data(x=np.asarray(x), y=np.asarray(y))
+
+    def logit_fn(self, x: jax.Array) -> jax.Array:
+        """The environment: x [n, d] -> logits [n, C] (divided by the temperature)."""
+        return environment_logits(self._net, self._params, self._temperature, x)
 
     def _labels(self, key: jax.Array, x: jax.Array) -> jax.Array:
         if x.shape[0] == 0:
@@ -104,19 +146,10 @@ class ClassificationProblem:
     def test_batches(self, key: jax.Array, num_batches: int, tau: int):
         """N test batches: x [N, tau, d], y [N, tau] and the environment's log p(y | x) [N]."""
         s = self.settings
-
-        def one_batch(k):
-            x_key, y_key = jax.random.split(k)
-            if s.test_design == "gaussian":
-                x = gaussian_inputs(x_key, 1, tau, s.input_dim)[0]
-            else:
-                x = polyadic_gaussian_inputs(x_key, 1, tau, s.input_dim, s.kappa)[0]
-            logits = self.logit_fn(x)
-            y = jax.random.categorical(y_key, logits, axis=-1)
-            log_p = jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1).sum()
-            return x, y.astype(jnp.int32), log_p
-
-        return jax.jit(jax.vmap(one_batch))(jax.random.split(key, num_batches))
+        return environment_test_batches(
+            self._net, self._params, self._temperature, key,
+            num_batches, tau, s.input_dim, s.test_design, s.kappa,
+        )  # fmt: skip
 
     def kl(self, sampler) -> dict[str, float]:
         """The marginal (tau = 1) or joint KL estimate of the Neural Testbed."""
