@@ -40,7 +40,6 @@ def thread_env(threads: int = 1) -> dict[str, str]:
 
 
 CACHE_OFF = ("off", "0", "false", "no")
-CACHE_MAX_BYTES = 2**30
 
 
 def compilation_cache_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -50,8 +49,9 @@ def compilation_cache_env(environ: Mapping[str, str] | None = None) -> dict[str,
     sweep (`testbed run --agent mlp` on a classification problem: 10.2 s -> 6.7 s); cached
     executables are the same code, so numbers do not change. `TESTBED_JAX_CACHE` = a folder
     (default `$XDG_CACHE_HOME/testbed/jax`, else `~/.cache/testbed/jax`) or `off`; a
-    `JAX_COMPILATION_CACHE_DIR` already set is left alone. Capped at CACHE_MAX_BYTES, least
-    recently used entries evicted (JAX then also locks the folder across processes).
+    `JAX_COMPILATION_CACHE_DIR` already set is left alone. No size cap: JAX's LRU eviction
+    keeps an access-time file per entry, and a worker killed between the two writes breaks
+    every later write to the folder; entries are small, and the folder can be deleted.
     """
     environ = os.environ if environ is None else environ
     choice = environ.get("TESTBED_JAX_CACHE", "").strip()
@@ -61,7 +61,6 @@ def compilation_cache_env(environ: Mapping[str, str] | None = None) -> dict[str,
     return {
         "JAX_COMPILATION_CACHE_DIR": choice or os.path.join(cache_home, "testbed", "jax"),
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
-        "JAX_COMPILATION_CACHE_MAX_SIZE": str(CACHE_MAX_BYTES),
     }
 
 
@@ -77,9 +76,6 @@ def enable_compilation_cache() -> dict[str, str]:
         jax.config.update(
             "jax_persistent_cache_min_compile_time_secs",
             float(env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]),
-        )
-        jax.config.update(
-            "jax_compilation_cache_max_size", int(env["JAX_COMPILATION_CACHE_MAX_SIZE"])
         )
     return env
 

@@ -407,7 +407,7 @@ def test_compilation_cache_env():
     env = compilation_cache_env({"XDG_CACHE_HOME": "/c"})
     assert env["JAX_COMPILATION_CACHE_DIR"] == "/c/testbed/jax"
     assert float(env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]) > 0
-    assert int(env["JAX_COMPILATION_CACHE_MAX_SIZE"]) > 0  # bounded, LRU-evicted
+    assert "JAX_COMPILATION_CACHE_MAX_SIZE" not in env  # no LRU eviction (see the docstring)
     assert compilation_cache_env({"TESTBED_JAX_CACHE": "/x"})["JAX_COMPILATION_CACHE_DIR"] == "/x"
     assert compilation_cache_env({"TESTBED_JAX_CACHE": "OFF"}) == {}
     assert compilation_cache_env({"JAX_COMPILATION_CACHE_DIR": "/mine"}) == {}
@@ -420,7 +420,7 @@ def test_enable_compilation_cache_sets_this_process_and_children(tmp_path, monke
 
     from leaderboard.worker import enable_compilation_cache
 
-    names = ("jax_compilation_cache_dir", "jax_compilation_cache_max_size")
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
     saved = {n: getattr(jax.config, n) for n in names}
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "x")  # so that undo removes what we set
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
@@ -428,8 +428,8 @@ def test_enable_compilation_cache_sets_this_process_and_children(tmp_path, monke
     try:
         env = enable_compilation_cache()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path)
-        max_size = int(env["JAX_COMPILATION_CACHE_MAX_SIZE"])
-        assert jax.config.jax_compilation_cache_max_size == max_size
+        min_secs = float(env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"])
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == min_secs
         assert os.environ["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path)
     finally:
         for n, v in saved.items():
