@@ -1,6 +1,7 @@
 """Neural Testbed agents: training loop, configs, sweeps, sampler contract, end-to-end runs."""
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -319,22 +320,41 @@ def test_prior_functions_help_joint_not_marginal_kl_small():
 SUBSET = tuple(range(70, 80))  # classification_2d n = 10, T = 0.1, seeds 71..80 (+ tau = 10)
 
 
-@pytest.mark.slow
-def test_paper_finding_ensemble_plus_and_sgmcmc_win_on_joint_kl():
-    """Mean KL over SUBSET (10 paired problems), default configs, N = M = 1000 (~40 min).
+@functools.cache
+def subset_means(name: str) -> tuple[float, float]:
+    """(marginal, joint) KL of `name` at its default config, mean over SUBSET, N = M = 1000."""
+    pairs = np.array([marginal_and_joint_kl(name, {}, j, 1000) for j in SUBSET])
+    return tuple(pairs.mean(axis=0))
 
-    Joint (tau = 10): ensemble+ and sgmcmc below ensemble and dropout; marginal: the four
-    agents' means within 25% of each other while the joint means are further apart.
+
+def spread(values) -> float:
+    values = list(values)
+    return (max(values) - min(values)) / np.mean(values)
+
+
+@pytest.mark.slow
+def test_paper_finding_ensemble_plus_wins_on_joint_kl():
+    """Mean KL over SUBSET (10 paired problems), default configs (~2 min).
+
+    Joint (tau = 10): ensemble+ below ensemble and dropout; marginal: the three agents'
+    means within 25% of each other and closer than the joint means. Measured 2026-11-23,
+    marginal / joint: ensemble 0.158 / 1.569, ensemble+ 0.138 / 1.207, dropout 0.139 / 1.367.
     """
-    names = ("ensemble", "ensemble+", "dropout", "sgmcmc")
-    means = {}
-    for name in names:
-        pairs = np.array([marginal_and_joint_kl(name, {}, j, 1000) for j in SUBSET])
-        means[name] = pairs.mean(axis=0)
-    joint = {n: m[1] for n, m in means.items()}
-    marginal = {n: m[0] for n, m in means.items()}
-    for good in ("ensemble+", "sgmcmc"):
-        for bad in ("ensemble", "dropout"):
-            assert joint[good] < joint[bad], means
-    spread = lambda d: (max(d.values()) - min(d.values())) / np.mean(list(d.values()))  # noqa: E731
+    means = {n: subset_means(n) for n in ("ensemble", "ensemble+", "dropout")}
+    for bad in ("ensemble", "dropout"):
+        assert means["ensemble+"][1] < means[bad][1], means
+    marginal, joint = [m[0] for m in means.values()], [m[1] for m in means.values()]
     assert spread(marginal) < 0.25 and spread(marginal) < spread(joint), means
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="not reproduced: sgmcmc at its default config had mean marginal / joint KL "
+    "0.225 / 1.929 on SUBSET, worse than ensemble's 0.158 / 1.569 (measured 2026-11-23)",
+    strict=False,
+)
+def test_paper_finding_sgmcmc_wins_on_joint_kl():
+    """The paper's other half: sgmcmc below ensemble and dropout on joint KL (~12 min more)."""
+    means = {n: subset_means(n) for n in ("ensemble", "dropout", "sgmcmc")}
+    for bad in ("ensemble", "dropout"):
+        assert means["sgmcmc"][1] < means[bad][1], means
