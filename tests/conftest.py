@@ -1,7 +1,13 @@
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-# The tests' workers and CLI calls use a compilation cache of their own, not the user's.
-os.environ.setdefault("TESTBED_JAX_CACHE", tempfile.mkdtemp(prefix="testbed-jax-cache-"))
+# The tests' workers and CLI calls use a compilation cache of their own, not the user's,
+# removed when the test process ends.
+if "TESTBED_JAX_CACHE" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="testbed-jax-cache-")
+    os.environ["TESTBED_JAX_CACHE"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
