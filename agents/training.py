@@ -21,9 +21,9 @@ import optax
 
 from testbed.base import PriorKnowledge
 from testbed.errors import InputError
+from testbed.shuffle import mix32, permuted_index
 
 BATCH_SIZE = 100
-_ROUNDS = 6
 
 
 class Batch(NamedTuple):
@@ -34,33 +34,6 @@ class Batch(NamedTuple):
     index: jax.Array
 
 
-def _mix(v: jax.Array) -> jax.Array:
-    """A 32-bit integer hash (multiply / xor-shift finaliser)."""
-    v = (v ^ (v >> 16)) * jnp.uint32(0x7FEB352D)
-    v = (v ^ (v >> 15)) * jnp.uint32(0x846CA68B)
-    return v ^ (v >> 16)
-
-
-def permuted_index(seed: jax.Array, offset: jax.Array, n: int) -> jax.Array:
-    """perm_seed(offset) for a pseudo-random permutation of [0, n) chosen by `seed` (uint32).
-
-    Swap-or-not shuffle (Hoang, Morris & Rogaway 2012): each round pairs x with
-    (k_r - x) mod n and swaps the pair when a keyed hash of the pair says so; every round
-    is an involution of [0, n), so the composition is a bijection for any n, with no
-    loops and no PRNG calls (cheap to compile and to run inside the training scan).
-    """
-    size = jnp.uint32(n)
-    x = offset.astype(jnp.uint32)
-    for r in range(_ROUNDS):
-        k_r = _mix(seed ^ jnp.uint32(0x9E3779B9 * (2 * r + 1) % 2**32))
-        h_r = _mix(seed + jnp.uint32(0x85EBCA6B * (2 * r + 2) % 2**32))
-        partner = (k_r % size + size - x) % size
-        pick = jnp.maximum(x, partner)
-        swap = (_mix(pick ^ h_r) >> 31) == 1
-        x = jnp.where(swap, partner, x)
-    return x.astype(jnp.int32)
-
-
 def batch_indices(key: jax.Array, step: jax.Array, n: int, batch_size: int) -> jax.Array:
     """Data indices of batch `step` of the shuffled repeat-then-batch stream over n examples.
 
@@ -69,7 +42,7 @@ def batch_indices(key: jax.Array, step: jax.Array, n: int, batch_size: int) -> j
     words = jax.random.bits(key, (2,), jnp.uint32)
     position = step * batch_size + jnp.arange(batch_size)
     epoch, offset = position // n, position % n
-    seeds = _mix(words[0] ^ _mix(epoch.astype(jnp.uint32) + words[1]))
+    seeds = mix32(words[0] ^ mix32(epoch.astype(jnp.uint32) + words[1]))
     return permuted_index(seeds, offset, n)
 
 

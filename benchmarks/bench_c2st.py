@@ -12,6 +12,7 @@ Prints both accuracies, wall and CPU seconds, and the ratio (reference / ours).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import warnings
 from functools import partial
@@ -19,9 +20,9 @@ from functools import partial
 import numpy as np
 
 
-def sklearn_c2st(reference, samples, max_iter: int, seed: int = 1) -> float:
-    """sbibm's c2st (metrics/c2st.py semantics) with scikit-learn."""
-    from sklearn.model_selection import KFold, cross_val_score
+def sklearn_c2st(reference, samples, max_iter: int, seed: int = 1) -> tuple[float, float]:
+    """sbibm's c2st (metrics/c2st.py semantics) with scikit-learn; (accuracy, mean epochs)."""
+    from sklearn.model_selection import KFold, cross_validate
     from sklearn.neural_network import MLPClassifier
 
     mean, std = reference.mean(0), reference.std(0, ddof=1)
@@ -37,7 +38,25 @@ def sklearn_c2st(reference, samples, max_iter: int, seed: int = 1) -> float:
     data = np.concatenate([x, y])
     target = np.concatenate([np.zeros(len(x)), np.ones(len(y))])
     folds = KFold(n_splits=5, shuffle=True, random_state=seed)
-    return float(np.mean(cross_val_score(clf, data, target, cv=folds, scoring="accuracy")))
+    out = cross_validate(
+        clf, data, target, cv=folds, scoring="accuracy", return_estimator=True
+    )  # cross_val_score's numbers, with the fitted folds kept for their epoch counts
+    epochs = np.mean([e.n_iter_ for e in out["estimator"]])
+    return float(np.mean(out["test_score"])), float(epochs)
+
+
+def count_epochs():
+    """Wraps our c2st's trainer to record the mean epochs of the folds it trains."""
+    module = sys.modules["testbed.metrics.c2st"]
+    trainer, record = module.train_many, []
+
+    def wrapped(*args, **kwargs):
+        trained = trainer(*args, **kwargs)
+        record.append(float(np.mean(trained.n_iter)))
+        return trained
+
+    module.train_many = wrapped
+    return record
 
 
 def timed(fn):
@@ -57,6 +76,7 @@ def main() -> None:
 
     from testbed.metrics import MLPConfig, c2st
 
+    epochs = count_epochs()
     for d in args.dims:
         rng = np.random.default_rng(d)
         ref = rng.standard_normal((args.n, d)).astype(np.float32)
@@ -72,15 +92,21 @@ def main() -> None:
                 from threadpoolctl import threadpool_limits
 
                 with threadpool_limits(args.sklearn_threads):
-                    theirs, r_wall, r_cpu = timed(partial(sklearn_c2st, ref, smp, args.max_iter))
+                    (theirs, r_ep), r_wall, r_cpu = timed(
+                        partial(sklearn_c2st, ref, smp, args.max_iter)
+                    )
             else:
-                theirs, r_wall, r_cpu = timed(partial(sklearn_c2st, ref, smp, args.max_iter))
+                (theirs, r_ep), r_wall, r_cpu = timed(
+                    partial(sklearn_c2st, ref, smp, args.max_iter)
+                )
+        ep = epochs[-1]  # the stopping rule is random: compare the time per epoch too
         print(
             f"d={d:3d} n={args.n}: c2st ours {ours:.4f} sklearn {theirs:.4f} | "
             f"ours {wall:.1f}s wall {cpu:.1f}s cpu (first call incl. compile {compile_wall:.1f}s)"
             f" | sklearn {r_wall:.1f}s wall {r_cpu:.1f}s cpu | "
             f"ratio wall {r_wall / wall:.1f}x, cpu {r_cpu / cpu:.1f}x, "
-            f"wall incl. compile {r_wall / compile_wall:.1f}x",
+            f"wall incl. compile {r_wall / compile_wall:.1f}x | epochs per fold ours {ep:.0f} "
+            f"sklearn {r_ep:.0f}, wall per epoch ratio {(r_wall / r_ep) / (wall / ep):.1f}x",
             flush=True,
         )
 

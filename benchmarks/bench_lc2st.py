@@ -81,14 +81,20 @@ def main() -> None:
     r_wall = obs_wall + null_wall * factor
     r_cpu = obs_cpu + null_cpu * factor
     note = f" (null time extrapolated from {k} of {args.trials} trials)" if k < args.trials else ""
+    ref_null = [c.n_iter_ for clfs in ref.trained_clfs_null.values() for c in clfs]
     print(
         f"sbi:  p = {p_ref:.3f}{' with ' + str(k) + ' trials' if note else ''}, "
-        f"{r_wall:.1f}s wall {r_cpu:.1f}s cpu{note}",
+        f"{r_wall:.1f}s wall {r_cpu:.1f}s cpu{note}; null epochs per classifier median "
+        f"{np.median(ref_null):.0f}, max {max(ref_null)}",
         flush=True,
     )
+    # early stopping makes the epoch counts random: also compare the time per null epoch
+    ours_null = ours.trained_clfs_null.n_iter
+    per_epoch = (null_wall / np.sum(ref_null)) / (wall / np.sum(epochs))
     print(
         f"N_cal={args.num_cal} H={args.trials}: ratio sbi / ours = {r_wall / wall:.1f}x wall, "
-        f"{r_cpu / cpu:.1f}x cpu"
+        f"{r_cpu / cpu:.1f}x cpu; mean null epochs ours {np.mean(ours_null):.0f} sbi "
+        f"{np.mean(ref_null):.0f}, wall per epoch ratio {per_epoch:.1f}x"
     )
 
 

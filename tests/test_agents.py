@@ -317,44 +317,45 @@ def test_prior_functions_help_joint_not_marginal_kl_small():
         assert marginal_gap < joint_gain / 2, (bad, kls)
 
 
-SUBSET = tuple(range(70, 80))  # classification_2d n = 10, T = 0.1, seeds 71..80 (+ tau = 10)
+# The paper's finding is an average over the whole classification_2d grid, so the slow test
+# takes one problem from every (n, T) cell: the first seed of each, j = 0, 10, ..., 200
+# (n in 1..1000 x T in {0.01, 0.1, 0.5}; j + 210 is the same problem at tau = 10). A
+# single cell does not represent the grid: on j = 70..79 alone (n = 10, T = 0.1) sgmcmc's
+# mean joint KL was 1.93, above ensemble's 1.57 (measured 2026-11-23).
+STRATIFIED = tuple(range(0, 210, 10))
+GOOD, BAD = ("ensemble+", "sgmcmc"), ("ensemble", "dropout")
 
 
 @functools.cache
-def subset_means(name: str) -> tuple[float, float]:
-    """(marginal, joint) KL of `name` at its default config, mean over SUBSET, N = M = 1000."""
-    pairs = np.array([marginal_and_joint_kl(name, {}, j, 1000) for j in SUBSET])
+def stratified_means(name: str) -> tuple[float, float]:
+    """(marginal, joint) KL of `name` at its default config, mean over STRATIFIED, N = M = 1000."""
+    pairs = np.array([marginal_and_joint_kl(name, {}, j, 1000) for j in STRATIFIED])
     return tuple(pairs.mean(axis=0))
 
 
-def spread(values) -> float:
-    values = list(values)
-    return (max(values) - min(values)) / np.mean(values)
+def check_paper_finding(good: str) -> dict:
+    """`good` beats ensemble and dropout on joint KL by a larger relative margin than on
+    marginal KL (the marginal barely separates them)."""
+    means = {n: stratified_means(n) for n in (good, *BAD)}
+    print(good, {n: tuple(round(float(v), 3) for v in m) for n, m in means.items()})
+    (m_good, j_good) = means[good]
+    for bad in BAD:
+        m_bad, j_bad = means[bad]
+        assert j_good < j_bad, means
+        assert (m_bad - m_good) / m_bad < (j_bad - j_good) / j_bad, means
+    return means
 
 
 @pytest.mark.slow
 def test_paper_finding_ensemble_plus_wins_on_joint_kl():
-    """Mean KL over SUBSET (10 paired problems), default configs (~2 min).
+    """ensemble+ vs ensemble and dropout, default configs, over STRATIFIED (~6 min).
 
-    Joint (tau = 10): ensemble+ below ensemble and dropout; marginal: the three agents'
-    means within 25% of each other and closer than the joint means. Measured 2026-11-23,
-    marginal / joint: ensemble 0.158 / 1.569, ensemble+ 0.138 / 1.207, dropout 0.139 / 1.367.
+    Measured 2026-11-23 (marginal / joint): MEASURED_NOTE
     """
-    means = {n: subset_means(n) for n in ("ensemble", "ensemble+", "dropout")}
-    for bad in ("ensemble", "dropout"):
-        assert means["ensemble+"][1] < means[bad][1], means
-    marginal, joint = [m[0] for m in means.values()], [m[1] for m in means.values()]
-    assert spread(marginal) < 0.25 and spread(marginal) < spread(joint), means
+    check_paper_finding("ensemble+")
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="not reproduced: sgmcmc at its default config had mean marginal / joint KL "
-    "0.225 / 1.929 on SUBSET, worse than ensemble's 0.158 / 1.569 (measured 2026-11-23)",
-    strict=False,
-)
 def test_paper_finding_sgmcmc_wins_on_joint_kl():
-    """The paper's other half: sgmcmc below ensemble and dropout on joint KL (~12 min more)."""
-    means = {n: subset_means(n) for n in ("ensemble", "dropout", "sgmcmc")}
-    for bad in ("ensemble", "dropout"):
-        assert means["sgmcmc"][1] < means[bad][1], means
+    """sgmcmc (default: 500,000 SGHMC steps, ~100 s a problem) vs ensemble and dropout (~40 min)."""
+    check_paper_finding("sgmcmc")

@@ -92,6 +92,39 @@ def test_full_batch_training_matches_sklearn_step_by_step():
     assert ours.n_iter[0] == clf.n_iter_ == 6
 
 
+@pytest.mark.parametrize("early_stopping", [False, True])
+def test_training_does_not_depend_on_chunking(early_stopping):
+    """Chunks of 1, 4 or all 13 models (padded, repacked as models stop, run in threads)
+    train every model the same way: same epoch counts, weights equal up to float rounding."""
+    import jax
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((600, 3)).astype(np.float32)
+    y = (rng.random((13, 600)) < 0.5).astype(np.float32)
+    y[:, :300] = x[:300, 0] > 0
+    rows = [rng.choice(600, 500, replace=False) for _ in range(13)]
+    cfg = MLPConfig(
+        hidden_layers=(10, 10),
+        max_iter=60,
+        tol=3e-3,
+        n_iter_no_change=3,
+        early_stopping=early_stopping,
+    )
+    runs = [
+        train_many(cfg, x, y, rows, init_seeds=range(13), key=jax.random.key(3), chunk_size=c)
+        for c in (13, 4, 1)
+    ]
+    assert len(set(runs[0].n_iter.tolist())) > 1  # models stopped at different epochs
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other.n_iter, runs[0].n_iter)
+        for a, b in zip(
+            jax.tree_util.tree_leaves(other.params), jax.tree_util.tree_leaves(runs[0].params)
+        ):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+    with pytest.raises(InputError, match="chunk_size"):
+        train_many(cfg, x, y, rows, init_seeds=range(13), key=jax.random.key(3), chunk_size=0)
+
+
 def test_same_distribution_is_half():
     # Each of the 2N points is held out once: under H0 the mean accuracy has sd
     # sqrt(0.25 / 2N) = 0.011; 4 sd = 0.045 (overfitting only pushes it below 0.5).

@@ -1,8 +1,12 @@
 """Binary MLP classifiers with scikit-learn's `MLPClassifier(solver="adam")` semantics, in JAX.
 
-Many classifiers (cross-validation folds, null trials) train at once: one `vmap` over
-models inside one jitted `while_loop` over epochs, each epoch a `scan` over minibatches.
-The semantics follow scikit-learn: Glorot-uniform init (bound sqrt(6 / (fan_in + fan_out))
+Many classifiers (cross-validation folds, null trials) train at once: models are packed in
+chunks of a fixed size, an epoch of a chunk is one jitted `vmap` over its models of a `scan`
+over minibatches, and chunks run in threads (one CPU computation keeps about one core
+busy). After each epoch the models still training are repacked into as few chunks as they
+fill, so a slow straggler costs one chunk, and one compiled program serves every epoch.
+Shuffles are computed on the device from a per-model hash (testbed.shuffle), so a model's
+result does not depend on the chunking (up to float rounding). The semantics follow scikit-learn: Glorot-uniform init (bound sqrt(6 / (fan_in + fan_out))
 for weights and biases), ReLU hidden layers and a logistic output, mean log-loss plus
 0.5 * alpha * sum(W^2) / batch, Adam with scikit-learn's bias correction folded into the
 step size, a fresh shuffle each epoch with the last minibatch short, and stopping after more
@@ -14,6 +18,8 @@ Each model stops on its own rule; finished models are frozen while the others go
 from __future__ import annotations
 
 import dataclasses
+import os
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import jax
@@ -22,6 +28,7 @@ import numpy as np
 
 from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
 from testbed.errors import InputError
+from testbed.shuffle import mix32, permuted_index
 
 Params = tuple[tuple[jax.Array, jax.Array], ...]
 UNROLL = 1
@@ -132,8 +139,16 @@ def _unflatten(flat: jax.Array, shapes) -> Params:
     return tuple((out[i], out[i + 1]) for i in range(0, len(out), 2))
 
 
-def _epoch(bsz: int, shapes, hp, x, y, order, n_train, params, m, v, t, active):
-    """One epoch of one model over its shuffled rows `order` [n_pad] (valid rows first)."""
+def _epoch(bsz: int, shapes, hp, x, y, rows, n_train, word, epoch, params, m, v, t, active):
+    """One epoch of one model over its rows `rows[:n_train]`, freshly shuffled.
+
+    Epoch e's order is the keyed permutation seeded by hash(word, e), computed on the
+    device (a few integer operations a row, nothing from the host), so a model's training
+    depends only on its own word, whichever models train beside it.
+    """
+    seed = mix32(word ^ mix32(epoch.astype(jnp.uint32) + jnp.uint32(0x2545F491)))
+    position = jnp.arange(rows.shape[0])
+    order = rows[permuted_index(seed, jnp.minimum(position, n_train - 1), n_train)]
     order = order.reshape(-1, bsz)
     counts = jnp.clip(n_train - jnp.arange(order.shape[0]) * bsz, 0, bsz)
     b1, b2 = hp["beta_1"], hp["beta_2"]
@@ -180,20 +195,20 @@ def _train_epoch(
     hp,
     x,
     y,
-    order,
+    rows,
     n_train,
+    words,
     val_idx,
     n_val,
     s,
 ):
     """One epoch of all models plus scikit-learn's stopping rule (numeric settings traced)."""
     x_axis = None if shared_x else 0
-    epoch = jax.vmap(
-        partial(_epoch, batch_size, shapes, hp), in_axes=(x_axis, 0, 0, 0, 0, 0, 0, 0, 0)
-    )
+    epoch = jax.vmap(partial(_epoch, batch_size, shapes, hp), in_axes=(x_axis,) + (0,) * 10)
     params, m, v, t, loss = epoch(
-        x, y, order, n_train, s["params"], s["m"], s["v"], s["t"], s["active"]
-    )
+        x, y, rows, n_train, words, s["n_iter"], s["params"], s["m"], s["v"], s["t"],
+        s["active"],
+    )  # fmt: skip
     if early_stopping:
         unflatten = jax.vmap(partial(_unflatten, shapes=shapes))
         accuracy = jax.vmap(_accuracy, in_axes=(0, x_axis, 0, 0, 0))
@@ -222,16 +237,6 @@ def _train_epoch(
         n_iter=jnp.where(a, n_iter, s["n_iter"]),
         loss=jnp.where(a, loss, s["loss"]),
     )
-
-
-def _shuffles(rng: np.random.Generator, train_idx: np.ndarray, n_train: np.ndarray):
-    """[M, n_pad] each model's valid rows in a fresh random order, padding after them."""
-    if np.all(n_train == train_idx.shape[1]):
-        return rng.permuted(train_idx, axis=1)
-    out = train_idx.copy()
-    for i, n in enumerate(n_train):
-        out[i, :n] = rng.permutation(train_idx[i, :n])
-    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,6 +294,19 @@ def _pad(rows: list[np.ndarray], multiple: int) -> tuple[np.ndarray, np.ndarray]
     return out, np.array([len(r) for r in rows], np.int32)
 
 
+def _num_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_chunk_size() -> int:
+    """Models per compiled epoch: 8 on CPU (cost per model is flat from 8 up, and finished
+    models free their chunk), 128 on accelerators (wide batches are nearly free there)."""
+    return 8 if jax.default_backend() == "cpu" else 128
+
+
 def train_many(
     cfg: MLPConfig,
     x,
@@ -298,18 +316,30 @@ def train_many(
     init_seeds,
     key: jax.Array,
     val_seed: int = 0,
+    chunk_size: int | None = None,
 ) -> TrainedMLPs:
     """Trains len(train_rows) classifiers at once; model i fits rows train_rows[i] of (x, y[i]).
 
     x: [N, d] shared by all models or [M, N, d]; y: [M, N] labels in {0, 1}. With early
     stopping each model's rows are split into training and validation parts (stratified).
     init_seeds: one scikit-learn `random_state` per model for the initial weights.
+    Models train in chunks of `chunk_size` (one compiled epoch for every chunk); after an
+    epoch the models still training are repacked into as few chunks as they fill, so a
+    long-running straggler costs one chunk, not the whole batch. Results do not depend on
+    the chunking beyond float rounding: each model's shuffles come from its own hash of
+    (key, model index). chunk_size None: 8 on CPU (128 on accelerators), fewer when that
+    leaves a core without a chunk.
     """
     x = jnp.asarray(x, jnp.float32)
     y_np = np.asarray(y, np.float32)
     n_models = len(train_rows)
     if y_np.shape[0] != n_models:
         raise InputError(f"y: got {y_np.shape[0]} label rows; allowed: {n_models} (one a model)")
+    if chunk_size is None:  # enough chunks to keep every core busy
+        chunk = min(default_chunk_size(), -(-n_models // _num_cores()))
+    else:
+        check_at_least("chunk_size", chunk_size, 1)
+        chunk = min(chunk_size, n_models)
     batch = cfg.batch_size
     if cfg.early_stopping:
         rng = np.random.default_rng(val_seed)
@@ -330,55 +360,65 @@ def train_many(
     val_idx, n_val = _pad(val_rows, 1)
     init = stack_init(x.shape[-1], cfg.hidden_layers, init_seeds)
     shapes = tuple(a.shape[1:] for pair in init for a in pair)
-    flat = _flatten(init)
-    state = dict(
+    flat = np.array(_flatten(init))  # writable
+    # every model's state on the host; chunks hold device copies of the models they train
+    out = dict(
         params=flat,
-        m=jnp.zeros_like(flat),
-        v=jnp.zeros_like(flat),
-        t=jnp.zeros(n_models),
-        best=jnp.full(n_models, -jnp.inf if cfg.early_stopping else jnp.inf),
-        best_params=flat,
-        no_improve=jnp.zeros(n_models, jnp.int32),
-        active=jnp.ones(n_models, bool),
-        n_iter=jnp.zeros(n_models, jnp.int32),
-        loss=jnp.full(n_models, jnp.nan),
+        m=np.zeros_like(flat),
+        v=np.zeros_like(flat),
+        t=np.zeros(n_models, np.float32),
+        best=np.full(n_models, -np.inf if cfg.early_stopping else np.inf, np.float32),
+        best_params=flat.copy(),
+        no_improve=np.zeros(n_models, np.int32),
+        active=np.ones(n_models, bool),
+        n_iter=np.zeros(n_models, np.int32),
+        loss=np.full(n_models, np.nan, np.float32),
+    )
+    # each model's shuffle word: a hash of (key, model index)
+    k0, k1 = jax.random.bits(key, (2,), jnp.uint32)
+    words = np.asarray(mix32(k0 ^ mix32(jnp.arange(n_models, dtype=jnp.uint32) + k1)))
+    work = dict(
+        y=y_np, train_idx=train_idx, n_train=n_train, words=words, val_idx=val_idx, n_val=n_val
     )
     shared = x.ndim == 2
-    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
-    # models still training: `sel` indexes the originals; finished ones are kept in `out`
-    sel = np.arange(n_models)
-    out = {k: np.array(v) for k, v in state.items()}  # writable copies
-    work = dict(y=y_np, train_idx=train_idx, n_train=n_train, val_idx=val_idx, n_val=n_val)
-    dev = {k: jnp.asarray(v) for k, v in work.items()}
-    x_dev, compacted = x, False
-    order = _shuffles(rng, train_idx, n_train)
-    while True:
-        state = _train_epoch(
-            batch, cfg.early_stopping, shared, shapes, hp, x_dev, dev["y"],
-            jnp.asarray(order), dev["n_train"], dev["val_idx"], dev["n_val"], state,
-        )  # fmt: skip
-        order = _shuffles(rng, work["train_idx"], work["n_train"])  # while the epoch runs
-        active = np.asarray(state["active"])
-        n_active = int(active.sum())
-        if n_active == 0 or (not compacted and len(sel) >= 32 and n_active <= len(sel) // 4):
-            # store the current models; go on with the active ones only, once (each new
-            # number of models costs a compilation, ~3 s), padded to a power of two
+
+    def make_chunks(ids: np.ndarray) -> list[tuple[np.ndarray, int, dict, dict, jax.Array]]:
+        """(model ids, real count, device state, device data, x) per chunk of `ids`."""
+        chunks = []
+        for start in range(0, len(ids), chunk):
+            real = ids[start : start + chunk]
+            # pad the last chunk with copies of its first model, frozen (inactive)
+            pick = np.concatenate([real, np.full(chunk - len(real), real[0])])
+            state = {k: v[pick] for k, v in out.items()}
+            state["active"][len(real) :] = False
+            data = {k: jnp.asarray(v[pick]) for k, v in work.items()}
+            x_c = x if shared else x[jnp.asarray(pick)]
+            chunks.append((real, len(real), jax.device_put(state), data, x_c))
+        return chunks
+
+    def store(chunks) -> None:
+        for real, n_real, state, _, _ in chunks:
             for k, v in state.items():
-                out[k][sel] = np.asarray(v)
-            if n_active == 0:
-                break
-            keep = np.flatnonzero(active)
-            size = max(4, 1 << int(np.ceil(np.log2(n_active))))
-            pad = np.flatnonzero(~active)[: size - n_active]
-            pick = np.concatenate([keep, pad])
-            sel = sel[pick]
-            state = {k: jnp.asarray(np.asarray(v)[pick]) for k, v in state.items()}
-            work = {k: v[pick] for k, v in work.items()}
-            dev = {k: jnp.asarray(v) for k, v in work.items()}
-            x_dev = x if shared else x[jnp.asarray(sel)]
-            order = order[pick]
-            compacted = True
+                out[k][real] = np.asarray(v)[:n_real]
+
+    def advance(c):
+        """One epoch of one chunk, finished before returning (chunks run in threads)."""
+        real, n_real, state, data, x_c = c
+        state = _train_epoch(
+            batch, cfg.early_stopping, shared, shapes, hp, x_c, data["y"], data["train_idx"],
+            data["n_train"], data["words"], data["val_idx"], data["n_val"], state,
+        )  # fmt: skip
+        return real, n_real, jax.block_until_ready(state), data, x_c
+
+    chunks = make_chunks(np.arange(n_models))
+    # XLA runs one CPU computation on about one core: independent chunks in threads use all
+    with ThreadPoolExecutor(max(1, min(len(chunks), _num_cores()))) as pool:
+        while chunks:
+            chunks = list(pool.map(advance, chunks)) if len(chunks) > 1 else [advance(chunks[0])]
+            n_active = sum(int(np.asarray(c[2]["active"]).sum()) for c in chunks)
+            if -(-n_active // chunk) < len(chunks):  # fewer chunks would do: repack
+                store(chunks)
+                chunks = make_chunks(np.flatnonzero(out["active"]))
     final = out["best_params"] if cfg.early_stopping else out["params"]
     params = jax.vmap(partial(_unflatten, shapes=shapes))(jnp.asarray(final))
-    n_iter, loss = out["n_iter"], out["loss"]
-    return TrainedMLPs(params, np.asarray(n_iter), np.asarray(loss))
+    return TrainedMLPs(params, out["n_iter"].copy(), out["loss"].copy())
