@@ -350,12 +350,17 @@ def check_paper_finding(good: str) -> dict:
 def test_paper_finding_ensemble_plus_wins_on_joint_kl():
     """ensemble+ vs ensemble and dropout, default configs, over STRATIFIED (~6 min).
 
-    Measured 2026-11-23 (marginal / joint): MEASURED_NOTE
+    Measured 2026-11-23, mean marginal / joint KL: ensemble+ 0.157 / 1.397, ensemble
+    0.208 / 2.068, dropout 0.215 / 2.123 (joint 32 % and 34 % lower; marginal 25 % and 27 %).
     """
     check_paper_finding("ensemble+")
 
 
 @pytest.mark.slow
 def test_paper_finding_sgmcmc_wins_on_joint_kl():
-    """sgmcmc (default: 500,000 SGHMC steps, ~100 s a problem) vs ensemble and dropout (~40 min)."""
+    """sgmcmc (default: 500,000 SGHMC steps a problem) vs ensemble and dropout (~15 min more).
+
+    Measured 2026-11-23, mean marginal / joint KL: sgmcmc 0.195 / 1.474 (joint 29 % and
+    31 % below ensemble's and dropout's; marginal 6 % and 9 %).
+    """
     check_paper_finding("sgmcmc")
