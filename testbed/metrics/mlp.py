@@ -4,15 +4,17 @@ Many classifiers (cross-validation folds, null trials) train at once: models are
 chunks of a fixed size, an epoch of a chunk is one jitted `vmap` over its models of a `scan`
 over minibatches, and chunks run in threads (one CPU computation keeps about one core
 busy). After each epoch the models still training are repacked into as few chunks as they
-fill, so a slow straggler costs one chunk, and one compiled program serves every epoch.
-Shuffles are computed on the device from a per-model hash (testbed.shuffle), so a model's
-result does not depend on the chunking (up to float rounding). The semantics follow scikit-learn: Glorot-uniform init (bound sqrt(6 / (fan_in + fan_out))
-for weights and biases), ReLU hidden layers and a logistic output, mean log-loss plus
-0.5 * alpha * sum(W^2) / batch, Adam with scikit-learn's bias correction folded into the
-step size, a fresh shuffle each epoch with the last minibatch short, and stopping after more
-than `n_iter_no_change` epochs without a `tol` improvement of the training loss, or, with
-`early_stopping`, of the accuracy on a stratified validation split (best weights restored).
-Each model stops on its own rule; finished models are frozen while the others go on.
+fill (the last stragglers of a large batch into quarter-size chunks), so a slow model costs
+one small chunk and at most two programs are compiled. Shuffles are computed on the device
+from a per-model hash (testbed.shuffle), so a model's result does not depend on the
+chunking (up to float rounding). The semantics follow scikit-learn: Glorot-uniform init
+(bound sqrt(6 / (fan_in + fan_out)) for weights and biases), ReLU hidden layers and a
+logistic output, mean log-loss plus 0.5 * alpha * sum(W^2) / batch, Adam with
+scikit-learn's bias correction folded into the step size, a fresh shuffle each epoch with
+the last minibatch short, and stopping after more than `n_iter_no_change` epochs without
+a `tol` improvement of the training loss, or, with `early_stopping`, of the accuracy on a
+stratified validation split (best weights restored). Each model stops on its own rule;
+finished models are frozen while the others go on.
 """
 
 from __future__ import annotations
@@ -382,13 +384,20 @@ def train_many(
     )
     shared = x.ndim == 2
 
+    # many models: the last few stragglers move to chunks of a quarter size (a second
+    # compiled size), so they neither wait in a chunk of padding nor leave a core idle
+    small = max(1, chunk // 4) if n_models >= 4 * chunk else chunk
+
+    def size_for(n_active: int) -> int:
+        return chunk if n_active > chunk else small
+
     def make_chunks(ids: np.ndarray) -> list[tuple[np.ndarray, int, dict, dict, jax.Array]]:
         """(model ids, real count, device state, device data, x) per chunk of `ids`."""
-        chunks = []
-        for start in range(0, len(ids), chunk):
-            real = ids[start : start + chunk]
+        chunks, size = [], size_for(len(ids))
+        for start in range(0, len(ids), size):
+            real = ids[start : start + size]
             # pad the last chunk with copies of its first model, frozen (inactive)
-            pick = np.concatenate([real, np.full(chunk - len(real), real[0])])
+            pick = np.concatenate([real, np.full(size - len(real), real[0])])
             state = {k: v[pick] for k, v in out.items()}
             state["active"][len(real) :] = False
             data = {k: jnp.asarray(v[pick]) for k, v in work.items()}
@@ -416,7 +425,9 @@ def train_many(
         while chunks:
             chunks = list(pool.map(advance, chunks)) if len(chunks) > 1 else [advance(chunks[0])]
             n_active = sum(int(np.asarray(c[2]["active"]).sum()) for c in chunks)
-            if -(-n_active // chunk) < len(chunks):  # fewer chunks would do: repack
+            size = size_for(n_active)
+            current = chunks[0][2]["active"].shape[0]
+            if size != current or -(-n_active // size) < len(chunks):  # repack
                 store(chunks)
                 chunks = make_chunks(np.flatnonzero(out["active"]))
     final = out["best_params"] if cfg.early_stopping else out["params"]
