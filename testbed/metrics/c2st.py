@@ -25,6 +25,13 @@ from testbed.metrics.registry import register
 Scoring = Literal["accuracy", "roc_auc"]
 
 
+def complement_rows(n: int, rows: np.ndarray) -> np.ndarray:
+    """The sorted rows of range(n) not in `rows` (setdiff1d without its sort)."""
+    keep = np.ones(n, bool)
+    keep[rows] = False
+    return np.flatnonzero(keep)
+
+
 def kfold_test_rows(n: int, n_folds: int, seed: int) -> list[np.ndarray]:
     """Held-out rows of each fold, identical to scikit-learn's shuffled KFold(random_state)."""
     rows = np.arange(n)
@@ -106,7 +113,7 @@ def c2st_scores(
         return _sklearn_scores(classifier, data, target.astype(int), n_folds, seed, scoring)
     cfg = mlp_config or MLPConfig.sbibm(data.shape[1])
     tests = kfold_test_rows(len(data), n_folds, seed)
-    trains = [np.setdiff1d(np.arange(len(data)), t) for t in tests]
+    trains = [complement_rows(len(data), t) for t in tests]
     trained = train_many(
         cfg,
         data,

@@ -23,7 +23,7 @@ import numpy as np
 
 from testbed.config import check_at_least, check_in_range, check_one_of
 from testbed.errors import InputError
-from testbed.metrics.c2st import kfold_test_rows
+from testbed.metrics.c2st import complement_rows, kfold_test_rows
 from testbed.metrics.inputs import as_samples, to_numpy
 from testbed.metrics.mlp import MLPConfig, TrainedMLPs, train_many
 from testbed.metrics.registry import register
@@ -144,7 +144,7 @@ class LC2ST:
         if self.num_folds == 1:
             return [np.arange(n)]
         tests = kfold_test_rows(n, self.num_folds, self.seed)
-        return [np.setdiff1d(np.arange(n), t) for t in tests]
+        return [complement_rows(n, t) for t in tests]
 
     def _null_draw(self, trial: int) -> tuple[np.ndarray, np.ndarray]:
         raise InputError("permutation: got False; allowed: True (LC2ST_NF has a base null)")
