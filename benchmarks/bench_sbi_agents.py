@@ -16,6 +16,8 @@ jobs share the machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import time
 import warnings
 
@@ -36,6 +38,12 @@ def time_ours(agent_name: str, problem, num_samples: int) -> tuple[float, float,
     post = agents.load(agent_name)(problem.train_data, problem.prior_knowledge)
     samples = post.sample(problem.x_o, num_samples, seed=0)
     return time.perf_counter() - start, time.process_time() - cpu, samples
+
+
+def quiet(fn, *args):
+    """fn(*args) with sbi's progress prints (stdout) and bars (stderr) kept out of the table."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return fn(*args)
 
 
 def time_sbi_abc(agent_name: str, problem, num_samples: int) -> float:
@@ -104,11 +112,11 @@ def main() -> None:
     for task in args.tasks:
         for name in args.agents:
             pid = f"sbi/{task}/{args.budget}/{args.observation}"
-            ours, cpu, samples = time_ours(name, generative.load(pid), args.num_samples)
+            ours, cpu, samples = quiet(time_ours, name, generative.load(pid), args.num_samples)
             published = PUBLISHED_MINUTES.get((task, args.budget), {}).get(name)
             ref = ratio = ""
             if name in ("rej_abc", "smc_abc"):
-                theirs = time_sbi_abc(name, generative.load(pid), args.num_samples)
+                theirs = quiet(time_sbi_abc, name, generative.load(pid), args.num_samples)
                 ref, ratio = f"{theirs / 60:.3f}", f"{theirs / ours:.1f}"
             c2st = ""
             if args.c2st:
