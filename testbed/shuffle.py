@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 ROUNDS = 24  # 6 leave visible structure (runs of neighbours); from ~18 on, batches look random
 
 
-def mix32(v: jax.Array) -> jax.Array:
-    """A 32-bit integer hash of uint32 values (multiply / xor-shift finaliser)."""
-    v = (v ^ (v >> 16)) * jnp.uint32(0x7FEB352D)
-    v = (v ^ (v >> 15)) * jnp.uint32(0x846CA68B)
+def mix32(v):
+    """A 32-bit integer hash of uint32 values (multiply / xor-shift finaliser).
+
+    Works on JAX and NumPy uint32 arrays alike (NumPy constants keep NumPy input on the host).
+    """
+    v = (v ^ (v >> 16)) * np.uint32(0x7FEB352D)
+    v = (v ^ (v >> 15)) * np.uint32(0x846CA68B)
     return v ^ (v >> 16)
 
 

@@ -101,11 +101,10 @@ def glorot_init(in_dim: int, hidden: tuple[int, ...], seed: int) -> list[np.ndar
     return out
 
 
-def stack_init(in_dim: int, hidden: tuple[int, ...], seeds) -> Params:
-    """Initial parameters of len(seeds) models, stacked on a leading model axis."""
+def stack_init(in_dim: int, hidden: tuple[int, ...], seeds) -> tuple[np.ndarray, ...]:
+    """Initial [W1, b1, W2, ...] of len(seeds) models, stacked on a leading model axis (host)."""
     per_model = [glorot_init(in_dim, hidden, int(s)) for s in seeds]
-    flat = [jnp.asarray(np.stack(arrays)) for arrays in zip(*per_model)]
-    return tuple((flat[i], flat[i + 1]) for i in range(0, len(flat), 2))
+    return tuple(np.stack(arrays) for arrays in zip(*per_model))
 
 
 def logits(params: Params, x: jax.Array) -> jax.Array:
@@ -125,10 +124,21 @@ def _batch_loss(params: Params, xb, yb, wb, alpha: float):
     return jnp.sum(nll * wb) / count + 0.5 * alpha * l2 / count
 
 
-def _flatten(params: Params) -> jax.Array:
+def _flatten(arrays: tuple[np.ndarray, ...]) -> np.ndarray:
     """[M, P]: each model's weights and biases in one vector (one fused Adam update)."""
-    m = params[0][0].shape[0]
-    return jnp.concatenate([a.reshape(m, -1) for pair in params for a in pair], axis=1)
+    m = arrays[0].shape[0]
+    return np.concatenate([a.reshape(m, -1) for a in arrays], axis=1)
+
+
+def _unflatten_host(flat: np.ndarray, shapes) -> Params:
+    """[M, P] host vectors back to stacked ((W1, b1), ...) device arrays."""
+    out, start = [], 0
+    for shape in shapes:
+        size = int(np.prod(shape))
+        out.append(flat[:, start : start + size].reshape(flat.shape[0], *shape))
+        start += size
+    out = jax.device_put(out)
+    return tuple((out[i], out[i + 1]) for i in range(0, len(out), 2))
 
 
 def _unflatten(flat: jax.Array, shapes) -> Params:
@@ -257,14 +267,13 @@ class TrainedMLPs:
 
     def prob_class1(self, x) -> jax.Array:
         """[M, n] probability of class 1 under each model (x [n, d] shared or [M, n, d])."""
-        x = jnp.asarray(x, jnp.float32)
-        axis = None if x.ndim == 2 else 0
-        return jax.nn.sigmoid(_logits_many(self.params, x, axis))
+        x = np.asarray(x, np.float32)
+        return _prob_many(self.params, x, None if x.ndim == 2 else 0)
 
 
 @partial(jax.jit, static_argnames=("axis",))
-def _logits_many(params: Params, x, axis):
-    return jax.vmap(logits, in_axes=(0, axis))(params, x)
+def _prob_many(params: Params, x, axis):
+    return jax.nn.sigmoid(jax.vmap(logits, in_axes=(0, axis))(params, x))
 
 
 def stratified_validation(y: np.ndarray, fraction: float, rng: np.random.Generator):
@@ -303,6 +312,14 @@ def _num_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _key_words(key) -> tuple[np.uint32, np.uint32]:
+    """Two uint32 words of a JAX key (raw uint32 data or a typed key), read on the host."""
+    typed = jnp.issubdtype(getattr(key, "dtype", np.uint32), jax.dtypes.prng_key)
+    data = jax.random.key_data(key) if typed else key
+    words = np.asarray(data, np.uint32).ravel()
+    return words[0], words[-1]
+
+
 def default_chunk_size() -> int:
     """Models per compiled epoch: 8 on CPU (cost per model is flat from 8 up, and finished
     models free their chunk), 128 on accelerators (wide batches are nearly free there)."""
@@ -332,7 +349,8 @@ def train_many(
     (key, model index). chunk_size None: 8 on CPU (128 on accelerators), fewer when that
     leaves a core without a chunk.
     """
-    x = jnp.asarray(x, jnp.float32)
+    x_host = np.asarray(x, np.float32)
+    x = jax.device_put(x_host)
     y_np = np.asarray(y, np.float32)
     n_models = len(train_rows)
     if y_np.shape[0] != n_models:
@@ -355,14 +373,14 @@ def train_many(
         fit_rows, val_rows = train_rows, [r[:1] for r in train_rows]
     # scikit-learn's batch size is min(batch_size, n_samples)
     batch = min(batch, min(len(r) for r in fit_rows))
-    hp = {k: jnp.float32(getattr(cfg, k)) for k in HYPER}
-    hp["n_iter_no_change"] = jnp.int32(cfg.n_iter_no_change)
-    hp["max_iter"] = jnp.int32(cfg.max_iter)
+    hp = {k: np.float32(getattr(cfg, k)) for k in HYPER}
+    hp["n_iter_no_change"] = np.int32(cfg.n_iter_no_change)
+    hp["max_iter"] = np.int32(cfg.max_iter)
     train_idx, n_train = _pad(fit_rows, batch)
     val_idx, n_val = _pad(val_rows, 1)
     init = stack_init(x.shape[-1], cfg.hidden_layers, init_seeds)
-    shapes = tuple(a.shape[1:] for pair in init for a in pair)
-    flat = np.array(_flatten(init))  # writable
+    shapes = tuple(a.shape[1:] for a in init)
+    flat = _flatten(init)
     # every model's state on the host; chunks hold device copies of the models they train
     out = dict(
         params=flat,
@@ -376,9 +394,9 @@ def train_many(
         n_iter=np.zeros(n_models, np.int32),
         loss=np.full(n_models, np.nan, np.float32),
     )
-    # each model's shuffle word: a hash of (key, model index)
-    k0, k1 = jax.random.bits(key, (2,), jnp.uint32)
-    words = np.asarray(mix32(k0 ^ mix32(jnp.arange(n_models, dtype=jnp.uint32) + k1)))
+    # each model's shuffle word: a hash of (key, model index), on the host
+    k0, k1 = _key_words(key)
+    words = mix32(k0 ^ mix32(np.arange(n_models, dtype=np.uint32) + k1))
     work = dict(
         y=y_np, train_idx=train_idx, n_train=n_train, words=words, val_idx=val_idx, n_val=n_val
     )
@@ -400,8 +418,8 @@ def train_many(
             pick = np.concatenate([real, np.full(size - len(real), real[0])])
             state = {k: v[pick] for k, v in out.items()}
             state["active"][len(real) :] = False
-            data = {k: jnp.asarray(v[pick]) for k, v in work.items()}
-            x_c = x if shared else x[jnp.asarray(pick)]
+            data = jax.device_put({k: v[pick] for k, v in work.items()})
+            x_c = x if shared else jax.device_put(x_host[pick])
             chunks.append((real, len(real), jax.device_put(state), data, x_c))
         return chunks
 
@@ -431,5 +449,4 @@ def train_many(
                 store(chunks)
                 chunks = make_chunks(np.flatnonzero(out["active"]))
     final = out["best_params"] if cfg.early_stopping else out["params"]
-    params = jax.vmap(partial(_unflatten, shapes=shapes))(jnp.asarray(final))
-    return TrainedMLPs(params, out["n_iter"].copy(), out["loss"].copy())
+    return TrainedMLPs(_unflatten_host(final, shapes), out["n_iter"].copy(), out["loss"].copy())
