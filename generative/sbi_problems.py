@@ -81,12 +81,11 @@ class SimulationAccess:
         return x
 
 
-def simulation_prior_knowledge(
-    task: Any, num_simulations: int, support: Support, parameter_names
-) -> PriorKnowledge:
+def simulation_prior_knowledge(task: Any, num_simulations: int) -> PriorKnowledge:
     """What an SBI agent is told about a simulator task: the `extra` keys that
     agents/sbi_agents.py, agents/sbi_torch.py and agents/abc_agents.py read (dimensions, the
     prior's support as kind / lower / upper, the budget, the parameter names)."""
+    support: Support = task.support
     return PriorKnowledge(
         input_dim=task.dim_data,
         num_train=num_simulations,
@@ -98,9 +97,34 @@ def simulation_prior_knowledge(
             "lower": float(support.low),
             "upper": float(support.high),
             "num_simulations": num_simulations,
-            "parameter_names": tuple(parameter_names),
+            "parameter_names": tuple(task.labels),
         },
     )
+
+
+class BudgetedSimulation:
+    """The simulator side of a posterior problem (`sbi/...`, `conjugate_sbi/...`): a fresh
+    budgeted access per training run, the prior knowledge SBI agents read, and the count of
+    simulations used. Needs `_task` (name, dims, support, labels, simulate, ...),
+    `num_simulations` and `x_o`."""
+
+    last_access: SimulationAccess | None = None
+
+    @property
+    def train_data(self) -> SimulationAccess:
+        """A fresh budgeted simulation access (one per training run)."""
+        self.last_access = SimulationAccess(self._task, self.num_simulations, self.x_o)
+        return self.last_access
+
+    @property
+    def prior_knowledge(self) -> PriorKnowledge:
+        return simulation_prior_knowledge(self._task, self.num_simulations)
+
+    def record_simulations_used(self, quality: Quality) -> Quality:
+        """Adds `num_simulations_used` of the last training run (none when nothing trained)."""
+        if self.last_access is not None:
+            quality["num_simulations_used"] = self.last_access.num_simulations
+        return quality
 
 
 class ReferencePosterior:
@@ -114,7 +138,7 @@ class ReferencePosterior:
 
 
 @dataclasses.dataclass
-class PosteriorProblem:
+class PosteriorProblem(BudgetedSimulation):
     """One task, budget and observation; scores posteriors at x_o (see the module doc)."""
 
     task: str
@@ -138,18 +162,7 @@ class PosteriorProblem:
         self.x_o = self._task.observation(self.num_observation)
         self.theta_true = self._task.true_parameters(self.num_observation)
         self._reference: np.ndarray | None = None
-        self.last_access: SimulationAccess | None = None
-
-    @property
-    def train_data(self) -> SimulationAccess:
-        """A fresh budgeted simulation access (one per training run)."""
-        self.last_access = SimulationAccess(self._task, self.num_simulations, self.x_o)
-        return self.last_access
-
-    @property
-    def prior_knowledge(self) -> PriorKnowledge:
-        t = self._task
-        return simulation_prior_knowledge(t, self.num_simulations, t.support, t.labels)
+        self.last_access = None
 
     def oracle_predictive(self) -> ReferencePosterior:
         return ReferencePosterior(self._task)
@@ -181,8 +194,7 @@ class PosteriorProblem:
             x_pred = x_pred[np.isfinite(x_pred).all(axis=1)]  # failed ODE solves
             if len(x_pred):
                 quality["median_distance"] = metrics.median_distance(self.x_o, x_pred)
-        if self.last_access is not None:
-            quality["num_simulations_used"] = self.last_access.num_simulations
+        self.record_simulations_used(quality)
         if self.lc2st:
             quality.update(self.lc2st_quality(post))
         return quality

@@ -121,8 +121,18 @@ def test_training_does_not_depend_on_chunking(early_stopping):
             jax.tree_util.tree_leaves(other.params), jax.tree_util.tree_leaves(runs[0].params)
         ):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+    # a raw uint32 key gives the same shuffles as the typed key with the same data
+    raw = train_many(cfg, x, y, rows, init_seeds=range(13), key=jax.random.PRNGKey(3))
+    np.testing.assert_array_equal(raw.n_iter, runs[0].n_iter)
+    key = jax.random.key(3)
     with pytest.raises(InputError, match="chunk_size"):
-        train_many(cfg, x, y, rows, init_seeds=range(13), key=jax.random.key(3), chunk_size=0)
+        train_many(cfg, x, y, rows, init_seeds=range(13), key=key, chunk_size=0)
+    with pytest.raises(InputError, match="train_rows"):
+        train_many(cfg, x, y[:0], [], init_seeds=[], key=key)
+    with pytest.raises(InputError, match=r"y: got shape \(12, 600\)"):
+        train_many(cfg, x, y[:12], rows, init_seeds=range(13), key=key)
+    with pytest.raises(InputError, match="x: got 2 per-model inputs"):
+        train_many(cfg, np.stack([x, x]), y, rows, init_seeds=range(13), key=key)
 
 
 def test_same_distribution_is_half():

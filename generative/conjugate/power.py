@@ -60,9 +60,7 @@ def rejection_rates(
     return counts
 
 
-def power_table(
-    name: str, trials: int, num_samples: int = 200, c2st_trials: int = 0
-) -> list[str]:
+def power_table(name: str, trials: int, num_samples: int = 200, c2st_trials: int = 0) -> list[str]:
     spec = PROBLEMS[name]
     problem = ConjugateProblem(
         name,

@@ -17,13 +17,8 @@ from typing import Any
 from generative.conjugate import problem_set
 from generative.conjugate.problem import ConjugateProblem, ExactPosterior
 from generative.registry import register_family, register_sweep
-from generative.sbi_problems import (
-    BUDGETS,
-    SimulationAccess,
-    _parse_int,
-    simulation_prior_knowledge,
-)
-from testbed.base import PriorKnowledge, Quality
+from generative.sbi_problems import BUDGETS, BudgetedSimulation, _parse_int
+from testbed.base import Quality
 from testbed.errors import InputError, bad_value
 from testbed.posterior_adapter import as_posterior
 
@@ -46,27 +41,15 @@ class _Scored:
 
 
 @dataclasses.dataclass
-class ConjugateSimulationProblem:
+class ConjugateSimulationProblem(BudgetedSimulation):
     """The conjugate problem `conjugate` seen through a simulator with `num_simulations`."""
 
     conjugate: ConjugateProblem
     num_simulations: int
 
     def __post_init__(self):
-        self.task = self.conjugate.task
+        self._task = self.conjugate.task
         self.x_o = self.conjugate.x_o
-        self.last_access: SimulationAccess | None = None
-
-    @property
-    def train_data(self) -> SimulationAccess:
-        """A fresh budgeted simulation access (one per training run)."""
-        self.last_access = SimulationAccess(self.task, self.num_simulations, self.x_o)
-        return self.last_access
-
-    @property
-    def prior_knowledge(self) -> PriorKnowledge:
-        t = self.task
-        return simulation_prior_knowledge(t, self.num_simulations, t.support, t.parameter_names)
 
     def exact_predictive(self) -> ExactPosterior:
         """The exact posterior (the `exact` agent's floor)."""
@@ -75,10 +58,8 @@ class ConjugateSimulationProblem:
     oracle_predictive = exact_predictive
 
     def evaluate(self, predictive: Any) -> Quality:
-        quality = self.conjugate.evaluate(_Scored(predictive, self.task.dim_parameters))
-        if self.last_access is not None:
-            quality["num_simulations_used"] = self.last_access.num_simulations
-        return quality
+        quality = self.conjugate.evaluate(_Scored(predictive, self._task.dim_parameters))
+        return self.record_simulations_used(quality)
 
 
 def conjugate_sbi_settings(rest: str) -> dict[str, Any]:

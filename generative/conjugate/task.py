@@ -85,6 +85,8 @@ class ConjugateTask:
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(self.family.param_names)
 
+    labels = parameter_names  # the SBI tasks' name for them
+
     @property
     def support(self) -> Support:
         """The prior's support as SBI agents read it (exact or a superset: see SUPPORTS)."""

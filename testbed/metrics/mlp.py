@@ -130,23 +130,13 @@ def _flatten(arrays: tuple[np.ndarray, ...]) -> np.ndarray:
     return np.concatenate([a.reshape(m, -1) for a in arrays], axis=1)
 
 
-def _unflatten_host(flat: np.ndarray, shapes) -> Params:
-    """[M, P] host vectors back to stacked ((W1, b1), ...) device arrays."""
+def _unflatten(flat, shapes) -> Params:
+    """Flat vectors [..., P] back to ((W1, b1), ...) with leading axes kept; `shapes`
+    without them. Works on one model's traced vector and on the host's [M, P] alike."""
     out, start = [], 0
     for shape in shapes:
         size = int(np.prod(shape))
-        out.append(flat[:, start : start + size].reshape(flat.shape[0], *shape))
-        start += size
-    out = jax.device_put(out)
-    return tuple((out[i], out[i + 1]) for i in range(0, len(out), 2))
-
-
-def _unflatten(flat: jax.Array, shapes) -> Params:
-    """One model's flat vector [P] back to ((W1, b1), ...); shapes without the model axis."""
-    out, start = [], 0
-    for shape in shapes:
-        size = int(np.prod(shape))
-        out.append(flat[start : start + size].reshape(shape))
+        out.append(flat[..., start : start + size].reshape(*flat.shape[:-1], *shape))
         start += size
     return tuple((out[i], out[i + 1]) for i in range(0, len(out), 2))
 
@@ -353,8 +343,20 @@ def train_many(
     x = jax.device_put(x_host)
     y_np = np.asarray(y, np.float32)
     n_models = len(train_rows)
-    if y_np.shape[0] != n_models:
-        raise InputError(f"y: got {y_np.shape[0]} label rows; allowed: {n_models} (one a model)")
+    if n_models == 0 or min(len(r) for r in train_rows) < 2:
+        raise InputError(
+            "train_rows: got no models or a model with fewer than 2 rows; allowed: one array "
+            "of at least 2 row indices per model"
+        )
+    if y_np.ndim != 2 or y_np.shape[0] != n_models:
+        raise InputError(
+            f"y: got shape {y_np.shape}; allowed: [{n_models}, N] (one label row a model)"
+        )
+    if x_host.ndim == 3 and x_host.shape[0] != n_models:
+        raise InputError(
+            f"x: got {x_host.shape[0]} per-model inputs; allowed: [N, d] shared or "
+            f"[{n_models}, N, d] (one a model)"
+        )
     if chunk_size is None:  # enough chunks to keep every core busy
         chunk = min(default_chunk_size(), -(-n_models // _num_cores()))
     else:
@@ -449,4 +451,5 @@ def train_many(
                 store(chunks)
                 chunks = make_chunks(np.flatnonzero(out["active"]))
     final = out["best_params"] if cfg.early_stopping else out["params"]
-    return TrainedMLPs(_unflatten_host(final, shapes), out["n_iter"].copy(), out["loss"].copy())
+    params = jax.device_put(_unflatten(final, shapes))
+    return TrainedMLPs(params, out["n_iter"].copy(), out["loss"].copy())
