@@ -61,16 +61,18 @@ def test_init_is_sklearns():
         np.testing.assert_allclose(a, b, atol=1e-9)
 
 
-def test_full_batch_training_matches_sklearn_step_by_step():
+@pytest.mark.parametrize("hidden", [(8, 8), (6,), (5, 4, 3)])
+def test_full_batch_training_matches_sklearn_step_by_step(hidden):
     """With one minibatch per epoch the shuffle is irrelevant: loss, L2, Adam and the stopping
-    rule must then reproduce scikit-learn's weights (float32 rounding only) and epoch count."""
+    rule must then reproduce scikit-learn's weights (float32 rounding only) and epoch count
+    (this also checks the hand-written gradient for one, two and three hidden layers)."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((120, 2)).astype(np.float32)
     y = (x[:, 0] + 0.5 * rng.standard_normal(120) > 0).astype(int)
-    cfg = MLPConfig(hidden_layers=(8, 8), max_iter=30, tol=0.0, n_iter_no_change=10)
+    cfg = MLPConfig(hidden_layers=hidden, max_iter=30, tol=0.0, n_iter_no_change=10)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = MLPClassifier((8, 8), max_iter=30, tol=0.0, random_state=5).fit(x, y)
+        clf = MLPClassifier(hidden, max_iter=30, tol=0.0, random_state=5).fit(x, y)
     import jax
 
     ours = train_many(
@@ -227,3 +229,33 @@ def test_c2st_pvalue_is_the_binomial_tail():
         assert abs(c2st_pvalue(acc, n_ref, n_smp) - direct) < 1e-12
     with pytest.raises(InputError, match="accuracy"):
         c2st_pvalue(1.2, 10, 10)
+
+
+def test_hand_written_gradient_matches_autodiff_on_a_short_batch():
+    """The trainer's gradient (feature-major, by hand) equals autodiff of scikit-learn's
+    loss, mean log-loss + 0.5 alpha sum(W^2) / count, with the padded rows masked out."""
+    import jax
+    import jax.numpy as jnp
+
+    from testbed.metrics.mlp import _loss_and_grad, _to_trainer_layout, logits
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((9, 3)).astype(np.float32)
+    y = (rng.random(9) < 0.5).astype(np.float32)
+    wb = (np.arange(9) < 7).astype(np.float32)  # the last two rows are padding
+    arrays = [a + 0.1 for a in glorot_init(3, (6, 4), 0)]  # biases away from zero
+    params = tuple(zip(arrays[::2], arrays[1::2]))
+    alpha = 0.3
+
+    def reference(p):
+        z = logits(p, x[:7])
+        nll = -(y[:7] * jax.nn.log_sigmoid(z) + (1 - y[:7]) * jax.nn.log_sigmoid(-z))
+        return jnp.mean(nll) + 0.5 * alpha * sum(jnp.sum(w**2) for w, _ in p) / 7
+
+    want_loss, want = jax.value_and_grad(reference)(params)
+    layout = _to_trainer_layout(arrays)
+    loss, got = _loss_and_grad(tuple(zip(layout[::2], layout[1::2])), x.T, y, wb, alpha)
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-6)
+    for (gw, gb), (ww, wbias) in zip(got, want):
+        np.testing.assert_allclose(np.asarray(gw).T, ww, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(gb, wbias, rtol=1e-5, atol=1e-7)

@@ -7,7 +7,9 @@ busy). After each epoch the models still training are repacked into as few chunk
 fill (the last stragglers of a large batch into quarter-size chunks), so a slow model costs
 one small chunk and at most two programs are compiled. Shuffles are computed on the device
 from a per-model hash (testbed.shuffle), so a model's result does not depend on the
-chunking (up to float rounding). The semantics follow scikit-learn: Glorot-uniform init
+chunking (up to float rounding). Weights are kept feature-major and the gradient is written
+by hand, so every matmul reaches XLA's fast small-matrix kernels (scikit-learn's layout is
+restored on the way out). The semantics follow scikit-learn: Glorot-uniform init
 (bound sqrt(6 / (fan_in + fan_out)) for weights and biases), ReLU hidden layers and a
 logistic output, mean log-loss plus 0.5 * alpha * sum(W^2) / batch, Adam with
 scikit-learn's bias correction folded into the step size, a fresh shuffle each epoch with
@@ -107,8 +109,53 @@ def stack_init(in_dim: int, hidden: tuple[int, ...], seeds) -> tuple[np.ndarray,
     return tuple(np.stack(arrays) for arrays in zip(*per_model))
 
 
+def _forward_t(params: Params, x_t: jax.Array) -> tuple[jax.Array, list[jax.Array]]:
+    """Feature-major forward pass of one model in the trainer's layout (W [out, in], b [out]).
+
+    x_t [d, n] -> (logits [n], activations [in, n] feeding each layer). With the batch on
+    the last axis every matmul of the pass and of its gradient is a plain or right-transposed
+    product, which XLA's CPU backend sends to its fast small-matrix kernels.
+    """
+    acts = [x_t]
+    for w, b in params[:-1]:
+        acts.append(jax.nn.relu(w @ acts[-1] + b[:, None]))
+    w, b = params[-1]
+    return (w @ acts[-1] + b[:, None])[0], acts
+
+
+def _loss_and_grad(params: Params, x_t, yb, wb, alpha):
+    """Mean log-loss + 0.5 alpha sum(W^2) over the weighted rows, and its gradient by hand.
+
+    Same values as autodiff of scikit-learn's loss (tested); written out because the
+    hand-placed transposes make the small matmuls 1.3x-2.5x faster on CPU than autodiff's.
+    x_t [d, n] feature-major, yb and wb [n]; params in the trainer's layout.
+    """
+    count = jnp.maximum(jnp.sum(wb), 1.0)
+    z, acts = _forward_t(params, x_t)
+    nll = jax.nn.softplus(z) - yb * z  # -(y log s(z) + (1 - y) log s(-z)) for y in {0, 1}
+    l2 = sum(jnp.sum(w**2) for w, _ in params)
+    loss = jnp.sum(nll * wb) / count + 0.5 * alpha * l2 / count
+    delta = (wb * (jax.nn.sigmoid(z) - yb) / count)[None]  # d loss / d logits, [1, n]
+    grads = []
+    for layer in reversed(range(len(params))):
+        w, _ = params[layer]
+        grads.append((delta @ acts[layer].T + alpha * w / count, jnp.sum(delta, axis=1)))
+        if layer:
+            # the output layer has one unit: its back-projection is an outer product
+            back = (
+                w[0][:, None] * delta
+                if w.shape[0] == 1
+                else (
+                    jax.lax.optimization_barrier(w.T)
+                    @ delta  # a plain product, not a transposed one
+                )
+            )
+            delta = back * (acts[layer] > 0)
+    return loss, tuple(reversed(grads))
+
+
 def logits(params: Params, x: jax.Array) -> jax.Array:
-    """Logit of class 1 for each row of x [..., d] (one model)."""
+    """Logit of class 1 for each row of x [..., d] (one model, scikit-learn's layout)."""
     h = x
     for w, b in params[:-1]:
         h = jax.nn.relu(h @ w + b)
@@ -116,12 +163,10 @@ def logits(params: Params, x: jax.Array) -> jax.Array:
     return (h @ w + b)[..., 0]
 
 
-def _batch_loss(params: Params, xb, yb, wb, alpha: float):
-    count = jnp.maximum(jnp.sum(wb), 1.0)
-    z = logits(params, xb)
-    nll = -(yb * jax.nn.log_sigmoid(z) + (1.0 - yb) * jax.nn.log_sigmoid(-z))
-    l2 = sum(jnp.sum(w**2) for w, _ in params)
-    return jnp.sum(nll * wb) / count + 0.5 * alpha * l2 / count
+def _to_trainer_layout(arrays) -> tuple:
+    """[W1, b1, W2, ...] with W [..., in, out] -> with W [..., out, in] (and back: its own
+    inverse), on the host: the trainer keeps weights feature-major (see _forward_t)."""
+    return tuple(np.swapaxes(a, -1, -2) if i % 2 == 0 else a for i, a in enumerate(arrays))
 
 
 def _flatten(arrays: tuple[np.ndarray, ...]) -> np.ndarray:
@@ -157,28 +202,41 @@ def _epoch(bsz: int, shapes, hp, x, y, rows, n_train, word, epoch, params, m, v,
 
     def step(carry, inp):
         params, m, v, t = carry
-        xb, yb, count = inp
+        xb_t, yb, count = inp
         wb = (jnp.arange(bsz) < count).astype(jnp.float32)
-        loss, g = jax.value_and_grad(
-            lambda p: _batch_loss(_unflatten(p, shapes), xb, yb, wb, hp["alpha"])
-        )(params)
+        loss, g = _loss_and_grad(params, xb_t, yb, wb, hp["alpha"])
         go = active & (count > 0)
         t1 = t + go.astype(jnp.float32)
-        m1 = jnp.where(go, b1 * m + (1 - b1) * g, m)
-        v1 = jnp.where(go, b2 * v + (1 - b2) * g * g, v)
         lr = hp["learning_rate"] * jnp.sqrt(1 - b2**t1) / (1 - b1**t1)
-        p1 = jnp.where(go, params - lr * m1 / (jnp.sqrt(v1) + hp["epsilon"]), params)
-        return (p1, m1, v1, t1), loss * count
 
+        def adam(p, m, v, g):
+            m1 = jnp.where(go, b1 * m + (1 - b1) * g, m)
+            v1 = jnp.where(go, b2 * v + (1 - b2) * g * g, v)
+            return jnp.where(go, p - lr * m1 / (jnp.sqrt(v1) + hp["epsilon"]), p), m1, v1
+
+        new = [adam(*leaves) for leaves in zip(*map(jax.tree_util.tree_leaves, (params, m, v, g)))]
+        params, m, v = (jax.tree_util.tree_unflatten(tree, list(a)) for a in zip(*new))
+        return (params, m, v, t1), loss * count
+
+    # per epoch (not per step): flat state <-> layers, rows gathered feature-major [S, d, bsz]
+    trees = tuple(_unflatten(a, shapes) for a in (params, m, v))
+    tree = jax.tree_util.tree_structure(trees[0])
+    xs = jnp.swapaxes(x[order], 1, 2)
     (params, m, v, t), losses = jax.lax.scan(
-        step, (params, m, v, t), (x[order], y[order], counts), unroll=UNROLL
+        step, (*trees, t), (xs, y[order], counts), unroll=UNROLL
     )
+    params, m, v = (_flatten_traced(a) for a in (params, m, v))
     return params, m, v, t, jnp.sum(losses) / jnp.maximum(n_train, 1)
+
+
+def _flatten_traced(layers: Params) -> jax.Array:
+    """((W1, b1), ...) of one model -> its flat vector [P] (inverse of _unflatten)."""
+    return jnp.concatenate([a.ravel() for a in jax.tree_util.tree_leaves(layers)])
 
 
 def _accuracy(params: Params, x, y, idx, n_valid):
     mask = jnp.arange(idx.shape[0]) < n_valid
-    pred = (logits(params, x[idx]) > 0).astype(jnp.float32)
+    pred = (_forward_t(params, x[idx].T)[0] > 0).astype(jnp.float32)
     return jnp.sum((pred == y[idx]) * mask) / jnp.maximum(n_valid, 1)
 
 
@@ -206,11 +264,14 @@ def _train_epoch(
 ):
     """One epoch of all models plus scikit-learn's stopping rule (numeric settings traced)."""
     x_axis = None if shared_x else 0
-    epoch = jax.vmap(partial(_epoch, batch_size, shapes, hp), in_axes=(x_axis,) + (0,) * 10)
-    params, m, v, t, loss = epoch(
-        x, y, rows, n_train, words, s["n_iter"], s["params"], s["m"], s["v"], s["t"],
-        s["active"],
-    )  # fmt: skip
+    epoch = partial(_epoch, batch_size, shapes, hp)
+    per_model = (y, rows, n_train, words, s["n_iter"], s["params"], s["m"], s["v"], s["t"])
+    per_model += (s["active"],)
+    if y.shape[0] == 1:  # one model: unbatched matmuls, faster than a batch of one on CPU
+        one = epoch(x if shared_x else x[0], *(a[0] for a in per_model))
+        params, m, v, t, loss = (a[None] for a in one)
+    else:
+        params, m, v, t, loss = jax.vmap(epoch, in_axes=(x_axis,) + (0,) * 10)(x, *per_model)
     if early_stopping:
         unflatten = jax.vmap(partial(_unflatten, shapes=shapes))
         accuracy = jax.vmap(_accuracy, in_axes=(0, x_axis, 0, 0, 0))
@@ -380,7 +441,7 @@ def train_many(
     hp["max_iter"] = np.int32(cfg.max_iter)
     train_idx, n_train = _pad(fit_rows, batch)
     val_idx, n_val = _pad(val_rows, 1)
-    init = stack_init(x.shape[-1], cfg.hidden_layers, init_seeds)
+    init = _to_trainer_layout(stack_init(x.shape[-1], cfg.hidden_layers, init_seeds))
     shapes = tuple(a.shape[1:] for a in init)
     flat = _flatten(init)
     # every model's state on the host; chunks hold device copies of the models they train
@@ -451,5 +512,6 @@ def train_many(
                 store(chunks)
                 chunks = make_chunks(np.flatnonzero(out["active"]))
     final = out["best_params"] if cfg.early_stopping else out["params"]
-    params = jax.device_put(_unflatten(final, shapes))
+    params = tuple((np.swapaxes(w, -1, -2), b) for w, b in _unflatten(final, shapes))
+    params = jax.device_put(params)  # scikit-learn's layout again: W [M, in, out]
     return TrainedMLPs(params, out["n_iter"].copy(), out["loss"].copy())
