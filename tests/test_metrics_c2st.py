@@ -164,12 +164,23 @@ def test_agrees_with_sklearn_sbibm_settings():
 @pytest.mark.slow
 @pytest.mark.parametrize("shift,d", [(0.0, 2), (0.3, 5), (1.0, 2), (0.2, 10)])
 def test_agrees_with_sklearn_more_cases(shift, d):
+    """Mean over 8 seeds (folds, initial weights and shuffles) within 0.01 of scikit-learn's.
+
+    Our minibatch shuffles are not scikit-learn's, so one seed's accuracies differ by
+    training noise: at n = 2000 a set the paired difference had sd 0.011 (d = 5, shift 0.3,
+    measured over 8 seeds), a coin flip against 0.01. Over 8 seeds its standard error is
+    0.011 / sqrt(8) = 0.004, and 0.01 is 2.5 of them."""
     from threadpoolctl import threadpool_limits
 
     a, b = gaussians(shift, n=2000, d=d, seed=3)
-    with threadpool_limits(1):  # multi-threaded BLAS on busy cores slows sklearn 10-100x
-        theirs = c2st(a, b, classifier=sbibm_mlp(d))
-    assert abs(c2st(a, b) - theirs) < 0.01
+    ours, theirs = [], []
+    for seed in range(1, 9):
+        clf = sbibm_mlp(d)
+        clf.set_params(random_state=seed)
+        with threadpool_limits(1):  # multi-threaded BLAS on busy cores slows sklearn 10-100x
+            theirs.append(c2st(a, b, seed=seed, classifier=clf))
+        ours.append(c2st(a, b, seed=seed))
+    assert abs(np.mean(ours) - np.mean(theirs)) < 0.01, (ours, theirs)
 
 
 def test_z_scoring_uses_reference_stats_and_guards_zero_std():

@@ -1,15 +1,16 @@
 """Binary MLP classifiers with scikit-learn's `MLPClassifier(solver="adam")` semantics, in JAX.
 
 Many classifiers (cross-validation folds, null trials) train at once: models are packed in
-chunks of a fixed size, an epoch of a chunk is one jitted `vmap` over its models of a `scan`
-over minibatches, and chunks run in threads (one CPU computation keeps about one core
-busy). After each epoch the models still training are repacked into as few chunks as they
-fill (the last stragglers of a large batch into quarter-size chunks), so a slow model costs
-one small chunk and at most two programs are compiled. Shuffles are computed on the device
-from a per-model hash (testbed.shuffle), so a model's result does not depend on the
-chunking (up to float rounding). Weights are kept feature-major and the gradient is written
-by hand, so every matmul reaches XLA's fast small-matrix kernels (scikit-learn's layout is
-restored on the way out). The semantics follow scikit-learn: Glorot-uniform init
+chunks of a fixed size, an epoch of a chunk is one jitted `vmap` over its models (a chunk
+of one is not batched) of a `scan` over minibatches. Chunks run epoch after epoch in
+threads, each on whichever core is free (one CPU computation keeps about one core busy);
+when a model stops, its chunk is taken apart and the models still training are packed
+into new chunks (the last stragglers of a large batch into quarter-size ones), so a slow
+model costs one small chunk and at most two programs are compiled. Shuffles are computed
+on the device from a per-model hash (testbed.shuffle), so a model's result does not depend
+on the chunking (up to float rounding). Weights are kept feature-major and the gradient is
+written by hand, so every matmul reaches XLA's fast small-matrix kernels (scikit-learn's
+layout is restored on the way out). The semantics follow scikit-learn: Glorot-uniform init
 (bound sqrt(6 / (fan_in + fan_out)) for weights and biases), ReLU hidden layers and a
 logistic output, mean log-loss plus 0.5 * alpha * sum(W^2) / batch, Adam with
 scikit-learn's bias correction folded into the step size, a fresh shuffle each epoch with
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from functools import partial
 
 import jax
@@ -393,12 +395,12 @@ def train_many(
     x: [N, d] shared by all models or [M, N, d]; y: [M, N] labels in {0, 1}. With early
     stopping each model's rows are split into training and validation parts (stratified).
     init_seeds: one scikit-learn `random_state` per model for the initial weights.
-    Models train in chunks of `chunk_size` (one compiled epoch for every chunk); after an
-    epoch the models still training are repacked into as few chunks as they fill, so a
-    long-running straggler costs one chunk, not the whole batch. Results do not depend on
-    the chunking beyond float rounding: each model's shuffles come from its own hash of
-    (key, model index). chunk_size None: 8 on CPU (128 on accelerators), fewer when that
-    leaves a core without a chunk.
+    Models train in chunks of `chunk_size` (one compiled epoch for every chunk), run by a
+    thread per core without a barrier between epochs; a chunk in which a model stopped is
+    repacked with other chunks' survivors, so a long-running straggler costs one chunk, not
+    the whole batch. Results do not depend on the chunking beyond float rounding: each
+    model's shuffles come from its own hash of (key, model index). chunk_size None: 8 on
+    CPU (128 on accelerators), fewer so that every core has at least two chunks to balance.
     """
     x_host = np.asarray(x, np.float32)
     x = jax.device_put(x_host)
@@ -418,8 +420,8 @@ def train_many(
             f"x: got {x_host.shape[0]} per-model inputs; allowed: [N, d] shared or "
             f"[{n_models}, N, d] (one a model)"
         )
-    if chunk_size is None:  # enough chunks to keep every core busy
-        chunk = min(default_chunk_size(), -(-n_models // _num_cores()))
+    if chunk_size is None:  # at least two chunks a core, so the cores finish together
+        chunk = min(default_chunk_size(), max(1, n_models // (2 * _num_cores())))
     else:
         check_at_least("chunk_size", chunk_size, 1)
         chunk = min(chunk_size, n_models)
@@ -472,9 +474,11 @@ def train_many(
     def size_for(n_active: int) -> int:
         return chunk if n_active > chunk else small
 
-    def make_chunks(ids: np.ndarray) -> list[tuple[np.ndarray, int, dict, dict, jax.Array]]:
+    def make_chunks(
+        ids: np.ndarray, size: int
+    ) -> list[tuple[np.ndarray, int, dict, dict, jax.Array]]:
         """(model ids, real count, device state, device data, x) per chunk of `ids`."""
-        chunks, size = [], size_for(len(ids))
+        chunks = []
         for start in range(0, len(ids), size):
             real = ids[start : start + size]
             # pad the last chunk with copies of its first model, frozen (inactive)
@@ -486,11 +490,6 @@ def train_many(
             chunks.append((real, len(real), jax.device_put(state), data, x_c))
         return chunks
 
-    def store(chunks) -> None:
-        for real, n_real, state, _, _ in chunks:
-            for k, v in state.items():
-                out[k][real] = np.asarray(v)[:n_real]
-
     def advance(c):
         """One epoch of one chunk, finished before returning (chunks run in threads)."""
         real, n_real, state, data, x_c = c
@@ -500,17 +499,39 @@ def train_many(
         )  # fmt: skip
         return real, n_real, jax.block_until_ready(state), data, x_c
 
-    chunks = make_chunks(np.arange(n_models))
+    # Chunks run epoch after epoch, each on whichever core is free (no barrier between
+    # epochs: models carry their own epoch counters). A chunk in which a model stopped is
+    # taken apart; its models still training wait as `loose` until they fill a chunk or a
+    # core would otherwise idle (then in small chunks, to pad little).
+    workers = _num_cores()
+    pending = deque(make_chunks(np.arange(n_models), size_for(n_models)))
+    loose: list[np.ndarray] = []
+    n_active, running = n_models, set()
     # XLA runs one CPU computation on about one core: independent chunks in threads use all
-    with ThreadPoolExecutor(max(1, min(len(chunks), _num_cores()))) as pool:
-        while chunks:
-            chunks = list(pool.map(advance, chunks)) if len(chunks) > 1 else [advance(chunks[0])]
-            n_active = sum(int(np.asarray(c[2]["active"]).sum()) for c in chunks)
-            size = size_for(n_active)
-            current = chunks[0][2]["active"].shape[0]
-            if size != current or -(-n_active // size) < len(chunks):  # repack
-                store(chunks)
-                chunks = make_chunks(np.flatnonzero(out["active"]))
+    with ThreadPoolExecutor(workers) as pool:
+        while pending or running or loose:
+            if loose:  # full chunks only, unless a core would idle (padding costs compute)
+                ids, size = np.concatenate(loose), size_for(n_active)
+                idle = len(pending) + len(running) < workers
+                take = len(ids) if idle else len(ids) // size * size
+                if idle and take < size:
+                    size = small
+                pending.extend(make_chunks(ids[:take], size))
+                loose = [ids[take:]] if take < len(ids) else []
+            while pending and len(running) < workers:
+                running.add(pool.submit(advance, pending.popleft()))
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                real, n_real, state, data, x_c = future.result()
+                active = np.asarray(state["active"])[:n_real]
+                if active.all():
+                    pending.append((real, n_real, state, data, x_c))
+                    continue
+                for k, v in state.items():
+                    out[k][real] = np.asarray(v)[:n_real]
+                n_active -= int((~active).sum())
+                if active.any():
+                    loose.append(real[active])
     final = out["best_params"] if cfg.early_stopping else out["params"]
     params = tuple((np.swapaxes(w, -1, -2), b) for w, b in _unflatten(final, shapes))
     params = jax.device_put(params)  # scikit-learn's layout again: W [M, in, out]
