@@ -533,6 +533,6 @@ def train_many(
                 if active.any():
                     loose.append(real[active])
     final = out["best_params"] if cfg.early_stopping else out["params"]
-    params = tuple((np.swapaxes(w, -1, -2), b) for w, b in _unflatten(final, shapes))
-    params = jax.device_put(params)  # scikit-learn's layout again: W [M, in, out]
+    arrays = _to_trainer_layout([a for layer in _unflatten(final, shapes) for a in layer])
+    params = jax.device_put(tuple(zip(arrays[::2], arrays[1::2])))  # W [M, in, out] again
     return TrainedMLPs(params, out["n_iter"].copy(), out["loss"].copy())
