@@ -60,23 +60,7 @@ ON CONFLICT (key) DO UPDATE SET
 WHERE results.status != 'ok'
 """
 
-_ROW_COLUMNS = (  # what `rows()` reads (the traceback stays in the file)
-    "key",
-    "agent",
-    "config_key",
-    "config",
-    "problem_id",
-    "seed",
-    "status",
-    "error",
-    "metrics",
-    "wall_seconds",
-    "versions",
-    "host",
-    "finished_at",
-    "attempts",
-)
-BASE_COLUMNS = [
+BASE_COLUMNS = [  # a row's fields before its metrics, in the order rows() and frames give them
     "key",
     "agent",
     "config_key",
@@ -256,12 +240,12 @@ class ResultsStore:
     def rows(self) -> list[dict[str, Any]]:
         """Every stored row as a dict, metrics parsed (NaN/inf kept); the job's seed is
         `agent_seed` (the problem's own seed is a setting); config and versions stay JSON."""
-        columns = list(_ROW_COLUMNS)
+        # the table's `seed` column is the job's agent seed; the traceback stays in the file
+        columns = ["seed" if c == "agent_seed" else c for c in BASE_COLUMNS] + ["metrics"]
         cursor = self._conn.execute(f"SELECT {', '.join(columns)} FROM results ORDER BY rowid")
         out = []
         for values in cursor.fetchall():
-            row = dict(zip(columns, values))
-            row["agent_seed"] = row.pop("seed")
+            row = dict(zip([*BASE_COLUMNS, "metrics"], values))
             row["metrics"] = json.loads(row["metrics"])
             if row["wall_seconds"] is None:
                 row["wall_seconds"] = math.nan
