@@ -19,6 +19,7 @@ from typing import Any
 
 from leaderboard.worker import compilation_cache_env, failed_result, thread_env, worker_main
 from testbed.config import check_at_least, check_one_of, check_positive
+from testbed.cores import usable_cores
 from testbed.errors import InputError
 
 OnResult = Callable[[dict[str, Any]], None]
@@ -29,10 +30,7 @@ MAX_START_FAILURES = 3
 
 def default_workers() -> int:
     """One worker per core this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cores()
 
 
 class InlineExecutor:

@@ -28,6 +28,7 @@ def thread_env(threads: int = 1) -> dict[str, str]:
     xla = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=" + n
     return {
         "XLA_FLAGS": xla,
+        "TESTBED_THREADS": n,  # our own pools (testbed.cores.THREADS_ENV; no import: no JAX here)
         "OMP_NUM_THREADS": n,
         "OPENBLAS_NUM_THREADS": n,
         "MKL_NUM_THREADS": n,

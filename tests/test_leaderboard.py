@@ -434,3 +434,44 @@ def test_enable_compilation_cache_sets_this_process_and_children(tmp_path, monke
     finally:
         for n, v in saved.items():
             jax.config.update(n, v)
+
+
+def test_thread_env_gives_our_own_thread_pools_the_same_budget(monkeypatch):
+    """Workers get TESTBED_THREADS with the BLAS / XLA variables, and the metric trainer's
+    thread pool honours it (a sweep's workers must not each start one thread per core)."""
+    import concurrent.futures
+
+    import jax
+
+    import testbed.metrics.mlp as mlp
+    from leaderboard.worker import thread_env
+    from testbed.cores import THREADS_ENV, thread_budget, usable_cores
+
+    env = thread_env(3)
+    assert env[THREADS_ENV] == env["OMP_NUM_THREADS"] == "3"
+    monkeypatch.setenv(THREADS_ENV, "1")
+    assert thread_budget() == 1
+    monkeypatch.setenv(THREADS_ENV, "100000")
+    assert thread_budget() == usable_cores()
+    for bad in ("0", "two"):
+        monkeypatch.setenv(THREADS_ENV, bad)
+        with pytest.raises(InputError, match=f"{THREADS_ENV}: got '{bad}'"):
+            thread_budget()
+    monkeypatch.delenv(THREADS_ENV)
+    assert thread_budget() == usable_cores()
+
+    started = []
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self, max_workers):
+            started.append(max_workers)
+            super().__init__(max_workers)
+
+    monkeypatch.setattr(mlp, "ThreadPoolExecutor", Recording)
+    monkeypatch.setenv(THREADS_ENV, "1")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, 2)).astype(np.float32)
+    y = (rng.random((4, 40)) < 0.5).astype(np.float32)
+    cfg = mlp.MLPConfig(hidden_layers=(4,), max_iter=2)
+    mlp.train_many(cfg, x, y, [np.arange(40)] * 4, init_seeds=range(4), key=jax.random.key(0))
+    assert started == [1]

@@ -23,7 +23,6 @@ finished models are frozen while the others go on.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from functools import partial
@@ -33,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
+from testbed.cores import thread_budget
 from testbed.errors import InputError
 from testbed.shuffle import mix32, permuted_index
 
@@ -358,13 +358,6 @@ def _pad(rows: list[np.ndarray], multiple: int) -> tuple[np.ndarray, np.ndarray]
     return out, np.array([len(r) for r in rows], np.int32)
 
 
-def _num_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def _key_words(key) -> tuple[np.uint32, np.uint32]:
     """Two uint32 words of a JAX key (raw uint32 data or a typed key), read on the host."""
     typed = jnp.issubdtype(getattr(key, "dtype", np.uint32), jax.dtypes.prng_key)
@@ -421,7 +414,7 @@ def train_many(
             f"[{n_models}, N, d] (one a model)"
         )
     if chunk_size is None:  # at least two chunks a core, so the cores finish together
-        chunk = min(default_chunk_size(), max(1, n_models // (2 * _num_cores())))
+        chunk = min(default_chunk_size(), max(1, n_models // (2 * thread_budget())))
     else:
         check_at_least("chunk_size", chunk_size, 1)
         chunk = min(chunk_size, n_models)
@@ -503,7 +496,7 @@ def train_many(
     # epochs: models carry their own epoch counters). A chunk in which a model stopped is
     # taken apart; its models still training wait as `loose` until they fill a chunk or a
     # core would otherwise idle (then in small chunks, to pad little).
-    workers = _num_cores()
+    workers = thread_budget()
     pending = deque(make_chunks(np.arange(n_models), size_for(n_models)))
     loose: list[np.ndarray] = []
     n_active, running = n_models, set()
