@@ -270,3 +270,14 @@ def test_hand_written_gradient_matches_autodiff_on_a_short_batch():
     for (gw, gb), (ww, wbias) in zip(got, want):
         np.testing.assert_allclose(np.asarray(gw).T, ww, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(gb, wbias, rtol=1e-5, atol=1e-7)
+
+
+def test_default_chunk_size_balances_cores_on_cpu_and_batches_wide_on_accelerators(
+    monkeypatch,
+):
+    import testbed.metrics.mlp as mlp
+
+    monkeypatch.setattr(mlp, "thread_budget", lambda: 2)  # two cores
+    assert [mlp.default_chunk_size(m) for m in (1, 5, 8, 16, 101)] == [1, 1, 2, 4, 8]
+    monkeypatch.setattr(mlp.jax, "default_backend", lambda: "gpu")
+    assert [mlp.default_chunk_size(m) for m in (1, 5, 101, 500)] == [1, 5, 101, 128]

@@ -366,10 +366,14 @@ def _key_words(key) -> tuple[np.uint32, np.uint32]:
     return words[0], words[-1]
 
 
-def default_chunk_size() -> int:
-    """Models per compiled epoch: 8 on CPU (cost per model is flat from 8 up, and finished
-    models free their chunk), 128 on accelerators (wide batches are nearly free there)."""
-    return 8 if jax.default_backend() == "cpu" else 128
+def default_chunk_size(n_models: int) -> int:
+    """Models per compiled epoch. CPU: at most 8 (the cost per model is flat from there on,
+    and finished models free their chunk), fewer so that every core has at least two
+    chunks to balance. Accelerators: all models up to 128 in one chunk (a wide batch is
+    nearly free there, and one device gains nothing from chunks in threads)."""
+    if jax.default_backend() != "cpu":
+        return min(128, n_models)
+    return min(8, max(1, n_models // (2 * thread_budget())))
 
 
 def train_many(
@@ -392,8 +396,8 @@ def train_many(
     thread per core without a barrier between epochs; a chunk in which a model stopped is
     repacked with other chunks' survivors, so a long-running straggler costs one chunk, not
     the whole batch. Results do not depend on the chunking beyond float rounding: each
-    model's shuffles come from its own hash of (key, model index). chunk_size None: 8 on
-    CPU (128 on accelerators), fewer so that every core has at least two chunks to balance.
+    model's shuffles come from its own hash of (key, model index). chunk_size None:
+    `default_chunk_size(M)`.
     """
     x_host = np.asarray(x, np.float32)
     x = jax.device_put(x_host)
@@ -413,8 +417,8 @@ def train_many(
             f"x: got {x_host.shape[0]} per-model inputs; allowed: [N, d] shared or "
             f"[{n_models}, N, d] (one a model)"
         )
-    if chunk_size is None:  # at least two chunks a core, so the cores finish together
-        chunk = min(default_chunk_size(), max(1, n_models // (2 * thread_budget())))
+    if chunk_size is None:
+        chunk = default_chunk_size(n_models)
     else:
         check_at_least("chunk_size", chunk_size, 1)
         chunk = min(chunk_size, n_models)
