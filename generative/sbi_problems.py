@@ -162,7 +162,6 @@ class PosteriorProblem(BudgetedSimulation):
         self.x_o = self._task.observation(self.num_observation)
         self.theta_true = self._task.true_parameters(self.num_observation)
         self._reference: np.ndarray | None = None
-        self.last_access = None
 
     def oracle_predictive(self) -> ReferencePosterior:
         return ReferencePosterior(self._task)

@@ -142,17 +142,13 @@ def _loss_and_grad(params: Params, x_t, yb, wb, alpha):
     for layer in reversed(range(len(params))):
         w, _ = params[layer]
         grads.append((delta @ acts[layer].T + alpha * w / count, jnp.sum(delta, axis=1)))
-        if layer:
-            # the output layer has one unit: its back-projection is an outer product
-            back = (
-                w[0][:, None] * delta
-                if w.shape[0] == 1
-                else (
-                    jax.lax.optimization_barrier(w.T)
-                    @ delta  # a plain product, not a transposed one
-                )
-            )
-            delta = back * (acts[layer] > 0)
+        if layer == 0:
+            break
+        if w.shape[0] == 1:  # the output unit: its back-projection is an outer product
+            back = w[0][:, None] * delta
+        else:  # W^T materialised, so the product is a plain one (not left-transposed)
+            back = jax.lax.optimization_barrier(w.T) @ delta
+        delta = back * (acts[layer] > 0)
     return loss, tuple(reversed(grads))
 
 
