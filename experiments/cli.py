@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -112,14 +113,40 @@ def _split(values: Sequence[str] | None) -> list[str]:
 
 
 def _executor(args: argparse.Namespace) -> Any:
-    from leaderboard.executors import InlineExecutor, LocalExecutor, RayExecutor
+    from leaderboard.executors import DEFAULT_TIMEOUT, InlineExecutor, LocalExecutor, RayExecutor
 
     imports = tuple(_split(args.imports))
+    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     if args.executor == "inline":
-        return InlineExecutor(imports=imports)
+        return InlineExecutor(imports=imports, timeout=timeout)
     if args.executor == "ray":
-        return RayExecutor(address=args.address, timeout=args.timeout, imports=imports)
-    return LocalExecutor(workers=args.workers, timeout=args.timeout, imports=imports)
+        return RayExecutor(
+            address=args.address, timeout=timeout, workers=args.workers, imports=imports
+        )
+    return LocalExecutor(workers=args.workers, timeout=timeout, imports=imports)
+
+
+MAX_FAILURES_SHOWN = 10
+
+
+def _print_summary(summary: Any, results: str) -> None:
+    """The sweep's one-line summary, then its failures (the first MAX_FAILURES_SHOWN)."""
+    print(
+        f"{summary.total} jobs: {summary.skipped} already stored, {summary.ok} ok, "
+        f"{summary.failed} failed in {summary.seconds:.1f} s -> {results}"
+    )
+    if summary.stored_failed:
+        print(f"  {summary.stored_failed} failed (stored earlier; --retry-failed re-runs them)")
+    if summary.by_others:
+        print(f"  {summary.by_others} finished by another sweep on the same results file")
+    failures = summary.failures + summary.other_failures
+    for key, reason in failures[:MAX_FAILURES_SHOWN]:
+        print(f"  failed {key}: {reason}")
+    if len(failures) > MAX_FAILURES_SHOWN:
+        print(
+            f"  ... and {len(failures) - MAX_FAILURES_SHOWN} more failed "
+            f"(testbed leaderboard --failures --results {results} lists them all)"
+        )
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -152,6 +179,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             generative.problem_settings(pid)  # an unknown id fails here, before any job
         jobs = expand(agent_names, ids, seeds=seeds, overrides=overrides, configs=args.configs)
     executor = _executor(args)
+    if args.executor == "inline" and args.workers:
+        raise InputError(
+            f"workers: got {args.workers} with --executor inline, which runs one job at a time "
+            "in this process; allowed: --executor local or ray for parallel workers"
+        )
     with ResultsStore(args.results, mode="w") as store:
         summary = run_sweep(
             jobs,
@@ -160,23 +192,37 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             retry_failed=args.retry_failed,
             progress=not args.quiet and sys.stderr.isatty(),
         )
-    line = (
-        f"{summary.total} jobs: {summary.skipped} already stored, {summary.ok} ok, "
-        f"{summary.failed} failed in {summary.seconds:.1f} s -> {args.results}"
-    )
     if args.json:
         print(json.dumps({**vars(summary), "results": args.results}, indent=2))
     else:
-        print(line)
-        for key, reason in summary.failures[:10]:
-            print(f"  failed {key}: {reason}")
-    return 1 if summary.failed else 0
+        _print_summary(summary, args.results)
+    return 1 if summary.any_failed else 0
+
+
+def cmd_failures(args: argparse.Namespace) -> int:
+    """`testbed leaderboard --failures`: every failed job with its stored reason."""
+    from leaderboard.store import load
+    from leaderboard.tables import render
+
+    df = load(args.results)
+    cols = ["key", "agent", "problem_id", "agent_seed", "attempts", "finished_at", "error"]
+    failed = df.loc[df["status"] == "failed", cols].reset_index(drop=True)
+    if args.format == "table":
+        _print_table(f"failed jobs ({len(failed)})", cols, failed.values.tolist())
+    else:
+        print(render(failed, args.format))
+    return 0
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from leaderboard import board as lb
+    from leaderboard.outputs import check_output_path
     from leaderboard.tables import fmt_value, render
 
+    if args.failures:
+        return cmd_failures(args)
+    if args.export:
+        check_output_path("export", args.export, [args.results])
     normalize = None if args.normalize == "none" else args.normalize
     board = lb.build(
         args.results,
@@ -211,8 +257,10 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from leaderboard import board as lb
+    from leaderboard.outputs import check_output_path
     from leaderboard.report import write_report
 
+    check_output_path("out", args.out, [args.results])  # before anything is read
     normalize = None if args.normalize == "none" else args.normalize
     board = lb.build(args.results, sweep=args.sweep, normalize=normalize)
     path = write_report(board, args.out, title=args.title)
@@ -256,8 +304,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="local process pool, Ray cluster, or inline (this process, for debugging)",
     )
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
-    p.add_argument("--workers", type=int, default=0, help="local worker processes (0: per core)")
-    p.add_argument("--timeout", type=float, help="per-job time limit in seconds")
+    p.add_argument(
+        "--workers", type=int, default=0, help="jobs at once, local or ray (0: one per core)"
+    )
+    p.add_argument(
+        "--timeout",
+        help="per-job time limit in seconds (default 86400 = 24 h; 0, inf or none: no limit)",
+    )
     p.add_argument("--results", default="testbed-results.db", help="SQLite results file")
     p.add_argument("--retry-failed", action="store_true", help="run failed jobs again")
     p.add_argument(
@@ -280,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", choices=["auto", "kl", "c2st"], default="auto")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
     p.add_argument("--export", metavar="PATH", help="also write all rows to .csv / .parquet")
+    p.add_argument(
+        "--failures", action="store_true", help="list the failed jobs and their reasons instead"
+    )
     p.set_defaults(fn=cmd_leaderboard)
 
     p = sub.add_parser("report", help="write a self-contained HTML report")
@@ -292,10 +348,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _OneLine(logging.Formatter):
+    """`testbed: warning: message` on one line (log records from the testbed's modules)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = " ".join(record.getMessage().split())
+        level = "" if record.levelno == logging.INFO else record.levelname.lower() + ": "
+        return f"testbed: {level}{text}"
+
+
+class _Stderr(logging.Handler):
+    """Writes to whatever sys.stderr is at the time (tests replace it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(self.format(record), file=sys.stderr)
+        except Exception:
+            self.handleError(record)
+
+
+def _setup_logging() -> None:
+    logger = logging.getLogger("testbed")
+    if not any(isinstance(h, _Stderr) for h in logger.handlers):
+        handler = _Stderr()
+        handler.setFormatter(_OneLine())
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from leaderboard.worker import enable_compilation_cache
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    _setup_logging()
     enable_compilation_cache()
     args = build_parser().parse_args(argv)
     from testbed.errors import InputError

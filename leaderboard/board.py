@@ -52,6 +52,7 @@ class Board:
     kl: dict[int | None, pd.DataFrame]
     clean_kl: pd.DataFrame | None
     c2st: pd.DataFrame | None
+    results: str | None = None  # the results file they came from
 
     @property
     def normalizer(self) -> str | None:
@@ -104,7 +105,7 @@ def build(
             f"results: {str(results)!r} has no kl_estimate or c2st metric to rank; allowed: "
             "results of joint-KL or posterior problems"
         )
-    return Board(df, ids, kl, clean, c2st)
+    return Board(df, ids, kl, clean, c2st, results=os.fspath(results))
 
 
 def _kl_rows(df: pd.DataFrame, ids: Sequence[str] | None) -> pd.DataFrame:

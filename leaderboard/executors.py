@@ -1,24 +1,36 @@
 """Executors: run job dicts and hand each result to the driver as it finishes.
 
 `LocalExecutor` is a pool of worker processes (spawn start method: JAX is not fork-safe)
-on this machine; `RayExecutor` runs the same jobs as Ray tasks on a cluster. Both
-enforce a per-job timeout and turn a hung or dead worker into a failed result, so a
-sweep always goes on.
+on this machine; `RayExecutor` runs the same jobs as Ray tasks on a cluster;
+`InlineExecutor` runs them in this process (debugging). Every executor enforces a per-job
+timeout (default `DEFAULT_TIMEOUT`, 24 hours: no legitimate job reaches it) and turns a
+hung or dead worker into a failed result, so a sweep always goes on.
+
+Executors take an iterable of job dicts and pull the next job only when a worker is free:
+the sweep driver claims each job just then (see `leaderboard.runner`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import multiprocessing as mp
 import os
+import sys
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
-from leaderboard.worker import compilation_cache_env, failed_result, thread_env, worker_main
-from testbed.config import check_at_least, check_one_of, check_positive
+from leaderboard.worker import (
+    compilation_cache_env,
+    failed_result,
+    run_job_with_time_limit,
+    thread_env,
+    worker_main,
+)
+from testbed.config import check_at_least, check_one_of
 from testbed.cores import usable_cores
 from testbed.errors import InputError
 
@@ -26,36 +38,60 @@ OnResult = Callable[[dict[str, Any]], None]
 OnStart = Callable[[dict[str, Any]], None]
 STARTUP_SECONDS = 300.0  # importing the stack in a fresh process takes ~4 s; allow slow disks
 MAX_START_FAILURES = 3
+DEFAULT_TIMEOUT = 24 * 3600.0  # per job; the SBI benchmark's slowest runs took over 6 hours
+NO_LIMIT_ABOVE = 1e9  # seconds (~30 years): a longer limit is no limit
+MAX_WAIT = 60.0  # the longest single wait of an executor's loop
 
 
-def default_workers() -> int:
-    """One worker per core this process may use."""
-    return usable_cores()
+def check_timeout(value: Any) -> float | None:
+    """A per-job time limit in seconds, or None for no limit (`0`, `inf`, `none`)."""
+    text = str(value).strip().lower()
+    if value is None or text in ("none", "inf", "infinity", "0", "0.0"):
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not seconds > 0:  # negative, NaN or not a number
+        raise InputError(
+            f"timeout: got {value!r}; allowed: seconds > 0 (default {DEFAULT_TIMEOUT:g}), or "
+            "0, inf or none for no limit"
+        )
+    return None if seconds >= NO_LIMIT_ABOVE else seconds
+
+
+def _count(jobs: Iterable[Any]) -> int | None:
+    try:
+        return len(jobs)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 class InlineExecutor:
     """Runs jobs one by one in this process: for debugging (a breakpoint in an agent works)
-    and small tests. No isolation and no timeout: a hung job hangs the sweep."""
+    and small tests. No isolation; the time limit interrupts the job with SIGALRM (in the
+    main thread; a job inside native code is stopped when it returns to Python)."""
 
-    def __init__(self, imports: Sequence[str] = ()):
+    def __init__(self, imports: Sequence[str] = (), timeout: Any = DEFAULT_TIMEOUT):
         self.imports = tuple(imports)
+        self.timeout = check_timeout(timeout)
 
-    def run(self, jobs: Sequence[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
-        from leaderboard.worker import prepare, run_job
+    def run(self, jobs: Iterable[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
+        from leaderboard.worker import prepare
 
         prepare({}, self.imports)
         for job in jobs:
             if on_start is not None:
                 on_start(job)
-            on_result(run_job(job))
+            on_result(run_job_with_time_limit(job, self.timeout))
 
 
 @dataclasses.dataclass(frozen=True)
 class LocalConfig:
-    """A local process pool. `timeout` is per job, in seconds (None: no limit)."""
+    """A local process pool. `timeout` is per job, in seconds (None, 0 or inf: no limit)."""
 
     workers: int = 0  # 0: one per core
-    timeout: float | None = None
+    timeout: float | None = DEFAULT_TIMEOUT
     threads_per_worker: int = 1
     start_method: str = "spawn"
     imports: tuple[str, ...] = ()
@@ -64,8 +100,7 @@ class LocalConfig:
         check_at_least("workers", self.workers, 0)
         check_at_least("threads_per_worker", self.threads_per_worker, 1)
         check_one_of("start_method", self.start_method, ["spawn", "forkserver"])
-        if self.timeout is not None:
-            check_positive("timeout", self.timeout)
+        object.__setattr__(self, "timeout", check_timeout(self.timeout))
 
 
 class _Slot:
@@ -128,23 +163,35 @@ class LocalExecutor:
 
     @property
     def workers(self) -> int:
-        return self.config.workers or default_workers()
+        return self.config.workers or usable_cores()
 
-    def run(self, jobs: Sequence[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
-        """Runs `jobs`, calling `on_result(result)` in this process as each one finishes."""
-        if not jobs:
+    @property
+    def timeout(self) -> float | None:
+        return self.config.timeout
+
+    def run(self, jobs: Iterable[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
+        """Runs `jobs`, calling `on_result(result)` in this process as each one finishes.
+        The next job is taken from `jobs` only when a worker is free for it."""
+        count = _count(jobs)
+        if count == 0:
             return
         ctx = mp.get_context(self.config.start_method)
-        pending = deque(jobs)
-        slots = [_Slot(ctx, self.config) for _ in range(min(self.workers, len(jobs)))]
+        source: Iterator[dict[str, Any]] | None = iter(jobs)
+        slots = [_Slot(ctx, self.config) for _ in range(min(self.workers, count or self.workers))]
         start_failures = 0
         try:
-            while pending or any(s.job is not None for s in slots):
+            while source is not None or any(s.job is not None for s in slots):
                 for slot in slots:
-                    if slot.ready and slot.job is None and pending:
-                        slot.assign(pending.popleft(), self.config.timeout)
+                    if source is not None and slot.ready and slot.job is None:
+                        job = next(source, None)
+                        if job is None:
+                            source = None
+                            break
+                        slot.assign(job, self.config.timeout)
                         if on_start is not None:
-                            on_start(slot.job)
+                            on_start(job)
+                if source is None and all(s.job is None for s in slots):
+                    break
                 wait(self._waitables(slots), timeout=self._next_deadline(slots))
                 for i, slot in enumerate(slots):
                     kind, payload = self._poll(slot)
@@ -177,7 +224,7 @@ class LocalExecutor:
         now = time.monotonic()
         deadlines = [s.deadline for s in slots if s.deadline is not None]
         deadlines += [s.started + STARTUP_SECONDS for s in slots if not s.ready]
-        return max(0.0, min(deadlines) - now) + 0.01 if deadlines else 1.0
+        return min(MAX_WAIT, max(0.0, min(deadlines) - now) + 0.01) if deadlines else 1.0
 
     def _poll(self, slot: _Slot) -> tuple[str | None, Any]:
         """What happened to `slot`: ('result', dict), ('ready', None), ('failed', reason)
@@ -209,21 +256,21 @@ class LocalExecutor:
 class RayConfig:
     """Ray tasks on the cluster at `address` (None: start a local Ray instance).
 
+    At most `workers` jobs run at once (0: the cluster's CPU count / threads_per_worker).
     `init_kwargs` go to `ray.init` (e.g. num_cpus=2, include_dashboard=False for tests).
     """
 
     address: str | None = None
-    timeout: float | None = None
+    timeout: float | None = DEFAULT_TIMEOUT
     threads_per_worker: int = 1
-    max_in_flight: int = 0  # 0: the cluster's CPU count
+    workers: int = 0
     imports: tuple[str, ...] = ()
     init_kwargs: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self):
         check_at_least("threads_per_worker", self.threads_per_worker, 1)
-        check_at_least("max_in_flight", self.max_in_flight, 0)
-        if self.timeout is not None:
-            check_positive("timeout", self.timeout)
+        check_at_least("workers", self.workers, 0)
+        object.__setattr__(self, "timeout", check_timeout(self.timeout))
 
 
 def _ray_task(job: dict[str, Any], env: dict[str, str], imports: tuple[str, ...]) -> dict:
@@ -241,8 +288,12 @@ class RayExecutor:
             kwargs["init_kwargs"] = tuple(sorted(kwargs["init_kwargs"].items()))
         self.config = config or RayConfig(**kwargs)
 
-    def run(self, jobs: Sequence[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
-        if not jobs:
+    @property
+    def timeout(self) -> float | None:
+        return self.config.timeout
+
+    def run(self, jobs: Iterable[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
+        if _count(jobs) == 0:
             return
         try:
             import ray
@@ -252,35 +303,46 @@ class RayExecutor:
                 "pip install 'testbed[ray]'"
             ) from None
         env = thread_env(self.config.threads_per_worker)
-        started_here = not ray.is_initialized()
-        if started_here:
-            try:
-                ray.init(
-                    address=self.config.address,
-                    runtime_env={"env_vars": env},
-                    log_to_driver=False,
-                    **dict(self.config.init_kwargs),
-                )
-            except (ConnectionError, ValueError) as e:
-                reason = " ".join(str(e).split())[:300]
-                raise InputError(
-                    f"ray address: got {self.config.address!r} ({reason}); allowed: the "
-                    "address of a running Ray cluster, or none to start a local one"
-                ) from None
-        try:
-            self._run(ray, jobs, env, on_result, on_start)
-        finally:
+        with _stdout_to_stderr():  # Ray's own messages must not mix into our stdout
+            started_here = not ray.is_initialized()
             if started_here:
-                ray.shutdown()
+                try:
+                    ray.init(
+                        address=self.config.address,
+                        runtime_env={"env_vars": env},
+                        log_to_driver=False,
+                        **dict(self.config.init_kwargs),
+                    )
+                except (ConnectionError, ValueError) as e:
+                    reason = " ".join(str(e).split())[:300]
+                    raise InputError(
+                        f"ray address: got {self.config.address!r} ({reason}); allowed: the "
+                        "address of a running Ray cluster, or none to start a local one"
+                    ) from None
+            try:
+                self._run(ray, jobs, env, on_result, on_start)
+            finally:
+                if started_here:
+                    ray.shutdown()
+
+    def _limit(self, ray) -> int:
+        """Jobs in flight at once: `workers`, else as many as the cluster's CPUs hold."""
+        if self.config.workers:
+            return self.config.workers
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        return max(1, cpus // self.config.threads_per_worker)
 
     def _run(self, ray, jobs, env, on_result: OnResult, on_start) -> None:
         task = ray.remote(num_cpus=self.config.threads_per_worker, max_retries=0)(_ray_task)
-        limit = self.config.max_in_flight or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        pending = deque(jobs)
+        limit = self._limit(ray)
+        source: Iterator[dict[str, Any]] | None = iter(jobs)
         flight: dict[Any, tuple[dict[str, Any], float]] = {}
-        while pending or flight:
-            while pending and len(flight) < limit:
-                job = pending.popleft()
+        while source is not None or flight:
+            while source is not None and len(flight) < limit:
+                job = next(source, None)
+                if job is None:
+                    source = None
+                    break
                 ref = task.remote(job, env, tuple(self.config.imports))
                 flight[ref] = (job, time.monotonic())
                 if on_start is not None:
@@ -302,3 +364,24 @@ class RayExecutor:
                     flight.pop(ref)
                     reason = f"timed out after {self.config.timeout:g} s (task cancelled)"
                     on_result(failed_result(job, reason))
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Points file descriptor 1 at stderr (for this process and the processes it starts)."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (AttributeError, OSError, ValueError):  # no real stdout: nothing to protect
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -20,8 +20,8 @@ import pandas as pd
 
 from leaderboard import scoring
 from leaderboard.board import C2ST_COLUMNS, KL_COLUMNS, SHORT_NAMES, Board
+from leaderboard.outputs import check_output_path, write_atomically
 from leaderboard.tables import fmt_value
-from testbed.errors import InputError
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -280,12 +280,11 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
 
 
 def write_report(board: Board, out: str | os.PathLike, title: str = "testbed leaderboard") -> Path:
-    """Writes the report to `out` and returns its path."""
-    path = Path(out)
+    """Writes the report to `out` and returns its path.
+
+    `out` may not be the board's results file, its side files or any SQLite file; the
+    page goes to a temporary file renamed into place (a crash keeps an older report).
+    """
+    check_output_path("out", out, [board.results] if board.results else [])
     text = render_report(board, title)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"out: got {str(out)!r}; cannot write it ({e.strerror})") from None
-    return path
+    return write_atomically("out", out, lambda tmp: tmp.write_text(text, encoding="utf-8"))

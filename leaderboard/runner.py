@@ -1,33 +1,55 @@
 """The sweep driver: skip finished jobs, run the rest on an executor, commit each result.
 
-Only this process writes the store. A result is committed the moment it arrives, so
-killing the driver loses at most the jobs in flight; running the same sweep again
-resumes (finished jobs are skipped; failed ones too, unless `retry_failed`).
+Only drivers write the store. A result is committed the moment it arrives, so killing
+the driver loses at most the jobs in flight; running the same sweep again resumes
+(finished jobs are skipped; failed ones too, unless `retry_failed`). Each job is claimed
+(a lease in the store) just before an executor starts it, so two sweeps on one store
+share the work; a sweep then waits for the jobs another one is running, and takes over
+those whose driver is gone.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from leaderboard.jobs import Job
-from leaderboard.store import ResultsStore
+from leaderboard.store import CLAIMED, DONE, ResultsStore
+
+log = logging.getLogger("testbed.sweep")
+STARTUP_ALLOWANCE = 300.0  # seconds a lease outlives the job timeout (a worker's start-up)
+POLL_SECONDS = 1.0  # how often a sweep looks at jobs another sweep is running
+DEFAULT_LEASE_TIMEOUT = 24 * 3600.0  # for executors that do not say their timeout
 
 
 @dataclasses.dataclass
 class SweepSummary:
-    """What a sweep did: jobs asked for, skipped as already stored, run, ok and failed."""
+    """What a sweep did. `skipped`: stored before it started (ok, or failed and not
+    retried: `stored_failed` of them); `ran`, `ok`, `failed`: run by this driver;
+    `by_others`: finished by another sweep on the same store meanwhile. `failures` lists
+    (key, reason) of this driver's failed jobs, `other_failures` the sweep's other jobs
+    stored as failed when it ended (earlier, or by another sweep)."""
 
     total: int
     skipped: int
     ran: int = 0
     ok: int = 0
     failed: int = 0
+    stored_failed: int = 0
+    by_others: int = 0
     seconds: float = 0.0
     failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    other_failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    @property
+    def any_failed(self) -> bool:
+        """Whether some job of the sweep is stored as failed (the CLI exits 1)."""
+        return bool(self.failures or self.other_failures)
 
 
 def todo(jobs: Sequence[Job], store: ResultsStore, retry_failed: bool = False) -> list[Job]:
@@ -35,6 +57,35 @@ def todo(jobs: Sequence[Job], store: ResultsStore, retry_failed: bool = False) -
     done = store.keys("ok")
     failed = set() if retry_failed else store.keys("failed")
     return [j for j in jobs if j.key not in done and j.key not in failed]
+
+
+class _Claims:
+    """A round's jobs, each claimed in the store when an executor takes it; jobs that
+    another live sweep holds go to `busy`, jobs that got finished meanwhile to `done`."""
+
+    def __init__(self, jobs: Sequence[Job], claim):
+        self._jobs = deque(jobs)
+        self._claim = claim
+        self.busy: dict[str, tuple[Job, str]] = {}
+        self.done: list[str] = []
+
+    def __len__(self) -> int:  # an upper bound: executors size their pools with it
+        return len(self._jobs)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        while self._jobs:
+            job = self._jobs.popleft()
+            outcome = self._claim(job)
+            if outcome == CLAIMED:
+                return job.as_dict()
+            if outcome == DONE:
+                self.done.append(job.key)
+            else:
+                self.busy[job.key] = (job, outcome)
+        raise StopIteration
 
 
 class Progress:
@@ -89,11 +140,24 @@ def run_sweep(
     retry_failed: bool = False,
     progress: bool = False,
 ) -> SweepSummary:
-    """Runs the jobs not yet in `store` on `executor`, committing each result as it lands."""
+    """Runs the jobs not yet in `store` on `executor`, committing each result as it lands.
+
+    Returns when every job of the sweep is stored (by this driver or another one).
+    """
     start = time.perf_counter()
+    attempts = store.attempts("failed") if retry_failed else {}
     remaining = todo(jobs, store, retry_failed)
     summary = SweepSummary(total=len(jobs), skipped=len(jobs) - len(remaining))
+    if not retry_failed:
+        earlier = store.keys("failed")
+        summary.stored_failed = sum(j.key in earlier for j in jobs)
     bar = Progress(len(remaining), enabled=progress)
+    timeout = getattr(executor, "timeout", DEFAULT_LEASE_TIMEOUT)
+    lease = None if timeout is None else timeout + STARTUP_ALLOWANCE
+
+    def claim(job: Job) -> str:
+        rerun = attempts.get(job.key, 0) if retry_failed else None
+        return store.claim(job.key, rerun_failed=rerun, seconds=lease)
 
     def on_result(result: dict[str, Any]) -> None:
         store.record(result)
@@ -106,8 +170,57 @@ def run_sweep(
         bar.update(result["status"])
 
     try:
-        executor.run([j.as_dict() for j in remaining], on_result)
+        batch = remaining
+        while batch:
+            claims = _Claims(batch, claim)
+            executor.run(claims, on_result)
+            summary.by_others += len(claims.done)
+            batch = _wait_for_others(store, claims.busy, summary, claim)
     finally:
         bar.close()
+        store.release()
         summary.seconds = time.perf_counter() - start
+    _stored_failures(jobs, store, summary)
     return summary
+
+
+def _wait_for_others(
+    store: ResultsStore, busy: dict[str, tuple[Job, str]], summary: SweepSummary, claim
+) -> list[Job]:
+    """Waits while other sweeps run the jobs in `busy`; returns those to run here (their
+    lease was dropped or its owner is gone), or [] when all are stored."""
+    said = 0.0
+    while busy:
+        free = []
+        for key, (job, _) in list(busy.items()):
+            outcome = claim(job)
+            if outcome == DONE:
+                summary.by_others += 1
+                del busy[key]
+            elif outcome == CLAIMED:  # ours now; the next round's claim keeps it
+                free.append(job)
+                del busy[key]
+            else:
+                busy[key] = (job, outcome)
+        if free:
+            return free
+        if busy and time.monotonic() - said > 10:
+            owners = sorted({owner for _, owner in busy.values()})
+            log.info(
+                "waiting for %d job(s) that another sweep is running (%s)",
+                len(busy),
+                "; ".join(owners),
+            )
+            said = time.monotonic()
+        if busy:
+            time.sleep(POLL_SECONDS)
+    return []
+
+
+def _stored_failures(jobs: Sequence[Job], store: ResultsStore, summary: SweepSummary) -> None:
+    """Lists the sweep's jobs stored as failed that this driver did not run."""
+    mine = {key for key, _ in summary.failures}
+    reasons = store.failures()
+    summary.other_failures = [
+        (j.key, reasons[j.key]) for j in jobs if j.key in reasons and j.key not in mine
+    ]

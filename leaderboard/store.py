@@ -1,29 +1,43 @@
-"""The results store: one SQLite file (WAL mode), written only by the sweep's driver.
+"""The results store: one SQLite file (WAL mode), written only by sweep drivers.
 
 One row per finished job (its key is the primary key), committed as the job finishes,
 so a crash loses at most the jobs in flight and a re-run skips what is there (resume).
 A finished (`ok`) row is never overwritten; a `failed` row is replaced only when the
-job is run again with `--retry-failed`. Rows load as a pandas DataFrame with the
-problem settings joined, or export to CSV / Parquet.
+job is run again with `--retry-failed`. A driver takes a lease on a job before running
+it (`claim`), so two sweeps on one file share the work. Rows load as a pandas DataFrame
+with the problem settings joined, or export to CSV / Parquet.
+
+Nothing here changes a file it refuses: a foreign SQLite file, another schema version
+or a damaged file gives an `InputError` before any write.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
+import logging
 import math
 import os
+import shutil
 import sqlite3
 import stat
-from collections.abc import Iterable, Mapping
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from leaderboard.leases import Owner, lease_live
+from leaderboard.outputs import SQLITE_HEADER, check_output_path, write_atomically
 from testbed.errors import InputError
+
+log = logging.getLogger("testbed.results")
 
 SCHEMA_VERSION = 1
 DEFAULT_PATH = "testbed-results.db"
-_SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_SECONDS = 30.0  # how long an open or a write waits for another writer
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -46,7 +60,19 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE INDEX IF NOT EXISTS results_agent ON results (agent, config_key);
 """
+# Added to version-1 files when a driver opens them (older readers ignore it).
+_LEASES = """
+CREATE TABLE IF NOT EXISTS leases (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    start TEXT,
+    expires_at REAL
+);
+"""
 
+# A row whose metrics cannot be read counts as not finished: a re-run replaces it.
 _UPSERT = """
 INSERT INTO results (key, agent, config_key, config, problem_id, seed, status, error,
                      traceback, metrics, wall_seconds, versions, host, finished_at)
@@ -57,7 +83,7 @@ ON CONFLICT (key) DO UPDATE SET
     metrics = excluded.metrics, wall_seconds = excluded.wall_seconds,
     versions = excluded.versions, host = excluded.host, finished_at = excluded.finished_at,
     attempts = results.attempts + 1
-WHERE results.status != 'ok'
+WHERE results.status != 'ok' OR NOT metrics_ok(results.metrics)
 """
 
 BASE_COLUMNS = [  # a row's fields before its metrics, in the order rows() and frames give them
@@ -75,6 +101,31 @@ BASE_COLUMNS = [  # a row's fields before its metrics, in the order rows() and f
     "finished_at",
     "attempts",
 ]
+
+# Outcomes of `claim`.
+CLAIMED = "claimed"
+DONE = "done"
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """A row's metrics JSON as {name: float}; ValueError when it is not that."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON {type(value).__name__}, not an object")
+    out = {}
+    for k, v in value.items():
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"metric {k!r} is {v!r}, not a number")
+        out[str(k)] = float(v)
+    return out
+
+
+def _metrics_ok(text: Any) -> int:
+    try:
+        parse_metrics(text)
+    except (TypeError, ValueError):
+        return 0
+    return 1
 
 
 def _read_only_reason(path: Path) -> str | None:
@@ -97,11 +148,30 @@ def _read_only_reason(path: Path) -> str | None:
 def _check_is_sqlite(path: Path) -> None:
     if path.exists() and path.stat().st_size > 0:
         with open(path, "rb") as f:
-            if f.read(16) != _SQLITE_HEADER:
+            if f.read(16) != SQLITE_HEADER:
                 raise InputError(
                     f"results: got {str(path)!r}, which is not a SQLite file; allowed: a "
                     "results file written by 'testbed sweep'"
                 )
+
+
+def _busy(e: sqlite3.OperationalError) -> bool:
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
+
+
+def _retry_busy(fn, seconds: float = BUSY_SECONDS):
+    """Calls `fn()` again while SQLite says the database is busy (up to `seconds`)."""
+    deadline = time.monotonic() + seconds
+    delay = 0.01
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            if not _busy(e) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
 
 
 class ResultsStore:
@@ -112,6 +182,9 @@ class ResultsStore:
             raise InputError(f"mode: got {mode!r}; allowed: 'r' or 'w'")
         self.path = Path(path)
         self.mode = mode
+        self.owner = Owner.me()
+        self.skipped_rows: list[str] = []  # keys of rows whose metrics could not be read
+        self._snapshot: tempfile.TemporaryDirectory | None = None
         if self.path.is_dir():
             raise InputError(
                 f"results: got {str(path)!r}, which is a folder; allowed: a results file path "
@@ -135,54 +208,120 @@ class ResultsStore:
                     f"results: got {str(path)!r}, which cannot be written: {reason}; "
                     "allowed: a writable path"
                 )
+        self._conn: sqlite3.Connection | None = None
         try:
-            self._conn = self._open()
+            self._conn = self._open_read() if mode == "r" else self._open_write()
+            self._conn.create_function("metrics_ok", 1, _metrics_ok, deterministic=True)
+            self._check_intact()
         except sqlite3.DatabaseError as e:
+            self.close()
+            raise self._error(e) from None
+        except InputError:
+            self.close()
+            raise
+
+    # Opening.
+
+    def _error(self, e: sqlite3.DatabaseError) -> InputError:
+        """A one-line error for a SQLite failure on this file."""
+        text = " ".join(str(e).split())
+        if isinstance(e, sqlite3.OperationalError) and _busy(e):
+            return InputError(
+                f"results: {str(self.path)!r} stayed locked by another process for "
+                f"{BUSY_SECONDS:g} s ({text}); allowed: try again when it is free"
+            )
+        if isinstance(e, sqlite3.OperationalError) and self.mode == "w":
+            return InputError(f"results: cannot write {str(self.path)!r} ({text})")
+        return InputError(
+            f"results: {str(self.path)!r} is damaged ({text}); allowed: an intact results "
+            f"file (`sqlite3 {self.path} .recover | sqlite3 recovered.db` saves what is readable)"
+        )
+
+    def _check_intact(self) -> None:
+        row = self._conn.execute("PRAGMA quick_check").fetchone()
+        if row is None or row[0] != "ok":
+            raise sqlite3.DatabaseError(f"integrity check: {row[0] if row else 'no answer'}")
+
+    def _open_read(self) -> sqlite3.Connection:
+        uri = "file:" + urllib.parse.quote(str(self.path.resolve()))
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None)
+            conn.execute("SELECT 1 FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL file in a folder we cannot write and without its `-shm`: SQLite can
+            # open it only as immutable, which ignores the WAL's committed rows.
+            conn = self._open_copy()
+        self._check_version(conn)
+        return conn
+
+    def _open_copy(self) -> sqlite3.Connection:
+        """Opens a private copy of the file and its WAL, which holds every committed row."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        if not wal.exists() or wal.stat().st_size == 0:  # every row is in the main file
+            uri = "file:" + urllib.parse.quote(str(self.path.resolve()))
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+        self._snapshot = tempfile.TemporaryDirectory(prefix="testbed-results-")
+        copy = Path(self._snapshot.name) / self.path.name
+        try:
+            shutil.copyfile(self.path, copy)
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        except OSError as e:
             raise InputError(
-                f"results: got {str(path)!r}, which cannot be opened ({e}); allowed: a "
-                + ("writable path" if mode == "w" else "results file written by 'testbed sweep'")
+                f"results: {str(self.path)!r} has committed rows in its WAL file, which cannot "
+                f"be read here without a writable folder or a copy ({e.strerror}); allowed: "
+                "copy the folder somewhere writable, or open the file once where it can be "
+                "written (that moves every row into the main file)"
             ) from None
+        return sqlite3.connect(copy, isolation_level=None)
 
-    def _open(self) -> sqlite3.Connection:
-        if self.mode == "r":
-            base = f"file:{self.path.resolve()}"
+    def _open_write(self) -> sqlite3.Connection:
+        """Creates the schema in one transaction, or checks an existing file, before any
+        change (a foreign file is refused untouched); then switches to WAL."""
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_SECONDS)
+        try:
+            _retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
-                conn = sqlite3.connect(f"{base}?mode=ro", uri=True, isolation_level=None)
-                conn.execute("SELECT 1 FROM sqlite_master").fetchone()
-            except sqlite3.OperationalError:  # WAL in a read-only folder: no -shm possible
-                conn = sqlite3.connect(f"{base}?immutable=1", uri=True, isolation_level=None)
-            self._check_version(conn)
-            return conn
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")  # each commit survives a crash or power loss
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables and "meta" in tables:
-            self._check_version(conn)
-        elif tables:
-            conn.close()
-            raise InputError(
-                f"results: got {str(self.path)!r}, a SQLite file without testbed results "
-                "(no 'meta' table); allowed: a results file written by 'testbed sweep'"
-            )
-        else:
-            from leaderboard.worker import versions
+                tables = {
+                    r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                }
+                if not tables:
+                    from leaderboard.worker import versions
 
-            conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
-            conn.execute(
-                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?), ('created_by', ?)",
-                (str(SCHEMA_VERSION), json.dumps(versions())),
-            )
+                    for statement in (_SCHEMA + _LEASES).split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO meta VALUES ('schema_version', ?), ('created_by', ?)",
+                        (str(SCHEMA_VERSION), json.dumps(versions())),
+                    )
+                elif "meta" not in tables:
+                    raise InputError(
+                        f"results: got {str(self.path)!r}, a SQLite file without testbed "
+                        "results (no 'meta' table); allowed: a results file written by "
+                        "'testbed sweep'"
+                    )
+                else:
+                    self._check_version(conn)
+                    conn.execute(_LEASES)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            _retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
+            conn.execute("PRAGMA synchronous=FULL")  # each commit survives a power loss
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _check_version(self, conn: sqlite3.Connection) -> None:
         try:
             row = conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()
-        except sqlite3.DatabaseError:
+        except sqlite3.OperationalError:
             row = None
         found = row[0] if row else None
         if found != str(SCHEMA_VERSION):
-            conn.close()
             raise InputError(
                 f"results: {str(self.path)!r} has results schema version {found}; allowed: "
                 f"version {SCHEMA_VERSION} (written by this testbed; re-run the sweep into a "
@@ -190,7 +329,12 @@ class ResultsStore:
             )
 
     def close(self) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._snapshot is not None:
+            self._snapshot.cleanup()
+            self._snapshot = None
 
     def __enter__(self) -> ResultsStore:
         return self
@@ -198,10 +342,31 @@ class ResultsStore:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    # Writing (the driver only).
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[sqlite3.Connection]:
+        """The connection, with SQLite's errors turned into one-line InputErrors."""
+        try:
+            yield self._conn
+        except sqlite3.DatabaseError as e:
+            raise self._error(e) from None
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (waits for another writer), committed on success."""
+        with self._guard() as conn:
+            _retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # Writing (sweep drivers only).
 
     def record(self, result: Mapping[str, Any]) -> bool:
-        """Commits one finished job; False when an `ok` row for its key was already there."""
+        """Commits one finished job and drops its lease; False when an `ok` row for its key
+        was already there (it is kept)."""
         row = {
             "key": result["key"],
             "agent": result["agent"],
@@ -216,37 +381,116 @@ class ResultsStore:
             "wall_seconds": _finite_or_none(result.get("wall_seconds")),
             "versions": json.dumps(result.get("versions") or {}, sort_keys=True),
             "host": result.get("host"),
-            "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "finished_at": now_iso(),
         }
-        try:
-            cursor = self._conn.execute(_UPSERT, row)
-        except sqlite3.OperationalError as e:
-            raise InputError(f"results: cannot write {str(self.path)!r} ({e})") from None
-        return cursor.rowcount == 1
+        with self._transaction() as conn:
+            changed = conn.execute(_UPSERT, row).rowcount == 1
+            conn.execute("DELETE FROM leases WHERE key = ?", (row["key"],))
+        return changed
+
+    def claim(self, key: str, *, rerun_failed: int | None = None, seconds: float | None) -> str:
+        """Takes the lease on job `key` before running it.
+
+        Returns CLAIMED (run it), DONE (stored as ok, or as failed unless `rerun_failed`
+        is the attempt count of a failed row the caller means to run again) or the
+        description of the live owner of its lease (another sweep is running it). The
+        lease expires after `seconds` (None: only when its owner is gone).
+        """
+        now = time.time()
+        with self._transaction() as conn:
+            stored = conn.execute(
+                "SELECT status, metrics_ok(metrics), attempts FROM results WHERE key = ?",
+                (key,),
+            ).fetchone()
+            if stored is not None and stored[1]:  # unreadable rows count as not stored
+                status, _, attempts = stored
+                if status == "ok":
+                    return DONE
+                if rerun_failed is None or attempts > rerun_failed:
+                    return DONE
+            lease = conn.execute(
+                "SELECT owner, host, pid, start, expires_at FROM leases WHERE key = ?", (key,)
+            ).fetchone()
+            if lease is not None and lease[0] != self.owner.id:
+                holder = Owner(lease[1], int(lease[2]), lease[3], lease[0].rsplit(":", 1)[-1])
+                if lease_live(holder, lease[4], now):
+                    return holder.describe()
+            conn.execute(
+                "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    self.owner.id,
+                    self.owner.host,
+                    self.owner.pid,
+                    self.owner.start,
+                    None if seconds is None else now + seconds,
+                ),
+            )
+        return CLAIMED
+
+    def release(self) -> None:
+        """Drops every lease this store's driver holds (jobs it will not finish)."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM leases WHERE owner = ?", (self.owner.id,))
 
     # Reading.
 
     def keys(self, status: str | None = None) -> set[str]:
-        """Keys of the stored jobs (all, or only `ok` / `failed` ones)."""
-        if status is None:
-            return {r[0] for r in self._conn.execute("SELECT key FROM results")}
-        query = "SELECT key FROM results WHERE status = ?"
-        return {r[0] for r in self._conn.execute(query, (status,))}
+        """Keys of the stored jobs (all, or only `ok` / `failed` ones). A row whose metrics
+        cannot be read counts as neither: a re-run replaces it."""
+        query = "SELECT key FROM results WHERE metrics_ok(metrics)"
+        args: tuple[str, ...] = ()
+        if status is not None:
+            query, args = query + " AND status = ?", (status,)
+        with self._guard() as conn:
+            return {r[0] for r in conn.execute(query, args)}
+
+    def attempts(self, status: str = "failed") -> dict[str, int]:
+        """key -> attempts so far, for the jobs stored with `status`."""
+        query = "SELECT key, attempts FROM results WHERE status = ? AND metrics_ok(metrics)"
+        with self._guard() as conn:
+            return dict(conn.execute(query, (status,)).fetchall())
+
+    def failures(self) -> dict[str, str]:
+        """key -> stored reason, for every job stored as failed."""
+        query = "SELECT key, error FROM results WHERE status = 'failed' AND metrics_ok(metrics)"
+        with self._guard() as conn:
+            return {key: str(error) for key, error in conn.execute(query)}
 
     def count(self) -> dict[str, int]:
-        rows = self._conn.execute("SELECT status, COUNT(*) FROM results GROUP BY status")
-        return {"ok": 0, "failed": 0, **dict(rows.fetchall())}
+        query = "SELECT status, COUNT(*) FROM results WHERE metrics_ok(metrics) GROUP BY status"
+        with self._guard() as conn:
+            return {"ok": 0, "failed": 0, **dict(conn.execute(query).fetchall())}
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self, tracebacks: bool = False) -> list[dict[str, Any]]:
         """Every stored row as a dict, metrics parsed (NaN/inf kept); the job's seed is
-        `agent_seed` (the problem's own seed is a setting); config and versions stay JSON."""
-        # the table's `seed` column is the job's agent seed; the traceback stays in the file
-        columns = ["seed" if c == "agent_seed" else c for c in BASE_COLUMNS] + ["metrics"]
-        cursor = self._conn.execute(f"SELECT {', '.join(columns)} FROM results ORDER BY rowid")
+        `agent_seed` (the problem's own seed is a setting); config and versions stay JSON.
+
+        A row whose metrics cannot be read is skipped with a warning naming its key (its
+        key goes to `skipped_rows`); the others are returned.
+        """
+        names = [*BASE_COLUMNS, "metrics"] + (["traceback"] if tracebacks else [])
+        columns = ["seed" if c == "agent_seed" else c for c in names]
+        query = f"SELECT {', '.join(columns)} FROM results ORDER BY rowid"
+        with self._guard() as conn:
+            fetched = conn.execute(query).fetchall()
         out = []
-        for values in cursor.fetchall():
-            row = dict(zip([*BASE_COLUMNS, "metrics"], values))
-            row["metrics"] = json.loads(row["metrics"])
+        self.skipped_rows = []
+        for values in fetched:
+            row = dict(zip(names, values))
+            try:
+                row["metrics"] = parse_metrics(row["metrics"])
+            except (TypeError, ValueError) as e:
+                reason = " ".join(str(e).split())[:200]
+                log.warning(
+                    "results: row %s of %s has unreadable metrics (%s); skipped (a re-run of "
+                    "its sweep replaces it)",
+                    row["key"],
+                    self.path,
+                    reason,
+                )
+                self.skipped_rows.append(row["key"])
+                continue
             if row["wall_seconds"] is None:
                 row["wall_seconds"] = math.nan
             out.append(row)
@@ -255,6 +499,11 @@ class ResultsStore:
     def dataframe(self, problem_ids: Iterable[str] | None = None):
         """All rows as a DataFrame: one column per metric, problem settings joined."""
         return to_dataframe(self.rows(), problem_ids)
+
+
+def now_iso() -> str:
+    """The time now in UTC as ISO seconds (the form of `finished_at`)."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def _finite_or_none(value: Any) -> float | None:
@@ -313,19 +562,26 @@ def load(path: str | os.PathLike = DEFAULT_PATH, problem_ids: Iterable[str] | No
 
 
 def export(path: str | os.PathLike, out: str | os.PathLike) -> int:
-    """Writes the results at `path` to `out` (.csv, .parquet or .pq); returns the row count."""
+    """Writes the results at `path` to `out` (.csv, .parquet or .pq); returns the row count.
+
+    `out` may not be the results file, its side files or any SQLite file (refused before
+    anything is written); it is written to a temporary file and renamed into place.
+    """
     suffix = Path(out).suffix.lower()
     if suffix not in (".csv", ".parquet", ".pq"):
         raise InputError(f"export: got {str(out)!r}; allowed: a path ending in .csv or .parquet")
+    check_output_path("export", out, [path])
     df = load(path)
-    try:
+
+    def write(tmp: Path) -> None:
         if suffix == ".csv":
-            df.to_csv(out, index=False)
+            df.to_csv(tmp, index=False)
         else:
-            for column in df.columns:  # parquet needs one type per column
-                if df[column].dtype == object:
-                    df[column] = df[column].map(lambda v: None if v is None else str(v))
-            df.to_parquet(out, index=False)
-    except OSError as e:
-        raise InputError(f"export: cannot write {str(out)!r} ({e.strerror})") from None
+            frame = df.copy()
+            for column in frame.columns:  # parquet needs one type per column
+                if frame[column].dtype == object:
+                    frame[column] = frame[column].map(lambda v: None if v is None else str(v))
+            frame.to_parquet(tmp, index=False)
+
+    write_atomically("export", out, write)
     return len(df)

@@ -8,9 +8,11 @@ oversubscribe the cores.
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 import os
 import platform
+import signal
 import socket
 import threading
 import time
@@ -159,6 +161,52 @@ def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
         result["error"] = _one_line(exc)
         result["traceback"] = traceback.format_exc()[-4000:]
     result["wall_seconds"] = time.perf_counter() - start
+    return result
+
+
+class JobTimeout(BaseException):
+    """Raised into a job that ran past its time limit (a BaseException: an agent's own
+    `except Exception` does not swallow it)."""
+
+
+def run_job_with_time_limit(job: Mapping[str, Any], seconds: float | None) -> dict[str, Any]:
+    """`run_job` in this process, interrupted after `seconds` (None: no limit).
+
+    Uses SIGALRM, so only in the main thread; elsewhere the job runs without a limit and
+    a warning says so. A job inside native code is stopped when it returns to Python.
+    """
+    if seconds is None:
+        return run_job(job)
+    if threading.current_thread() is not threading.main_thread():
+        logging.getLogger("testbed.sweep").warning(
+            "timeout: the inline executor can enforce %g s only in the main thread; job %s "
+            "runs without a limit",
+            seconds,
+            job.get("key"),
+        )
+        return run_job(job)
+
+    armed = [True]  # the one-shot alarm interrupts only while the job runs
+
+    def interrupt(signum, frame):
+        if armed[0]:
+            raise JobTimeout
+
+    start = time.perf_counter()
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        result = run_job(job)
+        armed[0] = False
+    except JobTimeout:
+        armed[0] = False
+        result = failed_result(
+            job, f"timed out after {seconds:g} s (interrupted)", time.perf_counter() - start
+        )
+    finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     return result
 
 

@@ -1,9 +1,11 @@
 """Problems that misbehave on purpose, for the leaderboard's reliability tests.
 
 Imported by the tests and, through the executors' `imports`, by the worker processes.
-`lbfault/<mode>`: `nan` returns a NaN KL, `raise` raises, `hang` sleeps for an hour,
-`die` kills its worker process, `env` reports the worker's thread settings and JAX cache
-folder, `infstd` has an infinite diagnostic, `infkl` an infinite KL.
+`lbfault/<mode>` (or `lbfault/<mode>-<n>` for many problems of one mode): `nan` returns a
+NaN KL, `raise` raises, `hang` sleeps for an hour, `die` kills its worker process, `env`
+reports the worker's thread settings and JAX cache folder, `infstd` has an infinite
+diagnostic, `infkl` an infinite KL, `clock` sleeps for LBFAULT_SLEEP seconds (default 0.5),
+reports when it ran and appends its problem id to the file LBFAULT_LOG if that is set.
 `lbfault_sbi/<task>/<budget>/<observation>`: settings of a posterior problem (c2st rows).
 """
 
@@ -16,12 +18,13 @@ from generative.registry import FAMILIES, register_family
 from testbed.base import Data, PriorKnowledge, Quality
 from testbed.errors import InputError
 
-MODES = ("nan", "raise", "hang", "die", "env", "infstd", "infkl")
+MODES = ("nan", "raise", "hang", "die", "env", "infstd", "infkl", "clock")
 
 
 class FaultProblem:
-    def __init__(self, mode: str):
+    def __init__(self, mode: str, name: str = ""):
         self.mode = mode
+        self.name = name
 
     @property
     def train_data(self) -> Data:
@@ -44,6 +47,13 @@ class FaultProblem:
             time.sleep(3600)
         if self.mode == "die":
             os._exit(7)
+        if self.mode == "clock":
+            started = time.time()
+            time.sleep(float(os.environ.get("LBFAULT_SLEEP", "0.5")))
+            if os.environ.get("LBFAULT_LOG"):
+                with open(os.environ["LBFAULT_LOG"], "a") as f:
+                    f.write(f"{self.name} {os.getpid()}\n")
+            return Quality(kl_estimate=0.0, started=started, ended=time.time())
         import jax
 
         flags = os.environ.get("XLA_FLAGS", "")
@@ -58,9 +68,10 @@ class FaultProblem:
 
 
 def _settings(rest: str) -> dict:
-    if rest not in MODES:
-        raise InputError(f"lbfault mode: got {rest!r}; allowed: one of {MODES}")
-    return {"mode": rest}
+    mode, _, copy = rest.partition("-")
+    if mode not in MODES or (copy and not copy.isdigit()):
+        raise InputError(f"lbfault mode: got {rest!r}; allowed: one of {MODES}, or mode-<n>")
+    return {"mode": mode, "name": rest}
 
 
 def _sbi_settings(rest: str) -> dict:
@@ -72,7 +83,7 @@ if "lbfault" not in FAMILIES:
 
     @register_family("lbfault", _settings, "misbehaving problems for leaderboard tests")
     def build(settings: dict) -> FaultProblem:
-        return FaultProblem(settings["mode"])
+        return FaultProblem(settings["mode"], settings["name"])
 
     @register_family("lbfault_sbi", _sbi_settings, "posterior-problem settings for tests")
     def build_sbi(settings: dict):

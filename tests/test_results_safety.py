@@ -1,0 +1,450 @@
+"""Nothing a user types destroys results; every fault of the store or runner is one line.
+
+Each test reproduces a way results were lost, or a fault gave a traceback, and checks
+the guarantee the README's Leaderboard section states.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import leaderboard_faults  # noqa: F401  (registers the lbfault problems here too)
+import pytest
+
+from experiments.cli import main
+from leaderboard.executors import (
+    DEFAULT_TIMEOUT,
+    InlineExecutor,
+    LocalConfig,
+    LocalExecutor,
+    RayConfig,
+    check_timeout,
+)
+from leaderboard.jobs import Job, expand
+from leaderboard.outputs import write_atomically
+from leaderboard.runner import run_sweep
+from leaderboard.store import CLAIMED, DONE, ResultsStore, load
+from testbed.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+
+
+def _record(store, pid, status="ok", agent="uniform", **metrics):
+    job = Job.make(agent, {}, pid).as_dict()
+    error = None if status == "ok" else "boom"
+    store.record({**job, "status": status, "error": error, "metrics": metrics, "wall_seconds": 1})
+
+
+def _store(path: Path, rows: int = 6) -> Path:
+    with ResultsStore(path) as s:
+        for i in range(rows):
+            _record(s, f"coin/{i % 18}", agent=f"agent{i // 18}", kl_estimate=0.1 + i / 100)
+            _record(s, f"coin/{i % 18}", agent=f"uniform{i // 18}", kl_estimate=0.5)
+    return path
+
+
+def _digest(path: Path) -> dict[str, str]:
+    """Hashes of the store and its side files (those that exist)."""
+    out = {}
+    for suffix in ("", "-wal", "-shm"):
+        f = path.with_name(path.name + suffix)
+        if f.exists():
+            out[suffix] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
+def _one_line_error(capsys, match: str) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("testbed: error: "), err
+    assert match in lines[0], lines[0]
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# --------------------------------------------------------------------- outputs never overwrite
+
+
+def test_report_and_export_onto_the_store_are_refused_and_the_store_is_unchanged(tmp_path, capsys):
+    db = _store(tmp_path / "r.db")
+    other = _store(tmp_path / "other.db")
+    link = tmp_path / "link.html"
+    link.symlink_to(db)
+    before, other_before = _digest(db), _digest(other)
+    r = str(db)
+    attempts = [
+        ["report", "--results", r, "--out", r],
+        ["report", "--results", r, "--out", r + "-wal"],
+        ["report", "--results", r, "--out", str(link)],
+        ["report", "--results", r, "--out", str(other)],  # any SQLite file
+        ["report", "--results", r, "--out", str(other) + "-shm"],
+        ["leaderboard", "--results", r, "--export", r],
+        ["leaderboard", "--results", r, "--export", str(other)],
+    ]
+    for argv in attempts:
+        assert main(argv) == 2, argv
+        _one_line_error(capsys, "which would overwrite results")
+    assert _digest(db) == before and _digest(other) == other_before
+    assert len(load(db)) == 12
+
+
+def test_report_onto_the_store_from_the_console_script(tmp_path):
+    db = _store(tmp_path / "r.db")
+    before = _digest(db)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "report", "--results", str(db), "--out", str(db)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "would overwrite results" in proc.stderr
+    assert _digest(db) == before
+
+
+def test_outputs_replace_the_old_file_atomically(tmp_path, capsys):
+    out = tmp_path / "report.html"
+    out.write_text("older good report")
+
+    def crash(tmp: Path) -> None:
+        tmp.write_text("half a rep")
+        raise KeyboardInterrupt  # e.g. Ctrl-C while writing
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically("out", out, crash)
+    assert out.read_text() == "older good report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]  # no temporary left
+
+    db = _store(tmp_path / "r.db")
+    assert main(["report", "--results", str(db), "--out", str(out)]) == 0
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    assert main(["leaderboard", "--results", str(db), "--export", str(tmp_path / "a.csv")]) == 0
+    assert len((tmp_path / "a.csv").read_text().splitlines()) == 13
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+    capsys.readouterr()
+
+
+# ------------------------------------------------------------------- reading every committed row
+
+
+_KILLED_WRITER = """
+import os, sys
+from leaderboard.jobs import Job
+from leaderboard.store import ResultsStore
+s = ResultsStore(sys.argv[1])
+for i in range(25):
+    job = Job.make("uniform", {}, f"coin/{i % 18}", seed=i // 18).as_dict()
+    s.record({**job, "status": "ok", "metrics": {"kl_estimate": 0.5}, "wall_seconds": 1.0})
+os._exit(0)  # killed: no checkpoint, the rows stay in the WAL file
+"""
+
+_READER = """
+import sys
+from leaderboard.store import ResultsStore
+from testbed.errors import InputError
+try:
+    with ResultsStore(sys.argv[1], mode="r") as s:
+        print(len(s.rows()))
+except InputError as e:
+    print("refused:", e)
+"""
+
+
+def _read_as_unprivileged(path: Path) -> str:
+    """Runs _READER on `path` as a user that cannot write its folder."""
+    cmd = [sys.executable, "-c", _READER, str(path)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": "/tmp"}
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: cannot make a folder read-only")
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    if proc.returncode != 0 and "Permission denied" in proc.stderr:
+        pytest.skip(f"the unprivileged user cannot run this checkout: {proc.stderr[-200:]}")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_read_only_store_without_its_shm_file_shows_every_committed_row(tmp_path):
+    written = tmp_path / "w" / "r.db"
+    written.parent.mkdir()
+    subprocess.run(
+        [sys.executable, "-c", _KILLED_WRITER, str(written)],
+        cwd=ROOT,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert written.with_name("r.db-wal").stat().st_size > 0
+    folder = Path(tempfile.mkdtemp(prefix="testbed-ro-"))  # reachable by another user
+    try:
+        os.chmod(folder, 0o755)
+        for name in ("r.db", "r.db-wal"):  # copied without its -shm file
+            shutil.copyfile(written.with_name(name), folder / name)
+            os.chmod(folder / name, 0o444)
+        os.chmod(folder, 0o555)
+        assert _read_as_unprivileged(folder / "r.db") == "25"
+        assert sorted(p.name for p in folder.iterdir()) == ["r.db", "r.db-wal"]  # untouched
+    finally:
+        os.chmod(folder, 0o755)
+        shutil.rmtree(folder)
+
+
+def test_a_foreign_sqlite_file_is_refused_before_anything_changes(tmp_path):
+    path = tmp_path / "mine.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (x TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('keep me')")
+    conn.close()
+    before = _digest(path)
+    with pytest.raises(InputError, match="no 'meta' table"):
+        ResultsStore(path)
+    assert _digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.db"]  # no -wal, no -shm
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+# ----------------------------------------------------------------- faults give one line, exit 2
+
+
+def test_a_damaged_store_gives_one_line_for_every_command(tmp_path, capsys):
+    db = _store(tmp_path / "r.db", rows=90)
+    with ResultsStore(db) as s:  # long tracebacks: the file spans many pages
+        for i in range(60):
+            job = Job.make("mlp", {"i": i}, "coin/0").as_dict()
+            s.record({**job, "status": "failed", "error": "x", "traceback": "t" * 400})
+    sqlite3.connect(db).execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
+    assert db.stat().st_size > 16384
+    with open(db, "r+b") as f:
+        f.seek(12288)
+        f.write(os.urandom(4096))
+    r = str(db)
+    commands = [
+        ["leaderboard", "--results", r],
+        ["report", "--results", r, "--out", str(tmp_path / "x.html")],
+        ["sweep", "--agent", "uniform", "--problem", "coin/0", "--results", r, "--quiet"],
+    ]
+    for argv in commands:
+        assert main(argv) == 2, argv
+        _one_line_error(capsys, "is damaged")
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_a_row_with_corrupt_metrics_is_skipped_with_a_warning_and_replaced_by_a_rerun(
+    tmp_path, capsys
+):
+    db = tmp_path / "r.db"
+    jobs = expand(["uniform"], ["coin/0", "coin/1", "coin/2"])
+    with ResultsStore(db) as s:
+        run_sweep(jobs, s, InlineExecutor())
+    bad = jobs[1].key
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE results SET metrics = '{\"kl_estimate\": 0.3' WHERE key = ?", (bad,))
+    conn.close()
+    assert main(["leaderboard", "--results", str(db), "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    warning = [line for line in err.splitlines() if line]
+    assert len(warning) == 1 and warning[0].startswith("testbed: warning: ")
+    assert bad in warning[0] and "skipped" in warning[0]
+    assert "uniform" in out
+    # a re-run of the sweep runs the damaged job again and replaces its row
+    assert main(["sweep", "--agent", "uniform", "--problem", "coin/0,coin/1,coin/2",
+                 "--results", str(db), "--executor", "inline", "--quiet"]) == 0  # fmt: skip
+    assert "3 jobs: 2 already stored, 1 ok, 0 failed" in capsys.readouterr().out
+    df = load(db).set_index("key")
+    assert df.loc[bad, "attempts"] == 2 and df.loc[bad, "kl_estimate"] > 0
+
+
+def test_many_processes_creating_one_new_store_all_succeed(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(TESTS / "store_race.py"), str(tmp_path), "6", "10"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 60 and set(lines) == {"ok"}, sorted(set(lines))
+    for i in range(10):
+        with ResultsStore(tmp_path / f"r{i}.db", mode="r") as s:
+            assert s.rows() == []
+
+
+@pytest.mark.parametrize(
+    "value, seconds",
+    [("inf", None), ("none", None), ("0", None), (0, None), (None, None), ("90", 90.0),
+     (2.5, 2.5), ("1e12", None)],
+)  # fmt: skip
+def test_timeout_values(value, seconds):
+    assert check_timeout(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "soon", -0.5])
+def test_bad_timeout_values(value):
+    with pytest.raises(InputError, match="timeout: got .*allowed: seconds > 0"):
+        check_timeout(value)
+
+
+def test_timeout_on_the_command_line(tmp_path, capsys):
+    argv = ["sweep", "--agent", "uniform", "--problem", "coin/0", "--executor", "inline",
+            "--results", str(tmp_path / "r.db"), "--quiet"]  # fmt: skip
+    assert main([*argv, "--timeout", "inf"]) == 0
+    assert main([*argv, "--timeout", "-3"]) == 2
+    _one_line_error(capsys, "timeout: got '-3'")
+
+
+# ------------------------------------------------------------------------------ runner behaviour
+
+
+def test_every_executor_has_a_default_timeout_and_inline_honours_it(tmp_path):
+    assert LocalConfig().timeout == RayConfig().timeout == DEFAULT_TIMEOUT == 86400
+    assert InlineExecutor().timeout == DEFAULT_TIMEOUT
+    assert LocalExecutor().timeout == DEFAULT_TIMEOUT
+    jobs = expand(["uniform"], ["lbfault/hang", "coin/0"])
+    start = time.monotonic()
+    with ResultsStore(tmp_path / "r.db") as s:
+        summary = run_sweep(jobs, s, InlineExecutor(timeout=1.0))
+        rows = {r["problem_id"]: r for r in s.rows()}
+    assert time.monotonic() - start < 60
+    assert (summary.ok, summary.failed) == (1, 1)
+    assert rows["lbfault/hang"]["error"] == "timed out after 1 s (interrupted)"
+    assert rows["coin/0"]["status"] == "ok"
+
+
+def test_inline_timeout_off_the_main_thread_warns(tmp_path, caplog):
+    jobs = expand(["uniform"], ["coin/0"])
+    out = {}
+
+    def sweep():
+        with ResultsStore(tmp_path / "r.db") as s:
+            out["summary"] = run_sweep(jobs, s, InlineExecutor(timeout=5.0))
+
+    thread = threading.Thread(target=sweep)
+    thread.start()
+    thread.join(120)
+    assert out["summary"].ok == 1
+    assert any("only in the main thread" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
+def test_ray_honours_workers_and_keeps_json_output_clean(tmp_path):
+    pytest.importorskip("ray")
+    db = tmp_path / "r.db"
+    ids = ",".join(f"lbfault/clock-{i}" for i in range(3))
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}", "LBFAULT_SLEEP": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "sweep", "--agent", "uniform",
+         "--problem", ids, "--executor", "ray", "--workers", "1", "--import",
+         "leaderboard_faults", "--results", str(db), "--json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)  # nothing of Ray's on stdout
+    assert (summary["ok"], summary["failed"]) == (3, 0)
+    spans = sorted((r["started"], r["ended"]) for _, r in load(db).iterrows())
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans  # one at a time
+
+
+def test_a_rerun_over_stored_failures_says_so_and_exits_1(tmp_path, capsys):
+    argv = ["sweep", "--agent", "uniform", "--problem", "coin/0,lbfault/raise,lbfault/nan",
+            "--executor", "inline", "--import", "leaderboard_faults",
+            "--results", str(tmp_path / "r.db"), "--quiet"]  # fmt: skip
+    assert main(argv) == 1
+    capsys.readouterr()
+    assert main(argv) == 1  # nothing ran, but the sweep is not a success
+    out = capsys.readouterr().out
+    assert "3 jobs: 3 already stored, 0 ok, 0 failed" in out
+    assert "2 failed (stored earlier; --retry-failed re-runs them)" in out
+    assert out.count("  failed ") == 2
+
+
+def test_every_failure_is_counted_when_more_than_ten(tmp_path, capsys):
+    db = str(tmp_path / "r.db")
+    ids = ",".join(f"lbfault/raise-{i}" for i in range(24))
+    argv = ["sweep", "--agent", "uniform", "--problem", ids, "--executor", "inline",
+            "--import", "leaderboard_faults", "--results", db, "--quiet"]  # fmt: skip
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert out.count("  failed ") == 10
+    assert "... and 14 more failed (testbed leaderboard --failures" in out
+    assert main(["leaderboard", "--failures", "--results", db, "--format", "csv"]) == 0
+    listed = capsys.readouterr().out.strip().splitlines()
+    assert len(listed) == 25 and all("RuntimeError: deliberate failure" in x for x in listed[1:])
+
+
+# ----------------------------------------------------------------------------- job leases
+
+
+def test_a_claimed_job_is_not_claimed_again_until_it_is_stored_or_its_owner_is_gone(tmp_path):
+    path = tmp_path / "r.db"
+    job = Job.make("uniform", {}, "coin/0").as_dict()
+    with ResultsStore(path) as a, ResultsStore(path) as b:
+        assert a.claim(job["key"], seconds=60) == CLAIMED
+        assert a.claim(job["key"], seconds=60) == CLAIMED  # its own lease: still its own
+        holder = b.claim(job["key"], seconds=60)
+        assert holder == f"pid {os.getpid()} on {a.owner.host}"
+        a.record({**job, "status": "failed", "error": "x", "metrics": {}})
+        assert b.claim(job["key"], seconds=60) == DONE  # stored failed, not retrying
+        assert b.claim(job["key"], rerun_failed=0, seconds=60) == DONE  # run by someone since
+        assert b.claim(job["key"], rerun_failed=1, seconds=60) == CLAIMED  # retry this one
+        b.release()
+        # an expired lease is taken over
+        assert a.claim("k2", seconds=0.0) == CLAIMED
+        assert b.claim("k2", seconds=60) == CLAIMED
+    # a lease whose driver died is taken over
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO leases VALUES ('k3', ?, ?, ?, NULL, NULL)",
+            (f"{a.owner.host}:{dead.pid}:x:y", a.owner.host, dead.pid),
+        )
+    conn.close()
+    with ResultsStore(path) as c:
+        assert c.claim("k3", seconds=None) == CLAIMED
+
+
+def _sweep_proc(db: Path, ids: str, log: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}", "LBFAULT_LOG": str(log),
+           "LBFAULT_SLEEP": "0.7"}  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "experiments.cli", "sweep", "--agent", "uniform", "--problem",
+         ids, "--workers", "1", "--import", "leaderboard_faults", "--results", str(db)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
+def test_two_identical_sweeps_at_once_run_each_job_once(tmp_path):
+    db, log = tmp_path / "r.db", tmp_path / "runs.log"
+    ids = ",".join(f"lbfault/clock-{i}" for i in range(8))
+    first, second = _sweep_proc(db, ids, log), _sweep_proc(db, ids, log)
+    outs = [p.communicate(timeout=600) for p in (first, second)]
+    for p, (_, err) in zip((first, second), outs):
+        assert p.returncode == 0, err[-2000:]
+    runs = log.read_text().split()[::2]
+    assert sorted(runs) == sorted(f"clock-{i}" for i in range(8))  # each job ran exactly once
+    with ResultsStore(db, mode="r") as s:
+        rows = s.rows()
+    assert len(rows) == 8 and all(r["attempts"] == 1 and r["status"] == "ok" for r in rows)
+    ran = [int(out.split(", ")[1].split()[0]) for out, _ in outs]  # "... N ok, ..."
+    assert sum(ran) == 8, outs
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM leases").fetchone()[0] == 0
+    conn.close()
