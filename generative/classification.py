@@ -249,9 +249,12 @@ def _register(name: str, table: list[dict]) -> None:
         settings["hidden"] = tuple(settings.get("hidden", (50, 50)))
         return ClassificationProblem(ClassificationSettings(**settings))
 
-    register_family(name, settings, f"Neural Testbed random-MLP classification ({len(table)} ids)")(
-        build
-    )
+    register_family(
+        name,
+        settings,
+        f"Neural Testbed random-MLP classification ({len(table)} ids)",
+        options=("num_test_seeds", "num_enn_samples"),
+    )(build)
     register_sweep(name)(lambda: [f"{name}/{i}" for i in range(len(table))])
 
 

@@ -18,23 +18,34 @@ from testbed.registry import Registry
 
 @dataclasses.dataclass(frozen=True)
 class ProblemFamily:
-    """`settings(rest) -> dict` (raises InputError for an unknown rest), `build(settings)`."""
+    """`settings(rest) -> dict` (raises InputError for an unknown rest), `build(settings)`.
+
+    `options` names the settings a user may change when loading an id (evaluation sizes,
+    optional metrics); the id still names the problem (data, environment, seed).
+    """
 
     name: str
     settings: Callable[[str], dict[str, Any]]
     build: Callable[[dict[str, Any]], Problem]
     description: str = ""
+    options: tuple[str, ...] = ()
 
 
 FAMILIES: Registry[ProblemFamily] = Registry("problem family")
 SWEEPS: Registry[Callable[[], list[str]]] = Registry("sweep")
 
 
-def register_family(name: str, settings: Callable[[str], dict[str, Any]], description: str = ""):
-    """Decorator on `build(settings) -> Problem`: registers the family `name`."""
+def register_family(
+    name: str,
+    settings: Callable[[str], dict[str, Any]],
+    description: str = "",
+    options: tuple[str, ...] = (),
+):
+    """Decorator on `build(settings) -> Problem`: registers the family `name`, whose
+    settings named in `options` may be overridden by `load(id, **options)`."""
 
     def add(build: Callable[[dict[str, Any]], Problem]):
-        FAMILIES.register(name, ProblemFamily(name, settings, build, description))
+        FAMILIES.register(name, ProblemFamily(name, settings, build, description, tuple(options)))
         return build
 
     return add
@@ -68,11 +79,22 @@ def problem_settings(problem_id: str) -> dict[str, Any]:
     return {"family": family.name, **family.settings(rest)}
 
 
-def load(problem_id: str) -> Problem:
-    """The seeded problem for an id: the same id always gives the same problem."""
+def load(problem_id: str, **options: Any) -> Problem:
+    """The seeded problem for an id: the same id always gives the same problem.
+
+    `options` change how it is evaluated (e.g. `num_samples=1000` for an `sbi/...` problem,
+    `num_test_seeds=100` for a classification one); each family lists the ones it takes.
+    """
     family, rest = split_id(problem_id)
-    problem = family.build(family.settings(rest))
-    return problem
+    unknown = sorted(set(options) - set(family.options))
+    if unknown and not family.options:
+        raise InputError(
+            f"option of {family.name} problems: got {unknown[0]!r}; allowed: none ("
+            f"{family.name} problems take no options)"
+        )
+    if unknown:
+        raise bad_value(f"option of {family.name} problems", unknown[0], family.options)
+    return family.build({**family.settings(rest), **options})
 
 
 def sweep_ids(name: str) -> list[str]:

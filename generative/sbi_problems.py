@@ -256,7 +256,19 @@ def sbi_settings(rest: str) -> dict[str, Any]:
     }
 
 
-@register_family("sbi", sbi_settings, "SBI benchmark tasks: posterior at x_o vs reference (C2ST)")
+@register_family(
+    "sbi",
+    sbi_settings,
+    "SBI benchmark tasks: posterior at x_o vs reference (C2ST)",
+    options=(
+        "num_samples",
+        "c2st_z_score",
+        "median_distance",
+        "lc2st",
+        "lc2st_num_calibration",
+        "lc2st_num_null",
+    ),
+)
 def build(settings: dict[str, Any]) -> PosteriorProblem:
     return PosteriorProblem(**settings)
 

@@ -119,7 +119,15 @@ def _settings(rest: str) -> dict:
     }
 
 
-@register_family("conjugate", _settings, "conjugate models with exact posteriors and predictives")
+OPTIONS = ("num_samples", "num_null", "num_test_batches", "use_c2st")  # evaluation sizes
+
+
+@register_family(
+    "conjugate",
+    _settings,
+    "conjugate models with exact posteriors and predictives",
+    options=OPTIONS,
+)
 def build(settings: dict) -> ConjugateProblem:
     spec = PROBLEMS.get(settings.get("problem"))
     if spec is None:
@@ -131,6 +139,7 @@ def build(settings: dict) -> ConjugateProblem:
         seed=int(settings["seed"]),
         true_theta=spec.get("true_theta"),
         tau=int(settings["tau"]),
+        **{k: settings[k] for k in OPTIONS if k in settings},
     )
 
 

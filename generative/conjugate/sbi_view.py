@@ -82,6 +82,7 @@ def conjugate_sbi_settings(rest: str) -> dict[str, Any]:
     "conjugate_sbi",
     conjugate_sbi_settings,
     "conjugate models as simulators: SBI agents, exact scores",
+    options=problem_set.OPTIONS,
 )
 def build(settings: dict[str, Any]) -> ConjugateSimulationProblem:
     return ConjugateSimulationProblem(problem_set.build(settings), int(settings["num_simulations"]))

@@ -211,7 +211,12 @@ def _settings(rest: str) -> dict:
     return out
 
 
-@register_family("real", _settings, "real datasets (sklearn offline, TFDS): joint NLL, dyadic")
+@register_family(
+    "real",
+    _settings,
+    "real datasets (sklearn offline, TFDS): joint NLL, dyadic",
+    options=("num_test_seeds", "num_enn_samples", "num_eval_points"),
+)
 def build(settings: dict) -> RealDataProblem:
     fields = {f.name for f in dataclasses.fields(RealDataSettings)}
     download = os.environ.get("TESTBED_TFDS_DOWNLOAD", "1") != "0"

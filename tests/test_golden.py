@@ -1,0 +1,69 @@
+"""Every number stays the same: Qualities of fixed (agent, problem) pairs against golden values.
+
+The values in tests/golden/qualities.json were recorded by `python tests/golden_cases.py
+--record` before the typed-contract refactor. Values must match exactly (up to 1e-9
+relative), except where the machine's thread count makes float sums differ: C2ST-type
+accuracies (a few of 2,000 test predictions may flip: 0.005) and agents trained by torch
+(1e-4 relative). The cheapest cases run by default, the rest with `-m slow`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import golden_cases
+import pytest
+
+GOLDEN = json.loads(golden_cases.GOLDEN.read_text())
+FAST = {  # cheap once the suite's other tests have compiled their code
+    "oracle on classification_2d/75",
+    "uniform on coin/4",
+    "beta_bernoulli on coin/13",
+    "exact on conjugate/beta_binomial/1",
+    "rej_abc on conjugate_sbi/beta_binomial/1/1000",
+}
+TORCH_AGENTS = ("npe",)
+
+
+def _tolerance(case_name: str, key: str) -> tuple[float, float]:
+    """(relative, absolute) tolerance for one value."""
+    if "c2st" in key:
+        return 0.0, 0.005
+    if case_name.split(" on ")[0] in TORCH_AGENTS:
+        return 1e-4, 1e-9
+    return 1e-9, 1e-12
+
+
+def check(case_name: str, got: dict[str, float]) -> None:
+    want = golden_cases.decode(GOLDEN[case_name])
+    assert sorted(got) == sorted(want), f"{case_name}: metric names changed"
+    bad = []
+    for key, value in want.items():
+        rel, abs_ = _tolerance(case_name, key)
+        same = (math.isnan(value) and math.isnan(got[key])) or math.isclose(
+            got[key], value, rel_tol=rel, abs_tol=abs_
+        )
+        if not same:
+            bad.append(f"{key}: got {got[key]!r}, golden {value!r}")
+    assert not bad, f"{case_name}: " + "; ".join(bad)
+
+
+def _param(case):
+    marks = () if case.name in FAST else (pytest.mark.slow,)
+    return pytest.param(case, id=case.name, marks=marks)
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in golden_cases.CASES])
+def test_quality_is_golden(case):
+    check(case.name, golden_cases.run_case(case))
+
+
+@pytest.mark.slow
+def test_metrics_on_fixed_samples_are_golden():
+    check("metrics on fixed samples", golden_cases.metric_values())
+
+
+def test_every_case_has_a_golden_value():
+    names = {c.name for c in golden_cases.CASES} | {"metrics on fixed samples"}
+    assert names == set(GOLDEN)
