@@ -20,9 +20,9 @@ from scipy.special import logsumexp
 
 from agents.kde import fit_kde
 from agents.registry import register
-from testbed.base import PriorKnowledge
 from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
 from testbed.errors import InputError
+from testbed.simulation import SimulationAccess, SimulatorKnowledge, check_access
 
 
 def distances(x: np.ndarray, x_o: np.ndarray) -> np.ndarray:
@@ -52,14 +52,6 @@ class KDEPosterior:
     def log_prob(self, theta, x_o=None) -> np.ndarray:
         self._check_x(x_o)
         return self.kde.log_prob(theta)
-
-
-def _check_access(access, prior: PriorKnowledge) -> None:
-    for attr in ("prior", "simulate", "x_o", "budget"):
-        if not hasattr(access, attr):
-            raise InputError(
-                f"train_data: no {attr!r}; allowed: a posterior problem's simulation access"
-            )
 
 
 def _seeds(rng: np.random.Generator) -> int:
@@ -108,8 +100,8 @@ def simulate_prior(access, num: int, batch: int, rng: np.random.Generator):
 def make_rej_abc(config: RejABCConfig):
     """Rejection ABC (top 100 by L2 distance, KDE resampling), as the SBI benchmark runs it."""
 
-    def agent(access, prior: PriorKnowledge):
-        _check_access(access, prior)
+    def agent(access: SimulationAccess, knowledge: SimulatorKnowledge):
+        check_access(access, knowledge)
         rng = np.random.default_rng(config.seed)
         budget = int(access.budget)
         if budget < config.num_top_samples:
@@ -261,8 +253,8 @@ def smc_abc(config: SMCABCConfig, access) -> tuple[np.ndarray, np.ndarray, dict]
 def make_smc_abc(config: SMCABCConfig):
     """SMC-ABC (populations of 100 / 1,000, epsilon quantile 0.2, kernel scale 0.5, KDE)."""
 
-    def agent(access, prior: PriorKnowledge):
-        _check_access(access, prior)
+    def agent(access: SimulationAccess, knowledge: SimulatorKnowledge):
+        check_access(access, knowledge)
         particles, log_w, _ = smc_abc(config, access)
         weights = np.exp(log_w) if config.kde_sample_weights else None
         kde = fit_kde(particles, weights, bandwidth=_bandwidth(config.kde_bandwidth))

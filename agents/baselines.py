@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents.registry import register
-from testbed.base import Data, PriorKnowledge
+from testbed.base import Data, OffersOracle, PriorKnowledge
 from testbed.config import check_nonnegative
 from testbed.errors import InputError
 from testbed.random_mlp import sample_logit_fn
@@ -36,23 +36,23 @@ def make_uniform(config: NoConfig):
     return agent
 
 
-@register("oracle", NoConfig)
-def make_oracle(config: NoConfig):
-    """The true environment's predictive (tests and floors only: it reads the problem)."""
+class TruePredictive:
+    """An `Oracle`: the problem's own true predictive (the environment, the reference
+    posterior). For tests and floors only: it reads the problem instead of training."""
 
-    def from_problem(problem):
-        oracle = getattr(problem, "oracle_predictive", None)
-        if oracle is None:
+    def predictive_for(self, problem):
+        if not isinstance(problem, OffersOracle):
             raise InputError(
                 f"agent oracle: problem {type(problem).__name__} offers no oracle predictive; "
                 "allowed: problems with a known true predictive"
             )
-        return oracle()
-
-    return from_problem
+        return problem.oracle_predictive()
 
 
-make_oracle.uses_problem = True
+@register("oracle", NoConfig)
+def make_oracle(config: NoConfig) -> TruePredictive:
+    """The true environment's predictive (tests and floors only: it reads the problem)."""
+    return TruePredictive()
 
 
 @dataclasses.dataclass(frozen=True)

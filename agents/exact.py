@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from agents.registry import register
+from testbed.base import OffersExactPosterior
 from testbed.errors import InputError
 
 
@@ -19,20 +20,19 @@ class ExactConfig:
     seed: int = 0
 
 
-@register("exact", ExactConfig)
-def make(config: ExactConfig):
-    """The exact posterior (reads the problem: tests and floors only)."""
+class ExactPosterior:
+    """An `Oracle`: the problem's closed-form posterior (tests and floors only)."""
 
-    def from_problem(problem):
-        exact = getattr(problem, "exact_predictive", None)
-        if exact is None:
+    def predictive_for(self, problem):
+        if not isinstance(problem, OffersExactPosterior):
             raise InputError(
                 f"agent exact: problem {type(problem).__name__} offers no exact posterior; "
                 "allowed: problems with a closed-form posterior (conjugate/...)"
             )
-        return exact()
-
-    return from_problem
+        return problem.exact_predictive()
 
 
-make.uses_problem = True
+@register("exact", ExactConfig)
+def make(config: ExactConfig) -> ExactPosterior:
+    """The exact posterior (reads the problem: tests and floors only)."""
+    return ExactPosterior()

@@ -1,6 +1,6 @@
 """`nuts`: a PPL agent: NumPyro's NUTS on the problem's model, with R-hat, ESS and ESS/s.
 
-The model comes from the problem's prior knowledge (`extra["model"]`: JAX log prior, log
+The model comes from the problem's `ModelKnowledge` (its `ModelSpec`: JAX log prior, log
 likelihood and a bijection to unconstrained space), so the agent samples exactly the
 reference's posterior target; its error is inference error only. Draws of all chains are
 pooled into a `PosteriorEstimate`; PPL-benchmark diagnostics ride along as `.diagnostics`.
@@ -18,9 +18,10 @@ from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer import MCMC, NUTS
 
 from agents.registry import register
-from testbed.base import Data, PriorKnowledge
+from testbed.base import Data
 from testbed.config import check_at_least, check_in_range, check_one_of
 from testbed.errors import InputError
+from testbed.model import ModelKnowledge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,13 +84,14 @@ def diagnostics(theta: np.ndarray, seconds: float, divergences: int) -> dict[str
 def make(config: NutsConfig):
     """NumPyro NUTS on the problem's JAX model (exactly the reference's prior)."""
 
-    def agent(data: Data, prior: PriorKnowledge):
-        model = prior.extra.get("model") if prior.extra else None
-        if model is None or not hasattr(model, "log_density_unconstrained"):
+    def agent(data: Data, knowledge: ModelKnowledge):
+        if not isinstance(knowledge, ModelKnowledge):
             raise InputError(
-                "agent nuts: prior_knowledge.extra['model'] is missing; allowed: problems that "
-                "give a model (log prior, log likelihood, transform), e.g. conjugate/..."
+                f"agent nuts: got {type(knowledge).__name__} as prior knowledge, without a "
+                "model; allowed: problems that give a ModelKnowledge (log prior, log "
+                "likelihood, transform), e.g. conjugate/..."
             )
+        model = knowledge.model
         x, y = jnp.asarray(data.x, jnp.float32), jnp.asarray(data.y, jnp.float32)
 
         def potential(u):

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from testbed.base import PriorKnowledge
+from testbed.base import Oracle, PriorKnowledge
 from testbed.config import config_as_dict, with_overrides
 from testbed.registry import Registry
 
@@ -59,13 +59,6 @@ class ConfiguredAgent:
     def build(self) -> Any:
         return self.entry.make(self.config)
 
-    @property
-    def uses_problem(self) -> bool:
-        return bool(getattr(self.entry.make, "uses_problem", False))
-
-    def from_problem(self, problem: Any) -> Any:
-        return self.build()(problem)
-
     def __call__(self, train_data: Any, prior_knowledge: PriorKnowledge) -> Any:
         return self.build()(train_data, prior_knowledge)
 
@@ -79,18 +72,32 @@ class ConfiguredAgent:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@dataclasses.dataclass(frozen=True)
+class ConfiguredOracle(ConfiguredAgent):
+    """A registered agent whose factory builds a `testbed.base.Oracle`: it reads the
+    problem (the true predictive), so `testbed.evaluate` hands it the problem."""
+
+    def predictive_for(self, problem: Any) -> Any:
+        return self.build().predictive_for(problem)
+
+
+def configured(name: str, config: Any) -> ConfiguredAgent:
+    """`name` with `config`, as a ConfiguredOracle when its factory builds an Oracle."""
+    agent = ConfiguredAgent(name, config)
+    return ConfiguredOracle(name, config) if isinstance(agent.build(), Oracle) else agent
+
+
 def load(name: str, **overrides: Any) -> ConfiguredAgent:
     """The agent `name` with its default config and `overrides` (checked by field and type)."""
     entry = AGENTS.get(name)
-    config = with_overrides(entry.config_cls(), overrides, where=f"agent {name}")
-    return ConfiguredAgent(name, config)
+    return configured(name, with_overrides(entry.config_cls(), overrides, where=f"agent {name}"))
 
 
 def sweep(name: str) -> list[ConfiguredAgent]:
     """The agent's hyper-parameter sweep (its default config alone if it has none)."""
     entry = AGENTS.get(name)
     configs = entry.sweep() if entry.sweep is not None else [entry.config_cls()]
-    return [ConfiguredAgent(name, c) for c in configs]
+    return [configured(name, c) for c in configs]
 
 
 def names() -> list[str]:

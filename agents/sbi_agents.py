@@ -27,9 +27,9 @@ from agents.sbi_torch import (
     make_torch_prior,
     make_torch_simulator,
 )
-from testbed.base import PriorKnowledge
 from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
 from testbed.errors import InputError
+from testbed.simulation import SimulationAccess, SimulatorKnowledge, check_access
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,21 +148,6 @@ class SNREConfig(NREConfig):
 # ----- the shared training loop -----
 
 
-def dims_of(access, prior: PriorKnowledge) -> tuple[int, np.ndarray]:
-    """(dim_theta, x_o [1, dim_data]) from the problem's simulation access."""
-    extra = prior.extra or {}
-    if "dim_parameters" not in extra:
-        raise InputError(
-            "prior_knowledge.extra: no 'dim_parameters'; allowed: a posterior (sbi) problem"
-        )
-    for attr in ("prior", "simulate", "x_o", "budget"):
-        if not hasattr(access, attr):
-            raise InputError(
-                f"train_data: no {attr!r}; allowed: a posterior problem's simulation access"
-            )
-    return int(extra["dim_parameters"]), np.asarray(access.x_o, np.float32).reshape(1, -1)
-
-
 def round_sizes(budget: int, num_rounds: int) -> list[int]:
     """Simulations per round: floor(budget / num_rounds) each (sbibm's split)."""
     per_round = math.floor(budget / num_rounds)
@@ -189,28 +174,26 @@ def _z(config: TrainingConfig) -> str:
     return "independent" if config.z_score else "none"
 
 
-def run_rounds(config: TrainingConfig, kind: str, access, prior: PriorKnowledge):
-    """Simulate, train and build the posterior for `num_rounds` rounds; returns a predictive.
+class Method:
+    """One neural SBI method: how it builds sbi's inference object, trains a round and
+    turns the estimator into a posterior. NPE trains later rounds with the atomic
+    (SNPE-C) loss and has a normalised density; NLE / NRE sample by MCMC."""
 
-    Round r > 1 simulates from the round r-1 posterior at x_o (sequential SBI); NPE then
-    trains with the atomic (SNPE-C) loss, NLE / NRE need no correction.
-    """
-    import torch
-    from sbi.inference import NLE, NPE, NRE
-    from sbi.neural_nets import classifier_nn, likelihood_nn, posterior_nn
+    def inference(self, config, torch_prior, tracker): ...
 
-    dim, x_o = dims_of(access, prior)
-    sizes = round_sizes(int(access.budget), config.num_rounds)
-    if config.torch_threads:
-        torch.set_num_threads(config.torch_threads)
-    torch.manual_seed(config.seed)
-    extra = prior.extra or {}
-    torch_prior = make_torch_prior(access, extra, dim)
-    simulator = make_torch_simulator(access, extra, dim)
-    x_o_t = torch.as_tensor(x_o)
-    quiet = NullTracker()
+    def train(self, inference, config, theta, x, proposal, first: bool): ...
 
-    if kind == "npe":
+    def posterior(self, inference, estimator, config): ...
+
+    def predictive(self, posterior, x_o: np.ndarray):
+        return SbiSamples(posterior, x_o)
+
+
+class NPEMethod(Method):
+    def inference(self, config: NPEConfig, torch_prior, tracker):
+        from sbi.inference import NPE
+        from sbi.neural_nets import posterior_nn
+
         net = posterior_nn(
             config.density_estimator,
             z_score_theta=_z(config),
@@ -219,28 +202,100 @@ def run_rounds(config: TrainingConfig, kind: str, access, prior: PriorKnowledge)
             num_transforms=config.num_transforms,
             num_bins=config.num_bins,
         )
-        inference = NPE(
-            prior=torch_prior, density_estimator=net, show_progress_bars=False, tracker=quiet
+        return NPE(
+            prior=torch_prior, density_estimator=net, show_progress_bars=False, tracker=tracker
         )
-    elif kind == "nle":
+
+    def train(self, inference, config, theta, x, proposal, first):
+        inference.append_simulations(
+            theta, x, proposal=None if first else proposal, exclude_invalid_x=True
+        )
+        return inference.train(num_atoms=config.num_atoms, **_train_kwargs(config, len(theta)))
+
+    def posterior(self, inference, estimator, config):
+        return inference.build_posterior(estimator)
+
+    def predictive(self, posterior, x_o):
+        return SbiDensity(posterior, x_o)
+
+
+class MCMCMethod(Method):
+    """NLE / NRE: the estimator's posterior sampled by sbi's slice sampler."""
+
+    def train(self, inference, config, theta, x, proposal, first):
+        inference.append_simulations(theta, x, exclude_invalid_x=True)
+        return inference.train(**self.train_kwargs(config, len(theta)))
+
+    def train_kwargs(self, config, num: int) -> dict[str, Any]:
+        return _train_kwargs(config, num)
+
+    def posterior(self, inference, estimator, config: MCMCConfig):
+        return inference.build_posterior(
+            estimator,
+            sample_with="mcmc",
+            mcmc_method=config.mcmc_method,
+            mcmc_parameters=config.mcmc_parameters(),
+        )
+
+
+class NLEMethod(MCMCMethod):
+    def inference(self, config: NLEConfig, torch_prior, tracker):
+        from sbi.inference import NLE
+        from sbi.neural_nets import likelihood_nn
+
         net = likelihood_nn(
             config.density_estimator,
             z_score_theta=_z(config),
             z_score_x=_z(config),
             hidden_features=config.hidden_features,
         )
-        inference = NLE(
-            prior=torch_prior, density_estimator=net, show_progress_bars=False, tracker=quiet
+        return NLE(
+            prior=torch_prior, density_estimator=net, show_progress_bars=False, tracker=tracker
         )
-    else:
+
+
+class NREMethod(MCMCMethod):
+    def inference(self, config: NREConfig, torch_prior, tracker):
+        from sbi.inference import NRE
+        from sbi.neural_nets import classifier_nn
+
         net = classifier_nn(
             config.classifier,
             z_score_theta=_z(config),
             z_score_x=_z(config),
             hidden_features=config.hidden_features,
         )
-        inference = NRE(prior=torch_prior, classifier=net, show_progress_bars=False, tracker=quiet)
+        return NRE(prior=torch_prior, classifier=net, show_progress_bars=False, tracker=tracker)
 
+    def train_kwargs(self, config: NREConfig, num: int) -> dict[str, Any]:
+        return {**_train_kwargs(config, num), "num_atoms": config.num_atoms}
+
+
+NPE_METHOD, NLE_METHOD, NRE_METHOD = NPEMethod(), NLEMethod(), NREMethod()
+
+
+def run_rounds(
+    config: TrainingConfig,
+    method: Method,
+    access: SimulationAccess,
+    knowledge: SimulatorKnowledge,
+):
+    """Simulate, train and build the posterior for `num_rounds` rounds; returns a predictive.
+
+    Round r > 1 simulates from the round r-1 posterior at x_o (sequential SBI).
+    """
+    import torch
+
+    check_access(access, knowledge)
+    x_o = np.asarray(access.x_o, np.float32).reshape(1, -1)
+    sizes = round_sizes(int(access.budget), config.num_rounds)
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)
+    torch.manual_seed(config.seed)
+    torch_prior = make_torch_prior(access, knowledge)
+    simulator = make_torch_simulator(access, knowledge)
+    x_o_t = torch.as_tensor(x_o)
+    inference = method.inference(config, torch_prior, NullTracker())
     proposal = torch_prior
     posterior = None
     with warnings.catch_warnings():
@@ -252,35 +307,17 @@ def run_rounds(config: TrainingConfig, kind: str, access, prior: PriorKnowledge)
                 else proposal.sample((num,), show_progress_bars=False)
             )
             x = simulator(theta)
-            kwargs = _train_kwargs(config, num)
-            if kind == "npe":
-                inference.append_simulations(
-                    theta, x, proposal=None if r == 0 else proposal, exclude_invalid_x=True
-                )
-                estimator = inference.train(num_atoms=config.num_atoms, **kwargs)
-                posterior = inference.build_posterior(estimator)
-            else:
-                inference.append_simulations(theta, x, exclude_invalid_x=True)
-                if kind == "nre":
-                    kwargs["num_atoms"] = config.num_atoms
-                estimator = inference.train(**kwargs)
-                posterior = inference.build_posterior(
-                    estimator,
-                    sample_with="mcmc",
-                    mcmc_method=config.mcmc_method,
-                    mcmc_parameters=config.mcmc_parameters(),
-                )
+            estimator = method.train(inference, config, theta, x, proposal, first=r == 0)
+            posterior = method.posterior(inference, estimator, config)
             posterior.set_default_x(x_o_t)
             proposal = posterior
-    if kind == "npe":
-        return SbiDensity(posterior, x_o)
-    return SbiSamples(posterior, x_o)
+    return method.predictive(posterior, x_o)
 
 
-def _make(kind: str):
+def _make(method: Method):
     def make(config):
-        def agent(access, prior: PriorKnowledge):
-            return run_rounds(config, kind, access, prior)
+        def agent(access: SimulationAccess, knowledge: SimulatorKnowledge):
+            return run_rounds(config, method, access, knowledge)
 
         return agent
 
@@ -290,34 +327,34 @@ def _make(kind: str):
 @register("npe", NPEConfig)
 def make_npe(config: NPEConfig):
     """NPE via sbi (NSF flow, the SBI benchmark's settings); amortized, has log_prob."""
-    return _make("npe")(config)
+    return _make(NPE_METHOD)(config)
 
 
 @register("snpe", SNPEConfig)
 def make_snpe(config: SNPEConfig):
     """SNPE-C via sbi: 10 rounds of NPE with the atomic loss (the benchmark's settings)."""
-    return _make("npe")(config)
+    return _make(NPE_METHOD)(config)
 
 
 @register("nle", NLEConfig)
 def make_nle(config: NLEConfig):
     """NLE via sbi (MAF likelihood, vectorized slice-sampling MCMC as in the benchmark)."""
-    return _make("nle")(config)
+    return _make(NLE_METHOD)(config)
 
 
 @register("snle", SNLEConfig)
 def make_snle(config: SNLEConfig):
     """SNLE via sbi: 10 rounds of NLE, each from the last MCMC posterior."""
-    return _make("nle")(config)
+    return _make(NLE_METHOD)(config)
 
 
 @register("nre", NREConfig)
 def make_nre(config: NREConfig):
     """NRE-B via sbi (ResNet classifier, vectorized slice-sampling MCMC as in the benchmark)."""
-    return _make("nre")(config)
+    return _make(NRE_METHOD)(config)
 
 
 @register("snre", SNREConfig)
 def make_snre(config: SNREConfig):
     """SNRE-B via sbi: 10 rounds of NRE, each from the last MCMC posterior."""
-    return _make("nre")(config)
+    return _make(NRE_METHOD)(config)

@@ -1,39 +1,22 @@
 """Bridges between a posterior problem's numpy simulation access and the `sbi` package.
 
-A posterior problem hands its agent an object with `prior.sample(num, seed)`,
-`prior.log_prob(theta)`, `simulate(theta, seed)` (budgeted), `x_o` and `budget`, and
-states the prior's support in `PriorKnowledge.extra`. Here that becomes what `sbi` wants
-(a torch prior with a `support`, a torch simulator) and an `sbi` posterior becomes our
+A posterior problem hands its agent a `SimulationAccess` (`prior.sample(num, seed)`,
+`prior.log_prob(theta)`, a budgeted `simulate(theta, seed)`, `x_o`, `budget`) and states
+the prior's support in its `SimulatorKnowledge`. Here that becomes what `sbi` wants (a
+torch prior with a `support`, a torch simulator) and an `sbi` posterior becomes our
 `PosteriorEstimate` (numpy in, numpy out, seeded). torch is imported lazily by callers.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
-from testbed.errors import InputError
 from testbed.posterior_adapter import seeded_global_rngs
+from testbed.simulation import SimulationAccess, SimulatorKnowledge
 
 SEED_HIGH = 2**31 - 1
-
-
-def support_from_extra(extra: Mapping[str, Any], dim: int) -> tuple[str, np.ndarray, np.ndarray]:
-    """(kind, lower [dim], upper [dim]) of the prior support from PriorKnowledge.extra.
-
-    `kind` is 'box', 'positive' or 'real'; bounds are broadcast to one per parameter.
-    """
-    kind = extra.get("support", "real")
-    if kind not in ("box", "positive", "real"):
-        raise InputError(
-            f"prior_knowledge.extra['support']: got {kind!r}; allowed: box, positive, real"
-        )
-    low = np.broadcast_to(np.asarray(extra.get("lower", -np.inf), np.float64), (dim,)).copy()
-    high = np.broadcast_to(np.asarray(extra.get("upper", np.inf), np.float64), (dim,)).copy()
-    return kind, low, high
 
 
 def torch_seed(torch) -> int:
@@ -50,7 +33,7 @@ def clip_to_support(theta: np.ndarray, kind: str, low: np.ndarray, high: np.ndar
     return theta
 
 
-def make_torch_prior(access, extra: Mapping[str, Any], dim: int):
+def make_torch_prior(access: SimulationAccess, knowledge: SimulatorKnowledge):
     """A torch Distribution over [dim] backed by the problem's numpy prior, with a support.
 
     The support (interval / positive / real) lets `sbi` build its MCMC transform
@@ -59,7 +42,8 @@ def make_torch_prior(access, extra: Mapping[str, Any], dim: int):
     import torch
     from torch.distributions import Distribution, constraints
 
-    kind, low, high = support_from_extra(extra, dim)
+    dim, kind = knowledge.dim_theta, knowledge.support.kind
+    low, high = knowledge.support.bounds(dim)
     probe = np.asarray(access.prior.sample(10_000, 0), np.float64)
     mean = torch.as_tensor(probe.mean(0), dtype=torch.float32)
     std = torch.as_tensor(probe.std(0, ddof=1), dtype=torch.float32)
@@ -113,11 +97,12 @@ def make_torch_prior(access, extra: Mapping[str, Any], dim: int):
     return NumpyPrior()
 
 
-def make_torch_simulator(access, extra: Mapping[str, Any], dim: int):
+def make_torch_simulator(access: SimulationAccess, knowledge: SimulatorKnowledge):
     """`theta (torch [n, dim]) -> x (torch [n, dim_data])` through the budgeted simulator."""
     import torch
 
-    kind, low, high = support_from_extra(extra, dim)
+    kind = knowledge.support.kind
+    low, high = knowledge.support.bounds(knowledge.dim_theta)
 
     def simulator(theta):
         arr = clip_to_support(np.asarray(theta.detach().cpu(), np.float64), kind, low, high)

@@ -11,7 +11,6 @@ from generative import (  # noqa: F401
     conjugate,
     real_data,
     sbi,
-    sbi_problems,
 )
 from generative.registry import (
     FAMILIES,

@@ -106,6 +106,17 @@ def sweep_names() -> list[str]:
     return SWEEPS.names()
 
 
+def parse_int(text: str, field: str, allowed) -> int:
+    """`text` as one of the integers `allowed` (written plainly), else a named InputError."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_value(field, text, allowed) from None
+    if value not in allowed or str(value) != text:
+        raise bad_value(field, text, allowed)
+    return value
+
+
 def index_settings(sweep: str, rest: str, table: list[dict[str, Any]]) -> dict[str, Any]:
     """Settings for `rest` = an index into `table` (the usual `sweep/i` id form)."""
     try:

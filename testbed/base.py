@@ -31,11 +31,13 @@ class Data(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class PriorKnowledge:
-    """What an agent may know about the problem before it sees the data.
+    """What an agent may know about a prediction problem before it sees the data.
 
     Agents use it to scale regularisation (e.g. sqrt(temperature) * input_dim / num_train)
-    and to size their outputs. `extra` holds family-specific facts (e.g. a simulator's
-    parameter dimension); it must not carry the answer.
+    and to size their outputs. Simulator problems give a `SimulatorKnowledge`
+    (testbed.simulation) and model-based ones a `ModelKnowledge` (testbed.model) instead.
+    `extra` is for problem families of users' own: no built-in family or agent uses it,
+    and it must not carry the answer.
     """
 
     input_dim: int
@@ -43,7 +45,6 @@ class PriorKnowledge:
     num_classes: int = 1
     tau: int = 1
     temperature: float | None = None
-    noise_std: float | None = None
     layers: int | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -120,9 +121,32 @@ class Problem(Protocol):
     def train_data(self) -> Any: ...
 
     @property
-    def prior_knowledge(self) -> PriorKnowledge: ...
+    def prior_knowledge(self) -> Any: ...
 
     def evaluate(self, predictive: Predictive) -> Quality: ...
+
+
+@runtime_checkable
+class Oracle(Protocol):
+    """An agent that reads the problem itself instead of training (the `oracle` and `exact`
+    agents: the true predictive, for tests and floors only). `testbed.evaluate` hands such
+    an agent the problem; every other agent sees only the training data and knowledge."""
+
+    def predictive_for(self, problem: Problem) -> Predictive: ...
+
+
+@runtime_checkable
+class OffersOracle(Protocol):
+    """A problem that knows its true predictive (the environment, the reference posterior)."""
+
+    def oracle_predictive(self) -> Predictive: ...
+
+
+@runtime_checkable
+class OffersExactPosterior(Protocol):
+    """A problem with a closed-form posterior (conjugate models)."""
+
+    def exact_predictive(self) -> PosteriorEstimate: ...
 
 
 class Quality(dict):

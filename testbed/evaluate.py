@@ -5,27 +5,37 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from testbed.base import Agent, Problem, Quality
+from testbed.base import Agent, Oracle, Problem, Quality
+from testbed.simulation import SimulationAccess
 
 
-def train(agent: Agent, problem: Problem) -> Any:
+def train(agent: Agent | Oracle, problem: Problem, train_data: Any = None) -> Any:
     """The agent's predictive for the problem.
 
-    An agent with `uses_problem = True` (the oracle, for tests and floors) is handed the
-    problem itself; every other agent sees only the training data and prior knowledge.
+    An `Oracle` (the oracle and exact agents, for tests and floors) is handed the problem
+    itself; every other agent sees only the training data (`train_data`, default the
+    problem's) and the prior knowledge.
     """
-    if getattr(agent, "uses_problem", False):
-        return agent.from_problem(problem)
-    return agent(problem.train_data, problem.prior_knowledge)
+    if isinstance(agent, Oracle):
+        return agent.predictive_for(problem)
+    data = problem.train_data if train_data is None else train_data
+    return agent(data, problem.prior_knowledge)
 
 
-def evaluate(agent: Agent, problem: Problem) -> Quality:
-    """Trains `agent` on `problem`, scores its predictive, adds train/evaluation seconds."""
+def evaluate(agent: Agent | Oracle, problem: Problem) -> Quality:
+    """Trains `agent` on `problem`, scores its predictive, adds train/evaluation seconds.
+
+    On a simulator problem the agent's `SimulationAccess` says how many simulations it
+    used (`num_simulations_used`).
+    """
     start = time.perf_counter()
-    predictive = train(agent, problem)
+    data = None if isinstance(agent, Oracle) else problem.train_data
+    predictive = train(agent, problem, data)
     trained = time.perf_counter()
     quality = Quality(problem.evaluate(predictive))
     done = time.perf_counter()
+    if isinstance(data, SimulationAccess):
+        quality["num_simulations_used"] = data.num_simulations
     quality["train_seconds"] = trained - start
     quality["evaluation_seconds"] = done - trained
     return quality

@@ -11,8 +11,8 @@ import pytest
 import agents
 import generative
 import testbed
+from experiments.conjugate_power import Perturbed, rejection_rates
 from generative.conjugate import PROBLEMS, ConjugateProblem, get_task
-from generative.conjugate.power import Perturbed, rejection_rates
 from testbed.errors import InputError
 
 ALPHA = 0.05
@@ -140,7 +140,7 @@ def test_nuts_matches_the_exact_posterior(pid):
 
 
 def test_nuts_needs_a_model_and_valid_settings():
-    with pytest.raises(InputError, match="extra\\['model'\\]"):
+    with pytest.raises(InputError, match="without a model.*ModelKnowledge"):
         testbed.evaluate(agents.load("nuts"), generative.load("coin/0"))
     with pytest.raises(InputError, match="chain_method"):
         agents.load("nuts", chain_method="parallel_magic")
@@ -195,7 +195,7 @@ def test_sbi_agents_run_unchanged_on_a_conjugate_problem():
     problem = _no_c2st("conjugate_sbi/beta_binomial/1/10000")
     quality = testbed.evaluate(agents.load("rej_abc"), problem)
     exact = testbed.evaluate(agents.load("exact"), _no_c2st("conjugate_sbi/beta_binomial/1/10000"))
-    assert quality["num_simulations_used"] == problem.last_access.num_simulations <= 10_000
+    assert quality["num_simulations_used"] == 10_000  # rejection ABC spends the whole budget
     assert "num_simulations_used" not in exact  # the floor reads the problem, simulates nothing
     assert (quality["kl_q_p"] == np.inf) == (quality["outside_support_fraction"] > 0)
     assert exact["outside_support_fraction"] == 0.0 and exact["kl_q_p"] == 0.0
@@ -204,15 +204,19 @@ def test_sbi_agents_run_unchanged_on_a_conjugate_problem():
     assert quality["joint_kl_exact"] > exact["joint_kl_exact"] + 0.01
 
 
-def test_conjugate_sbi_prior_knowledge_has_the_sbi_problems_keys():
-    from generative.sbi_problems import PosteriorProblem
+def test_conjugate_sbi_prior_knowledge_is_the_sbi_problems_type():
+    from testbed.simulation import SimulatorKnowledge, Support
 
-    extra = generative.load("conjugate_sbi/beta_binomial/1/1000").prior_knowledge.extra
-    sbi_extra = PosteriorProblem("two_moons", 1000, 1).prior_knowledge.extra
-    assert set(extra) == set(sbi_extra)
-    assert (extra["support"], extra["lower"], extra["upper"]) == ("box", 0.0, 1.0)
-    assert extra["dim_parameters"] == 1 and extra["dim_data"] == 20  # 20 Bernoulli draws
-    assert extra["num_simulations"] == 1000 and extra["parameter_names"] == ("p",)
+    knowledge = generative.load("conjugate_sbi/beta_binomial/1/1000").prior_knowledge
+    assert isinstance(generative.load("sbi/two_moons/1000/1").prior_knowledge, SimulatorKnowledge)
+    assert knowledge == SimulatorKnowledge(
+        dim_theta=1,
+        dim_x=20,  # 20 Bernoulli draws
+        support=Support("box", 0.0, 1.0),
+        budget=1000,
+        task="conjugate/beta_binomial/1",
+        parameter_names=("p",),
+    )
     assert generative.problem_settings("conjugate_sbi/wyb/16/100000")["num_simulations"] == 100_000
     for pid in generative.sweep_ids("conjugate_sbi_test"):
         assert generative.load(pid).num_simulations == 1000
@@ -234,9 +238,10 @@ def test_npe_runs_unchanged_on_a_gaussian_conjugate_problem():
     problem = _no_c2st("conjugate_sbi/wyb/1/1000")
     # one torch thread: torch's default oversubscribes busy cores (36 s instead of 4 s here)
     agent = agents.load("npe", max_num_epochs=3, training_batch_size=100, torch_threads=1)
-    predictive = testbed.train(agent, problem)
+    access = problem.train_data
+    predictive = testbed.train(agent, problem, access)
     quality = problem.evaluate(predictive)
-    assert quality["num_simulations_used"] == 1000
+    assert access.num_simulations == 1000
     assert np.isfinite(quality["kl_q_p"]) and np.isfinite(quality["kl_gaussian_moments"])
     assert quality["outside_support_fraction"] == 0.0  # a real-valued mean
     assert problem.evaluate(predictive.posterior) == quality

@@ -14,9 +14,10 @@ import pytest
 from scipy import stats
 
 import generative
-from generative.sbi_problems import PosteriorProblem, SimulationAccess
+from generative.sbi.problems import PosteriorProblem
 from testbed.errors import InputError
 from testbed.posterior_adapter import as_posterior, posterior_style
+from testbed.simulation import SimulationAccess, SimulatorKnowledge, Support
 
 # ----- ids, settings, sweeps -----
 
@@ -63,15 +64,21 @@ def test_sweeps():
 
 def test_prior_knowledge_and_observation():
     p = generative.load("sbi/gaussian_mixture/1000/2")
-    extra = p.prior_knowledge.extra
-    assert extra["dim_parameters"] == 2 and extra["dim_data"] == 2
-    assert (extra["support"], extra["lower"], extra["upper"]) == ("box", -10.0, 10.0)
-    assert p.prior_knowledge.num_train == 1000
+    knowledge = p.prior_knowledge
+    assert knowledge == SimulatorKnowledge(
+        dim_theta=2,
+        dim_x=2,
+        support=Support("box", -10.0, 10.0),
+        budget=1000,
+        task="gaussian_mixture",
+        parameter_names=("theta_1", "theta_2"),
+    )
     access = p.train_data
+    assert isinstance(access, SimulationAccess)
     assert access.budget == 1000 and access.remaining == 1000
     np.testing.assert_array_equal(access.x_o, p.x_o)
     # the task's true parameters are not handed over
-    assert "theta" not in " ".join(extra)
+    assert not any("theta" in name and "true" in name for name in vars(access))
 
 
 def test_budget_is_enforced_and_named():
@@ -275,9 +282,7 @@ def test_an_agent_through_testbed_evaluate_counts_its_simulations():
     import agents
     import testbed
 
-    settings = generative.problem_settings("sbi/two_moons/1000/2")
-    settings = {k: v for k, v in settings.items() if k != "family"}
-    p = generative.sbi_problems.build({**settings, "num_samples": 200})
+    p = generative.load("sbi/two_moons/1000/2", num_samples=200)
     q = testbed.evaluate(agents.load("rej_abc"), p)
     assert q["num_simulations_used"] == 1000
     assert q["c2st"] > 0.5 and np.isfinite(q["nltp"])

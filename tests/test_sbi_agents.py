@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from generative.sbi.problems import PosteriorProblem
 from scipy import stats
 from sklearn.model_selection import KFold
 from sklearn.neighbors import KernelDensity
@@ -24,7 +25,6 @@ from agents.abc_agents import (
     smc_abc,
 )
 from agents.kde import KDE, cv_scores, fit_kde, select_bandwidth
-from generative.sbi_problems import PosteriorProblem
 from testbed.errors import InputError
 from testbed.posterior_adapter import as_posterior
 
@@ -54,14 +54,15 @@ NEURAL = [
 
 def _run(name, overrides, budget, task="two_moons", num_samples=20):
     problem = PosteriorProblem(task, budget, 1, num_samples=num_samples)
-    post = agents.load(name, **overrides)(problem.train_data, problem.prior_knowledge)
-    return problem, post
+    access = problem.train_data
+    post = agents.load(name, **overrides)(access, problem.prior_knowledge)
+    return problem, post, access
 
 
 @pytest.mark.parametrize("name, overrides, budget", NEURAL)
 def test_neural_agents_wiring(name, overrides, budget):
-    problem, post = _run(name, overrides, budget)
-    assert problem.last_access.num_simulations == budget  # 2 rounds x 150, or 300
+    problem, post, access = _run(name, overrides, budget)
+    assert access.num_simulations == budget  # 2 rounds x 150, or 300
     s = post.sample(problem.x_o, 12, seed=3)
     assert s.shape == (12, 2) and np.isfinite(s).all()
     assert np.all(np.abs(s) <= 1.0)  # inside the U(-1, 1)^2 prior
@@ -128,9 +129,9 @@ def test_default_configs_are_the_benchmarks():
 
 
 def test_npe_is_reproducible_from_its_seed():
-    _, a = _run("npe", {**FAST, "seed": 4}, 200)
-    _, b = _run("npe", {**FAST, "seed": 4}, 200)
-    _, c = _run("npe", {**FAST, "seed": 5}, 200)
+    _, a, _ = _run("npe", {**FAST, "seed": 4}, 200)
+    _, b, _ = _run("npe", {**FAST, "seed": 4}, 200)
+    _, c, _ = _run("npe", {**FAST, "seed": 5}, 200)
     x_o = a.x_o
     np.testing.assert_array_equal(a.sample(x_o, 5, 0), b.sample(x_o, 5, 0))
     assert not np.array_equal(a.sample(x_o, 5, 0), c.sample(x_o, 5, 0))
@@ -138,7 +139,7 @@ def test_npe_is_reproducible_from_its_seed():
 
 def test_npe_on_a_real_valued_prior_task():
     # gaussian_linear: 10-d, support R^10 (the torch prior has no bounds)
-    problem, post = _run("npe", FAST, 200, task="gaussian_linear")
+    problem, post, _ = _run("npe", FAST, 200, task="gaussian_linear")
     s = post.sample(problem.x_o, 8, seed=0)
     assert s.shape == (8, 10) and np.isfinite(s).all()
 
@@ -172,18 +173,17 @@ def test_too_many_rounds_for_the_budget():
 def test_agent_refuses_other_train_data():
     from testbed.base import PriorKnowledge
 
-    with pytest.raises(InputError, match="dim_parameters|train_data"):
-        agents.load("npe")(object(), PriorKnowledge(input_dim=2, num_train=10))
-    with pytest.raises(InputError, match="train_data"):
-        agents.load("rej_abc")(object(), PriorKnowledge(input_dim=2, num_train=10))
+    for name in ("npe", "rej_abc", "smc_abc"):
+        with pytest.raises(InputError, match="train_data: got object and PriorKnowledge"):
+            agents.load(name)(object(), PriorKnowledge(input_dim=2, num_train=10))
 
 
 # ----- ABC agents -----
 
 
 def test_rej_abc_keeps_the_closest_simulations():
-    problem, post = _run("rej_abc", {"num_top_samples": 50, "kde_bandwidth": "0.01"}, 1000)
-    assert problem.last_access.num_simulations == 1000
+    problem, post, access = _run("rej_abc", {"num_top_samples": 50, "kde_bandwidth": "0.01"}, 1000)
+    assert access.num_simulations == 1000
     # Recompute the run: same seeds as the agent (seed 0 -> prior seed, simulation seed).
     rng = np.random.default_rng(0)
     task = problem._task
@@ -213,7 +213,7 @@ def test_smc_abc_uses_the_budget_and_shrinks_epsilon():
 
 
 def test_smc_abc_agent_end_to_end():
-    problem, post = _run("smc_abc", {}, 1000)
+    problem, post, _ = _run("smc_abc", {}, 1000)
     s = post.sample(problem.x_o, 30, seed=0)
     assert s.shape == (30, 2) and np.isfinite(post.log_prob(problem.theta_true)).all()
 

@@ -15,7 +15,7 @@ from generative.conjugate.task import ConjugateTask
 def get_task(name: str) -> ConjugateTask:
     """The simulator task of problem `name` (e.g. 'wyb/16' or 'conjugate/wyb/16')."""
     name = name.removeprefix("conjugate/")
-    return problem_set.build(problem_set._settings(name)).task
+    return problem_set.build(problem_set.conjugate_settings(name)).task
 
 
 __all__ = ["PROBLEMS", "ConjugateProblem", "ConjugateTask", "ExactPosterior", "get_task"]

@@ -1,41 +1,19 @@
-"""`ModelSpec`: what a PPL user writes down, handed to agents through prior knowledge.
+"""The `ModelSpec` of a conjugate family, handed to agents in `ModelKnowledge`.
 
 Prior and likelihood as JAX log densities and a bijection to unconstrained space: exactly
-the functions the exact reference uses (same code, JAX instead of NumPy), so an agent's model
-cannot differ from the reference's prior. Agents read it by duck typing
-(`prior_knowledge.extra["model"]`), so agents never import this package.
+the functions the exact reference uses (same code, JAX instead of NumPy), so an agent's
+model cannot differ from the reference's prior. The types live in `testbed.model`, so
+agents never import this package.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from functools import partial
 
 import jax.numpy as jnp
 import numpy as np
 
-
-@dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    """log_prior(theta), log_likelihood(theta, x, y), constrain(u) -> theta,
-    unconstrain(theta) -> u, log_det_jacobian(u) (of constrain); dims; a starting point."""
-
-    name: str
-    param_names: tuple[str, ...]
-    dim_theta: int
-    dim_unconstrained: int
-    log_prior: Callable
-    log_likelihood: Callable
-    constrain: Callable
-    unconstrain: Callable
-    log_det_jacobian: Callable
-    initial_theta: np.ndarray
-
-    def log_density_unconstrained(self, u, x, y):
-        """log p(theta(u)) + log p(y | theta(u), x) + log |d theta / d u|: the NUTS target."""
-        theta = self.constrain(u)
-        return self.log_prior(theta) + self.log_likelihood(theta, x, y) + self.log_det_jacobian(u)
+from testbed.model import ModelSpec
 
 
 def model_spec(family) -> ModelSpec:

@@ -18,10 +18,11 @@ from scipy.special import logsumexp
 
 from generative.conjugate.model import model_spec
 from generative.conjugate.task import ConjugateTask
-from testbed.base import Data, PriorKnowledge, Quality
+from testbed.base import Data, Quality
 from testbed.errors import InputError
 from testbed.metrics.ddks import ddks_test
 from testbed.metrics.one_sample import gaussian_kl, mahalanobis_chi2, mc_kl, pit_ks
+from testbed.model import ModelKnowledge
 
 MAX_DDKS_DIM = 12
 
@@ -114,12 +115,12 @@ class ConjugateProblem:
         return self.y.reshape(-1)
 
     @property
-    def prior_knowledge(self) -> PriorKnowledge:
-        return PriorKnowledge(
+    def prior_knowledge(self) -> ModelKnowledge:
+        return ModelKnowledge(
             input_dim=self.x.shape[1],
             num_train=self.num_train,
             tau=self.tau,
-            extra={"model": model_spec(self.family), "dim_theta": self.family.dim},
+            model=model_spec(self.family),
         )
 
     @property

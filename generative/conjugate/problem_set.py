@@ -103,7 +103,7 @@ def _other_table() -> dict[str, dict]:
 PROBLEMS: dict[str, dict] = {**_wyb_table(), **_other_table()}
 
 
-def _settings(rest: str) -> dict:
+def conjugate_settings(rest: str) -> dict:
     if rest not in PROBLEMS:
         raise bad_value("problem id", f"conjugate/{rest}", [f"conjugate/{k}" for k in PROBLEMS])
     spec = PROBLEMS[rest]
@@ -124,7 +124,7 @@ OPTIONS = ("num_samples", "num_null", "num_test_batches", "use_c2st")  # evaluat
 
 @register_family(
     "conjugate",
-    _settings,
+    conjugate_settings,
     "conjugate models with exact posteriors and predictives",
     options=OPTIONS,
 )

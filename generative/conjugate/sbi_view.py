@@ -2,10 +2,11 @@
 
 SBI agents (npe, nle, rej_abc, ...) run on it unchanged: the training data is the SBI
 problems' budgeted `SimulationAccess` to the problem's `ConjugateTask` (x = the whole
-dataset of the problem's design, flattened; x_o = the problem's data), and the prior
-knowledge has the `sbi/...` problems' keys, with the support of `ConjugateTask.support`
+dataset of the problem's design, flattened; x_o = the problem's data), and the same
+`SimulatorKnowledge` as the `sbi/...` problems, with the support of `ConjugateTask.support`
 (exact or a stated superset). The agent's posterior at x_o is scored exactly by the
-conjugate problem (`ConjugateProblem.evaluate`), plus `num_simulations_used`.
+conjugate problem (`ConjugateProblem.evaluate`); `testbed.evaluate` adds
+`num_simulations_used`.
 E.g. `conjugate_sbi/beta_binomial/1/1000`, `conjugate_sbi/wyb/16/10000`.
 """
 
@@ -16,8 +17,8 @@ from typing import Any
 
 from generative.conjugate import problem_set
 from generative.conjugate.problem import ConjugateProblem, ExactPosterior
-from generative.registry import register_family, register_sweep
-from generative.sbi_problems import BUDGETS, BudgetedSimulation, _parse_int
+from generative.registry import parse_int, register_family, register_sweep
+from generative.sbi.problems import BUDGETS, BudgetedSimulation
 from testbed.base import Quality
 from testbed.errors import InputError, bad_value
 from testbed.posterior_adapter import as_posterior
@@ -48,7 +49,7 @@ class ConjugateSimulationProblem(BudgetedSimulation):
     num_simulations: int
 
     def __post_init__(self):
-        self._task = self.conjugate.task
+        self.simulator = self.conjugate.task
         self.x_o = self.conjugate.x_o
 
     def exact_predictive(self) -> ExactPosterior:
@@ -58,8 +59,7 @@ class ConjugateSimulationProblem(BudgetedSimulation):
     oracle_predictive = exact_predictive
 
     def evaluate(self, predictive: Any) -> Quality:
-        quality = self.conjugate.evaluate(_Scored(predictive, self._task.dim_parameters))
-        return self.record_simulations_used(quality)
+        return self.conjugate.evaluate(_Scored(predictive, self.simulator.dim_parameters))
 
 
 def conjugate_sbi_settings(rest: str) -> dict[str, Any]:
@@ -74,8 +74,8 @@ def conjugate_sbi_settings(rest: str) -> dict[str, Any]:
         )
     if name not in problem_set.PROBLEMS:
         raise bad_value("conjugate problem", name, list(problem_set.PROBLEMS))
-    budget = _parse_int(budget_text, "num_simulations", BUDGETS)
-    return {**problem_set._settings(name), "num_simulations": budget}
+    budget = parse_int(budget_text, "num_simulations", BUDGETS)
+    return {**problem_set.conjugate_settings(name), "num_simulations": budget}
 
 
 @register_family(

@@ -1,48 +1,13 @@
-"""Simulator tasks of the SBI benchmark, in numpy, with reference posteriors for any x_o.
+"""Simulator tasks of the SBI benchmark, in numpy, with reference posteriors for any x_o,
+and the `sbi/<task>/<budget>/<k>` posterior problems built on them.
 
 `get_task(name)` returns a `Task` (see `generative.sbi.task`); `task_names()` lists them.
 """
 
 from __future__ import annotations
 
-import functools
-
-from generative.sbi.bernoulli_glm import BernoulliGLM, BernoulliGLMRaw
-from generative.sbi.gaussian import GaussianLinear, GaussianLinearUniform, GaussianMixture
-from generative.sbi.ode_tasks import SIR, LotkaVolterra
-from generative.sbi.slcp import SLCP, SLCPDistractors
+from generative.sbi import problems  # noqa: F401  (registers the sbi/... family and sweeps)
 from generative.sbi.task import Task
-from generative.sbi.two_moons import TwoMoons
-from testbed.errors import bad_value
-
-_TASKS: dict[str, type[Task]] = {
-    cls.name: cls
-    for cls in (
-        GaussianLinear,
-        GaussianLinearUniform,
-        SLCP,
-        SLCPDistractors,
-        BernoulliGLM,
-        BernoulliGLMRaw,
-        GaussianMixture,
-        TwoMoons,
-        SIR,
-        LotkaVolterra,
-    )
-}
-
-
-def task_names() -> list[str]:
-    """The ten task names, in the benchmark's order."""
-    return list(_TASKS)
-
-
-@functools.cache
-def get_task(name: str) -> Task:
-    """The task called `name` (one shared instance per name)."""
-    if name not in _TASKS:
-        raise bad_value("task", name, task_names())
-    return _TASKS[name]()
-
+from generative.sbi.tasks import get_task, task_names
 
 __all__ = ["Task", "get_task", "task_names"]

@@ -8,12 +8,12 @@ unconstrained space and derives the ten observations from fixed seeds.
 from __future__ import annotations
 
 import abc
-import dataclasses
 import functools
 
 import numpy as np
 
 from testbed.errors import InputError, bad_value
+from testbed.simulation import Support
 
 NUM_OBSERVATIONS = 10
 OBSERVATION_SEED_BASE = 1_000_000
@@ -55,21 +55,6 @@ def as_rows(values, dim: int, field: str) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[1] != dim:
         raise bad_value(field, f"array of shape {np.shape(values)}", f"shape [n, {dim}] or [{dim}]")
     return arr
-
-
-@dataclasses.dataclass(frozen=True)
-class Support:
-    """Where the prior lives: `kind` is 'real', 'positive' or 'box' (with `low`, `high`)."""
-
-    kind: str
-    low: float = -np.inf
-    high: float = np.inf
-
-    def __post_init__(self):
-        if self.kind not in ("real", "positive", "box"):
-            raise bad_value("support.kind", self.kind, ("real", "positive", "box"))
-        if self.kind == "box" and not self.low < self.high:
-            raise bad_value("support.high", self.high, f"a number > low = {self.low}")
 
 
 class Task(abc.ABC):
@@ -118,8 +103,7 @@ class Task(abc.ABC):
     @property
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper bounds of the prior support per parameter ([dim] each; +-inf)."""
-        low = {"real": -np.inf, "positive": 0.0, "box": self.support.low}[self.support.kind]
-        return np.full(self.dim_parameters, low), np.full(self.dim_parameters, self.support.high)
+        return self.support.bounds(self.dim_parameters)
 
     def sample_prior(self, num: int, seed: Seed = 0) -> np.ndarray:
         """`num` parameter draws from the prior, [num, dim_parameters]."""
@@ -174,8 +158,13 @@ class Task(abc.ABC):
         return arr
 
     def check_index(self, k: int) -> int:
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= 10:
-            raise bad_value("num_observation", k, "an integer in 1..10")
+        """`k` as an observation number in 1..NUM_OBSERVATIONS, else a named InputError."""
+        if (
+            isinstance(k, bool)
+            or not isinstance(k, int | np.integer)
+            or not 1 <= k <= NUM_OBSERVATIONS
+        ):
+            raise bad_value("num_observation", k, f"an integer in 1..{NUM_OBSERVATIONS}")
         return int(k)
 
     def true_parameters(self, k: int) -> np.ndarray:

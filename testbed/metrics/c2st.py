@@ -176,7 +176,7 @@ def c2st_pvalue(accuracy: float, num_reference: int, num_samples: int) -> float:
     Under H0 every one of the n = num_reference + num_samples held-out predictions is right
     with probability 1/2, so n * accuracy ~ Binomial(n, 1/2): p = P(Bin >= n * accuracy).
     The folds' classifiers share data, so this is approximate; the conjugate power table
-    (`python -m generative.conjugate.power`) reports its actual level.
+    (`python -m experiments.conjugate_power`) reports its actual level.
     """
     if not 0.0 <= accuracy <= 1.0:
         raise InputError(f"accuracy: got {accuracy!r}; allowed: a number in [0, 1]")

@@ -1,13 +1,13 @@
 """`sbi/<task>/<num_simulations>/<observation>`: simulator tasks as posterior problems.
 
-The agent gets a `SimulationAccess` as its training data: the prior (sample, log_prob),
-a simulator that refuses to run past the budget, and the observation x_o; the task's
-dimensions and prior support are in `PriorKnowledge.extra`. The problem scores the
-agent's posterior at x_o against the task's reference posterior as the SBI benchmark
-does: C2ST (headline, sbibm semantics), MMD, NLTP = -log q(theta* | x_o) when the
-posterior has a density, the median distance of posterior-predictive simulations to x_o,
-and sampling time. With `lc2st=True` an amortized posterior is also scored without a
-reference by L-C2ST on held-out simulations.
+The agent gets a `SimulationAccess` as its training data (the prior, a simulator that
+refuses to run past the budget, the observation x_o) and a `SimulatorKnowledge` (the
+task's dimensions, the prior's support, the budget); both are `testbed.simulation` types.
+The problem scores the agent's posterior at x_o against the task's reference posterior
+as the SBI benchmark does: C2ST (headline, sbibm semantics), MMD, NLTP = -log q(theta* |
+x_o) when the posterior has a density, the median distance of posterior-predictive
+simulations to x_o, and sampling time. With `lc2st=True` an amortized posterior is also
+scored without a reference by L-C2ST on held-out simulations.
 """
 
 from __future__ import annotations
@@ -19,112 +19,47 @@ from typing import Any
 
 import numpy as np
 
-from generative import sbi as sbi_tasks
-from generative.registry import register_family, register_sweep
-from generative.sbi.task import Support, Task, as_rows
-from testbed.base import PriorKnowledge, Quality
+from generative.registry import parse_int, register_family, register_sweep
+from generative.sbi.task import Task
+from generative.sbi.tasks import get_task, task_names
+from testbed.base import Quality
 from testbed.errors import InputError, bad_value
 from testbed.posterior_adapter import as_posterior
+from testbed.simulation import SimulationAccess, Simulator, SimulatorKnowledge
 
 BUDGETS = (1_000, 10_000, 100_000)
 OBSERVATIONS = tuple(range(1, 11))
 NUM_SAMPLES = 10_000  # reference and posterior samples per evaluation (the benchmark's)
 
 
-class PriorAccess:
-    """The task's prior as the agent sees it: `sample(num, seed)`, `log_prob(theta)`."""
-
-    def __init__(self, task: Task):
-        self._task = task
-
-    def sample(self, num: int, seed: int = 0) -> np.ndarray:
-        """`num` prior draws, [num, dim_parameters] (free: not counted in the budget)."""
-        return self._task.sample_prior(num, seed)
-
-    def log_prob(self, theta) -> np.ndarray:
-        """Prior log-density per row, [n] (-inf outside the support)."""
-        return self._task.log_prior(theta)
-
-
-class SimulationAccess:
-    """What a posterior problem hands its agent: prior, budgeted simulator, observation.
-
-    `simulate(theta, seed)` runs one simulation per row of theta and counts them; a call
-    that would take the total past `budget` raises an InputError naming the budget (and
-    simulates nothing).
-    """
-
-    def __init__(self, task: Task, budget: int, x_o: np.ndarray):
-        self._task = task
-        self.prior = PriorAccess(task)
-        self.budget = int(budget)
-        self.x_o = np.array(x_o, dtype=np.float64).reshape(1, -1)
-        self.num_simulations = 0
-
-    @property
-    def remaining(self) -> int:
-        """Simulations still allowed."""
-        return self.budget - self.num_simulations
-
-    def simulate(self, theta, seed: int = 0) -> np.ndarray:
-        """x [n, dim_data] for theta [n, dim_parameters]; counts n against the budget."""
-        theta = as_rows(theta, self._task.dim_parameters, "theta")  # shape errors first
-        n = theta.shape[0]
-        if n > self.remaining:
-            raise InputError(
-                f"simulate: {n} simulations requested with {self.num_simulations} of the budget "
-                f"of {self.budget} used; allowed: at most {self.remaining} more simulations "
-                f"(num_simulations budget = {self.budget})"
-            )
-        x = self._task.simulate(theta, seed)
-        self.num_simulations += n
-        return x
-
-
-def simulation_prior_knowledge(task: Any, num_simulations: int) -> PriorKnowledge:
-    """What an SBI agent is told about a simulator task: the `extra` keys that
-    agents/sbi_agents.py, agents/sbi_torch.py and agents/abc_agents.py read (dimensions, the
-    prior's support as kind / lower / upper, the budget, the parameter names)."""
-    support: Support = task.support
-    return PriorKnowledge(
-        input_dim=task.dim_data,
-        num_train=num_simulations,
-        extra={
-            "task": task.name,
-            "dim_parameters": task.dim_parameters,
-            "dim_data": task.dim_data,
-            "support": support.kind,
-            "lower": float(support.low),
-            "upper": float(support.high),
-            "num_simulations": num_simulations,
-            "parameter_names": tuple(task.labels),
-        },
+def simulator_knowledge(task: Any, budget: int) -> SimulatorKnowledge:
+    """What an SBI agent is told about a simulator task (`Task` or `ConjugateTask`)."""
+    return SimulatorKnowledge(
+        dim_theta=task.dim_parameters,
+        dim_x=task.dim_data,
+        support=task.support,
+        budget=int(budget),
+        task=task.name,
+        parameter_names=tuple(task.labels),
     )
 
 
 class BudgetedSimulation:
     """The simulator side of a posterior problem (`sbi/...`, `conjugate_sbi/...`): a fresh
-    budgeted access per training run, the prior knowledge SBI agents read, and the count of
-    simulations used. Needs `_task` (name, dims, support, labels, simulate, ...),
-    `num_simulations` and `x_o`."""
+    budgeted access per training run and the knowledge SBI agents read."""
 
-    last_access: SimulationAccess | None = None
+    simulator: Simulator
+    num_simulations: int
+    x_o: np.ndarray
 
     @property
     def train_data(self) -> SimulationAccess:
         """A fresh budgeted simulation access (one per training run)."""
-        self.last_access = SimulationAccess(self._task, self.num_simulations, self.x_o)
-        return self.last_access
+        return SimulationAccess(self.simulator, self.num_simulations, self.x_o)
 
     @property
-    def prior_knowledge(self) -> PriorKnowledge:
-        return simulation_prior_knowledge(self._task, self.num_simulations)
-
-    def record_simulations_used(self, quality: Quality) -> Quality:
-        """Adds `num_simulations_used` of the last training run (none when nothing trained)."""
-        if self.last_access is not None:
-            quality["num_simulations_used"] = self.last_access.num_simulations
-        return quality
+    def prior_knowledge(self) -> SimulatorKnowledge:
+        return simulator_knowledge(self.simulator, self.num_simulations)
 
 
 class ReferencePosterior:
@@ -153,7 +88,7 @@ class PosteriorProblem(BudgetedSimulation):
     lc2st_num_null: int = 100
 
     def __post_init__(self):
-        self._task = sbi_tasks.get_task(self.task)
+        self._task = self.simulator = get_task(self.task)
         self._task.check_index(self.num_observation)
         for name in ("num_simulations", "num_samples", "lc2st_num_calibration", "lc2st_num_null"):
             value = getattr(self, name)
@@ -193,7 +128,6 @@ class PosteriorProblem(BudgetedSimulation):
             x_pred = x_pred[np.isfinite(x_pred).all(axis=1)]  # failed ODE solves
             if len(x_pred):
                 quality["median_distance"] = metrics.median_distance(self.x_o, x_pred)
-        self.record_simulations_used(quality)
         if self.lc2st:
             quality.update(self.lc2st_quality(post))
         return quality
@@ -218,16 +152,6 @@ class PosteriorProblem(BudgetedSimulation):
 # ----- ids, settings, sweeps -----
 
 
-def _parse_int(text: str, field: str, allowed) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise bad_value(field, text, allowed) from None
-    if value not in allowed or str(value) != text:
-        raise bad_value(field, text, allowed)
-    return value
-
-
 def problem_seed(task: str, budget: int, observation: int) -> int:
     """A stable seed per (task, budget, observation) for reference and evaluation draws."""
     return zlib.crc32(f"{task}/{budget}/{observation}".encode()) % (2**31 - 1)
@@ -239,14 +163,14 @@ def sbi_settings(rest: str) -> dict[str, Any]:
     if len(parts) != 3:
         raise InputError(
             f"problem id: got 'sbi/{rest}'; allowed: 'sbi/<task>/<num_simulations>/<observation>'"
-            f" with task one of: {', '.join(sbi_tasks.task_names())}; num_simulations one of: "
+            f" with task one of: {', '.join(task_names())}; num_simulations one of: "
             f"{', '.join(map(str, BUDGETS))}; observation in 1..10"
         )
     task, budget_text, obs_text = parts
-    if task not in sbi_tasks.task_names():
-        raise bad_value("task", task, sbi_tasks.task_names())
-    budget = _parse_int(budget_text, "num_simulations", BUDGETS)
-    obs = _parse_int(obs_text, "observation", OBSERVATIONS)
+    if task not in task_names():
+        raise bad_value("task", task, task_names())
+    budget = parse_int(budget_text, "num_simulations", BUDGETS)
+    obs = parse_int(obs_text, "observation", OBSERVATIONS)
     return {
         "task": task,
         "num_simulations": budget,
@@ -281,14 +205,14 @@ def _register_task_sweep(task: str) -> None:
     register_sweep(f"sbi_{task}")(lambda: task_ids(task))
 
 
-for _name in sbi_tasks.task_names():
+for _name in task_names():
     _register_task_sweep(_name)
 
 
 @register_sweep("sbi_all")
 def all_ids() -> list[str]:
     """Every task x budget x observation: the benchmark's 300 runs per algorithm."""
-    return [i for t in sbi_tasks.task_names() for i in task_ids(t)]
+    return [i for t in task_names() for i in task_ids(t)]
 
 
 @register_sweep("sbi_test")

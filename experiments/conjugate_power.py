@@ -4,7 +4,7 @@
 correlations of coordinate 0 (marginals unchanged); `power_table` reports, per test, the
 rejection rate over seeded trials. With `kind='none'` the rate is the type-I error. C2ST
 trains classifiers (about a second a trial), so it gets its own, smaller number of trials.
-Run: .venv/bin/python -m generative.conjugate.power [--trials 200] [--c2st-trials 50]
+Run: .venv/bin/python -m experiments.conjugate_power [--trials 200] [--c2st-trials 50]
 """
 
 from __future__ import annotations
