@@ -54,10 +54,8 @@ def time_sbi_abc(agent_name: str, problem, num_samples: int) -> float:
     from agents.sbi_torch import make_torch_prior, make_torch_simulator
 
     access = problem.train_data
-    extra = problem.prior_knowledge.extra
-    dim = extra["dim_parameters"]
-    prior = make_torch_prior(access, extra, dim)
-    simulator = make_torch_simulator(access, extra, dim)
+    prior = make_torch_prior(access, problem.prior_knowledge)
+    simulator = make_torch_simulator(access, problem.prior_knowledge)
     x_o = torch.as_tensor(np.asarray(problem.x_o, np.float32))
     budget = access.budget
     start = time.perf_counter()

@@ -175,6 +175,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         import generative
 
         ids = _split(args.problem)
+        if not ids:
+            raise InputError(
+                f"--problem: got {','.join(args.problem)!r}; allowed: one or more problem ids "
+                "such as coin/0,coin/1"
+            )
         for pid in ids:
             generative.problem_settings(pid)  # an unknown id fails here, before any job
         jobs = expand(agent_names, ids, seeds=seeds, overrides=overrides, configs=args.configs)
@@ -200,11 +205,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_failures(args: argparse.Namespace) -> int:
-    """`testbed leaderboard --failures`: every failed job with its stored reason."""
+    """`testbed leaderboard --failures`: every failed job with its stored reason (of
+    `--sweep` only when given)."""
+    from leaderboard.board import problem_universe
     from leaderboard.store import load
     from leaderboard.tables import render
+    from testbed.errors import InputError
 
-    df = load(args.results)
+    for option, value in (("--export", args.export), ("--tau", args.tau)):
+        if value is not None:
+            raise InputError(
+                f"{option}: got {value!r} with --failures, which lists failed jobs only; "
+                f"allowed: --failures or {option}, not both"
+            )
+    df = load(args.results, problem_universe(args.sweep))
     cols = ["key", "agent", "problem_id", "agent_seed", "attempts", "finished_at", "error"]
     failed = df.loc[df["status"] == "failed", cols].reset_index(drop=True)
     if args.format == "table":
@@ -265,6 +279,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     board = lb.build(args.results, sweep=args.sweep, normalize=normalize)
     path = write_report(board, args.out, title=args.title)
     print(f"report: {path.resolve()}")
+    return 0
+
+
+def cmd_salvage(args: argparse.Namespace) -> int:
+    from leaderboard.store import salvage
+    from testbed.errors import InputError
+
+    copied, lost = salvage(args.results, args.out)
+    if copied == 0:
+        raise InputError(
+            f"results: no row of {args.results!r} could be read ({lost} unreadable); "
+            f"allowed: a results file with readable rows ({args.out} holds none)"
+        )
+    print(f"salvaged {copied} rows of {args.results} -> {args.out} ({lost} unreadable)")
     return 0
 
 
@@ -345,6 +373,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--normalize", default="uniform", help="agent whose KL is 1, or none")
     p.add_argument("--title", default="testbed leaderboard")
     p.set_defaults(fn=cmd_report)
+
+    p = sub.add_parser("salvage", help="copy the readable rows of a damaged results file")
+    p.add_argument("--results", required=True, help="the damaged results file (not changed)")
+    p.add_argument("--out", required=True, help="a new results file for the rows that read")
+    p.set_defaults(fn=cmd_salvage)
     return parser
 
 
@@ -377,13 +410,29 @@ def _setup_logging() -> None:
     logger.propagate = False
 
 
+NUMBER_OPTIONS = ("--timeout",)  # their value may start with "-" (refused, but by us)
+
+
+def _attach_values(argv: Sequence[str]) -> list[str]:
+    """`--timeout -1` as `--timeout=-1`, so a negative value gets our message, not argparse's
+    "expected one argument"."""
+    out, args = [], list(argv)
+    while args:
+        arg = args.pop(0)
+        value = args[0] if args else ""
+        if arg in NUMBER_OPTIONS and value.startswith("-") and value[1:2] != "-":
+            arg = f"{arg}={args.pop(0)}"
+        out.append(arg)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from leaderboard.worker import enable_compilation_cache
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     _setup_logging()
     enable_compilation_cache()
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
     from testbed.errors import InputError
 
     try:

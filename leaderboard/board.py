@@ -101,6 +101,13 @@ def build(
         c2st_df = df if ids is None else df[df["problem_id"].isin(ids)]
         c2st = scoring.c2st_table(c2st_df, best_only=best_only)
     if not kl and c2st is None:
+        failed = int((df["status"] == "failed").sum())
+        if failed == len(df):
+            raise InputError(
+                f"results: all {failed} jobs in {str(results)!r} failed, so there is nothing "
+                f"to rank; allowed: results with finished jobs (testbed leaderboard --failures "
+                f"--results {results} lists the failures and their reasons)"
+            )
         raise InputError(
             f"results: {str(results)!r} has no kl_estimate or c2st metric to rank; allowed: "
             "results of joint-KL or posterior problems"

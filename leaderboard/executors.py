@@ -45,13 +45,14 @@ MAX_WAIT = 60.0  # the longest single wait of an executor's loop
 
 def check_timeout(value: Any) -> float | None:
     """A per-job time limit in seconds, or None for no limit (`0`, `inf`, `none`)."""
-    text = str(value).strip().lower()
-    if value is None or text in ("none", "inf", "infinity", "0", "0.0"):
+    if value is None or str(value).strip().lower() == "none":
         return None
     try:
         seconds = float(value)
     except (TypeError, ValueError):
         seconds = math.nan
+    if seconds == 0:  # 0, 0.0, -0, 0e0: no limit
+        return None
     if not seconds > 0:  # negative, NaN or not a number
         raise InputError(
             f"timeout: got {value!r}; allowed: seconds > 0 (default {DEFAULT_TIMEOUT:g}), or "

@@ -112,6 +112,8 @@ def expand(
     agent_names = list(agent_names)
     if not agent_names:
         raise InputError("agent: got no agent name; allowed: one or more registered agents")
+    if not problem_ids:
+        raise InputError("problem_ids: got none; allowed: one or more problem ids")
     if overrides and "seed" in overrides:
         raise InputError(
             f"set seed: got {overrides['seed']!r}; allowed: agent seeds are given by "

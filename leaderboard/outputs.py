@@ -1,14 +1,16 @@
 """Writing outputs (reports, exports) without ever destroying a results store.
 
 An output path that is the results store, any existing SQLite file, or one of their
-`-wal` / `-shm` / `-journal` side files is refused before anything is read or written.
-Outputs are written to a temporary file in the target's folder and renamed into place,
-so a crash while writing leaves the older file, never half of a new one.
+`-wal` / `-shm` / `-journal` side files is refused before anything is read or written,
+whether named directly or through a symbolic link; so is a read-only file. Outputs are
+written to a temporary file in the target's folder and renamed into place, so a crash
+while writing leaves the older file, never half of a new one.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -28,6 +30,16 @@ def is_sqlite_file(path: str | os.PathLike) -> bool:
         return False
 
 
+def database_of(path: Path) -> Path | None:
+    """The SQLite database a side file (`X-wal`, `X-shm`, `X-journal`) belongs to, if any."""
+    for suffix in SIDE_FILES:
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            base = path.with_name(path.name[: -len(suffix)])
+            if is_sqlite_file(base):
+                return base
+    return None
+
+
 def _same_file(a: Path, b: Path) -> bool:
     if a.resolve() == b.resolve():
         return True
@@ -37,39 +49,67 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _database_of(path: Path) -> Path | None:
-    """The database a side file (`X-wal`, `X-shm`, `X-journal`) belongs to, else None."""
-    for suffix in SIDE_FILES:
-        if path.name.endswith(suffix) and len(path.name) > len(suffix):
-            return path.with_name(path.name[: -len(suffix)])
+def _writable(path: Path) -> bool:
+    """Mode bits count even for root (who could write anyway)."""
+    mode = path.stat().st_mode
+    return bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)) and os.access(path, os.W_OK)
+
+
+def _refusal(path: Path, stores: list[Path]) -> str | None:
+    """Why writing `path` (already resolved) could destroy results, or None."""
+    for store in stores:
+        candidates = [store] + [store.with_name(store.name + s) for s in SIDE_FILES]
+        if any(_same_file(path, c) for c in candidates):
+            return f"it is the results store {str(store)!r} or one of its files"
+    if path.is_file() and is_sqlite_file(path):
+        return "it is a SQLite file (a results store?)"
+    database = database_of(path)
+    if database is not None:
+        return f"it belongs to the SQLite file {str(database)!r}"
     return None
 
 
 def check_output_path(
     field: str, out: str | os.PathLike, stores: Iterable[str | os.PathLike] = ()
 ) -> Path:
-    """`out` as a Path, or an InputError when writing it could destroy results.
+    """`out` as a Path, or an InputError when it cannot or must not be written.
 
     Refused: one of `stores` (the results files in use) or a side file of one; any
-    existing SQLite file or a side file of one; a folder.
+    existing SQLite file or a side file of one (through links too); a read-only file; a
+    folder; a path whose folder is a file.
     """
+    if not str(out).strip():
+        raise InputError(f"{field}: got {str(out)!r}; allowed: a file path such as report.html")
     path = Path(out)
-    refusal = None
-    for store in map(Path, stores):
-        candidates = [store] + [store.with_name(store.name + s) for s in SIDE_FILES]
-        if any(_same_file(path, c) for c in candidates):
-            refusal = f"it is the results store {str(store)!r} or one of its files"
-    database = _database_of(path)
-    if refusal is None and path.is_file() and is_sqlite_file(path):
-        refusal = "it is a SQLite file (a results store?)"
-    elif refusal is None and database is not None and is_sqlite_file(database):
-        refusal = f"it belongs to the SQLite file {str(database)!r}"
-    elif refusal is None and path.is_dir():
-        refusal = "it is a folder"
+    try:
+        resolved = path.resolve(strict=False)
+    except (OSError, RuntimeError) as e:  # e.g. a symbolic link loop
+        reason = getattr(e, "strerror", None) or str(e)
+        raise InputError(
+            f"{field}: got {str(out)!r}, which cannot be resolved ({reason})"
+        ) from None
+    stores = [Path(s).resolve() for s in stores]
+    refusal = _refusal(path, stores) or _refusal(resolved, stores)
     if refusal:
         raise InputError(
             f"{field}: got {str(out)!r}, which would overwrite results: {refusal}; allowed: a "
             "new file or an earlier output (e.g. report.html, results.csv)"
+        )
+    if resolved.is_dir():
+        raise InputError(
+            f"{field}: got {str(out)!r}, which is a folder; allowed: a file path such as "
+            f"{str(path / 'report.html')!r}"
+        )
+    folder = next((p for p in resolved.parents if p.exists()), None)
+    if folder is not None and not folder.is_dir():
+        raise InputError(
+            f"{field}: got {str(out)!r}, whose folder {str(folder)!r} is a file; allowed: a "
+            "path in a folder"
+        )
+    if resolved.exists() and not _writable(resolved):
+        raise InputError(
+            f"{field}: got {str(out)!r}, which is read-only; allowed: a writable file (or a "
+            "new one)"
         )
     return path
 
@@ -86,7 +126,11 @@ def write_atomically(field: str, out: str | os.PathLike, write: Callable[[Path],
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as e:
-        raise InputError(f"{field}: got {str(out)!r}; cannot write it ({e.strerror})") from None
+        raise InputError(
+            f"{field}: got {str(out)!r}; cannot write a temporary file in its folder "
+            f"{str(target.parent)!r} ({e.strerror}); allowed: a path in a writable folder (the "
+            "output is written beside its target, then renamed into place)"
+        ) from None
     os.close(fd)
     tmp = Path(tmp_name)
     try:

@@ -207,7 +207,8 @@ def _wait_for_others(
         if busy and time.monotonic() - said > 10:
             owners = sorted({owner for _, owner in busy.values()})
             log.info(
-                "waiting for %d job(s) that another sweep is running (%s)",
+                "waiting for %d job(s) that another sweep is running (%s); this sweep runs "
+                "them itself if that one stops or its lease ends",
                 len(busy),
                 "; ".join(owners),
             )

@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from leaderboard.leases import Owner, lease_live
-from leaderboard.outputs import SQLITE_HEADER, check_output_path, write_atomically
+from leaderboard.outputs import (
+    SQLITE_HEADER,
+    check_output_path,
+    database_of,
+    is_sqlite_file,
+    write_atomically,
+)
 from testbed.errors import InputError
 
 log = logging.getLogger("testbed.results")
@@ -79,11 +85,13 @@ INSERT INTO results (key, agent, config_key, config, problem_id, seed, status, e
 VALUES (:key, :agent, :config_key, :config, :problem_id, :seed, :status, :error,
         :traceback, :metrics, :wall_seconds, :versions, :host, :finished_at)
 ON CONFLICT (key) DO UPDATE SET
+    config = excluded.config,
     status = excluded.status, error = excluded.error, traceback = excluded.traceback,
     metrics = excluded.metrics, wall_seconds = excluded.wall_seconds,
     versions = excluded.versions, host = excluded.host, finished_at = excluded.finished_at,
     attempts = results.attempts + 1
-WHERE results.status != 'ok' OR NOT metrics_ok(results.metrics)
+WHERE results.status != 'ok'
+    OR NOT row_ok(CAST(results.metrics AS BLOB), CAST(results.config AS BLOB))
 """
 
 BASE_COLUMNS = [  # a row's fields before its metrics, in the order rows() and frames give them
@@ -120,12 +128,47 @@ def parse_metrics(text: str) -> dict[str, float]:
     return out
 
 
-def _metrics_ok(text: Any) -> int:
-    try:
-        parse_metrics(text)
-    except (TypeError, ValueError):
-        return 0
-    return 1
+def _text(value: Any) -> str:
+    """A column's value as text; bytes that are not UTF-8 are replaced (never an error)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _strict_text(value: Any) -> str:
+    """JSON columns: bytes must be UTF-8 (a replaced byte could pass as a metric name)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("not UTF-8 text") from None
+    return "" if value is None else str(value)
+
+
+def parse_config(text: Any) -> str:
+    """A row's config JSON, checked to be a JSON object; ValueError when it is not."""
+    text = _strict_text(text)
+    if not isinstance(json.loads(text), dict):
+        raise ValueError("not a JSON object")
+    return text
+
+
+def row_problem(metrics: Any, config: Any) -> str | None:
+    """Why a stored row cannot be read (its metrics or config JSON), or None."""
+    for name, parse in (("metrics", parse_metrics), ("config", parse_config)):
+        try:
+            parse(_strict_text(metrics if name == "metrics" else config))
+        except (TypeError, ValueError) as e:
+            return f"unreadable {name} ({' '.join(str(e).split())[:200]})"
+    return None
+
+
+def _row_ok(metrics: Any, config: Any) -> int:
+    return int(row_problem(metrics, config) is None)
+
+
+# SQL: whether a row can be read (its JSON as bytes: text that is not UTF-8 counts as bad).
+READABLE = "row_ok(CAST(metrics AS BLOB), CAST(config AS BLOB))"
 
 
 def _read_only_reason(path: Path) -> str | None:
@@ -145,13 +188,35 @@ def _read_only_reason(path: Path) -> str | None:
     return None
 
 
-def _check_is_sqlite(path: Path) -> None:
+def _check_path(path: Path, mode: str) -> None:
+    """An InputError for a results path that is no results file (before anything opens it)."""
+    allowed = "allowed: a results file written by 'testbed sweep'"
+    if path.is_dir():
+        raise InputError(
+            f"results: got {str(path)!r}, which is a folder; allowed: a results file path "
+            f"such as {str(path / DEFAULT_PATH)!r}"
+        )
+    database = database_of(path)
+    if database is not None:
+        raise InputError(
+            f"results: got {str(path)!r}, a side file of the SQLite file {str(database)!r}; "
+            f"allowed: the results file itself ({str(database)!r})"
+        )
+    folder = next((p for p in path.absolute().parents if p.exists()), None)
+    if folder is not None and not folder.is_dir():
+        raise InputError(
+            f"results: got {str(path)!r}, whose folder {str(folder)!r} is a file; allowed: a "
+            "path in a folder"
+        )
+    if path.exists() and not path.is_file():
+        raise InputError(f"results: got {str(path)!r}, which is not a regular file; {allowed}")
+    if mode == "r" and not path.exists():
+        raise InputError(f"results: got {str(path)!r}, which does not exist; {allowed}")
     if path.exists() and path.stat().st_size > 0:
         with open(path, "rb") as f:
             if f.read(16) != SQLITE_HEADER:
                 raise InputError(
-                    f"results: got {str(path)!r}, which is not a SQLite file; allowed: a "
-                    "results file written by 'testbed sweep'"
+                    f"results: got {str(path)!r}, which is not a SQLite file; {allowed}"
                 )
 
 
@@ -183,19 +248,9 @@ class ResultsStore:
         self.path = Path(path)
         self.mode = mode
         self.owner = Owner.me()
-        self.skipped_rows: list[str] = []  # keys of rows whose metrics could not be read
+        self.skipped_rows: list[str] = []  # keys of rows that could not be read
         self._snapshot: tempfile.TemporaryDirectory | None = None
-        if self.path.is_dir():
-            raise InputError(
-                f"results: got {str(path)!r}, which is a folder; allowed: a results file path "
-                f"such as {str(self.path / DEFAULT_PATH)!r}"
-            )
-        if mode == "r" and not self.path.is_file():
-            raise InputError(
-                f"results: got {str(path)!r}, which does not exist; allowed: a results file "
-                "written by 'testbed sweep'"
-            )
-        _check_is_sqlite(self.path)
+        _check_path(self.path, mode)
         if mode == "w":
             reason = _read_only_reason(self.path)
             if reason is None and not self.path.parent.exists():
@@ -211,9 +266,7 @@ class ResultsStore:
         self._conn: sqlite3.Connection | None = None
         try:
             self._conn = self._open_read() if mode == "r" else self._open_write()
-            self._conn.create_function("metrics_ok", 1, _metrics_ok, deterministic=True)
-            self._check_intact()
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             self.close()
             raise self._error(e) from None
         except InputError:
@@ -222,9 +275,9 @@ class ResultsStore:
 
     # Opening.
 
-    def _error(self, e: sqlite3.DatabaseError) -> InputError:
+    def _error(self, e: Exception) -> InputError:
         """A one-line error for a SQLite failure on this file."""
-        text = " ".join(str(e).split())
+        text = " ".join(str(e).split())[:300]
         if isinstance(e, sqlite3.OperationalError) and _busy(e):
             return InputError(
                 f"results: {str(self.path)!r} stayed locked by another process for "
@@ -234,24 +287,39 @@ class ResultsStore:
             return InputError(f"results: cannot write {str(self.path)!r} ({text})")
         return InputError(
             f"results: {str(self.path)!r} is damaged ({text}); allowed: an intact results "
-            f"file (`sqlite3 {self.path} .recover | sqlite3 recovered.db` saves what is readable)"
+            f"file (`testbed salvage --results {self.path} --out NEW.db` copies every row "
+            "that can still be read)"
         )
 
-    def _check_intact(self) -> None:
-        row = self._conn.execute("PRAGMA quick_check").fetchone()
-        if row is None or row[0] != "ok":
-            raise sqlite3.DatabaseError(f"integrity check: {row[0] if row else 'no answer'}")
+    @staticmethod
+    def _connect(target: str | Path, **kwargs: Any) -> sqlite3.Connection:
+        """A connection that reads any text (bad UTF-8 is replaced), with `row_ok`, after
+        SQLite's quick check of the whole file (a damaged file fails here, unchanged)."""
+        conn = sqlite3.connect(target, isolation_level=None, **kwargs)
+        try:
+            conn.text_factory = _text
+            conn.create_function("row_ok", 2, _row_ok, deterministic=True)
+            row = conn.execute("PRAGMA quick_check").fetchone()
+            if row is None or row[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check: {row[0] if row else 'no answer'}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _open_read(self) -> sqlite3.Connection:
         uri = "file:" + urllib.parse.quote(str(self.path.resolve()))
         try:
-            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None)
-            conn.execute("SELECT 1 FROM sqlite_master").fetchone()
+            conn = self._connect(f"{uri}?mode=ro", uri=True)
         except sqlite3.OperationalError:
             # A WAL file in a folder we cannot write and without its `-shm`: SQLite can
             # open it only as immutable, which ignores the WAL's committed rows.
             conn = self._open_copy()
-        self._check_version(conn)
+        try:
+            self._check_results_file(conn)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _open_copy(self) -> sqlite3.Connection:
@@ -259,7 +327,7 @@ class ResultsStore:
         wal = self.path.with_name(self.path.name + "-wal")
         if not wal.exists() or wal.stat().st_size == 0:  # every row is in the main file
             uri = "file:" + urllib.parse.quote(str(self.path.resolve()))
-            return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+            return self._connect(f"{uri}?immutable=1", uri=True)
         self._snapshot = tempfile.TemporaryDirectory(prefix="testbed-results-")
         copy = Path(self._snapshot.name) / self.path.name
         try:
@@ -272,12 +340,12 @@ class ResultsStore:
                 "copy the folder somewhere writable, or open the file once where it can be "
                 "written (that moves every row into the main file)"
             ) from None
-        return sqlite3.connect(copy, isolation_level=None)
+        return self._connect(copy)
 
     def _open_write(self) -> sqlite3.Connection:
         """Creates the schema in one transaction, or checks an existing file, before any
         change (a foreign file is refused untouched); then switches to WAL."""
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_SECONDS)
+        conn = self._connect(self.path, timeout=BUSY_SECONDS)
         try:
             _retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
@@ -294,14 +362,8 @@ class ResultsStore:
                         "INSERT INTO meta VALUES ('schema_version', ?), ('created_by', ?)",
                         (str(SCHEMA_VERSION), json.dumps(versions())),
                     )
-                elif "meta" not in tables:
-                    raise InputError(
-                        f"results: got {str(self.path)!r}, a SQLite file without testbed "
-                        "results (no 'meta' table); allowed: a results file written by "
-                        "'testbed sweep'"
-                    )
                 else:
-                    self._check_version(conn)
+                    self._check_results_file(conn)
                     conn.execute(_LEASES)
                 conn.execute("COMMIT")
             except BaseException:
@@ -315,11 +377,20 @@ class ResultsStore:
             raise
         return conn
 
-    def _check_version(self, conn: sqlite3.Connection) -> None:
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()
-        except sqlite3.OperationalError:
-            row = None
+    def _check_results_file(self, conn: sqlite3.Connection) -> None:
+        """An InputError unless `conn` holds testbed results of this schema version."""
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            raise InputError(
+                f"results: got {str(self.path)!r}, an empty file (no results yet); "
+                "allowed: a results file written by 'testbed sweep'"
+            )
+        if "meta" not in tables:
+            raise InputError(
+                f"results: got {str(self.path)!r}, a SQLite file without testbed results (no "
+                "'meta' table); allowed: a results file written by 'testbed sweep'"
+            )
+        row = conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()
         found = row[0] if row else None
         if found != str(SCHEMA_VERSION):
             raise InputError(
@@ -347,7 +418,7 @@ class ResultsStore:
         """The connection, with SQLite's errors turned into one-line InputErrors."""
         try:
             yield self._conn
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             raise self._error(e) from None
 
     @contextlib.contextmanager
@@ -399,7 +470,7 @@ class ResultsStore:
         now = time.time()
         with self._transaction() as conn:
             stored = conn.execute(
-                "SELECT status, metrics_ok(metrics), attempts FROM results WHERE key = ?",
+                f"SELECT status, {READABLE}, attempts FROM results WHERE key = ?",
                 (key,),
             ).fetchone()
             if stored is not None and stored[1]:  # unreadable rows count as not stored
@@ -414,7 +485,15 @@ class ResultsStore:
             if lease is not None and lease[0] != self.owner.id:
                 holder = Owner(lease[1], int(lease[2]), lease[3], lease[0].rsplit(":", 1)[-1])
                 if lease_live(holder, lease[4], now):
-                    return holder.describe()
+                    until = (
+                        "with no time limit"
+                        if lease[4] is None
+                        else "its lease ends "
+                        + datetime.datetime.fromtimestamp(lease[4], datetime.UTC).strftime(
+                            "%Y-%m-%d %H:%M UTC"
+                        )
+                    )
+                    return f"{holder.describe()}, {until}"
             conn.execute(
                 "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
                 (
@@ -438,7 +517,7 @@ class ResultsStore:
     def keys(self, status: str | None = None) -> set[str]:
         """Keys of the stored jobs (all, or only `ok` / `failed` ones). A row whose metrics
         cannot be read counts as neither: a re-run replaces it."""
-        query = "SELECT key FROM results WHERE metrics_ok(metrics)"
+        query = f"SELECT key FROM results WHERE {READABLE}"
         args: tuple[str, ...] = ()
         if status is not None:
             query, args = query + " AND status = ?", (status,)
@@ -447,18 +526,18 @@ class ResultsStore:
 
     def attempts(self, status: str = "failed") -> dict[str, int]:
         """key -> attempts so far, for the jobs stored with `status`."""
-        query = "SELECT key, attempts FROM results WHERE status = ? AND metrics_ok(metrics)"
+        query = f"SELECT key, attempts FROM results WHERE status = ? AND {READABLE}"
         with self._guard() as conn:
             return dict(conn.execute(query, (status,)).fetchall())
 
     def failures(self) -> dict[str, str]:
         """key -> stored reason, for every job stored as failed."""
-        query = "SELECT key, error FROM results WHERE status = 'failed' AND metrics_ok(metrics)"
+        query = f"SELECT key, error FROM results WHERE status = 'failed' AND {READABLE}"
         with self._guard() as conn:
             return {key: str(error) for key, error in conn.execute(query)}
 
     def count(self) -> dict[str, int]:
-        query = "SELECT status, COUNT(*) FROM results WHERE metrics_ok(metrics) GROUP BY status"
+        query = f"SELECT status, COUNT(*) FROM results WHERE {READABLE} GROUP BY status"
         with self._guard() as conn:
             return {"ok": 0, "failed": 0, **dict(conn.execute(query).fetchall())}
 
@@ -466,11 +545,13 @@ class ResultsStore:
         """Every stored row as a dict, metrics parsed (NaN/inf kept); the job's seed is
         `agent_seed` (the problem's own seed is a setting); config and versions stay JSON.
 
-        A row whose metrics cannot be read is skipped with a warning naming its key (its
-        key goes to `skipped_rows`); the others are returned.
+        A row whose metrics or config cannot be read is skipped with a warning naming its
+        key (once per process; its key goes to `skipped_rows`); the others are returned.
         """
         names = [*BASE_COLUMNS, "metrics"] + (["traceback"] if tracebacks else [])
-        columns = ["seed" if c == "agent_seed" else c for c in names]
+        blobs = {"agent_seed": "seed", "metrics": "CAST(metrics AS BLOB)"}
+        blobs["config"] = "CAST(config AS BLOB)"  # JSON read as bytes: checked strictly
+        columns = [blobs.get(c, c) for c in names]
         query = f"SELECT {', '.join(columns)} FROM results ORDER BY rowid"
         with self._guard() as conn:
             fetched = conn.execute(query).fetchall()
@@ -478,27 +559,111 @@ class ResultsStore:
         self.skipped_rows = []
         for values in fetched:
             row = dict(zip(names, values))
-            try:
-                row["metrics"] = parse_metrics(row["metrics"])
-            except (TypeError, ValueError) as e:
-                reason = " ".join(str(e).split())[:200]
-                log.warning(
-                    "results: row %s of %s has unreadable metrics (%s); skipped (a re-run of "
-                    "its sweep replaces it)",
-                    row["key"],
-                    self.path,
-                    reason,
-                )
-                self.skipped_rows.append(row["key"])
+            problem = row_problem(row["metrics"], row["config"])
+            if problem is not None:
+                self._warn_skipped(row["key"], problem)
                 continue
+            row["metrics"] = parse_metrics(_strict_text(row["metrics"]))
+            row["config"] = _strict_text(row["config"])
             if row["wall_seconds"] is None:
                 row["wall_seconds"] = math.nan
             out.append(row)
         return out
 
+    def _warn_skipped(self, key: str, problem: str) -> None:
+        self.skipped_rows.append(key)
+        said = (str(self.path.resolve()), key)
+        if said not in _WARNED:
+            _WARNED.add(said)
+            log.warning(
+                "results: row %s of %s has %s; skipped (a re-run of its sweep replaces it)",
+                key,
+                self.path,
+                problem,
+            )
+
     def dataframe(self, problem_ids: Iterable[str] | None = None):
         """All rows as a DataFrame: one column per metric, problem settings joined."""
         return to_dataframe(self.rows(), problem_ids)
+
+
+_WARNED: set[tuple[str, str]] = set()  # (store, key) of the skipped rows already reported
+
+
+STORED_COLUMNS = [  # every column of the results table, in its order
+    "key",
+    "agent",
+    "config_key",
+    "config",
+    "problem_id",
+    "seed",
+    "status",
+    "error",
+    "traceback",
+    "metrics",
+    "wall_seconds",
+    "versions",
+    "host",
+    "finished_at",
+    "attempts",
+]
+MAX_MISSES = 10_000  # consecutive unreadable row ids before salvage stops looking
+
+
+def salvage(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
+    """Copies every row of the (damaged) results file `path` that can still be read into
+    the new results file `out`; returns (rows copied, row ids that could not be read).
+
+    Rows are read one by one by row id from a private copy of the file and its WAL, so a
+    damaged page costs only the rows stored on it; `path` is not changed.
+    """
+    source, target = Path(path), Path(out)
+    if not source.is_file() or not is_sqlite_file(source):
+        raise InputError(f"results: got {str(path)!r}, which is not a SQLite file")
+    if target.exists():
+        raise InputError(f"out: got {str(out)!r}, which exists; allowed: a new file")
+    check_output_path("out", out, [path])
+    with tempfile.TemporaryDirectory(prefix="testbed-salvage-") as folder:
+        copy = Path(folder) / source.name
+        shutil.copyfile(source, copy)
+        wal = source.with_name(source.name + "-wal")
+        if wal.exists():
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        conn = sqlite3.connect(copy, isolation_level=None)
+        conn.text_factory = _text
+        try:
+            try:
+                last = conn.execute("SELECT max(rowid) FROM results").fetchone()[0]
+            except (sqlite3.DatabaseError, UnicodeDecodeError):
+                last = None
+            copied, lost = 0, 0
+            with ResultsStore(target, mode="w") as store, store._transaction() as dest:
+                query = f"SELECT {', '.join(STORED_COLUMNS)} FROM results WHERE rowid = ?"
+                insert = (
+                    f"INSERT OR IGNORE INTO results ({', '.join(STORED_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(STORED_COLUMNS))})"
+                )
+                rowid, misses = 0, 0
+                while (last is not None and rowid < last) or (last is None and misses < MAX_MISSES):
+                    rowid += 1
+                    try:
+                        row = conn.execute(query, (rowid,)).fetchone()
+                    except (sqlite3.DatabaseError, UnicodeDecodeError):
+                        lost, misses = lost + 1, misses + 1
+                        continue
+                    if row is None:
+                        misses += 1
+                        continue
+                    misses = 0
+                    values = dict(zip(STORED_COLUMNS, row))
+                    if row_problem(values["metrics"], values["config"]) is not None:
+                        lost += 1
+                        continue
+                    dest.execute(insert, row)
+                    copied += 1
+        finally:
+            conn.close()
+    return copied, lost
 
 
 def now_iso() -> str:

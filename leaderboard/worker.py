@@ -194,8 +194,8 @@ def run_job_with_time_limit(job: Mapping[str, Any], seconds: float | None) -> di
 
     start = time.perf_counter()
     previous = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)  # inside: a tiny limit fires at once
         result = run_job(job)
         armed[0] = False
     except JobTimeout:
@@ -230,7 +230,11 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def worker_main(conn, env: Mapping[str, str], imports: tuple[str, ...], parent: int) -> None:
-    """Process loop: say `ready`, then answer each job dict with a result; stop on None."""
+    """Process loop: say `ready`, then answer each job dict with a result; stop on None.
+
+    Ctrl-C reaches the whole terminal's process group: a worker ignores it and lets the
+    driver stop it (the driver stores what finished and kills the workers)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     try:
         prepare(env, imports)

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -398,7 +399,7 @@ def test_a_claimed_job_is_not_claimed_again_until_it_is_stored_or_its_owner_is_g
         assert a.claim(job["key"], seconds=60) == CLAIMED
         assert a.claim(job["key"], seconds=60) == CLAIMED  # its own lease: still its own
         holder = b.claim(job["key"], seconds=60)
-        assert holder == f"pid {os.getpid()} on {a.owner.host}"
+        assert holder.startswith(f"pid {os.getpid()} on {a.owner.host}, its lease ends 20")
         a.record({**job, "status": "failed", "error": "x", "metrics": {}})
         assert b.claim(job["key"], seconds=60) == DONE  # stored failed, not retrying
         assert b.claim(job["key"], rerun_failed=0, seconds=60) == DONE  # run by someone since
@@ -445,6 +446,189 @@ def test_two_identical_sweeps_at_once_run_each_job_once(tmp_path):
     assert len(rows) == 8 and all(r["attempts"] == 1 and r["status"] == "ok" for r in rows)
     ran = [int(out.split(", ")[1].split()[0]) for out, _ in outs]  # "... N ok, ..."
     assert sum(ran) == 8, outs
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM leases").fetchone()[0] == 0
+    conn.close()
+
+
+# ------------------------------------------------------- found by trying it as a user would
+
+
+def test_links_and_side_files_of_a_store_are_refused_everywhere(tmp_path, capsys):
+    db = _store(tmp_path / "r.db")
+    other = tmp_path / "w.db"
+    ResultsStore(other).close()
+    wal = tmp_path / "w.db-wal"
+    wal.write_bytes(b"committed frames")  # as a killed sweep leaves it
+    link = tmp_path / "latest.html"
+    link.symlink_to(wal)
+    assert main(["report", "--results", str(db), "--out", str(link)]) == 2
+    _one_line_error(capsys, "belongs to the SQLite file")
+    assert main(["leaderboard", "--results", str(db), "--export", str(link) + ".csv"]) == 0
+    capsys.readouterr()
+    assert wal.read_bytes() == b"committed frames"
+    # a results path that is a side file of a store
+    assert main(["sweep", "--agent", "uniform", "--problem", "coin/0", "--executor", "inline",
+                 "--results", str(wal), "--quiet"]) == 2  # fmt: skip
+    _one_line_error(capsys, "a side file of the SQLite file")
+    assert wal.read_bytes() == b"committed frames"
+
+
+def test_bad_output_paths_get_their_own_message(tmp_path, capsys):
+    db = _store(tmp_path / "r.db")
+    frozen = tmp_path / "frozen.csv"
+    frozen.write_text("keep")
+    os.chmod(frozen, 0o444)
+    loop = tmp_path / "loop.html"
+    loop.symlink_to(loop)
+    (tmp_path / "folder").mkdir()
+    cases = [
+        (["leaderboard", "--export", str(frozen)], "which is read-only"),
+        (["report", "--out", str(loop)], "cannot be resolved"),
+        (["report", "--out", str(tmp_path / "folder")], "which is a folder; allowed: a file"),
+        (["report", "--out", ""], "got ''; allowed: a file path"),
+        (["report", "--out", str(db) + "/report.html"], "is a file; allowed: a path in a folder"),
+    ]
+    for argv, message in cases:
+        assert main([*argv, "--results", str(db)]) == 2, argv
+        _one_line_error(capsys, message)
+    assert frozen.read_text() == "keep"
+    bad_results = [
+        (str(db) + "/sub.db", "is a file; allowed: a path in a folder"),
+        ("/dev/null", "which is not a regular file"),
+    ]
+    for results, message in bad_results:
+        assert main(["leaderboard", "--results", results]) == 2
+        _one_line_error(capsys, message)
+
+
+def test_unreadable_text_and_config_are_skipped_and_repaired(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    ids = ["coin/0", "coin/1", "coin/2", "lbfault/raise"]
+    jobs = expand(["uniform"], ids)
+    with ResultsStore(db) as s:
+        run_sweep(jobs, s, InlineExecutor(imports=("leaderboard_faults",)))
+    with sqlite3.connect(db) as conn:
+        bad_config = "UPDATE results SET config = '{bad' WHERE key = ?"
+        conn.execute(bad_config, (jobs[0].key,))
+        bad_utf8 = "UPDATE results SET metrics = CAST(X'7B22FF223A317D' AS TEXT) WHERE key = ?"
+        conn.execute(bad_utf8, (jobs[1].key,))
+        error_utf8 = "UPDATE results SET error = CAST(X'626164FF' AS TEXT) WHERE key = ?"
+        conn.execute(error_utf8, (jobs[3].key,))
+    conn.close()
+    assert main(["leaderboard", "--results", str(db), "--format", "csv"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("testbed: warning:") == 2 and "unreadable config" in err
+    assert jobs[0].key in err and jobs[1].key in err
+    df = load(db)
+    assert sorted(df["problem_id"]) == ["coin/2", "lbfault/raise"]
+    assert df.set_index("problem_id").loc["lbfault/raise", "error"] == "bad\ufffd"
+    argv = ["sweep", "--agent", "uniform", "--problem", ",".join(ids), "--executor", "inline",
+            "--import", "leaderboard_faults", "--results", str(db), "--quiet"]  # fmt: skip
+    assert main(argv) == 1  # lbfault/raise is still a stored failure
+    assert "4 jobs: 2 already stored, 2 ok, 0 failed" in capsys.readouterr().out
+    assert len(load(db)) == 4
+
+
+def test_a_damaged_schema_page_gives_one_line(tmp_path, capsys):
+    db = _store(tmp_path / "r.db")
+    data = bytearray(db.read_bytes())
+    at = data.index(b"CREATE TABLE meta")
+    data[at + 7] = 0xFF  # a byte of the schema's text that is not UTF-8
+    db.write_bytes(bytes(data))
+    for argv in (["leaderboard"], ["report", "--out", str(tmp_path / "x.html")]):
+        assert main([*argv, "--results", str(db)]) == 2
+        _one_line_error(capsys, "results: ")
+
+
+def test_salvage_copies_every_readable_row_of_a_damaged_store(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    with ResultsStore(db) as s:
+        for i in range(300):
+            job = Job.make("uniform", {"i": i}, f"coin/{i % 18}").as_dict()
+            s.record({**job, "status": "ok", "metrics": {"kl_estimate": 0.1}, "traceback": "x"})
+            s._conn.execute(
+                "UPDATE results SET traceback = ? WHERE key = ?", ("t" * 300, job["key"])
+            )
+    with open(db, "r+b") as f:  # a leaf page of the results table
+        f.seek(4096 * 30)
+        f.write(os.urandom(4096))
+    before = _digest(db)[""]
+    assert main(["leaderboard", "--results", str(db)]) == 2
+    assert "testbed salvage --results" in capsys.readouterr().err
+    new = tmp_path / "new.db"
+    assert main(["salvage", "--results", str(db), "--out", str(new)]) == 0
+    out = capsys.readouterr().out
+    copied = int(out.split()[1])
+    assert 250 <= copied < 300 and f"({300 - copied} unreadable)" in out
+    assert _digest(db)[""] == before  # the damaged file is not changed
+    with ResultsStore(new, mode="r") as s:
+        assert len(s.rows()) == copied
+    assert main(["salvage", "--results", str(db), "--out", str(new)]) == 2  # never overwrites
+    _one_line_error(capsys, "which exists; allowed: a new file")
+
+
+def test_messages_for_stores_that_hold_nothing_to_rank(tmp_path, capsys):
+    db = tmp_path / "failed.db"
+    argv = ["sweep", "--agent", "uniform", "--problem", "lbfault/raise", "--executor", "inline",
+            "--import", "leaderboard_faults", "--results", str(db), "--quiet"]  # fmt: skip
+    assert main(argv) == 1
+    capsys.readouterr()
+    assert main(["leaderboard", "--results", str(db)]) == 2
+    _one_line_error(capsys, "all 1 jobs in")
+    (tmp_path / "empty.db").write_bytes(b"")
+    assert main(["leaderboard", "--results", str(tmp_path / "empty.db")]) == 2
+    _one_line_error(capsys, "an empty file (no results yet)")
+    with sqlite3.connect(tmp_path / "foreign.db") as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    assert main(["leaderboard", "--results", str(tmp_path / "foreign.db")]) == 2
+    _one_line_error(capsys, "without testbed results (no 'meta' table)")
+    assert main(["leaderboard", "--failures", "--results", str(db), "--export", "x.csv"]) == 2
+    _one_line_error(capsys, "--export: got 'x.csv' with --failures")
+    assert main(["leaderboard", "--failures", "--results", str(db), "--sweep", "coin"]) == 0
+    assert "failed jobs (0)" in capsys.readouterr().out
+    assert main(["sweep", "--agent", "uniform", "--problem", ",", "--results", str(db)]) == 2
+    _one_line_error(capsys, "--problem: got ','")
+
+
+@pytest.mark.parametrize("value", ["00", "0e0", "-0", "0.00"])
+def test_every_spelling_of_zero_means_no_limit(value):
+    assert check_timeout(value) is None
+
+
+def test_negative_timeouts_get_our_message_and_tiny_ones_time_out(tmp_path, capsys):
+    argv = ["sweep", "--agent", "uniform", "--problem", "coin/0", "--executor", "inline",
+            "--results", str(tmp_path / "r.db"), "--quiet"]  # fmt: skip
+    for value in ("-inf", "-1e3"):
+        assert main([*argv, "--timeout", value]) == 2
+        _one_line_error(capsys, f"timeout: got '{value}'")
+    assert main([*argv, "--timeout", "1e-7"]) == 1
+    assert "timed out after 1e-07 s (interrupted)" in capsys.readouterr().out
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
+def test_ctrl_c_stops_a_sweep_with_one_line_and_keeps_what_finished(tmp_path):
+    db, log = tmp_path / "r.db", tmp_path / "runs.log"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}", "LBFAULT_LOG": str(log),
+           "LBFAULT_SLEEP": "0.5"}  # fmt: skip
+    ids = ",".join(f"lbfault/clock-{i}" for i in range(40))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "experiments.cli", "sweep", "--agent", "uniform", "--problem",
+         ids, "--workers", "2", "--import", "leaderboard_faults", "--results", str(db),
+         "--quiet"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while (not log.exists() or len(log.read_text().split()) < 6) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip() == "testbed: interrupted" and "Traceback" not in err
+    with ResultsStore(db, mode="r") as s:
+        assert len(s.rows()) >= 3
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM leases").fetchone()[0] == 0
     conn.close()

@@ -11,7 +11,6 @@ import warnings
 
 import numpy as np
 import pytest
-from generative.sbi.problems import PosteriorProblem
 from scipy import stats
 from sklearn.model_selection import KFold
 from sklearn.neighbors import KernelDensity
@@ -25,6 +24,7 @@ from agents.abc_agents import (
     smc_abc,
 )
 from agents.kde import KDE, cv_scores, fit_kde, select_bandwidth
+from generative.sbi.problems import PosteriorProblem
 from testbed.errors import InputError
 from testbed.posterior_adapter import as_posterior
 
