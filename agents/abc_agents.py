@@ -47,7 +47,7 @@ class KDEPosterior:
 
     def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
         self._check_x(x_o)
-        return self.kde.sample(int(num_samples), np.random.default_rng(seed))
+        return self.kde.sample(num_samples, seed)
 
     def log_prob(self, theta, x_o=None) -> np.ndarray:
         self._check_x(x_o)

@@ -14,6 +14,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from testbed.errors import InputError
+from testbed.seeding import Seed, make_rng
 
 
 def _normalized_log_weights(num: int, weights: np.ndarray | None) -> np.ndarray:
@@ -102,18 +103,17 @@ def select_bandwidth(
 
 
 class KDE:
-    """A weighted isotropic Gaussian KDE: `sample(num, rng)`, `log_prob(theta)`."""
+    """A weighted isotropic Gaussian KDE: `sample(num_samples, seed)`, `log_prob(theta)`."""
 
     def __init__(self, samples: np.ndarray, bandwidth: float, weights: np.ndarray | None = None):
         self.points = np.asarray(samples, np.float64)
         self.bandwidth = float(bandwidth)
         self.log_w = _normalized_log_weights(self.points.shape[0], weights)
 
-    def sample(self, num: int, rng: np.random.Generator) -> np.ndarray:
-        idx = rng.choice(self.points.shape[0], size=int(num), p=np.exp(self.log_w))
-        return self.points[idx] + self.bandwidth * rng.standard_normal(
-            (int(num), self.points.shape[1])
-        )
+    def sample(self, num_samples: int, seed: Seed = 0) -> np.ndarray:
+        rng, num = make_rng(seed), int(num_samples)
+        idx = rng.choice(self.points.shape[0], size=num, p=np.exp(self.log_w))
+        return self.points[idx] + self.bandwidth * rng.standard_normal((num, self.points.shape[1]))
 
     def log_prob(self, theta) -> np.ndarray:
         theta = np.atleast_2d(np.asarray(theta, np.float64))

@@ -70,8 +70,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows = [[n, len(generative.sweep_ids(n))] for n in generative.sweep_names()]
         cols = ["sweep", "problems"]
     else:
-        rows = [[n, testbed.metrics.get(n).description] for n in testbed.metrics.names()]
-        cols = ["metric", "description"]
+        rows = [
+            [n, ", ".join(sorted(m.needs)), m.description]
+            for n, m in ((n, testbed.metrics.get(n)) for n in testbed.metrics.names())
+        ]
+        cols = ["metric", "needs", "description"]
     if args.json:
         print(json.dumps([dict(zip(cols, r)) for r in rows], indent=2))
     else:
@@ -89,7 +92,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides["seed"] = args.seed
     agent = agents.load(args.agent, **overrides)
     problem = generative.load(args.problem)
-    quality = testbed.evaluate(agent, problem)
+    metrics = _split(args.metrics) if args.metrics else None
+    if metrics and "default" in metrics:  # the problem's own metrics, plus the others named
+        defaults = list(getattr(problem, "metrics", ()))
+        metrics = list(
+            dict.fromkeys(m for n in metrics for m in (defaults if n == "default" else [n]))
+        )
+    quality = testbed.evaluate(agent, problem, metrics=metrics)
     if args.json:
         out = {
             "agent": agent.name,
@@ -310,6 +319,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--problem", required=True, help="a problem id, e.g. classification_2d/75")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="agent config override")
     p.add_argument("--seed", type=int, help="the agent's seed")
+    p.add_argument(
+        "--metrics",
+        action="append",
+        metavar="NAME[,NAME]",
+        help="metrics to compute instead of the problem's own ('default' adds those)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=cmd_run)
 

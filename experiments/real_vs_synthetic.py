@@ -50,6 +50,9 @@ def agent_configs(
     return sweep
 
 
+SCORES = {"synthetic": "kl_estimate", "real": "joint_nll"}  # what each kind of problem ranks
+
+
 def load_problem(problem_id: str, estimator: dict[str, int]):
     """The problem of an id, with its estimator sizes overridden where it has them."""
     settings = generative.problem_settings(problem_id)
@@ -74,21 +77,23 @@ def run_jobs(
             tau = generative.problem_settings(pid).get("tau", 1)
             for i, agent in enumerate(configs):
                 quality = testbed.evaluate(agent, problem)
-                rows.append({"kind": kind, "tau": tau, "config": i, "problem_id": pid, **quality})
-                log(f"{kind:9s} config {i:3d} {pid}: kl_estimate {quality['kl_estimate']:.4g}")
+                name = SCORES[kind]
+                row = {"kind": kind, "tau": tau, "config": i, "problem_id": pid, **quality}
+                rows.append({**row, "score": quality[name]})
+                log(f"{kind:9s} config {i:3d} {pid}: {name} {quality[name]:.4g}")
     return rows
 
 
 def per_config_means(
     rows: list[dict[str, Any]], num_configs: int, tau: int | None = None
 ) -> dict[str, np.ndarray]:
-    """Mean kl_estimate per config and kind (synthetic KL, real joint NLL), at one tau or all."""
+    """Mean score per config and kind (synthetic KL, real joint NLL), at one tau or all."""
     out = {}
     for kind in ("synthetic", "real"):
         sums, counts = np.zeros(num_configs), np.zeros(num_configs)
         for r in rows:
             if r["kind"] == kind and (tau is None or r["tau"] == tau):
-                sums[r["config"]] += r["kl_estimate"]
+                sums[r["config"]] += r["score"]
                 counts[r["config"]] += 1
         out[kind] = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
     return out

@@ -21,15 +21,11 @@ import numpy as np
 
 from generative.registry import index_settings, register_family, register_sweep
 from generative.test_inputs import gaussian_inputs, polyadic_gaussian_inputs
-from testbed.accuracy import accuracy, expected_calibration_error, mean_probs
-from testbed.base import Data, PriorKnowledge, Quality
+from testbed.accuracy import LabelledInputs
+from testbed.base import Data, PriorKnowledge
 from testbed.config import check_at_least, check_one_of, check_positive
-from testbed.joint_kl import (
-    joint_log_likelihoods,
-    partition_log_likelihoods,
-    sample_keys,
-    summarize_kl,
-)
+from testbed.evaluation import Evidence, EvidenceScoring
+from testbed.joint_kl import TestBatches, sample_keys
 from testbed.random_mlp import make_random_mlp
 
 
@@ -99,8 +95,11 @@ def environment_test_batches(
     return jax.vmap(one_batch)(jax.random.split(key, num_batches))
 
 
-class ClassificationProblem:
+class ClassificationProblem(EvidenceScoring):
     """A seeded random-MLP classification problem scored by marginal or joint KL."""
+
+    offers = frozenset({"sampler", "label_batches", "labelled_inputs"})
+    metrics = ("joint_kl", "accuracy")
 
     def __init__(self, settings: ClassificationSettings):
         self.settings = s = settings
@@ -151,41 +150,34 @@ class ClassificationProblem:
             num_batches, tau, s.input_dim, s.test_design, s.kappa,
         )  # fmt: skip
 
-    def kl(self, sampler) -> dict[str, float]:
-        """The marginal (tau = 1) or joint KL estimate of the Neural Testbed."""
+    def estimator_batches(self) -> TestBatches:
+        """The KL estimator's N test batches and M sampler keys (and, above the Monte-Carlo
+        limit of tau, the random-partition key): the Neural Testbed's key order."""
         s = self.settings
         kl_key, enn_key = jax.random.split(self._estimator_key)
         x, y, env_ll = self.test_batches(kl_key, s.num_test_seeds, s.tau)
+        partition = None if s.tau <= s.max_tau_monte_carlo else jax.random.fold_in(kl_key, 1)
         keys = sample_keys(enn_key, s.num_enn_samples)
-        if s.tau <= s.max_tau_monte_carlo:
-            agent_ll = joint_log_likelihoods(sampler, x, y, keys, num_classes=s.num_classes)
-        else:
-            partition_key = jax.random.fold_in(kl_key, 1)
-            agent_ll = partition_log_likelihoods(
-                sampler, x, y, keys, partition_key, num_classes=s.num_classes
-            )
-        return summarize_kl(env_ll, agent_ll)
+        return TestBatches(x, y, keys, env_ll, partition, s.num_classes)
 
-    def accuracy_ece(self, sampler, num_enn_samples: int = 100) -> dict[str, float]:
-        """Train/test accuracy and ECE of the mean predictive (M = 100, as the reference)."""
+    def labelled_inputs(self, num_enn_samples: int = 100) -> LabelledInputs:
+        """Test inputs (about 1000) and the training data, scored by the mean predictive
+        over M = 100 functions (as the reference)."""
         s = self.settings
-        keys = sample_keys(jax.random.PRNGKey(0), num_enn_samples)
         num_batches = 1000 // s.tau + 1
         x, y, _ = self.test_batches(jax.random.PRNGKey(1), num_batches, s.tau)
-        x, y = x.reshape(-1, s.input_dim), y.reshape(-1)
-        out = {}
-        for name, (xs, ys) in {"test": (x, y), "train": self._train}.items():
-            if len(ys) == 0:
-                continue
-            probs = np.asarray(mean_probs(sampler, xs, keys, s.num_classes))
-            out[f"{name}_acc"] = accuracy(probs, ys)
-            out[f"{name}_ece"] = expected_calibration_error(probs, ys)
-        return out
+        test = (x.reshape(-1, s.input_dim), y.reshape(-1))
+        keys = sample_keys(jax.random.PRNGKey(0), num_enn_samples)
+        return LabelledInputs({"test": test, "train": self._train}, keys, s.num_classes)
 
-    def evaluate(self, sampler) -> Quality:
-        quality = Quality(self.kl(sampler))
-        quality.update(self.accuracy_ece(sampler))
-        return quality
+    def evidence(self, sampler) -> Evidence:
+        return Evidence(
+            {
+                "sampler": lambda _: sampler,
+                "label_batches": lambda _: self.estimator_batches(),
+                "labelled_inputs": lambda _: self.labelled_inputs(),
+            }
+        )
 
 
 # Sweeps: grids and id -> settings maps exactly as the Neural Testbed's leaderboard.

@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from generative.registry import index_settings, register_family, register_sweep
-from testbed.base import Data, PriorKnowledge, Quality
-from testbed.joint_kl import enumerate_joint_kl, sample_keys
-from testbed.sampled_functions import apply_functions
+from testbed.base import Data, PriorKnowledge
+from testbed.evaluation import Evidence, EvidenceScoring
+from testbed.joint_kl import LabelDistribution, sample_keys
 
 PROBS = (0.2, 0.5, 0.9)
 NUM_TRAIN = (0, 10, 100)
@@ -31,13 +31,12 @@ SETTINGS = [
 ]
 
 
-def _log_probs(log_probs, aux):
-    return log_probs
-
-
 @dataclasses.dataclass
-class CoinProblem:
+class CoinProblem(EvidenceScoring):
     """A Bernoulli(p) coin: `num_train` training flips, KL over `tau` test flips."""
+
+    offers = frozenset({"sampler", "label_distribution"})
+    metrics = ("exact_joint_kl",)
 
     p: float
     num_train: int
@@ -68,14 +67,15 @@ class CoinProblem:
         logits = jnp.log(jnp.array([1.0 - self.p, self.p], jnp.float32))
         return lambda x, key: jnp.broadcast_to(logits, (x.shape[0], 2))
 
-    def evaluate(self, sampler) -> Quality:
-        x = jnp.zeros((self.tau, 1), jnp.float32)
-        keys = sample_keys(self._key, self.num_enn_samples)
-        funcs = apply_functions(sampler, x, keys, _log_probs, num_classes=2)
-        kl = enumerate_joint_kl(
-            self.true_log_probs(self.tau), np.asarray(funcs.values), np.asarray(funcs.log_weights)
+    def evidence(self, sampler) -> Evidence:
+        """The sampler and the coin's label distribution at tau flips (all at x = 0)."""
+        flips = LabelDistribution(
+            x=jnp.zeros((self.tau, 1), jnp.float32),
+            log_probs=self.true_log_probs(self.tau),
+            keys=sample_keys(self._key, self.num_enn_samples),
+            num_classes=2,
         )
-        return Quality(kl_estimate=kl, kl_estimate_std=0.0, pct_finite_kl=float(np.isfinite(kl)))
+        return Evidence({"sampler": lambda _: sampler, "label_distribution": lambda _: flips})
 
 
 def _settings(rest: str) -> dict:

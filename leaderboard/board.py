@@ -40,12 +40,14 @@ SHORT_NAMES = {  # terminal headers
     "ci_high": "CI high",
     "num_observations": "obs",
 }
+REAL_PREFIX = "real/"  # real-data problems: ranked on their joint NLL
 C2ST_COLUMNS = ["label", "task", "budget", "mean_c2st", "ci_low", "ci_high", "num_observations"]
 
 
 @dataclasses.dataclass
 class Board:
-    """The loaded results and the tables derived from them."""
+    """The loaded results and the tables derived from them: joint KL per tau (synthetic
+    problems), joint NLL per tau (real data: no true likelihood), C2ST (posteriors)."""
 
     df: pd.DataFrame
     problem_ids: list[str] | None
@@ -53,6 +55,8 @@ class Board:
     clean_kl: pd.DataFrame | None
     c2st: pd.DataFrame | None
     results: str | None = None  # the results file they came from
+    nll: dict[int | None, pd.DataFrame] = dataclasses.field(default_factory=dict)
+    clean_nll: pd.DataFrame | None = None
 
     @property
     def normalizer(self) -> str | None:
@@ -84,23 +88,28 @@ def build(
     df = load(results)
     if not len(df):
         raise InputError(f"results: {str(results)!r} holds no finished jobs yet")
-    kl_rows = df[df["kl_estimate"].notna()] if "kl_estimate" in df.columns else df.iloc[:0]
-    has_kl = len(kl_rows) > 0
+    real = df["problem_id"].str.startswith(REAL_PREFIX)
+    real_ids = None if ids is None else [i for i in ids if i.startswith(REAL_PREFIX)]
+    other_ids = None if ids is None else [i for i in ids if not i.startswith(REAL_PREFIX)]
+    kl_rows = df[~real & df["kl_estimate"].notna()] if "kl_estimate" in df.columns else []
+    has_kl = len(kl_rows) > 0 or bool(other_ids and metric == "kl")
+    has_nll = bool(real.any() or real_ids)
     has_c2st = "c2st" in df.columns and df["c2st"].notna().any()
     kl: dict[int | None, pd.DataFrame] = {}
-    clean = None
+    nll: dict[int | None, pd.DataFrame] = {}
+    clean = clean_nll = None
+    rank = dict(tau=tau, normalize=normalize, best_only=best_only)
     if metric in ("auto", "kl") and (has_kl or metric == "kl"):
-        kl_df = _kl_rows(df, ids)
-        clean = scoring.clean_kl(kl_df, ids)
-        if tau is None:
-            kl = scoring.kl_rankings(clean, normalize=normalize, best_only=best_only)
-        else:
-            kl = {tau: scoring.kl_ranking(clean, tau, normalize=normalize, best_only=best_only)}
+        clean, kl = _ranked(_kl_rows(df[~real], other_ids), other_ids, **rank)
+    if metric in ("auto", "kl") and has_nll:
+        # real data: the joint NLL ranked by the same rules (the leaderboard's KL column)
+        rows = df[real].assign(kl_estimate=df[real].get("joint_nll", df[real].get("kl_estimate")))
+        clean_nll, nll = _ranked(rows, real_ids, **rank)
     c2st = None
     if metric in ("auto", "c2st") and (has_c2st or metric == "c2st"):
         c2st_df = df if ids is None else df[df["problem_id"].isin(ids)]
         c2st = scoring.c2st_table(c2st_df, best_only=best_only)
-    if not kl and c2st is None:
+    if not kl and not nll and c2st is None:
         failed = int((df["status"] == "failed").sum())
         if failed == len(df):
             raise InputError(
@@ -112,7 +121,15 @@ def build(
             f"results: {str(results)!r} has no kl_estimate or c2st metric to rank; allowed: "
             "results of joint-KL or posterior problems"
         )
-    return Board(df, ids, kl, clean, c2st, results=os.fspath(results))
+    return Board(df, ids, kl, clean, c2st, os.fspath(results), nll, clean_nll)
+
+
+def _ranked(rows: pd.DataFrame, ids: Sequence[str] | None, *, tau, normalize, best_only):
+    """(cleaned rows, ranking per tau) of KL-type rows under the Neural Testbed's rules."""
+    clean = scoring.clean_kl(rows, ids)
+    if tau is None:
+        return clean, scoring.kl_rankings(clean, normalize=normalize, best_only=best_only)
+    return clean, {tau: scoring.kl_ranking(clean, tau, normalize=normalize, best_only=best_only)}
 
 
 def _kl_rows(df: pd.DataFrame, ids: Sequence[str] | None) -> pd.DataFrame:
@@ -129,14 +146,15 @@ def _kl_rows(df: pd.DataFrame, ids: Sequence[str] | None) -> pd.DataFrame:
 def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
     """(title, table) pairs for display; `full` keeps every column (csv/json output)."""
     out = []
-    for tau, table in board.kl.items():
-        norm = table.attrs.get("normalizer")
-        title = f"joint KL, tau={tau}" if tau is not None else "KL"
-        title += f" (normalised by {norm})" if norm else " (not normalised)"
-        shown = table if full else table[[c for c in KL_COLUMNS if c in table.columns]]
-        if full:
-            shown = shown.assign(tau=tau)
-        out.append((title, shown))
+    for name, ranked in (("joint KL", board.kl), ("joint NLL (real data)", board.nll)):
+        for tau, table in ranked.items():
+            norm = table.attrs.get("normalizer")
+            title = f"{name}, tau={tau}" if tau is not None else name
+            title += f" (normalised by {norm})" if norm else " (not normalised)"
+            shown = table if full else table[[c for c in KL_COLUMNS if c in table.columns]]
+            if full:
+                shown = shown.assign(tau=tau)
+            out.append((title, shown))
     if board.c2st is not None:
         shown = board.c2st if full else board.c2st[C2ST_COLUMNS]
         out.append(("C2ST per task x budget (mean over observations, 95% bootstrap CI)", shown))

@@ -251,6 +251,19 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
                     "Mean KL against training size per temperature (best configs).",
                 )
             )
+    if board.nll:
+        parts.append("<h2>Joint NLL on real data (Neural Testbed rules)</h2>")
+        parts.append(
+            '<p class="note">Real data have no true likelihood: the score is the joint '
+            "negative log-likelihood of tau test labels (lower is better), cleaned and "
+            "ranked as the KL above.</p>"
+        )
+        for tau, table in board.nll.items():
+            norm = table.attrs.get("normalizer")
+            heading = f"tau = {tau}" if tau is not None else "all problems"
+            heading += f", normalised by {norm}" if norm else ", not normalised"
+            parts.append(f"<h3>{html.escape(heading)}</h3>")
+            parts.append(html_table(table, f"nll-tau-{tau}", KL_COLUMNS))
     if board.c2st is not None:
         parts.append("<h2>C2ST per task and simulation budget (SBI benchmark rules)</h2>")
         parts.append(html_table(board.c2st, "c2st", C2ST_COLUMNS))

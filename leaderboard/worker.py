@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 _VERSIONS: dict[str, str] | None = None
-SCORES = ("kl_estimate", "c2st")  # the metrics the leaderboard ranks on
+SCORES = ("kl_estimate", "joint_nll", "c2st")  # the metrics the leaderboard ranks on
 
 
 def thread_env(threads: int = 1) -> dict[str, str]:

@@ -1,13 +1,16 @@
-"""Accuracy and expected calibration error of an agent's mean predictive."""
+"""Accuracy, expected calibration error and marginal NLL of an agent's mean predictive."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from testbed.metrics.registry import register
 from testbed.sampled_functions import apply_functions
 
 
@@ -44,3 +47,41 @@ def expected_calibration_error(probs: np.ndarray, y: np.ndarray, num_bins: int =
     filled = counts > 0
     gaps = np.abs(acc_sum[filled] - conf_sum[filled])
     return float(gaps.sum() / len(y))
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelledInputs:
+    """Inputs and labels per split (e.g. 'test', 'train') and the sampler keys whose mean
+    predictive is scored (M = 100 in the reference)."""
+
+    splits: Mapping[str, tuple[Any, Any]]
+    keys: jax.Array
+    num_classes: int
+
+
+def mean_predictive_scores(probs: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """Accuracy, ECE and marginal NLL of mean predictive probabilities [n, C] at labels y."""
+    probs = np.asarray(probs, np.float64)
+    y = np.asarray(y)
+    with np.errstate(divide="ignore"):
+        nll = float(-np.log(probs[np.arange(len(y)), y]).mean())
+    return {
+        "acc": accuracy(probs, y),
+        "ece": expected_calibration_error(probs, y),
+        "marginal_nll": nll,
+    }
+
+
+def _accuracy(evidence) -> dict[str, float]:
+    inputs = evidence["labelled_inputs"]
+    out = {}
+    for split, (x, y) in inputs.splits.items():
+        if len(y) == 0:
+            continue
+        probs = mean_probs(evidence["sampler"], x, inputs.keys, inputs.num_classes)
+        for name, value in mean_predictive_scores(probs, y).items():
+            out[f"{split}_{name}"] = value
+    return out
+
+
+register("accuracy", needs=("labelled_inputs", "sampler"), apply=_accuracy)(mean_predictive_scores)

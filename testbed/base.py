@@ -98,6 +98,15 @@ class PosteriorEstimate(Protocol):
     def sample(self, x_o: Array, num_samples: int, seed: int) -> Array: ...
 
 
+@runtime_checkable
+class GaussianPosterior(Protocol):
+    """A posterior that is Gaussian and says so: its `mean` [d] and `cov` [d, d] (exact
+    Gaussian KL scores use them instead of samples)."""
+
+    mean: Any
+    cov: Any
+
+
 Predictive = EpistemicSampler | PosteriorEstimate | Any
 
 

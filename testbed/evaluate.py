@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from testbed.base import Agent, Oracle, Problem, Quality
+from testbed.errors import InputError
+from testbed.evaluation import ScoredProblem, resolve
 from testbed.simulation import SimulationAccess
 
 
@@ -22,17 +25,31 @@ def train(agent: Agent | Oracle, problem: Problem, train_data: Any = None) -> An
     return agent(data, problem.prior_knowledge)
 
 
-def evaluate(agent: Agent | Oracle, problem: Problem) -> Quality:
+def evaluate(
+    agent: Agent | Oracle, problem: Problem, metrics: Sequence[str] | None = None
+) -> Quality:
     """Trains `agent` on `problem`, scores its predictive, adds train/evaluation seconds.
 
-    On a simulator problem the agent's `SimulationAccess` says how many simulations it
-    used (`num_simulations_used`).
+    `metrics`: registered metric names to compute instead of the problem's defaults (e.g.
+    `[*problem.metrics, "my_metric"]`); each must need only evidence the problem offers,
+    which is checked before training. On a simulator problem the agent's
+    `SimulationAccess` says how many simulations it used (`num_simulations_used`).
     """
+    if metrics is not None:
+        if not isinstance(problem, ScoredProblem):
+            raise InputError(
+                f"metrics: got {list(metrics)!r} for {type(problem).__name__}, which offers "
+                "no evidence; allowed: metrics=None (its own scores)"
+            )
+        resolve(problem, metrics)  # unknown or unmatched metrics fail before training
     start = time.perf_counter()
     data = None if isinstance(agent, Oracle) else problem.train_data
     predictive = train(agent, problem, data)
     trained = time.perf_counter()
-    quality = Quality(problem.evaluate(predictive))
+    if metrics is None:
+        quality = Quality(problem.evaluate(predictive))
+    else:
+        quality = Quality(problem.evaluate(predictive, metrics))
     done = time.perf_counter()
     if isinstance(data, SimulationAccess):
         quality["num_simulations_used"] = data.num_simulations

@@ -8,15 +8,19 @@ batch, +inf clipped to the largest finite d_i). tau = 1 gives the marginal KL.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.special
 
 from testbed.base import PRNGKey
+from testbed.metrics.registry import register
 from testbed.random_partition import partition_log_likelihood
 from testbed.sampled_functions import apply_functions
 
@@ -59,26 +63,56 @@ def joint_log_likelihoods(
         num_classes=num_classes,
         chunk_size=chunk_size,
     )
-    return jax.nn.logsumexp(funcs.values + funcs.log_weights[:, None], axis=0)
+    return mixture_log_likelihood(funcs.values, funcs.log_weights)
 
 
-def summarize_kl(env_loglik: jax.Array, agent_loglik: jax.Array) -> dict[str, float]:
-    """Mean of d_i = env - agent with +inf clipped to the largest finite d_i.
+def mixture_log_likelihood(loglik: Any, log_weights: Any | None = None) -> Any:
+    """log sum_m w_m exp(loglik[m, i]) for each column i: the agent's joint log-likelihood
+    of test batch i under its mixture of M functions (or posterior draws), loglik [M, N].
 
-    Returns kl_estimate, kl_estimate_std (std of the raw d_i, inf if any is inf) and
-    pct_finite_kl. If no d_i is finite the estimate is +inf.
+    Uniform weights 1/M when `log_weights` is None. JAX arrays stay in JAX (float32, inside
+    jit); NumPy arrays are reduced in float64 with SciPy.
+    """
+    m = loglik.shape[0]
+    if isinstance(loglik, jax.Array):
+        w = jnp.full((m,), -jnp.log(m), loglik.dtype) if log_weights is None else log_weights
+        return jax.nn.logsumexp(loglik + w[:, None], axis=0)
+    w = np.full(m, -np.log(m)) if log_weights is None else np.asarray(log_weights)
+    return scipy.special.logsumexp(np.asarray(loglik, np.float64) + w[:, None], axis=0)
+
+
+def joint_kl_summary(env_loglik: Any, agent_loglik: Any) -> dict[str, float]:
+    """The one summary of d_i = env_i - agent_i over N test batches, for every family.
+
+    mean (raw), clipped_mean (+inf clipped to the largest finite d_i, as the Neural
+    Testbed; +inf if none is finite), std (ddof 0; inf if any d_i is), stderr (ddof 1 /
+    sqrt N, as a Monte-Carlo error over batches) and pct_finite.
     """
     d = np.asarray(env_loglik, np.float64) - np.asarray(agent_loglik, np.float64)
     finite = np.isfinite(d)
-    if finite.any():
-        clipped = np.where(finite, d, d[finite].max())
-        estimate = float(clipped.mean())
-    else:
-        estimate = float("inf")
+    clipped = float(np.where(finite, d, d[finite].max()).mean()) if finite.any() else np.inf
     return {
-        "kl_estimate": estimate,
-        "kl_estimate_std": float(d.std()) if finite.all() else float("inf"),
-        "pct_finite_kl": float(finite.mean()),
+        "mean": float(d.mean()),
+        "clipped_mean": clipped,
+        "std": float(d.std()) if finite.all() else float("inf"),
+        "stderr": float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan"),
+        "pct_finite": float(finite.mean()),
+    }
+
+
+def summarize_kl(env_loglik: Any, agent_loglik: Any) -> dict[str, float]:
+    """Joint KL over tau test inputs (Neural Testbed): mean of log p(y) - log q(y) per batch.
+
+    +inf is clipped to the largest finite batch KL. Returns kl_estimate, kl_estimate_std
+    (std of the raw d_i, inf if any is inf) and pct_finite_kl. On a problem (`sampler`,
+    `label_batches`) the agent's log-likelihoods are Monte Carlo over its sampled
+    functions, or the random-partition estimate above the batches' Monte-Carlo limit.
+    """
+    s = joint_kl_summary(env_loglik, agent_loglik)
+    return {
+        "kl_estimate": s["clipped_mean"],
+        "kl_estimate_std": s["std"],
+        "pct_finite_kl": s["pct_finite"],
     }
 
 
@@ -170,3 +204,80 @@ def partition_log_likelihoods(
             )
         )
     return jnp.concatenate(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class TestBatches:
+    """What the joint estimators read: test inputs x [N, tau, d], labels y [N, tau], the
+    environment's log p(y | x) [N] (None: real data, no truth), the M sampler keys, and
+    a key for the random-partition estimator (None: Monte Carlo over functions)."""
+
+    x: Any
+    y: Any
+    keys: jax.Array
+    env_loglik: Any = None
+    partition_key: jax.Array | None = None
+    num_classes: int | None = None
+
+    def agent_loglik(self, sampler: Callable) -> jax.Array:
+        """The agent's joint log-likelihood of each batch [N]."""
+        if self.partition_key is None:
+            return joint_log_likelihoods(
+                sampler, self.x, self.y, self.keys, num_classes=self.num_classes
+            )
+        return partition_log_likelihoods(
+            sampler, self.x, self.y, self.keys, self.partition_key, num_classes=self.num_classes
+        )
+
+
+def _joint_kl(evidence) -> dict[str, float]:
+    batches = evidence["label_batches"]
+    return summarize_kl(batches.env_loglik, batches.agent_loglik(evidence["sampler"]))
+
+
+def _joint_nll(evidence) -> dict[str, float]:
+    batches = evidence["data_batches"]
+    return joint_nll(batches.agent_loglik(evidence["sampler"]))
+
+
+def joint_nll(agent_loglik: Any) -> dict[str, float]:
+    """Joint NLL over tau test points of real data: -log q(y_1:tau | x) per batch, averaged.
+
+    The joint KL's estimator with no true likelihood (the reference's real-data
+    "kl_estimate"). Returns joint_nll, joint_nll_std and pct_finite_nll.
+    """
+    s = joint_kl_summary(np.zeros(np.shape(agent_loglik)), agent_loglik)
+    return {
+        "joint_nll": s["clipped_mean"],
+        "joint_nll_std": s["std"],
+        "pct_finite_nll": s["pct_finite"],
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelDistribution:
+    """The true label log-probabilities [tau, C] at tau inputs x [tau, d], with the M
+    sampler keys: the joint KL then sums over all C^tau label sequences (no test noise)."""
+
+    x: Any
+    log_probs: np.ndarray
+    keys: jax.Array
+    num_classes: int
+
+
+def _log_probs(log_probs, aux):
+    return log_probs
+
+
+def _exact_joint_kl(evidence) -> dict[str, float]:
+    d = evidence["label_distribution"]
+    funcs = apply_functions(evidence["sampler"], d.x, d.keys, _log_probs, num_classes=d.num_classes)
+    kl = enumerate_joint_kl(d.log_probs, np.asarray(funcs.values), np.asarray(funcs.log_weights))
+    return {"kl_estimate": kl, "kl_estimate_std": 0.0, "pct_finite_kl": float(np.isfinite(kl))}
+
+
+register("joint_kl", needs=("label_batches", "sampler"), apply=_joint_kl)(summarize_kl)
+register("joint_nll", needs=("data_batches", "sampler"), apply=_joint_nll)(joint_nll)
+register("exact_joint_kl", needs=("label_distribution", "sampler"), apply=_exact_joint_kl)(
+    enumerate_joint_kl
+)

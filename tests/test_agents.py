@@ -258,7 +258,7 @@ DEFAULT_PROBLEM = {
 def test_agent_trains_and_keeps_the_sampler_contract(name):
     problem = small(DEFAULT_PROBLEM[name])
     sampler = agents.load(name, **FAST[name])(problem.train_data, problem.prior_knowledge)
-    kl = problem.kl(sampler)
+    kl = problem.evaluate(sampler, ["joint_kl"])
     assert math.isfinite(kl["kl_estimate"]) and kl["pct_finite_kl"] == 1.0
     assert kl["kl_estimate"] > -0.1  # a KL: -0.1 allows the estimator's noise at N = M = 20
     check_contract(name, sampler, problem.train_data.x)
@@ -288,7 +288,11 @@ def marginal_and_joint_kl(name: str, overrides: dict, j: int, num: int) -> tuple
         small(f"classification_2d/{j + 210}", num),
     )
     sampler = agents.load(name, **overrides)(marginal.train_data, marginal.prior_knowledge)
-    return marginal.kl(sampler)["kl_estimate"], joint.kl(sampler)["kl_estimate"]
+    metric = ["joint_kl"]
+    return (
+        marginal.evaluate(sampler, metric)["kl_estimate"],
+        joint.evaluate(sampler, metric)["kl_estimate"],
+    )
 
 
 SMALL_FINDING = {"ensemble": dict(num_ensemble=20), "ensemble+": dict(num_ensemble=20)}

@@ -35,7 +35,7 @@ FAMILIES = {
 def dataset(family, n, seed=0):
     rng = np.random.default_rng(seed)
     x = family.sample_inputs(rng, n)
-    theta = family.prior().sample(rng, 1)
+    theta = family.prior().sample(1, rng)
     return x, family.simulate(rng, theta, x)[0]
 
 
@@ -46,7 +46,7 @@ def test_posterior_density_is_bayes_rule(name):
     x, y = dataset(fam, 15)
     rng = np.random.default_rng(1)
     post = fam.posterior(x, y)
-    theta = np.concatenate([post.sample(rng, 5), fam.prior().sample(rng, 5)])
+    theta = np.concatenate([post.sample(5, rng), fam.prior().sample(5, rng)])
     rhs = fam.log_prior(theta) + fam.log_likelihood(theta, x, y) - fam.log_evidence(x, y)
     np.testing.assert_allclose(post.log_prob(theta), rhs, rtol=1e-10, atol=1e-8)
 
@@ -98,7 +98,7 @@ def scipy_log_prior_and_lik(name, fam, theta, x, y):
 def test_prior_and_likelihood_match_scipy(name):
     fam = FAMILIES[name]
     x, y = dataset(fam, 7, seed=3)
-    theta = fam.prior().sample(np.random.default_rng(4), 3)
+    theta = fam.prior().sample(3, np.random.default_rng(4))
     for t in theta:
         lp, ll = scipy_log_prior_and_lik(name, fam, t, x, y)
         np.testing.assert_allclose(fam.log_prior(t[None])[0], lp, rtol=1e-10)
@@ -139,7 +139,7 @@ def test_evidence_matches_monte_carlo_from_the_prior(name):
     se(log mean w) = std(w) / (sqrt(N) mean(w)))."""
     fam = FAMILIES[name]
     x, y = dataset(fam, 3, seed=7)
-    theta = fam.prior().sample(np.random.default_rng(8), 400_000)
+    theta = fam.prior().sample(400_000, np.random.default_rng(8))
     logw = fam.log_likelihood(theta, x, y)
     est = logsumexp(logw) - np.log(logw.size)
     w = np.exp(logw - logw.max())
@@ -156,9 +156,9 @@ def test_joint_predictive_matches_monte_carlo_over_posterior(name):
     post = fam.posterior(x, y)
     tau = 3
     x_f = fam.sample_inputs(rng, 2 * tau).reshape(2, tau, -1)
-    y_f = fam.simulate_batched(rng, post.sample(rng, 2), x_f)
+    y_f = fam.simulate_batched(rng, post.sample(2, rng), x_f)
     exact = fam.log_joint_predictive(x, y, x_f, y_f)
-    theta = post.sample(rng, 200_000)
+    theta = post.sample(200_000, rng)
     for b in range(2):
         logw = fam.log_likelihood(theta, x_f[b], y_f[b])
         w = np.exp(logw - logw.max())
@@ -195,7 +195,7 @@ def test_samplers_match_analytic_moments_and_cdfs(name):
     fam = FAMILIES[name]
     x, y = dataset(fam, 10, seed=11)
     post = fam.posterior(x, y)
-    theta = post.sample(np.random.default_rng(12), 20_000)
+    theta = post.sample(20_000, np.random.default_rng(12))
     se = np.sqrt(post.var / theta.shape[0])
     assert np.all(np.abs(theta.mean(0) - post.mean) < 5 * se)
     dev2 = (theta - post.mean) ** 2
@@ -213,7 +213,7 @@ def test_in_support_flags_draws_outside_the_parameter_space(name):
     fam = FAMILIES[name]
     x, y = dataset(fam, 10, seed=14)
     post = fam.posterior(x, y)
-    theta = post.sample(np.random.default_rng(15), 50)
+    theta = post.sample(50, np.random.default_rng(15))
     assert post.in_support(theta).all()
     assert post.in_support(-theta).all() == bool(post.gaussian)
 
@@ -231,7 +231,7 @@ def test_gaussian_posterior_matches_textbook_formulas():
 @pytest.mark.parametrize("name", FAMILIES)
 def test_transforms_invert_and_log_det_matches_autodiff(name):
     fam = FAMILIES[name]
-    theta = fam.prior().sample(np.random.default_rng(13), 3)
+    theta = fam.prior().sample(3, np.random.default_rng(13))
     k = fam.dim_u  # the density is over the first dim_u coordinates (Dirichlet: K-1)
     constrained = jax.jacfwd(lambda v: fam.constrain(v, xp=jnp)[:k])
     for t in theta:
@@ -252,7 +252,7 @@ def test_problem_set_covers_the_papers_21_problems_with_matched_priors():
     np.testing.assert_array_equal(prob.family.prior_mean, [10.0, 8.0])
     # The model the agent gets evaluates the reference's own prior and likelihood.
     spec = prob.prior_knowledge.model
-    theta = prob.posterior.sample(np.random.default_rng(0), 4)
+    theta = prob.posterior.sample(4, np.random.default_rng(0))
     ref = prob.family.log_prior(theta)
     np.testing.assert_allclose(
         np.asarray(spec.log_prior(jnp.asarray(theta, jnp.float32))), ref, rtol=1e-5

@@ -11,11 +11,11 @@ import pytest
 from scipy import stats
 
 from testbed.errors import InputError
+from testbed.joint_kl import joint_kl_summary, mixture_log_likelihood
 from testbed.metrics import (
     ddks_test,
     gaussian_kl,
     get,
-    joint_predictive_kl,
     mahalanobis_chi2,
     mc_kl,
     names,
@@ -253,8 +253,9 @@ def test_one_sample_metrics_reject_bad_input_and_accept_torch():
 
 
 def test_joint_predictive_kl_for_a_simulator_task():
-    """On a conjugate task, the MC estimate with reference samples as the truth agrees with the
-    exact truth; the exact posterior scores ~0 and a biased one scores clearly more."""
+    """On a conjugate task, the testbed's one joint-KL estimator (mixture log-likelihood and
+    summary) with reference samples as the truth agrees with the exact truth; the exact
+    posterior scores ~0 and a biased one scores clearly more."""
     from generative.conjugate import get_task
 
     task = get_task("gamma_poisson/1")
@@ -266,22 +267,21 @@ def test_joint_predictive_kl_for_a_simulator_task():
     y_f = futures.reshape(num, tau * task.num_obs, 1)
     exact_truth = post_family.log_evidence(np.zeros((tau * task.num_obs, 1)), y_f)
 
-    def loglik(theta, x):
-        return task.log_likelihood(theta, x)
+    def mixture(theta):
+        loglik = np.stack(
+            [sum(task.log_likelihood(theta, x) for x in batch) for batch in futures], axis=1
+        )  # [M, N]
+        return mixture_log_likelihood(loglik)
+
+    def kl(agent, truth):
+        s = joint_kl_summary(truth, mixture(agent))
+        return s["mean"], s["stderr"]
 
     exact_agent = task.reference_posterior(x_o, num_samples=2000, seed=2)
     biased = exact_agent * 1.3
-    good = joint_predictive_kl(loglik, exact_agent, futures, exact_truth)
-    bad = joint_predictive_kl(loglik, biased, futures, exact_truth)
-    bad_mc = joint_predictive_kl(
-        loglik, biased, futures, task.reference_posterior(x_o, num_samples=5000, seed=3)
-    )
-    assert -4 * good["stderr"] < good["estimate"] < 0.02 + 4 * good["stderr"]
-    assert bad["estimate"] > good["estimate"] + 4 * (bad["stderr"] + good["stderr"])
-    assert abs(bad_mc["estimate"] - bad["estimate"]) < 0.05
-    with pytest.raises(InputError, match="truth"):
-        joint_predictive_kl(loglik, biased, futures, exact_truth[:5])
-    with pytest.raises(InputError, match="agent_samples"):
-        joint_predictive_kl(loglik, np.full_like(biased, np.nan), futures, exact_truth)
-    with pytest.raises(InputError, match="futures"):
-        joint_predictive_kl(loglik, biased, futures[:1], exact_truth[:1])
+    good, good_se = kl(exact_agent, exact_truth)
+    bad, bad_se = kl(biased, exact_truth)
+    bad_mc, _ = kl(biased, mixture(task.reference_posterior(x_o, num_samples=5000, seed=3)))
+    assert -4 * good_se < good < 0.02 + 4 * good_se
+    assert bad > good + 4 * (bad_se + good_se)
+    assert abs(bad_mc - bad) < 0.05

@@ -54,7 +54,9 @@ def test_oracle_kl_is_zero(problem_id):
 def test_uniform_kl_closed_form(problem_id):
     problem = small(problem_id, num_test_seeds=400, num_enn_samples=10)
     s = problem.settings
-    q = problem.kl(agents.load("uniform")(problem.train_data, problem.prior_knowledge))
+    q = problem.evaluate(
+        agents.load("uniform")(problem.train_data, problem.prior_knowledge), ["joint_kl"]
+    )
     # Per batch, d_i = log p(y_i | x_i) + tau log C exactly (the uniform agent has no noise).
     kl_key, _ = jax.random.split(problem._estimator_key)
     x, y, env_ll = problem.test_batches(kl_key, s.num_test_seeds, s.tau)
@@ -186,7 +188,9 @@ def test_random_partition_exact_for_few_distinct_functions():
 
 def test_tau_above_ten_uses_random_partition():
     problem = small("classification_2d/285", tau=50, num_test_seeds=20, num_enn_samples=100)
-    q = problem.kl(agents.load("uniform")(problem.train_data, problem.prior_knowledge))
+    q = problem.evaluate(
+        agents.load("uniform")(problem.train_data, problem.prior_knowledge), ["joint_kl"]
+    )
     # uniform: every cell has the uniform probability, so the estimate is still exact
     # up to the 1e-6 smoothing: d_i = log p(y_i|x_i) + tau log 2.
     kl_key, _ = jax.random.split(problem._estimator_key)
@@ -218,7 +222,7 @@ def test_finite_sampler_with_wrong_member_count_is_a_clear_error(traceable):
 
     all_logits.traceable = traceable
     with pytest.raises(InputError, match=r"all_logits.*got shape \[3, 10, 2\].*\[5, 10, 2\]"):
-        problem.kl(FiniteSampler(all_logits, 5))
+        problem.evaluate(FiniteSampler(all_logits, 5), ["joint_kl"])
 
 
 def test_zero_probability_is_clipped_and_flagged():
@@ -227,7 +231,7 @@ def test_zero_probability_is_clipped_and_flagged():
     def always_class_0(x, k):
         return jnp.stack([jnp.zeros(x.shape[0]), jnp.full(x.shape[0], -jnp.inf)], axis=1)
 
-    q = problem.kl(always_class_0)
+    q = problem.evaluate(always_class_0, ["joint_kl"])
     assert 0 < q["pct_finite_kl"] < 1 and math.isfinite(q["kl_estimate"])
     assert q["kl_estimate_std"] == math.inf
 

@@ -134,9 +134,8 @@ def test_uniform_joint_nll_is_tau_log_c(dataset, tau):
     c = p.spec.num_classes
     q = p.evaluate(uniform_sampler(c))
     # every batch has log-lik -tau log C exactly; float32 rounding only
-    assert q["kl_estimate"] == pytest.approx(tau * math.log(c), rel=1e-6)
-    assert q["joint_nll"] == q["kl_estimate"]
-    assert q["kl_estimate_std"] < 1e-5 and q["pct_finite_kl"] == 1.0
+    assert q["joint_nll"] == pytest.approx(tau * math.log(c), rel=1e-6)
+    assert q["joint_nll_std"] < 1e-5 and q["pct_finite_nll"] == 1.0
     assert q["test_marginal_nll"] == pytest.approx(math.log(c), rel=1e-6)
     assert q["test_ece"] == pytest.approx(abs(q["test_acc"] - 1 / c), abs=1e-6)
 
@@ -144,7 +143,7 @@ def test_uniform_joint_nll_is_tau_log_c(dataset, tau):
 def test_uniform_through_registry_full_estimator():
     # the default problem (N = 1000, M = 1000) via the public API
     q = testbed.evaluate(agents.load("uniform"), generative.load("real/iris/10/1"))
-    assert q["kl_estimate"] == pytest.approx(10 * math.log(3), rel=1e-6)
+    assert q["joint_nll"] == pytest.approx(10 * math.log(3), rel=1e-6)
     assert q["train_seconds"] >= 0 and q["evaluation_seconds"] > 0
 
 
@@ -159,17 +158,19 @@ def test_mixture_joint_nll_matches_closed_form():
         pick = jax.random.bernoulli(key).astype(jax.numpy.int32)
         return jax.numpy.broadcast_to(logits[pick], (x.shape[0], 3))
 
-    _, y, keys = p.estimator_inputs()
+    batches = p.estimator_batches()
+    y, keys = batches.y, batches.keys
     w = 1.0 - np.mean([int(jax.random.bernoulli(k)) for k in keys])  # share of function a
     log_a = np.log(a)[y].sum(axis=1)
     log_b = np.log(b)[y].sum(axis=1)
     exact = -np.logaddexp(np.log(w) + log_a, np.log1p(-w) + log_b)
     q = p.evaluate(sampler)
-    assert q["kl_estimate"] == pytest.approx(exact.mean(), rel=1e-5)
-    assert q["kl_estimate_std"] == pytest.approx(exact.std(), rel=1e-4)
+    assert q["joint_nll"] == pytest.approx(exact.mean(), rel=1e-5)
+    assert q["joint_nll_std"] == pytest.approx(exact.std(), rel=1e-4)
+    assert "kl_estimate" not in q  # real data has no true likelihood: no KL
     # the joint NLL of a mixture is below the sum of its marginals' NLLs on the same labels
     marginal = w * a + (1 - w) * b
-    assert q["kl_estimate"] < -np.log(marginal)[y].sum(axis=1).mean()
+    assert q["joint_nll"] < -np.log(marginal)[y].sum(axis=1).mean()
 
 
 def test_oracle_is_rejected_on_real_data():
@@ -184,9 +185,9 @@ def test_zero_probability_is_clipped_and_flagged():
         jax.numpy.array([0.0, -jax.numpy.inf, -jax.numpy.inf]), (x.shape[0], 1)
     )  # noqa: E501
     q = p.evaluate(sampler)
-    _, y, _ = p.estimator_inputs()
-    assert q["pct_finite_kl"] == pytest.approx(np.mean(y[:, 0] == 0))
-    assert q["kl_estimate"] == pytest.approx(0.0, abs=1e-6)  # finite ones are 0, inf -> max 0
+    y = p.estimator_batches().y
+    assert q["pct_finite_nll"] == pytest.approx(np.mean(y[:, 0] == 0))
+    assert q["joint_nll"] == pytest.approx(0.0, abs=1e-6)  # finite ones are 0, inf -> max 0
 
 
 # Dyadic batches.
@@ -212,8 +213,8 @@ def test_dyadic_batch_structure():
 
 def test_problem_is_reproducible_and_seed_only_moves_the_estimator():
     a, b, c = small("iris", 10, seed=1), small("iris", 10, seed=1), small("iris", 10, seed=2)
-    np.testing.assert_array_equal(a.estimator_inputs()[1], b.estimator_inputs()[1])
-    assert not np.array_equal(a.estimator_inputs()[1], c.estimator_inputs()[1])
+    np.testing.assert_array_equal(a.estimator_batches().y, b.estimator_batches().y)
+    assert not np.array_equal(a.estimator_batches().y, c.estimator_batches().y)
     np.testing.assert_array_equal(a.train_data.x, c.train_data.x)
 
 
@@ -273,7 +274,8 @@ def test_bad_ids(pid, match):
 
 def test_real_sweep_runs_and_ranks_on_the_leaderboard(tmp_path):
     """A real-data sweep goes through the leaderboard like the synthetic ones: jobs, the
-    results store, one ranking table per tau normalised by uniform (full N = M = 1000)."""
+    results store, one joint-NLL ranking table per tau normalised by uniform (full N = M =
+    1000), apart from the synthetic problems' joint-KL tables."""
     from leaderboard.board import build
     from leaderboard.executors import InlineExecutor
     from leaderboard.jobs import sweep_jobs
@@ -286,8 +288,8 @@ def test_real_sweep_runs_and_ranks_on_the_leaderboard(tmp_path):
         summary = run_sweep(jobs, store, InlineExecutor())
     assert (summary.ok, summary.failed) == (4, 0)
     board = build(path, sweep="real_offline_test")
-    assert set(board.kl) == {1, 10}
-    for tau, table in board.kl.items():
+    assert set(board.nll) == {1, 10} and not board.kl
+    for tau, table in board.nll.items():
         rows = table.set_index("agent")
         assert rows.loc["uniform", "mean_kl"] == pytest.approx(tau * math.log(3), rel=1e-6)
         assert rows.loc["uniform", "normalized_kl"] == pytest.approx(1.0)
@@ -315,7 +317,7 @@ def test_tfds_mock_structured_and_image(tmp_path):
     assert p.train_data.x.dtype == np.float32
     np.testing.assert_allclose(p.train_data.x.mean(axis=1), 0.0, atol=1e-5)
     q = p.evaluate(uniform_sampler(10))
-    assert q["kl_estimate"] == pytest.approx(10 * math.log(10), rel=1e-6)
+    assert q["joint_nll"] == pytest.approx(10 * math.log(10), rel=1e-6)
     # the arrays were cached: a second load needs no TFDS (no mock active here)
     cached = tfds_loader.cache_path(datasets.get_spec("tfds/mnist"), tmp_path)
     assert cached.exists()
@@ -367,7 +369,7 @@ def test_mlp_beats_uniform_on_iris():
     p = small("iris", 10)
     mlp = testbed.evaluate(agents.load("mlp"), p)
     assert mlp["test_acc"] > 0.8  # iris is nearly separable; uniform's accuracy is ~1/3
-    assert mlp["kl_estimate"] < 0.5 * 10 * math.log(3)  # uniform: 10 log 3 exactly
+    assert mlp["joint_nll"] < 0.5 * 10 * math.log(3)  # uniform: 10 log 3 exactly
 
 
 # The synthetic-vs-real experiment.
@@ -402,7 +404,7 @@ def test_real_vs_synthetic_runs_on_a_toy_sweep(tmp_path):
     assert [c["pseudo_count"] for c in result["configs"]] == [0.0, 10.0, 1000.0]
     # the real NLL of class frequencies with pseudo-count p is -mean log((n_y + p) / (n + 3 p))
     problem = rvs.load_problem("real/iris/1/1", {"num_test_seeds": 50, "num_enn_samples": 5})
-    _, y, _ = problem.estimator_inputs()
+    y = problem.estimator_batches().y
     counts = np.bincount(problem.train_data.y, minlength=3)
     for p, nll in zip([0, 10, 1000], result["tau=1"]["real"]):
         freqs = (counts + p) / (counts.sum() + 3 * p)

@@ -1,6 +1,7 @@
 """Exact distributions over a family's parameter vector theta (priors and posteriors alike).
 
-Each offers what the evaluators need: `sample(rng, n) -> [n, d]`, `log_prob(theta [n, d])`,
+Each offers what the evaluators need: `sample(num_samples, seed) -> [n, d]` (an int seed or
+a Generator), `log_prob(theta [n, d])`,
 exact per-coordinate CDFs `marginal_cdf(theta) -> [n, d]` (NaN where none is closed form),
 `mean` and `var` [d], `in_support(theta) -> [n] bool` (an agent's draws may leave the
 support, e.g. a kernel density around ABC draws: their exact density is 0, log_prob is only
@@ -16,6 +17,7 @@ import numpy as np
 from scipy import stats
 
 from generative.conjugate import densities as dens
+from testbed.seeding import Seed, make_rng
 
 
 def vech_indices(p: int) -> tuple[np.ndarray, np.ndarray]:
@@ -56,7 +58,8 @@ class Gaussian:
     def independent(self) -> bool:
         return bool(np.allclose(self.cov, np.diag(np.diag(self.cov)), rtol=0, atol=1e-14))
 
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+    def sample(self, num_samples: int, seed: Seed = 0) -> np.ndarray:
+        rng, n = make_rng(seed), int(num_samples)
         chol = np.linalg.cholesky(self.cov)
         return self.mean_ + rng.standard_normal((n, self.dim)) @ chol.T
 
@@ -88,7 +91,8 @@ class Gamma:
     def var(self) -> np.ndarray:
         return np.array([self.shape / self.rate**2])
 
-    def sample(self, rng, n):
+    def sample(self, num_samples: int, seed: Seed = 0) -> np.ndarray:
+        rng, n = make_rng(seed), int(num_samples)
         return rng.gamma(self.shape, 1.0 / self.rate, size=(n, 1))
 
     def in_support(self, theta):
@@ -120,7 +124,8 @@ class Beta:
         s = self.a + self.b
         return np.array([self.a * self.b / (s**2 * (s + 1.0))])
 
-    def sample(self, rng, n):
+    def sample(self, num_samples: int, seed: Seed = 0) -> np.ndarray:
+        rng, n = make_rng(seed), int(num_samples)
         return rng.beta(self.a, self.b, size=(n, 1))
 
     def in_support(self, theta):
@@ -156,7 +161,8 @@ class Dirichlet:
         m = self.mean
         return m * (1.0 - m) / (a0 + 1.0)
 
-    def sample(self, rng, n):
+    def sample(self, num_samples: int, seed: Seed = 0) -> np.ndarray:
+        rng, n = make_rng(seed), int(num_samples)
         return rng.dirichlet(self.alpha, size=n)
 
     def in_support(self, theta):
@@ -194,7 +200,8 @@ class NormalInverseGamma:
         var_s2 = b**2 / ((a - 1.0) ** 2 * (a - 2.0)) if a > 2 else np.inf
         return np.array([var_mu, var_s2])
 
-    def sample(self, rng, n):
+    def sample(self, num_samples: int, seed: Seed = 0) -> np.ndarray:
+        rng, n = make_rng(seed), int(num_samples)
         s2 = self.beta / rng.gamma(self.alpha, 1.0, size=n)
         mu = self.mu0 + np.sqrt(s2 / self.kappa) * rng.standard_normal(n)
         return np.stack([mu, s2], axis=1)
@@ -258,7 +265,8 @@ class NormalInverseWishart:
         rows, cols = vech_indices(p)
         return np.concatenate([var_mu, var_sigma[rows, cols]])
 
-    def sample(self, rng, n):
+    def sample(self, num_samples: int, seed: Seed = 0) -> np.ndarray:
+        rng, n = make_rng(seed), int(num_samples)
         p = self.p
         # Sigma^-1 ~ Wishart(nu, psi^-1): Bartlett factors, vectorized over n.
         chol = np.linalg.cholesky(np.linalg.inv(self.psi))

@@ -14,15 +14,19 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from generative.conjugate.model import model_spec
 from generative.conjugate.task import ConjugateTask
-from testbed.base import Data, Quality
+from testbed.base import Data, GaussianPosterior
 from testbed.errors import InputError
-from testbed.metrics.ddks import ddks_test
-from testbed.metrics.one_sample import gaussian_kl, mahalanobis_chi2, mc_kl, pit_ks
+from testbed.evaluation import MISSING, Evidence, EvidenceScoring
+from testbed.joint_kl import joint_kl_summary, mixture_log_likelihood
+from testbed.metrics.c2st import c2st, c2st_pvalue
+from testbed.metrics.ddks import ddks_against
+from testbed.metrics.one_sample import gaussian_kl, mahalanobis_chi2, mc_kl_against, pit_ks
+from testbed.metrics.registry import register
 from testbed.model import ModelKnowledge
+from testbed.posterior_adapter import as_posterior
 
 MAX_DDKS_DIM = 12
 
@@ -55,31 +59,27 @@ class ExactPosterior:
         return self.family.posterior(self.inputs, x_o.reshape(self.inputs.shape[0], -1))
 
     def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
-        return self._for(x_o).sample(np.random.default_rng(seed), int(num_samples))
+        return self._for(x_o).sample(int(num_samples), np.random.default_rng(seed))
 
     def log_prob(self, theta, x_o) -> np.ndarray:
         return self._for(x_o).log_prob(np.atleast_2d(theta))
 
 
-def draw(predictive: Any, x_o: np.ndarray, num_samples: int, seed: int, dim: int) -> np.ndarray:
-    """[num_samples, dim] finite samples from a PosteriorEstimate (or an sbi-shaped posterior)."""
-    try:
-        samples = predictive.sample(x_o, num_samples, seed)
-    except TypeError:  # sbi's shape: sample(sample_shape, x=...)
-        samples = predictive.sample((num_samples,), x=x_o)
-    samples = np.asarray(getattr(samples, "detach", lambda: samples)(), np.float64)
-    if samples.shape != (num_samples, dim):
-        raise InputError(
-            f"posterior samples: got shape {samples.shape}; allowed: ({num_samples}, {dim})"
-        )
-    if not np.all(np.isfinite(samples)):
-        raise InputError("posterior samples: got NaN or inf; allowed: finite values")
-    return samples
-
-
 @dataclasses.dataclass
-class ConjugateProblem:
+class ConjugateProblem(EvidenceScoring):
     """`num_train` observations from `family` at `true_theta` (or a prior draw), seeded."""
+
+    offers = frozenset(
+        {
+            "posterior",
+            "posterior_samples",
+            "posterior_log_prob",
+            "exact_posterior",
+            "exact_predictive",
+            "reference_samples",
+        }
+    )
+    metrics = ("conjugate_posterior", "conjugate_predictive")
 
     name: str
     family: Any
@@ -96,7 +96,7 @@ class ConjugateProblem:
     def __post_init__(self):
         rng = np.random.default_rng(self.seed)
         theta = (
-            self.family.prior().sample(rng, 1)[0]
+            self.family.prior().sample(1, rng)[0]
             if self.true_theta is None
             else np.asarray(self.true_theta, np.float64)
         )
@@ -132,127 +132,197 @@ class ConjugateProblem:
 
     # ---- scores --------------------------------------------------------------------------
 
-    def evaluate(self, predictive: Any) -> Quality:
-        d = self.family.dim
-        samples = draw(predictive, self.x_o, self.num_samples, self.seed + 1, d)
-        quality = Quality(self.posterior_scores(predictive, samples))
-        quality.update(self.joint_predictive_scores(predictive, samples))
-        for key, value in (getattr(predictive, "diagnostics", None) or {}).items():
-            quality[key] = value
-        return quality
+    def evidence(self, predictive: Any) -> Evidence:
+        """The agent's posterior (any shape, adapted) and its draws at x_o; the exact
+        posterior and joint predictive; the agent's own diagnostics (R-hat, ESS, ...)."""
+        dim = self.family.dim
+
+        def posterior(_):
+            return as_posterior(predictive, dim_theta=dim)
+
+        def log_prob(ev):
+            post = ev["posterior"]
+            return (lambda theta: post.log_prob(theta, self.x_o)) if post.has_log_prob else MISSING
+
+        evidence = Evidence(
+            {
+                "posterior": posterior,
+                "posterior_samples": lambda ev: ev["posterior"].sample(
+                    self.x_o, self.num_samples, self.seed + 1
+                ),
+                "posterior_log_prob": log_prob,
+                "exact_posterior": lambda _: self.posterior,
+                "exact_predictive": lambda _: JointPredictive(self),
+                "reference_samples": lambda _: self.posterior.sample(
+                    self.num_samples, np.random.default_rng((self.seed, 4))
+                ),
+            },
+            options={
+                "conjugate_posterior": {
+                    "gaussian": predictive if isinstance(predictive, GaussianPosterior) else None,
+                    "alpha": self.alpha,
+                    "num_null": self.num_null if self.family.dim <= MAX_DDKS_DIM else 0,
+                    "use_c2st": self.use_c2st,
+                    "seed": self.seed,
+                },
+            },
+        )
+        evidence.diagnostics.update(getattr(predictive, "diagnostics", None) or {})
+        return evidence
 
     def posterior_scores(
         self, predictive: Any, samples: np.ndarray, rng: np.random.Generator | None = None
     ) -> dict[str, float]:
-        """Scores of posterior samples; `rng` draws the exact null/reference samples (default:
-        seeded by the problem, so the same samples always get the same scores)."""
-        post, out = self.posterior, {}
+        """`posterior_scores` of samples against this problem's exact posterior; `rng` draws
+        the exact null/reference samples (default: seeded by the problem)."""
         rng = np.random.default_rng((self.seed, 2)) if rng is None else rng
-        sd_p = np.sqrt(post.var)
-        out["mean_error_sd"] = np.max(np.abs(samples.mean(0) - post.mean) / sd_p)
-        out["log_std_ratio"] = np.max(np.abs(np.log(samples.std(0, ddof=1) / sd_p)))
-        if post.gaussian:
-            if hasattr(predictive, "mean") and hasattr(predictive, "cov"):
-                out["kl_gaussian"] = gaussian_kl(
-                    predictive.mean, predictive.cov, post.mean, post.cov
-                )
-            else:
-                cov_q = np.atleast_2d(np.cov(samples, rowvar=False))
-                out["kl_gaussian_moments"] = gaussian_kl(
-                    samples.mean(0), cov_q, post.mean, post.cov
-                )
-            m = mahalanobis_chi2(samples, post.mean, post.cov)
-            out["mahalanobis_pvalue"] = m["p_value"]
-            out["mahalanobis_reject"] = m["p_value"] < self.alpha
-            out["mahalanobis_mean_ratio"] = m["mean_ratio"]
-        inside = post.in_support(samples)
-        out["outside_support_fraction"] = 1.0 - inside.mean()
-        if callable(getattr(predictive, "log_prob", None)):
-            log_q = np.asarray(predictive.log_prob(samples, self.x_o), np.float64).reshape(-1)
-            log_p = np.full(samples.shape[0], -np.inf)  # p has no mass outside its support
-            log_p[inside] = post.log_prob(samples[inside])
-            kl = mc_kl(log_q, log_p)
-            out["kl_q_p"], out["kl_q_p_stderr"] = kl["estimate"], kl["stderr"]
-        pit = pit_ks(post.marginal_cdf(samples))
-        out["pit_ks_pvalue"], out["pit_ks_statistic"] = pit["p_value"], pit["statistic"]
-        out["pit_ks_reject"] = pit["p_value"] < self.alpha
-        if self.family.dim <= MAX_DDKS_DIM and self.num_null > 0:
-            out.update(self.ddks_scores(samples, rng))
-        if self.use_c2st:
-            out.update(self.c2st_scores(samples, rng))
-        return out
+        return posterior_scores(
+            self.posterior,
+            samples,
+            rng,
+            gaussian=predictive if isinstance(predictive, GaussianPosterior) else None,
+            alpha=self.alpha,
+            num_null=self.num_null if self.family.dim <= MAX_DDKS_DIM else 0,
+            use_c2st=self.use_c2st,
+        )
 
-    def ddks_scores(self, samples: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
-        post, n = self.posterior, samples.shape[0]
-        null = post.sample(rng, self.num_null * n).reshape(self.num_null, n, -1)
-        if post.independent:
-            cdf = post.marginal_cdf(samples)
-            null_cdf = post.marginal_cdf(null.reshape(-1, null.shape[-1])).reshape(null.shape)
-            res = ddks_test(samples, null, cdf_values=cdf, null_cdf_values=null_cdf)
+
+def posterior_scores(
+    post: Any,
+    samples: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    log_q: Any = None,
+    gaussian: GaussianPosterior | None = None,
+    alpha: float = 0.05,
+    num_null: int = 100,
+    use_c2st: bool = True,
+) -> dict[str, float]:
+    """Scores of posterior samples [n, d] against the exact posterior `post`.
+
+    Moment errors; Gaussian KL (of the agent's own mean and cov when it is `gaussian`,
+    else of the samples' moments) and the Mahalanobis test for Gaussian posteriors; the
+    fraction outside the support; KL(q || p) when the agent's log density `log_q` is
+    given; PIT/KS; ddKS (`num_null` null sets, 0: none) and C2ST with its binomial
+    p-value. `rng` draws the null sets, then C2ST's reference, in that order.
+    """
+    out = {}
+    sd_p = np.sqrt(post.var)
+    out["mean_error_sd"] = np.max(np.abs(samples.mean(0) - post.mean) / sd_p)
+    out["log_std_ratio"] = np.max(np.abs(np.log(samples.std(0, ddof=1) / sd_p)))
+    if post.gaussian:
+        if gaussian is not None:
+            out["kl_gaussian"] = gaussian_kl(gaussian.mean, gaussian.cov, post.mean, post.cov)
         else:
-            res = ddks_test(samples, null, reference=post.sample(rng, n))
-        return {
-            "ddks_statistic": res["statistic"],
-            "ddks_pvalue": res["p_value"],
-            "ddks_reject": res["p_value"] < self.alpha,
-        }
-
-    def c2st_scores(self, samples: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
-        """C2ST accuracy against as many exact samples, with its binomial p-value."""
-        from testbed.metrics.c2st import c2st, c2st_pvalue
-
-        reference = self.posterior.sample(rng, samples.shape[0])
+            cov_q = np.atleast_2d(np.cov(samples, rowvar=False))
+            out["kl_gaussian_moments"] = gaussian_kl(samples.mean(0), cov_q, post.mean, post.cov)
+        m = mahalanobis_chi2(samples, post.mean, post.cov)
+        out["mahalanobis_pvalue"] = m["p_value"]
+        out["mahalanobis_reject"] = m["p_value"] < alpha
+        out["mahalanobis_mean_ratio"] = m["mean_ratio"]
+    out["outside_support_fraction"] = 1.0 - post.in_support(samples).mean()
+    if log_q is not None:
+        kl = mc_kl_against(post, log_q(samples), samples)
+        out["kl_q_p"], out["kl_q_p_stderr"] = kl["estimate"], kl["stderr"]
+    pit = pit_ks(post.marginal_cdf(samples))
+    out["pit_ks_pvalue"], out["pit_ks_statistic"] = pit["p_value"], pit["statistic"]
+    out["pit_ks_reject"] = pit["p_value"] < alpha
+    if num_null > 0:
+        res = ddks_against(post, samples, rng, num_null)
+        out["ddks_statistic"] = res["statistic"]
+        out["ddks_pvalue"] = res["p_value"]
+        out["ddks_reject"] = res["p_value"] < alpha
+    if use_c2st:
+        reference = post.sample(samples.shape[0], rng)
         score = c2st(reference, samples)
         p_value = c2st_pvalue(score, reference.shape[0], samples.shape[0])
-        return {"c2st": score, "c2st_pvalue": p_value, "c2st_reject": p_value < self.alpha}
+        out.update(c2st=score, c2st_pvalue=p_value, c2st_reject=p_value < alpha)
+    return out
 
-    def joint_predictive_scores(self, predictive: Any, samples: np.ndarray) -> dict[str, float]:
+
+class JointPredictive:
+    """The exact joint predictive of tau future observations after the problem's data: the
+    `exact_predictive` evidence of a conjugate problem."""
+
+    def __init__(self, problem: ConjugateProblem):
+        self.family, self.posterior, self.updated = (
+            problem.family,
+            problem.posterior,
+            problem.updated,
+        )
+        self.tau, self.num, self.seed = problem.tau, problem.num_test_batches, problem.seed
+
+    def scores(self, samples: np.ndarray, gaussian: GaussianPosterior | None) -> dict[str, float]:
         """KL between the exact and the agent's joint predictive of tau future observations.
 
         joint_kl: E_y[log p(y_1:tau | data) - log (1/M) sum_m prod_t p(y_t | theta_m)] over
-        `num_test_batches` futures y drawn from the exact predictive (MC over y; the exact log
-        joint predictive has no estimation noise); joint_kl_stderr is its standard error.
-        joint_kl_gaussian: the same KL in closed form when the family is linear-Gaussian and
-        the agent's posterior is Gaussian (mean, cov). joint_kl_exact: by exact enumeration
-        over the sufficient statistic (beta-binomial, gamma-Poisson), for the agent's mixture.
-        The agent's predictive mixes its draws inside the parameter space only (a likelihood
-        is undefined outside; `outside_support_fraction` reports how many were left out).
+        `num_test_batches` futures y drawn from the exact predictive (MC over y; the exact
+        log joint predictive has no estimation noise; the testbed's one joint-KL summary and
+        mixture); joint_kl_stderr is its standard error. joint_kl_gaussian: the same KL in
+        closed form when the family is linear-Gaussian and the agent's posterior is
+        Gaussian. joint_kl_exact: by exact enumeration over the sufficient statistic
+        (beta-binomial, gamma-Poisson), for the agent's mixture. The agent's predictive
+        mixes its draws inside the parameter space only (a likelihood is undefined outside;
+        `outside_support_fraction` reports how many were left out).
         """
         samples = samples[self.posterior.in_support(samples)]
         if samples.shape[0] == 0:
             return {"joint_kl": np.nan, "joint_kl_stderr": np.nan}
-        fam, tau, num = self.family, self.tau, self.num_test_batches
+        fam, tau, num = self.family, self.tau, self.num
         rng = np.random.default_rng((self.seed, 3))
-        theta_star = self.posterior.sample(rng, num)
+        theta_star = self.posterior.sample(num, rng)
         x_f = fam.sample_inputs(rng, num * tau).reshape(num, tau, -1)
         y_f = fam.simulate_batched(rng, theta_star, x_f)
         log_p = self.updated.log_evidence(x_f, y_f)
         log_q = np.concatenate(
             [
-                mixture_log_likelihood(fam, samples, x_f[i : i + 50], y_f[i : i + 50])
+                mixture_log_likelihood(
+                    fam.log_likelihood(
+                        samples[:, None, :], x_f[i : i + 50][None], y_f[i : i + 50][None]
+                    )
+                )
                 for i in range(0, num, 50)
             ]
         )
-        diff = log_p - log_q
-        out = {"joint_kl": diff.mean(), "joint_kl_stderr": diff.std(ddof=1) / np.sqrt(num)}
+        summary = joint_kl_summary(log_p, log_q)
+        out = {"joint_kl": summary["mean"], "joint_kl_stderr": summary["stderr"]}
         if hasattr(self.updated, "sum_statistic_log_pmfs"):  # exact enumeration, no MC over y
             log_p, log_q = self.updated.sum_statistic_log_pmfs(samples, tau)
             out["joint_kl_exact"] = float(np.sum(np.exp(log_p) * (log_p - log_q)))
-        if fam.linear_gaussian(x_f[0]) is not None and hasattr(predictive, "cov"):
+        if fam.linear_gaussian(x_f[0]) is not None and gaussian is not None:
             designs = x_f[:1] if fam.dim_x == 1 else x_f[:100]
-            kls = [self._gaussian_joint_kl(predictive, x) for x in designs]
+            kls = [self._gaussian_joint_kl(gaussian, x) for x in designs]
             out["joint_kl_gaussian"] = float(np.mean(kls))
         return out
 
-    def _gaussian_joint_kl(self, predictive: Any, x: np.ndarray) -> float:
+    def _gaussian_joint_kl(self, gaussian: GaussianPosterior, x: np.ndarray) -> float:
         a, noise = self.family.linear_gaussian(x)
         p_mean, p_cov = a @ self.posterior.mean, a @ self.posterior.cov @ a.T + noise
-        q_mean = a @ np.asarray(predictive.mean, np.float64)
-        q_cov = a @ np.asarray(predictive.cov, np.float64) @ a.T + noise
+        q_mean = a @ np.asarray(gaussian.mean, np.float64)
+        q_cov = a @ np.asarray(gaussian.cov, np.float64) @ a.T + noise
         return gaussian_kl(p_mean, p_cov, q_mean, q_cov)
 
 
-def mixture_log_likelihood(family, samples: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """log (1/M) sum_m p(y_b | theta_m, x_b) for each batch b: x [B, tau, dx], y [B, tau, dy]."""
-    loglik = family.log_likelihood(samples[:, None, :], x[None], y[None])  # [M, B]
-    return logsumexp(loglik, axis=0) - np.log(samples.shape[0])
+def _posterior_scores(evidence: Evidence) -> dict[str, float]:
+    options = dict(evidence.options["conjugate_posterior"])
+    rng = np.random.default_rng((options.pop("seed"), 2))
+    log_q = evidence["posterior_log_prob"] if evidence.has("posterior_log_prob") else None
+    samples = evidence["posterior_samples"]
+    return posterior_scores(evidence["exact_posterior"], samples, rng, log_q=log_q, **options)
+
+
+def _joint_predictive_scores(evidence: Evidence) -> dict[str, float]:
+    gaussian = evidence.options["conjugate_posterior"]["gaussian"]
+    return evidence["exact_predictive"].scores(evidence["posterior_samples"], gaussian)
+
+
+register(
+    "conjugate_posterior",
+    needs=("posterior", "posterior_samples", "exact_posterior"),
+    apply=_posterior_scores,
+)(posterior_scores)
+register(
+    "conjugate_predictive",
+    needs=("posterior_samples", "exact_predictive"),
+    apply=_joint_predictive_scores,
+)(JointPredictive.scores)

@@ -19,31 +19,14 @@ from generative.conjugate import problem_set
 from generative.conjugate.problem import ConjugateProblem, ExactPosterior
 from generative.registry import parse_int, register_family, register_sweep
 from generative.sbi.problems import BUDGETS, BudgetedSimulation
-from testbed.base import Quality
 from testbed.errors import InputError, bad_value
-from testbed.posterior_adapter import as_posterior
-
-
-class _Scored:
-    """Any posterior (sbi-shaped or ours) as the conjugate scores read it: numpy `sample`;
-    `log_prob` only where normalised (sbi's MCMC / rejection posteriors give none); the
-    agent's `mean`, `cov` and `diagnostics` passed through."""
-
-    def __init__(self, predictive: Any, dim: int):
-        self._post = as_posterior(predictive, dim_theta=dim)
-        for name in ("mean", "cov", "diagnostics"):
-            if hasattr(predictive, name):
-                setattr(self, name, getattr(predictive, name))
-        if self._post.has_log_prob:
-            self.log_prob = self._post.log_prob
-
-    def sample(self, x_o, num_samples: int, seed: int):
-        return self._post.sample(x_o, num_samples, seed)
+from testbed.evaluation import Evidence, EvidenceScoring
 
 
 @dataclasses.dataclass
-class ConjugateSimulationProblem(BudgetedSimulation):
-    """The conjugate problem `conjugate` seen through a simulator with `num_simulations`."""
+class ConjugateSimulationProblem(BudgetedSimulation, EvidenceScoring):
+    """The conjugate problem `conjugate` seen through a simulator with `num_simulations`:
+    trained like an `sbi/...` problem, scored by the conjugate problem's evidence."""
 
     conjugate: ConjugateProblem
     num_simulations: int
@@ -51,6 +34,7 @@ class ConjugateSimulationProblem(BudgetedSimulation):
     def __post_init__(self):
         self.simulator = self.conjugate.task
         self.x_o = self.conjugate.x_o
+        self.offers, self.metrics = self.conjugate.offers, self.conjugate.metrics
 
     def exact_predictive(self) -> ExactPosterior:
         """The exact posterior (the `exact` agent's floor)."""
@@ -58,8 +42,8 @@ class ConjugateSimulationProblem(BudgetedSimulation):
 
     oracle_predictive = exact_predictive
 
-    def evaluate(self, predictive: Any) -> Quality:
-        return self.conjugate.evaluate(_Scored(predictive, self.simulator.dim_parameters))
+    def evidence(self, predictive: Any) -> Evidence:
+        return self.conjugate.evidence(predictive)
 
 
 def conjugate_sbi_settings(rest: str) -> dict[str, Any]:

@@ -63,7 +63,7 @@ class ConjugateTask(Task):
         return x.reshape(x.shape[:-1] + (self.num_obs, self.family.dim_y))
 
     def _sample_prior(self, num: int, rng: np.random.Generator) -> np.ndarray:
-        return self.family.prior().sample(rng, num)
+        return self.family.prior().sample(num, rng)
 
     def _log_prior(self, theta: np.ndarray) -> np.ndarray:
         return self.family.log_prior(theta)
@@ -76,14 +76,14 @@ class ConjugateTask(Task):
         return self.family.log_likelihood(theta, self.inputs, self._data(x_o))
 
     def _reference_posterior(self, x_o, num_samples: int, rng: np.random.Generator):
-        return self.family.posterior(self.inputs, self._data(x_o)).sample(rng, num_samples)
+        return self.family.posterior(self.inputs, self._data(x_o)).sample(num_samples, rng)
 
     def simulate(self, theta, seed: Seed = 0) -> np.ndarray:
         """One dataset per row of `theta`, [n, dim_data] (no support check: see above)."""
         return self._simulate(as_rows(theta, self.dim_parameters, "theta"), make_rng(seed))
 
     def _observation_pair(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        theta = self.family.prior().sample(np.random.default_rng((self.seed, k)), 1)
+        theta = self.family.prior().sample(1, np.random.default_rng((self.seed, k)))
         seed = int(np.random.default_rng((self.seed, k, 1)).integers(2**31))
         return theta, self.simulate(theta, seed=seed)
 

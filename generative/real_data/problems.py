@@ -33,11 +33,12 @@ from generative.real_data.datasets import (
 from generative.real_data.preprocessing import preprocess
 from generative.registry import register_family, register_sweep
 from generative.test_inputs import polyadic_indices
-from testbed.accuracy import accuracy, expected_calibration_error, mean_probs
-from testbed.base import Data, PriorKnowledge, Quality
+from testbed.accuracy import LabelledInputs
+from testbed.base import Data, PriorKnowledge
 from testbed.config import check_at_least, check_one_of, check_positive
 from testbed.errors import InputError, bad_value
-from testbed.joint_kl import joint_log_likelihoods, sample_keys, summarize_kl
+from testbed.evaluation import Evidence, EvidenceScoring
+from testbed.joint_kl import TestBatches, sample_keys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,12 +81,15 @@ class RealDataSettings:
         return get_spec(self.dataset).num_train if self.num_train is None else self.num_train
 
 
-class RealDataProblem:
+class RealDataProblem(EvidenceScoring):
     """A real dataset as a problem: train split for the agent, joint NLL on the test split.
 
     TFDS datasets are read from `data_dir` (default $TFDS_DATA_DIR or
     ~/tensorflow_datasets); `download` allows TFDS to prepare a missing dataset.
     """
+
+    offers = frozenset({"sampler", "data_batches", "labelled_inputs"})
+    metrics = ("joint_nll", "accuracy")
 
     def __init__(
         self, settings: RealDataSettings, data_dir: str | None = None, download: bool = True
@@ -133,18 +137,13 @@ class RealDataProblem:
         idx = self.test_indices(key, num_batches, tau)
         return self.x_test[idx], self.y_test[idx]
 
-    def estimator_inputs(self):
-        """The estimator's test batches x [N, tau, d], y [N, tau] and its M sampler keys."""
+    def estimator_batches(self) -> TestBatches:
+        """The estimator's N dyadic test batches (no true likelihood) and M sampler keys."""
         s = self.settings
         kl_key, enn_key = jax.random.split(self._estimator_key)
         x, y = self.test_batches(kl_key, s.num_test_seeds, s.tau)
-        return x, y, sample_keys(enn_key, s.num_enn_samples)
-
-    def joint_nll(self, sampler) -> dict[str, float]:
-        """The reference's "kl_estimate" on real data: the joint NLL (env log-lik 0)."""
-        x, y, keys = self.estimator_inputs()
-        agent_ll = joint_log_likelihoods(sampler, x, y, keys, num_classes=self.spec.num_classes)
-        return summarize_kl(np.zeros(len(y)), agent_ll)
+        keys = sample_keys(enn_key, s.num_enn_samples)
+        return TestBatches(x, y, keys, num_classes=self.spec.num_classes)
 
     def _eval_rows(self, n: int, key: jax.Array) -> np.ndarray:
         """All rows if n <= num_eval_points, else a fixed random subset of that size."""
@@ -154,26 +153,26 @@ class RealDataProblem:
             np.asarray(jax.random.choice(key, n, (self.settings.num_eval_points,), replace=False))
         )
 
-    def accuracy_ece(self, sampler, num_enn_samples: int = 100) -> dict[str, float]:
-        """Accuracy, ECE and marginal NLL of the mean predictive (M = 100, as the reference)."""
-        keys = sample_keys(jax.random.PRNGKey(0), num_enn_samples)
-        out = {}
-        splits = {"test": (self.x_test, self.y_test), "train": self._train}
-        for i, (name, (xs, ys)) in enumerate(splits.items()):
+    def labelled_inputs(self, num_enn_samples: int = 100) -> LabelledInputs:
+        """Test and training rows (at most num_eval_points each, a fixed subset) scored by the
+        mean predictive over M = 100 functions (as the reference)."""
+        splits = {}
+        for i, (name, (xs, ys)) in enumerate(
+            {"test": (self.x_test, self.y_test), "train": self._train}.items()
+        ):
             rows = self._eval_rows(len(ys), jax.random.PRNGKey(i + 1))
-            xs, ys = np.asarray(xs)[rows], np.asarray(ys)[rows]
-            probs = np.asarray(mean_probs(sampler, xs, keys, self.spec.num_classes), np.float64)
-            out[f"{name}_acc"] = accuracy(probs, ys)
-            out[f"{name}_ece"] = expected_calibration_error(probs, ys)
-            with np.errstate(divide="ignore"):
-                out[f"{name}_marginal_nll"] = float(-np.log(probs[np.arange(len(ys)), ys]).mean())
-        return out
+            splits[name] = (np.asarray(xs)[rows], np.asarray(ys)[rows])
+        keys = sample_keys(jax.random.PRNGKey(0), num_enn_samples)
+        return LabelledInputs(splits, keys, self.spec.num_classes)
 
-    def evaluate(self, sampler) -> Quality:
-        quality = Quality(self.joint_nll(sampler))
-        quality["joint_nll"] = quality["kl_estimate"]
-        quality.update(self.accuracy_ece(sampler))
-        return quality
+    def evidence(self, sampler) -> Evidence:
+        return Evidence(
+            {
+                "sampler": lambda _: sampler,
+                "data_batches": lambda _: self.estimator_batches(),
+                "labelled_inputs": lambda _: self.labelled_inputs(),
+            }
+        )
 
 
 # Problem ids.

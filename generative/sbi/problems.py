@@ -22,8 +22,8 @@ import numpy as np
 from generative.registry import parse_int, register_family, register_sweep
 from generative.sbi.task import Task
 from generative.sbi.tasks import get_task, task_names
-from testbed.base import Quality
 from testbed.errors import InputError, bad_value
+from testbed.evaluation import MISSING, Evidence, EvidenceScoring
 from testbed.posterior_adapter import as_posterior
 from testbed.simulation import SimulationAccess, Simulator, SimulatorKnowledge
 
@@ -73,8 +73,23 @@ class ReferencePosterior:
 
 
 @dataclasses.dataclass
-class PosteriorProblem(BudgetedSimulation):
+class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
     """One task, budget and observation; scores posteriors at x_o (see the module doc)."""
+
+    offers = frozenset(
+        {
+            "posterior",
+            "amortized_posterior",
+            "posterior_samples",
+            "posterior_log_prob",
+            "reference_samples",
+            "true_parameters",
+            "observation",
+            "prior_log_prob",
+            "posterior_predictive",
+            "prior_simulations",
+        }
+    )
 
     task: str
     num_simulations: int
@@ -109,44 +124,68 @@ class PosteriorProblem(BudgetedSimulation):
             )
         return self._reference
 
-    def evaluate(self, predictive: Any) -> Quality:
-        from testbed import metrics
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The benchmark's scores, plus L-C2ST when the problem was built with lc2st=True."""
+        names = ("c2st", "mmd", "outside_support_fraction", "nltp")
+        names += ("median_distance",) if self.median_distance else ()
+        return names + (("lc2st",) if self.lc2st else ())
 
-        post = as_posterior(predictive, dim_theta=self._task.dim_parameters)
-        start = time.perf_counter()
-        samples = post.sample(self.x_o, self.num_samples, seed=self.seed + 1)
-        quality = Quality(sampling_seconds=time.perf_counter() - start)
-        reference = self.reference_samples()
-        quality["c2st"] = metrics.c2st(reference, samples, z_score_data=self.c2st_z_score)
-        quality["mmd"] = metrics.mmd(reference, samples)
-        inside = np.isfinite(self._task.log_prior(samples))
-        quality["outside_support_fraction"] = 1.0 - inside.mean()
-        if post.has_log_prob:
-            quality["nltp"] = metrics.nltp(post.log_prob(self.theta_true, self.x_o))
-        if self.median_distance and inside.any():
-            x_pred = self._task.simulate(samples[inside], seed=self.seed + 2)
+    def evidence(self, predictive: Any) -> Evidence:
+        """What the scores read: the agent's posterior and its draws at x_o (timed), the
+        reference draws, theta*, the prior, posterior-predictive and held-out simulations."""
+        task, seed = self._task, self.seed
+
+        def posterior(_):
+            return as_posterior(predictive, dim_theta=task.dim_parameters)
+
+        def samples(ev):
+            start = time.perf_counter()
+            draws = ev["posterior"].sample(self.x_o, self.num_samples, seed=seed + 1)
+            ev.diagnostics["sampling_seconds"] = time.perf_counter() - start
+            return draws
+
+        def log_prob(ev):
+            post = ev["posterior"]
+            return (lambda theta: post.log_prob(theta, self.x_o)) if post.has_log_prob else MISSING
+
+        def predictive_simulations(ev):
+            draws = ev["posterior_samples"]
+            inside = np.isfinite(task.log_prior(draws))
+            if not inside.any():
+                return MISSING
+            x_pred = task.simulate(draws[inside], seed=seed + 2)
             x_pred = x_pred[np.isfinite(x_pred).all(axis=1)]  # failed ODE solves
-            if len(x_pred):
-                quality["median_distance"] = metrics.median_distance(self.x_o, x_pred)
-        if self.lc2st:
-            quality.update(self.lc2st_quality(post))
-        return quality
+            return x_pred if len(x_pred) else MISSING
 
-    def lc2st_quality(self, post) -> dict[str, float]:
-        """L-C2ST at x_o from held-out prior simulations (no reference posterior needed)."""
-        from testbed import metrics
+        def prior_simulations(_):
+            theta = task.sample_prior(self.lc2st_num_calibration, seed=seed + 3)
+            xs = task.simulate(theta, seed=seed + 4)
+            ok = np.isfinite(xs).all(axis=1)
+            return theta[ok], xs[ok]
 
-        n = self.lc2st_num_calibration
-        theta = self._task.sample_prior(n, seed=self.seed + 3)
-        xs = self._task.simulate(theta, seed=self.seed + 4)
-        ok = np.isfinite(xs).all(axis=1)
-        theta, xs = theta[ok], xs[ok]
-        q_samples = post.sample_batched(xs, seed=self.seed + 5)
-        theta_o = post.sample(self.x_o, self.num_samples, seed=self.seed + 6)
-        result = metrics.get("lc2st").fn(
-            theta, xs, q_samples, theta_o, self.x_o, num_trials_null=self.lc2st_num_null
+        return Evidence(
+            {
+                "posterior": posterior,
+                "amortized_posterior": posterior,
+                "posterior_samples": samples,
+                "posterior_log_prob": log_prob,
+                "reference_samples": lambda _: self.reference_samples(),
+                "true_parameters": lambda _: self.theta_true,
+                "observation": lambda _: self.x_o,
+                "prior_log_prob": lambda _: task.log_prior,
+                "posterior_predictive": predictive_simulations,
+                "prior_simulations": prior_simulations,
+            },
+            options={
+                "c2st": {"z_score_data": self.c2st_z_score},
+                "lc2st": {
+                    "seed": seed + 5,
+                    "num_samples": self.num_samples,
+                    "num_trials_null": self.lc2st_num_null,
+                },
+            },
         )
-        return {f"lc2st_{k}": v for k, v in result.items()}
 
 
 # ----- ids, settings, sweeps -----

@@ -12,6 +12,7 @@ import numpy as np
 from scipy import special, stats
 
 from testbed.errors import InputError
+from testbed.seeding import Seed, make_rng
 
 LogDensity = Callable[[np.ndarray], np.ndarray]
 
@@ -199,8 +200,8 @@ class StudentT:
     def __init__(self, loc: np.ndarray, cov: np.ndarray, df: float = 5.0):
         self.dist = stats.multivariate_t(loc=loc, shape=cov, df=df)
 
-    def sample(self, num: int, rng: np.random.Generator) -> np.ndarray:
-        return np.atleast_2d(self.dist.rvs(size=num, random_state=rng))
+    def sample(self, num_samples: int, seed: Seed) -> np.ndarray:
+        return np.atleast_2d(self.dist.rvs(size=int(num_samples), random_state=make_rng(seed)))
 
     def log_prob(self, z: np.ndarray) -> np.ndarray:
         return np.atleast_1d(self.dist.logpdf(z))

@@ -27,6 +27,7 @@ from generative.sbi.samplers import (
     truncated_normal_quantile,
 )
 from generative.sbi.task import Support, Task, no_posterior_mass
+from testbed.seeding import Seed, make_rng
 
 NUM_DRAWS = 4
 JITTER = 1e-6
@@ -101,7 +102,8 @@ class GridProposal:
         hi_idx = np.minimum(keep.max(axis=0) + 2, self.cells)
         return self.low + lo_idx * self.width, self.low + hi_idx * self.width
 
-    def sample(self, num: int, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, num_samples: int, seed: Seed) -> np.ndarray:
+        rng, num = make_rng(seed), int(num_samples)
         d = len(self.low)
         cell = rng.choice(self.cell_probs.size, size=num, p=self.cell_probs)
         idx = np.stack(np.unravel_index(cell, (self.cells,) * d), axis=1)
@@ -148,7 +150,8 @@ class MarginalProposal:
     def to_u(w):
         return np.concatenate([np.exp(w[:, :2]), w[:, 2:]], axis=1)
 
-    def sample(self, num: int, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, num_samples: int, seed: Seed) -> np.ndarray:
+        rng, num = make_rng(seed), int(num_samples)
         which = rng.choice(3, size=num, p=MIX)
         out = self.low_u + rng.random((num, 3)) * (self.high_u - self.low_u)
         for j, grid in ((0, self.fine), (1, self.coarse)):
@@ -196,7 +199,8 @@ class MeanGeometry:
         """log P(m_b in the box | m_a)."""
         return log_box_mass(self.cond_mean(m_a)[:, None], self.sd_b[:, None], -BOUND, BOUND)
 
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """One mean m per row of u, from the box-truncated Gaussian (factored)."""
         m_a = truncated_normal(self.mean_a, self.sd_a, -BOUND, BOUND, rng)
         m_b = truncated_normal(self.cond_mean(m_a), self.sd_b, -BOUND, BOUND, rng)
         return np.where(self.first[:, None] == 0, np.stack([m_a, m_b], 1), np.stack([m_b, m_a], 1))
@@ -242,7 +246,7 @@ def slcp_reference_posterior(
 
     def propose(num, rng_):
         u = grid.sample(num, rng_)
-        m = MeanGeometry(u, mean).sample(rng_)
+        m = MeanGeometry(u, mean).draw(rng_)
         return np.concatenate([m, u], axis=1)
 
     def log_target(v):  # exact joint over the m-proposal: the N(m; mean, S / 4) terms cancel

@@ -13,23 +13,11 @@ import functools
 import numpy as np
 
 from testbed.errors import InputError, bad_value
+from testbed.seeding import Seed, make_rng
 from testbed.simulation import Support
 
 NUM_OBSERVATIONS = 10
 OBSERVATION_SEED_BASE = 1_000_000
-
-Seed = int | np.random.SeedSequence | np.random.Generator
-
-
-def make_rng(seed: Seed, field: str = "seed") -> np.random.Generator:
-    """A numpy Generator from an int seed (or a SeedSequence / Generator passed through)."""
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, np.random.SeedSequence):
-        return np.random.default_rng(seed)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise bad_value(field, seed, "a non-negative integer")
-    return np.random.default_rng(int(seed))
 
 
 def check_count(num: int, field: str) -> int:

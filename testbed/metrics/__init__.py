@@ -1,5 +1,6 @@
 """Metrics: one registry (`register`, `get`, `names`); each metric module registers itself."""
 
+from testbed.evaluation import Metric
 from testbed.metrics.c2st import c2st, c2st_auc, c2st_pvalue, c2st_scores
 from testbed.metrics.calibration import check_sbc, expected_coverage, sbc_ranks, tarp
 from testbed.metrics.ddks import ddks_test
@@ -13,14 +14,8 @@ from testbed.metrics.distances import (
 from testbed.metrics.lc2st import LC2ST, LC2ST_NF, LC2STScores, PPPlotData, plot_pp
 from testbed.metrics.mlp import MLPConfig
 from testbed.metrics.mmd import mmd
-from testbed.metrics.one_sample import (
-    gaussian_kl,
-    joint_predictive_kl,
-    mahalanobis_chi2,
-    mc_kl,
-    pit_ks,
-)
-from testbed.metrics.registry import METRICS, Metric, get, names, register
+from testbed.metrics.one_sample import gaussian_kl, mahalanobis_chi2, mc_kl, pit_ks
+from testbed.metrics.registry import METRICS, get, names, register
 
 __all__ = [
     "LC2ST",
@@ -39,7 +34,6 @@ __all__ = [
     "expected_coverage",
     "gaussian_kl",
     "get",
-    "joint_predictive_kl",
     "ksd",
     "mahalanobis_chi2",
     "mc_kl",

@@ -50,7 +50,18 @@ class SBCResult:
     c2st_ranks: np.ndarray
 
 
-@register("sbc", needs=("posterior_samples", "joint_simulations"))
+def _sbc(evidence) -> dict[str, float]:
+    """SBC on a problem: the worst dimension's KS p-value and rank C2ST."""
+    theta, _ = evidence["prior_simulations"]
+    draws = evidence["calibration_draws"]
+    result = check_sbc(sbc_ranks(theta, draws), np.shape(draws)[1])
+    return {
+        "sbc_ks_pvalue_min": float(np.min(result.ks_pvals)),
+        "sbc_c2st_max": float(np.max(result.c2st_ranks)),
+    }
+
+
+@register("sbc", needs=("prior_simulations", "calibration_draws"), apply=_sbc)
 def check_sbc(
     ranks, num_posterior_samples: int, *, c2st_ranks: bool = True, seed: int = 0
 ) -> SBCResult:
@@ -98,7 +109,16 @@ def hpd_fractions(log_prob_true, log_prob_samples) -> np.ndarray:
     return np.mean(ls > lt[:, None], axis=1)
 
 
-@register("expected_coverage", needs=("log_prob", "joint_simulations"))
+def _coverage(evidence) -> dict[str, float]:
+    """Expected coverage on a problem: its largest deviation and KS p-value."""
+    result = expected_coverage(*evidence["calibration_log_probs"])
+    return {
+        "expected_coverage_max_deviation": result.max_deviation,
+        "expected_coverage_ks_pvalue": result.ks_pvalue,
+    }
+
+
+@register("expected_coverage", needs=("calibration_log_probs",), apply=_coverage)
 def expected_coverage(log_prob_true, log_prob_samples, num_levels: int = 21, seed: int = 0):
     """Coverage of the highest-density regions of q at each level, from log q ranks.
 
@@ -126,7 +146,14 @@ class TARPResult:
     ks_pvalue: float
 
 
-@register("tarp", needs=("posterior_samples", "joint_simulations"))
+def _tarp(evidence) -> dict[str, float]:
+    """TARP on a problem: its area to the curve and KS p-value."""
+    theta, _ = evidence["prior_simulations"]
+    result = tarp(theta, evidence["calibration_draws"])
+    return {"tarp_atc": result.atc, "tarp_ks_pvalue": result.ks_pvalue}
+
+
+@register("tarp", needs=("prior_simulations", "calibration_draws"), apply=_tarp)
 def tarp(
     thetas,
     posterior_samples,

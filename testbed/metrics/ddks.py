@@ -109,7 +109,29 @@ def _check(samples, name: str, shape: tuple[int, ...] | None = None) -> np.ndarr
     return samples
 
 
-@register("ddks", needs=("samples", "reference"))
+def ddks_against(posterior, samples, rng: np.random.Generator, num_null: int) -> dict:
+    """ddKS of `samples` [n, d] against a closed-form posterior: `num_null` null sets of n
+    exact draws; exact marginal CDFs when its coordinates are independent, else a
+    reference sample (the next n draws of `rng`)."""
+    n = samples.shape[0]
+    null = posterior.sample(num_null * n, rng).reshape(num_null, n, -1)
+    if posterior.independent:
+        cdf = posterior.marginal_cdf(samples)
+        null_cdf = posterior.marginal_cdf(null.reshape(-1, null.shape[-1])).reshape(null.shape)
+        return ddks_test(samples, null, cdf_values=cdf, null_cdf_values=null_cdf)
+    return ddks_test(samples, null, reference=posterior.sample(n, rng))
+
+
+def _ddks(evidence) -> dict[str, float]:
+    """ddKS on a problem with a closed-form posterior (100 null sets, `seed` option 0)."""
+    options = {"num_null": 100, "seed": 0, **evidence.options.get("ddks", {})}
+    rng = np.random.default_rng(options["seed"])
+    samples = np.asarray(evidence["posterior_samples"], np.float64)
+    result = ddks_against(evidence["exact_posterior"], samples, rng, options["num_null"])
+    return {f"ddks_{k}": v for k, v in result.items()}
+
+
+@register("ddks", needs=("posterior_samples", "exact_posterior"), apply=_ddks)
 def ddks_test(
     samples,
     null_samples,

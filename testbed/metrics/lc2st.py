@@ -427,7 +427,29 @@ def plot_pp(data: PPPlotData, ax=None, label: str = "L-C2ST"):
     return ax
 
 
-@register("lc2st", needs=("posterior_samples", "joint_simulations"))
+def _lc2st_at_observation(evidence) -> dict[str, float]:
+    """L-C2ST at a problem's x_o from its held-out prior simulations.
+
+    Options (`lc2st`): `seed` (draws of q at the simulations; seed + 1 for its draws at
+    x_o), `num_samples` at x_o, `num_trials_null`.
+    """
+    options = {"seed": 0, "num_samples": 10_000, "num_trials_null": 100}
+    options.update(evidence.options.get("lc2st", {}))
+    theta, xs = evidence["prior_simulations"]
+    post, x_o = evidence["amortized_posterior"], evidence["observation"]
+    q_samples = post.sample_batched(xs, seed=options["seed"])
+    theta_o = post.sample(x_o, options["num_samples"], seed=options["seed"] + 1)
+    result = lc2st_test(
+        theta, xs, q_samples, theta_o, x_o, num_trials_null=options["num_trials_null"]
+    )
+    return {f"lc2st_{k}": v for k, v in result.items()}
+
+
+@register(
+    "lc2st",
+    needs=("prior_simulations", "amortized_posterior", "observation"),
+    apply=_lc2st_at_observation,
+)
 def lc2st_test(
     prior_samples,
     xs,

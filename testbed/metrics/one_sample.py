@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import stats
-from scipy.special import logsumexp
 
+from testbed.base import GaussianPosterior
 from testbed.errors import InputError
 from testbed.metrics.inputs import as_samples, to_numpy
 from testbed.metrics.registry import register
@@ -47,7 +47,23 @@ def _gaussian_params(mean, cov, names: tuple[str, str]) -> tuple[np.ndarray, np.
         raise InputError(f"{names[1]}: not positive definite; allowed: a covariance") from None
 
 
-@register("gaussian_kl", needs=("mean", "cov"))
+def _gaussian_pair(evidence):
+    q, p = evidence["posterior"], evidence["exact_posterior"]
+    if not isinstance(q, GaussianPosterior) or not p.gaussian:
+        raise InputError(
+            "gaussian_kl: needs a Gaussian posterior (with mean and cov) and a Gaussian exact "
+            "posterior; allowed: e.g. the exact agent on a Gaussian conjugate problem"
+        )
+    return q, p
+
+
+def _gaussian_kl(evidence) -> dict[str, float]:
+    """KL of the agent's Gaussian posterior to the closed-form Gaussian posterior."""
+    q, p = _gaussian_pair(evidence)
+    return {"gaussian_kl": gaussian_kl(q.mean, q.cov, p.mean, p.cov)}
+
+
+@register("gaussian_kl", needs=("posterior", "exact_posterior"), apply=_gaussian_kl)
 def gaussian_kl(mean_q, cov_q, mean_p, cov_p) -> float:
     """KL(N(mean_q, cov_q) || N(mean_p, cov_p)) in closed form (nats)."""
     mq, lq = _gaussian_params(mean_q, cov_q, ("mean_q", "cov_q"))
@@ -63,7 +79,26 @@ def gaussian_kl(mean_q, cov_q, mean_p, cov_p) -> float:
     return float(0.5 * (np.sum(a**2) + np.sum(b**2) - d + logdet))
 
 
-@register("mc_kl", needs=("samples", "log_prob"))
+def mc_kl_against(posterior, log_q: np.ndarray, samples: np.ndarray) -> dict[str, float]:
+    """KL(q || p) by Monte Carlo at q's `samples`, p a closed-form posterior with no mass
+    outside its support (a sample there makes the KL +inf)."""
+    inside = posterior.in_support(samples)
+    log_p = np.full(samples.shape[0], -np.inf)
+    log_p[inside] = posterior.log_prob(samples[inside])
+    return mc_kl(np.asarray(log_q, np.float64).reshape(-1), log_p)
+
+
+def _mc_kl(evidence) -> dict[str, float]:
+    """KL(q || p) on a problem with a closed-form posterior, q's density at its samples."""
+    samples = np.asarray(evidence["posterior_samples"], np.float64)
+    log_q = evidence["posterior_log_prob"](samples)
+    result = mc_kl_against(evidence["exact_posterior"], log_q, samples)
+    return {f"mc_kl_{k}": v for k, v in result.items()}
+
+
+@register(
+    "mc_kl", needs=("posterior_samples", "posterior_log_prob", "exact_posterior"), apply=_mc_kl
+)
 def mc_kl(log_q, log_p) -> dict[str, float]:
     """KL(q || p) by Monte Carlo: mean of log q - log p at samples from q, with its std error.
 
@@ -93,7 +128,14 @@ def ks_uniform(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return stat, stats.kstwo.sf(stat, n)
 
 
-@register("pit_ks", needs=("samples", "marginal_cdfs"))
+def _pit_ks(evidence) -> dict[str, float]:
+    """PIT/KS on a problem: the exact marginal CDFs at the agent's samples."""
+    samples = np.asarray(evidence["posterior_samples"], np.float64)
+    result = pit_ks(evidence["exact_posterior"].marginal_cdf(samples))
+    return {f"pit_ks_{k}": v for k, v in result.items()}
+
+
+@register("pit_ks", needs=("posterior_samples", "exact_posterior"), apply=_pit_ks)
 def pit_ks(cdf_values) -> dict[str, float]:
     """Per-marginal KS of PIT values F_j(theta_j) against uniform; Bonferroni over marginals.
 
@@ -129,7 +171,17 @@ def mahalanobis_squared(samples, mean, cov) -> np.ndarray:
     return np.sum(z**2, axis=0)
 
 
-@register("mahalanobis_chi2", needs=("samples", "gaussian"))
+def _mahalanobis(evidence) -> dict[str, float]:
+    """Mahalanobis chi-square on a problem with a Gaussian closed-form posterior."""
+    p = evidence["exact_posterior"]
+    if not p.gaussian:
+        raise InputError("mahalanobis_chi2: needs a Gaussian exact posterior; got another")
+    samples = np.asarray(evidence["posterior_samples"], np.float64)
+    result = mahalanobis_chi2(samples, p.mean, p.cov)
+    return {f"mahalanobis_chi2_{k}": v for k, v in result.items()}
+
+
+@register("mahalanobis_chi2", needs=("posterior_samples", "exact_posterior"), apply=_mahalanobis)
 def mahalanobis_chi2(samples, mean, cov) -> dict[str, float]:
     """KS test of squared Mahalanobis distances against chi-square(d) (Gaussian reference).
 
@@ -140,38 +192,3 @@ def mahalanobis_chi2(samples, mean, cov) -> dict[str, float]:
     d = np.atleast_1d(to_numpy(mean)).shape[0]
     stat, p = ks_uniform(stats.chi2.cdf(m2, d))
     return {"p_value": float(p), "statistic": float(stat), "mean_ratio": float(m2.mean() / d)}
-
-
-@register("joint_predictive_kl", needs=("samples", "log_likelihood"))
-def joint_predictive_kl(log_likelihood, agent_samples, futures, truth) -> dict[str, float]:
-    """KL between a true and an agent's joint predictive of tau future observations, by MC.
-
-    futures: [N, tau, ...] drawn from the true predictive; log_likelihood(theta [M, d],
-    x [...]) -> [M] for one observation. truth: exact log p(future) [N], or reference posterior
-    samples [R, d] (then log p is the same mixture estimate as the agent's, with R draws).
-    The agent's predictive is the mixture (1/M) sum_m prod_t p(x_t | theta_m). Returns
-    estimate and stderr (over the N futures).
-    """
-    futures = _finite(to_numpy(futures, np.float64), "futures")
-    if futures.ndim < 2 or futures.shape[0] < 2:
-        raise InputError(
-            f"futures: got shape {futures.shape}; allowed: [N >= 2, tau, ...] future observations"
-        )
-    agent_samples = as_samples(agent_samples, "agent_samples", dtype=np.float64)
-
-    def mixture(theta: np.ndarray) -> np.ndarray:
-        out = np.empty(futures.shape[0])
-        for i, batch in enumerate(futures):  # loop over futures; vectorized over draws
-            total = sum(np.asarray(log_likelihood(theta, x), np.float64) for x in batch)
-            out[i] = logsumexp(total) - np.log(theta.shape[0])
-        return out
-
-    truth = _finite(to_numpy(truth, np.float64), "truth")
-    log_p = truth if truth.ndim == 1 else mixture(as_samples(truth, "truth", dtype=np.float64))
-    if log_p.shape != (futures.shape[0],):
-        raise InputError(
-            f"truth: got shape {truth.shape}; allowed: [{futures.shape[0]}] exact log densities "
-            "or [R, dim] reference samples"
-        )
-    diff = log_p - mixture(agent_samples)
-    return {"estimate": float(diff.mean()), "stderr": float(diff.std(ddof=1) / np.sqrt(diff.size))}

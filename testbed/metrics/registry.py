@@ -1,33 +1,39 @@
-"""The metric registry: name -> metric function with a one-line description."""
+"""The metric registry: name -> `Metric` (its function, the evidence it needs, how it applies).
+
+`register(name, needs=(...))` on a function of arrays makes it callable directly and, on
+any problem that offers the evidence named in `needs` (testbed.evaluation.EVIDENCE), by
+name: `testbed.evaluate(agent, problem, metrics=[...])`. By default the metric is `fn` of
+the needed values in the order given; `apply` replaces that for metrics that read the
+evidence their own way.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from testbed.evaluation import Evidence, Metric, check_names
 from testbed.registry import Registry
-
-
-@dataclasses.dataclass(frozen=True)
-class Metric:
-    """A registered metric: `fn` and what it needs (e.g. 'samples', 'log_prob', 'sampler')."""
-
-    name: str
-    fn: Callable[..., Any]
-    needs: tuple[str, ...]
-    description: str
-
 
 METRICS: Registry[Metric] = Registry("metric")
 
 
-def register(name: str, needs: tuple[str, ...] = ("samples",)):
-    """Decorator: registers `fn` under `name`; its docstring's first line describes it."""
+def register(
+    name: str,
+    needs: Sequence[str] = (),
+    apply: Callable[[Evidence], Mapping[str, float]] | None = None,
+):
+    """Decorator: registers `fn` under `name`; its docstring's first line describes it.
+
+    `needs`: evidence names, in the order `fn` takes them when `apply` is not given.
+    """
+    order = tuple(needs)
+    check_names(f"metric {name}: needs", order)
 
     def add(fn: Callable[..., Any]) -> Callable[..., Any]:
         doc = (fn.__doc__ or "").strip().splitlines()
-        METRICS.register(name, Metric(name, fn, tuple(needs), doc[0] if doc else ""))
+        description = doc[0] if doc else ""
+        METRICS.register(name, Metric(name, fn, frozenset(order), description, apply, order))
         return fn
 
     return add

@@ -1,0 +1,143 @@
+"""Evaluation as matching: problems offer evidence, metrics need it, evaluate pairs them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import agents
+import generative
+import testbed
+from testbed.errors import InputError
+from testbed.evaluation import EVIDENCE, MISSING, Evidence, ScoredProblem
+from testbed.metrics import METRICS, register
+from testbed.posterior_adapter import as_posterior
+
+FAMILY_EXAMPLES = [
+    "coin/0",
+    "classification_2d/0",
+    "real/iris/1/1",
+    "sbi/two_moons/1000/1",
+    "conjugate/beta_binomial/1",
+    "conjugate_sbi/beta_binomial/1/1000",
+]
+
+
+class NeverTrains:
+    """An agent that must not be called (metrics are checked before training)."""
+
+    def __call__(self, data, knowledge):
+        raise AssertionError("trained although the metrics were bad")
+
+
+class Gaussian:
+    """A posterior of our protocol without a density: N(0, I) draws."""
+
+    dim = 2
+
+    def sample(self, x_o, num_samples, seed):
+        return np.random.default_rng(seed).normal(size=(num_samples, self.dim))
+
+
+class Gaussian1D(Gaussian):
+    dim = 1
+
+
+def test_every_metric_needs_words_of_the_vocabulary():
+    for name in METRICS:
+        assert METRICS.get(name).needs <= set(EVIDENCE), name
+
+
+@pytest.mark.parametrize("problem_id", FAMILY_EXAMPLES)
+def test_every_family_offers_what_its_default_metrics_need(problem_id):
+    problem = generative.load(problem_id)
+    assert isinstance(problem, ScoredProblem)
+    assert problem.offers <= set(EVIDENCE)
+    for name in problem.metrics:
+        assert METRICS.get(name).needs <= problem.offers, (problem_id, name)
+
+
+SEEN = {}
+
+
+@register("test_mean_shift", needs=("reference_samples", "posterior_samples"))
+def mean_shift(reference, samples) -> float:
+    """Distance between the means of the reference and the agent's draws (a user's metric)."""
+    SEEN["samples"] = samples
+    return float(np.linalg.norm(reference.mean(0) - samples.mean(0)))
+
+
+def test_a_users_metric_runs_on_a_family_it_was_not_written_for():
+    """Registered once, it sees the same posterior draws as the problem's own C2ST."""
+    seen = SEEN
+    problem = generative.load("sbi/two_moons/1000/1", num_samples=300, median_distance=False)
+    names = [*problem.metrics, "test_mean_shift"]
+    quality = testbed.evaluate(agents.load("oracle"), problem, metrics=names)
+    assert {"c2st", "mmd", "test_mean_shift"} <= set(quality)
+    reference = problem.reference_samples()
+    draws = as_posterior(problem.oracle_predictive()).sample(problem.x_o, 300, problem.seed + 1)
+    np.testing.assert_array_equal(seen["samples"], draws)
+    want = np.linalg.norm(reference.mean(0) - draws.mean(0))
+    assert quality["test_mean_shift"] == pytest.approx(want)
+    # only what was asked for
+    only = testbed.evaluate(agents.load("oracle"), problem, metrics=["test_mean_shift"])
+    assert set(only) == {
+        "test_mean_shift",
+        "sampling_seconds",
+        "train_seconds",
+        "evaluation_seconds",
+    }
+
+
+def test_bad_metrics_are_refused_before_training():
+    problem = generative.load("classification_2d/0")
+    with pytest.raises(InputError, match="metric: got 'no_such'; allowed: one of: accuracy"):
+        testbed.evaluate(NeverTrains(), problem, metrics=["no_such"])
+    with pytest.raises(InputError, match="'c2st' needs posterior_samples, reference_samples"):
+        testbed.evaluate(NeverTrains(), problem, metrics=["c2st"])
+    with pytest.raises(InputError, match="a list of metric names"):
+        testbed.evaluate(NeverTrains(), problem, metrics="joint_kl")
+
+
+def test_a_metric_the_predictive_cannot_serve_is_left_out(caplog):
+    problem = generative.load("sbi/two_moons/1000/1", num_samples=200, median_distance=False)
+    quality = problem.evaluate(Gaussian())  # no density: the default NLTP is left out
+    assert "c2st" in quality and "nltp" not in quality and not caplog.records
+    problem = generative.load("conjugate/wyb/1", num_null=0, use_c2st=False)
+    quality = problem.evaluate(Gaussian1D(), ["mc_kl"])  # not a default: said in a warning
+    assert "mc_kl_estimate" not in quality
+    assert "metric mc_kl left out: this predictive gives no posterior_log_prob" in caplog.text
+
+
+def test_evidence_computes_each_value_once_and_names_what_it_lacks():
+    calls = []
+
+    def costly(_):
+        calls.append(1)
+        return 42
+
+    evidence = Evidence({"observation": costly, "true_parameters": lambda _: MISSING})
+    assert evidence["observation"] == evidence["observation"] == 42 and len(calls) == 1
+    assert evidence.missing(["observation", "true_parameters", "simulator"]) == [
+        "true_parameters",
+        "simulator",
+    ]
+    with pytest.raises(InputError, match="'simulator' is not offered here; offered: obs"):
+        evidence["simulator"]
+    with pytest.raises(InputError, match="evidence: got 'samples'; allowed: names of"):
+        Evidence({"samples": costly})
+    with pytest.raises(InputError, match="needs: got 'posterior_draws'"):
+        register("test_bad_needs", needs=("posterior_draws",))
+
+
+def test_plain_problems_of_users_still_work_without_evidence():
+    class Plain:
+        train_data = None
+        prior_knowledge = None
+
+        def evaluate(self, predictive):
+            return {"score": 1.0}
+
+    assert testbed.evaluate(lambda d, k: None, Plain())["score"] == 1.0
+    with pytest.raises(InputError, match="offers no evidence"):
+        testbed.evaluate(lambda d, k: None, Plain(), metrics=["joint_kl"])
