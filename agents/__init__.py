@@ -14,7 +14,6 @@ from agents import (  # noqa: F401
     ensemble,
     ensemble_plus,
     epinet,
-    exact,
     hypermodel,
     mlp,
     nuts,

@@ -73,14 +73,19 @@ class RejABCConfig:
     def __post_init__(self):
         check_at_least("num_top_samples", self.num_top_samples, 2)
         check_at_least("simulation_batch_size", self.simulation_batch_size, 1)
-        if self.kde_bandwidth != "cv":
-            try:
-                check_positive("kde_bandwidth", float(self.kde_bandwidth))
-            except ValueError:
-                raise InputError(
-                    f"kde_bandwidth: got {self.kde_bandwidth!r}; allowed: 'cv' or a number > 0"
-                ) from None
+        check_bandwidth(self.kde_bandwidth)
         check_nonnegative("seed", self.seed)
+
+
+def check_bandwidth(text: str) -> None:
+    """A KDE bandwidth: 'cv' (cross-validated) or a number > 0, as text."""
+    if text != "cv":
+        try:
+            check_positive("kde_bandwidth", float(text))
+        except ValueError:
+            raise InputError(
+                f"kde_bandwidth: got {text!r}; allowed: 'cv' or a number > 0"
+            ) from None
 
 
 def _bandwidth(text: str) -> str | float:
@@ -140,13 +145,7 @@ class SMCABCConfig:
         check_at_least("initial_round_factor", self.initial_round_factor, 1)
         check_in_range("epsilon_decay", self.epsilon_decay, 1e-6, 1.0)
         check_positive("kernel_variance_scale", self.kernel_variance_scale)
-        if self.kde_bandwidth != "cv":
-            try:
-                check_positive("kde_bandwidth", float(self.kde_bandwidth))
-            except ValueError:
-                raise InputError(
-                    f"kde_bandwidth: got {self.kde_bandwidth!r}; allowed: 'cv' or a number > 0"
-                ) from None
+        check_bandwidth(self.kde_bandwidth)
         check_nonnegative("seed", self.seed)
 
 

@@ -1,4 +1,6 @@
-"""Baseline agents that need no training: uniform, average class probs, prior, oracle."""
+"""Baseline agents that need no training: uniform, average class probs, prior, and the
+floors that read the problem: oracle (the true predictive) and exact (the closed-form
+posterior of conjugate problems)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents.registry import register
-from testbed.base import Data, OffersOracle, PriorKnowledge
+from testbed.base import Data, OffersExactPosterior, OffersOracle, PriorKnowledge
 from testbed.config import check_nonnegative
 from testbed.errors import InputError
 from testbed.random_mlp import sample_logit_fn
@@ -36,23 +38,49 @@ def make_uniform(config: NoConfig):
     return agent
 
 
-class TruePredictive:
-    """An `Oracle`: the problem's own true predictive (the environment, the reference
-    posterior). For tests and floors only: it reads the problem instead of training."""
+@dataclasses.dataclass(frozen=True)
+class ProblemReader:
+    """An `Oracle`: what the problem offers under `offer` (a protocol of testbed.base: its
+    true predictive, its exact posterior). For tests and floors only: it reads the problem
+    instead of training."""
+
+    agent: str
+    offer: type  # a runtime-checkable protocol with one method, `method`
+    method: str
+    what: str  # what the problem must offer, in the error message
+    allowed: str
 
     def predictive_for(self, problem):
-        if not isinstance(problem, OffersOracle):
+        if not isinstance(problem, self.offer):
             raise InputError(
-                f"agent oracle: problem {type(problem).__name__} offers no oracle predictive; "
-                "allowed: problems with a known true predictive"
+                f"agent {self.agent}: problem {type(problem).__name__} offers no {self.what}; "
+                f"allowed: {self.allowed}"
             )
-        return problem.oracle_predictive()
+        return getattr(problem, self.method)()
 
 
 @register("oracle", NoConfig)
-def make_oracle(config: NoConfig) -> TruePredictive:
+def make_oracle(config: NoConfig) -> ProblemReader:
     """The true environment's predictive (tests and floors only: it reads the problem)."""
-    return TruePredictive()
+    return ProblemReader(
+        "oracle",
+        OffersOracle,
+        "oracle_predictive",
+        "oracle predictive",
+        "problems with a known true predictive",
+    )
+
+
+@register("exact", NoConfig)
+def make_exact(config: NoConfig) -> ProblemReader:
+    """The exact posterior (reads the problem: tests and floors only)."""
+    return ProblemReader(
+        "exact",
+        OffersExactPosterior,
+        "exact_predictive",
+        "exact posterior",
+        "problems with a closed-form posterior (conjugate/...)",
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,9 +26,8 @@ from jax.flatten_util import ravel_pytree
 from agents.networks import make_mlp
 from agents.registry import register
 from agents.training import (
-    check_hidden_sizes,
-    fit,
-    scheduled_steps,
+    NetworkConfig,
+    ScheduleConfig,
     softmax_cross_entropy,
     temperature_of,
 )
@@ -39,11 +38,9 @@ KL_METHODS = ("analytical", "sample_based")
 
 
 @dataclasses.dataclass(frozen=True)
-class BBBConfig:
+class BBBConfig(NetworkConfig, ScheduleConfig):
     """Bayes by backprop (reference `BBBConfig` defaults)."""
 
-    hidden_sizes: tuple[int, ...] = (50, 50)
-    num_batches: int = 1000
     learning_rate: float = 3e-3
     sigma_1: float = 1.0
     sigma_2: float = 0.75
@@ -52,13 +49,9 @@ class BBBConfig:
     kl_method: str = "analytical"
     adaptive_scale: bool = True
     output_scale: bool = False
-    batch_strategy: bool = False
-    seed: int = 0
 
     def __post_init__(self):
-        check_hidden_sizes("hidden_sizes", self.hidden_sizes)
-        check_at_least("num_batches", self.num_batches, 1)
-        check_positive("learning_rate", self.learning_rate)
+        super().__post_init__()
         check_positive("sigma_1", self.sigma_1)
         check_positive("sigma_2", self.sigma_2)
         check_in_range("mixture_scale", self.mixture_scale, 0.0, 1.0)
@@ -156,16 +149,8 @@ def make_bbb(config: BBBConfig):
         prior_params = tuple(
             jnp.float32(v) for v in (config.sigma_1, config.sigma_2, config.mixture_scale)
         )
-        params, _ = fit(
-            loss,
-            params,
-            data.x,
-            data.y,
-            train_key,
-            scheduled_steps(config.num_batches, config.batch_strategy, prior),
-            aux=(jnp.float32(kl_scale), output_scale, prior_params),
-            learning_rate=config.learning_rate,
-        )
+        aux = (jnp.float32(kl_scale), output_scale, prior_params)
+        params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
 
         def sampler(x, key):
             return sample_logits(params, output_scale, x, key)

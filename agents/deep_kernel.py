@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -20,9 +21,8 @@ import jax.numpy as jnp
 from agents.networks import make_mlp_with_features
 from agents.registry import register
 from agents.training import (
-    check_hidden_sizes,
+    NetworkConfig,
     decay_factor,
-    fit,
     l2_norm_squared,
     softmax_cross_entropy,
     temperature_of,
@@ -32,23 +32,18 @@ from testbed.config import check_at_least, check_nonnegative, check_positive
 
 
 @dataclasses.dataclass(frozen=True)
-class DeepKernelConfig:
+class DeepKernelConfig(NetworkConfig):
     """Deep kernel (reference `DeepKernelConfig` defaults)."""
 
-    num_batches: int = 1000
-    learning_rate: float = 1e-3
     weight_decay: float = 1.0
-    hidden_sizes: tuple[int, ...] = (50, 50)
     scale_factor: float = 2.0
     num_inference_samples: int = 32_768
     sigma_squared_factor: float = 4.0
-    seed: int = 0
+    needs_hidden_layer: ClassVar[bool] = True  # the head reads the last hidden features
 
     def __post_init__(self):
-        check_at_least("num_batches", self.num_batches, 1)
-        check_positive("learning_rate", self.learning_rate)
+        super().__post_init__()
         check_nonnegative("weight_decay", self.weight_decay)
-        check_hidden_sizes("hidden_sizes", self.hidden_sizes, allow_empty=False)
         check_nonnegative("scale_factor", self.scale_factor)
         check_at_least("num_inference_samples", self.num_inference_samples, 1)
         check_positive("sigma_squared_factor", self.sigma_squared_factor)
@@ -100,16 +95,8 @@ def make_deep_kernel(config: DeepKernelConfig):
         )
         init_key, train_key, sub_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
         params = init(init_key, jnp.zeros((1, prior.input_dim), jnp.float32))
-        params, _ = fit(
-            loss,
-            params,
-            data.x,
-            data.y,
-            train_key,
-            config.num_batches,
-            aux=jnp.float32(config.weight_decay * decay_factor(prior, True)),
-            learning_rate=config.learning_rate,
-        )
+        aux = jnp.float32(config.weight_decay * decay_factor(prior, True))
+        params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
         x = jnp.asarray(data.x, jnp.float32)
         if x.shape[0] > config.num_inference_samples:
             keep = jax.random.permutation(sub_key, x.shape[0])[: config.num_inference_samples]

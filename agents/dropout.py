@@ -19,20 +19,19 @@ import jax.numpy as jnp
 from agents.networks import make_dropout_mlp
 from agents.registry import register
 from agents.training import (
-    check_hidden_sizes,
-    fit,
+    NetworkConfig,
+    ScheduleConfig,
     l2_norm_squared,
-    scheduled_steps,
     softmax_cross_entropy,
     temperature_of,
 )
 from testbed.base import Data, PriorKnowledge
-from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
+from testbed.config import check_in_range, check_nonnegative, check_positive
 from testbed.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)
-class DropoutConfig:
+class DropoutConfig(NetworkConfig, ScheduleConfig):
     """MC dropout (reference `McDropoutConfig` defaults)."""
 
     dropout_rate: float = 0.1
@@ -42,12 +41,9 @@ class DropoutConfig:
     exclude_bias_l2: bool = False
     adaptive_weight_scale: bool = True
     hidden_sizes: tuple[int, ...] = (100, 100)
-    num_batches: int = 1000
-    batch_strategy: bool = False
-    learning_rate: float = 1e-3
-    seed: int = 0
 
     def __post_init__(self):
+        super().__post_init__()
         check_in_range("dropout_rate", self.dropout_rate, 0.0, 1.0)
         if self.dropout_rate >= 1.0:
             raise InputError(
@@ -55,9 +51,6 @@ class DropoutConfig:
             )
         check_nonnegative("length_scale", self.length_scale)
         check_positive("regularization_tau", self.regularization_tau)
-        check_hidden_sizes("hidden_sizes", self.hidden_sizes)
-        check_at_least("num_batches", self.num_batches, 1)
-        check_positive("learning_rate", self.learning_rate)
 
 
 def dropout_sweep() -> list[DropoutConfig]:
@@ -132,16 +125,8 @@ def make_dropout(config: DropoutConfig):
         init_key, train_key = jax.random.split(jax.random.PRNGKey(config.seed))
         dummy = jnp.zeros((1, prior.input_dim), jnp.float32)
         params = init(init_key, dummy, init_key)
-        params, _ = fit(
-            loss,
-            params,
-            data.x,
-            data.y,
-            train_key,
-            scheduled_steps(config.num_batches, config.batch_strategy, prior),
-            aux=jnp.float32(decay_scale(config, prior)),
-            learning_rate=config.learning_rate,
-        )
+        aux = jnp.float32(decay_scale(config, prior))
+        params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
 
         def sampler(x, key):
             return apply(params, x, key)

@@ -18,16 +18,15 @@ import jax.numpy as jnp
 from agents.networks import apply_ensemble, init_ensemble, make_mlp
 from agents.registry import register
 from agents.training import (
+    NetworkConfig,
+    RegularizedMLPConfig,
+    WeightDecayConfig,
     bootstrap_weights,
-    check_hidden_sizes,
-    decay_factor,
-    fit,
     l2_norm_squared,
-    scheduled_steps,
     softmax_cross_entropy,
 )
 from testbed.base import Data, FiniteSampler, PriorKnowledge
-from testbed.config import check_at_least, check_nonnegative, check_positive
+from testbed.config import check_at_least
 
 
 @functools.cache
@@ -68,26 +67,24 @@ def _ensemble_logits(hidden, num_classes, first_bias_std):
 def train_ensemble(
     data: Data,
     prior: PriorKnowledge,
+    config: WeightDecayConfig,
     *,
     num_members: int,
-    hidden: tuple[int, ...],
-    l2_weight_decay: float,
-    adaptive: bool,
-    num_steps: int,
-    seed: int,
-    learning_rate: float = 1e-3,
     first_bias_std: float | None = None,
     prior_scale: float = 0.0,
     prior_seed: int | None = None,
     distribution: str = "none",
 ) -> FiniteSampler:
-    """Trains K members at once; `prior_scale` > 0 adds fixed random prior networks.
+    """Trains K members at once with `config`'s decay, steps, learning rate and seed (its
+    hidden widths; none for a linear model); `prior_scale` > 0 adds fixed random prior
+    networks.
 
     Member k's output is f_k(x) + prior_scale * p_k(x), with p_k an untrained copy of the
     architecture initialised from `prior_seed` (ensemble+). `distribution` sets the
     bootstrap weights of each (member, example) pair for the whole run.
     """
-    hidden = tuple(int(h) for h in hidden)
+    sizes = config.hidden_sizes if isinstance(config, NetworkConfig) else ()
+    hidden, seed = tuple(int(h) for h in sizes), config.seed
     net, loss = _ensemble_loss(hidden, prior.num_classes, first_bias_std, num_members)
     init_key, train_key, boot_key = jax.random.split(jax.random.PRNGKey(seed), 3)
     params = init_ensemble(net, init_key, num_members, prior.input_dim)
@@ -97,35 +94,23 @@ def train_ensemble(
         prior_params = init_ensemble(net, pkey, num_members, prior.input_dim)
     n = int(data.x.shape[0])
     weights = bootstrap_weights(boot_key, distribution, num_members, max(n, 1))
-    decay = l2_weight_decay / num_members * decay_factor(prior, adaptive)
+    decay = config.decay(prior) / num_members
     aux = (prior_params, jnp.float32(prior_scale), weights, jnp.float32(decay))
-    params, _ = fit(
-        loss, params, data.x, data.y, train_key, num_steps, aux=aux, learning_rate=learning_rate
-    )
+    params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
     apply = _ensemble_logits(hidden, prior.num_classes, first_bias_std)
     scale = jnp.float32(prior_scale)
     return FiniteSampler(lambda x: apply(params, prior_params, scale, x), num_members)
 
 
 @dataclasses.dataclass(frozen=True)
-class EnsembleConfig:
+class EnsembleConfig(RegularizedMLPConfig):
     """Vanilla ensemble (reference `VanillaEnsembleConfig` defaults)."""
 
     num_ensemble: int = 100
-    l2_weight_decay: float = 1.0
-    adaptive_weight_scale: bool = True
-    hidden_sizes: tuple[int, ...] = (50, 50)
-    num_batches: int = 1000
-    batch_strategy: bool = False
-    learning_rate: float = 1e-3
-    seed: int = 0
 
     def __post_init__(self):
+        super().__post_init__()
         check_at_least("num_ensemble", self.num_ensemble, 1)
-        check_nonnegative("l2_weight_decay", self.l2_weight_decay)
-        check_hidden_sizes("hidden_sizes", self.hidden_sizes)
-        check_at_least("num_batches", self.num_batches, 1)
-        check_positive("learning_rate", self.learning_rate)
 
 
 def ensemble_sweep() -> list[EnsembleConfig]:
@@ -149,16 +134,6 @@ def make_ensemble(config: EnsembleConfig):
     """Deep ensemble of K MLPs trained together; each key picks one member."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        return train_ensemble(
-            data,
-            prior,
-            num_members=config.num_ensemble,
-            hidden=config.hidden_sizes,
-            l2_weight_decay=config.l2_weight_decay,
-            adaptive=config.adaptive_weight_scale,
-            num_steps=scheduled_steps(config.num_batches, config.batch_strategy, prior),
-            seed=config.seed,
-            learning_rate=config.learning_rate,
-        )
+        return train_ensemble(data, prior, config, num_members=config.num_ensemble)
 
     return agent

@@ -17,11 +17,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from agents.ensemble import train_ensemble
+from agents.ensemble import EnsembleConfig, train_ensemble
 from agents.registry import register
-from agents.training import check_hidden_sizes, scheduled_steps, temperature_of
+from agents.training import SGDConfig, temperature_of
 from testbed.base import Data, PriorKnowledge
-from testbed.config import check_at_least, check_nonnegative, check_one_of, check_positive
+from testbed.config import check_nonnegative, check_one_of
 
 BOOTSTRAP = ("none", "bernoulli", "exponential")
 TEMP_SCALES = ("sqrt", "linear", "lin", "none")
@@ -37,30 +37,30 @@ def prior_temperature_scale(prior_scale: float, how: str, temperature: float) ->
 
 
 @dataclasses.dataclass(frozen=True)
-class EnsemblePlusConfig:
-    """Ensemble with prior functions (reference `EnsembleConfig` defaults)."""
+class PriorFunctionConfig(SGDConfig):
+    """Randomized prior functions (scaled by the temperature as `temp_scale_prior` says) and
+    bootstrap weights per (member, example): ensemble+ and the hypermodel."""
 
-    num_ensemble: int = 100
-    l2_weight_decay: float = 1.0
-    adaptive_weight_scale: bool = True
-    distribution: str = "none"
     prior_scale: float = 3.0
     temp_scale_prior: str = "sqrt"
-    hidden_sizes: tuple[int, ...] = (50, 50)
-    num_batches: int = 1000
-    batch_strategy: bool = False
-    learning_rate: float = 1e-3
-    seed: int = 0
+    distribution: str = "none"
 
     def __post_init__(self):
-        check_at_least("num_ensemble", self.num_ensemble, 1)
-        check_nonnegative("l2_weight_decay", self.l2_weight_decay)
-        check_one_of("distribution", self.distribution, BOOTSTRAP)
+        super().__post_init__()
         check_nonnegative("prior_scale", self.prior_scale)
         check_one_of("temp_scale_prior", self.temp_scale_prior, TEMP_SCALES)
-        check_hidden_sizes("hidden_sizes", self.hidden_sizes)
-        check_at_least("num_batches", self.num_batches, 1)
-        check_positive("learning_rate", self.learning_rate)
+        check_one_of("distribution", self.distribution, BOOTSTRAP)
+
+    def scaled_prior(self, prior: PriorKnowledge) -> float:
+        """The prior functions' scale at the problem's temperature."""
+        return prior_temperature_scale(
+            self.prior_scale, self.temp_scale_prior, temperature_of(prior)
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class EnsemblePlusConfig(EnsembleConfig, PriorFunctionConfig):
+    """Ensemble with prior functions (reference `EnsembleConfig` defaults)."""
 
 
 def ensemble_plus_sweep() -> list[EnsemblePlusConfig]:
@@ -87,21 +87,13 @@ def make_ensemble_plus(config: EnsemblePlusConfig):
     """Ensemble with randomized prior functions (and bootstrapping); one member per key."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        scale = prior_temperature_scale(
-            config.prior_scale, config.temp_scale_prior, temperature_of(prior)
-        )
         return train_ensemble(
             data,
             prior,
+            config,
             num_members=config.num_ensemble,
-            hidden=config.hidden_sizes,
-            l2_weight_decay=config.l2_weight_decay,
-            adaptive=config.adaptive_weight_scale,
-            num_steps=scheduled_steps(config.num_batches, config.batch_strategy, prior),
-            seed=config.seed,
-            learning_rate=config.learning_rate,
             first_bias_std=1.0 / math.sqrt(prior.input_dim),
-            prior_scale=scale,
+            prior_scale=config.scaled_prior(prior),
             prior_seed=config.seed + 999,
             distribution=config.distribution,
         )

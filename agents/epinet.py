@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import ClassVar
 
 import haiku as hk
 import jax
@@ -23,39 +24,38 @@ import jax.numpy as jnp
 from agents.networks import init_ensemble, make_mlp
 from agents.registry import register
 from agents.training import (
+    NetworkConfig,
     check_hidden_sizes,
-    fit,
     l2_norm_squared,
     softmax_cross_entropy,
     temperature_of,
 )
 from testbed.base import Data, PriorKnowledge
-from testbed.config import check_at_least, check_nonnegative, check_positive
+from testbed.config import check_at_least, check_nonnegative
 
 
 @dataclasses.dataclass(frozen=True)
-class EpinetConfig:
+class EpinetConfig(NetworkConfig):
     """Epinet with an additive MLP-ensemble prior (reference `EpinetConfig` defaults)."""
 
     index_dim: int = 8
     l2_weight_decay: float = 0.2
     prior_scale: float = 0.3
-    hidden_sizes: tuple[int, ...] = (50, 50)
     epi_hiddens: tuple[int, ...] = (15, 15)
     add_hiddens: tuple[int, ...] = (5, 5)
-    num_batches: int = 1000
-    learning_rate: float = 1e-3
-    seed: int = 0
+    needs_hidden_layer: ClassVar[bool] = True  # the epinet reads the base's last features
 
     def __post_init__(self):
+        super().__post_init__()
         check_at_least("index_dim", self.index_dim, 1)
         check_nonnegative("l2_weight_decay", self.l2_weight_decay)
         check_nonnegative("prior_scale", self.prior_scale)
-        check_hidden_sizes("hidden_sizes", self.hidden_sizes, allow_empty=False)
         check_hidden_sizes("epi_hiddens", self.epi_hiddens)
         check_hidden_sizes("add_hiddens", self.add_hiddens)
-        check_at_least("num_batches", self.num_batches, 1)
-        check_positive("learning_rate", self.learning_rate)
+
+    def num_steps(self, prior: PriorKnowledge) -> int:
+        """The reference's schedule for the epinet: 10x the batches when n / d > 500."""
+        return self.num_batches * (10 if prior.num_train / prior.input_dim > 500 else 1)
 
 
 def epinet_sweep() -> list[EpinetConfig]:
@@ -126,17 +126,8 @@ def make_epinet(config: EpinetConfig):
         scale = jnp.float32(config.prior_scale / temperature_of(prior))
         n = max(prior.num_train, 1)
         decay = jnp.float32(config.l2_weight_decay * (prior.input_dim / n) ** 0.7)
-        steps = config.num_batches * (10 if prior.num_train / prior.input_dim > 500 else 1)
-        params, _ = fit(
-            loss,
-            params,
-            data.x,
-            data.y,
-            train_key,
-            steps,
-            aux=(prior_params, scale, decay),
-            learning_rate=config.learning_rate,
-        )
+        aux = (prior_params, scale, decay)
+        params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
 
         def sampler(x, key):
             return sample_logits(params, prior_params, scale, x, key)

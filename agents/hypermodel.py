@@ -24,51 +24,34 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from agents.ensemble_plus import BOOTSTRAP, TEMP_SCALES, prior_temperature_scale
+from agents.ensemble_plus import BOOTSTRAP, PriorFunctionConfig
 from agents.networks import make_linear_index_prior, make_mlp
 from agents.registry import register
 from agents.training import (
+    RegularizedMLPConfig,
     check_hidden_sizes,
-    decay_factor,
-    fit,
     l2_norm_squared,
-    scheduled_steps,
     softmax_cross_entropy,
-    temperature_of,
 )
 from testbed.base import Data, PriorKnowledge
-from testbed.config import check_at_least, check_nonnegative, check_one_of, check_positive
+from testbed.config import check_at_least
 
 
 @dataclasses.dataclass(frozen=True)
-class HypermodelConfig:
+class HypermodelConfig(RegularizedMLPConfig, PriorFunctionConfig):
     """Linear hypermodel with additive prior (reference `HypermodelConfig` defaults)."""
 
     index_dim: int = 6
     num_index_samples: int = 16
     prior_scale: float = 1.0
-    l2_weight_decay: float = 1.0
-    adaptive_weight_scale: bool = True
-    temp_scale_prior: str = "sqrt"
-    distribution: str = "none"
-    hidden_sizes: tuple[int, ...] = (50, 50)
     prior_hidden_sizes: tuple[int, ...] = (10,)
     num_batches: int = 2000
-    batch_strategy: bool = False
-    learning_rate: float = 1e-3
-    seed: int = 0
 
     def __post_init__(self):
+        super().__post_init__()
         check_at_least("index_dim", self.index_dim, 1)
         check_at_least("num_index_samples", self.num_index_samples, 1)
-        check_nonnegative("prior_scale", self.prior_scale)
-        check_nonnegative("l2_weight_decay", self.l2_weight_decay)
-        check_one_of("temp_scale_prior", self.temp_scale_prior, TEMP_SCALES)
-        check_one_of("distribution", self.distribution, BOOTSTRAP)
-        check_hidden_sizes("hidden_sizes", self.hidden_sizes)
         check_hidden_sizes("prior_hidden_sizes", self.prior_hidden_sizes)
-        check_at_least("num_batches", self.num_batches, 1)
-        check_positive("learning_rate", self.learning_rate)
 
 
 def hypermodel_sweep() -> list[HypermodelConfig]:
@@ -162,26 +145,12 @@ def make_hypermodel(config: HypermodelConfig):
         )
         init_key, train_key, boot_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
         params, prior_key = init(init_key)
-        scale = jnp.float32(
-            prior_temperature_scale(
-                config.prior_scale, config.temp_scale_prior, temperature_of(prior)
-            )
-        )
+        scale = jnp.float32(config.scaled_prior(prior))
         n = max(int(data.x.shape[0]), 1)
         boot = jax.random.normal(boot_key, (n, 2, config.index_dim)) / math.sqrt(config.index_dim)
-        decay = jnp.float32(
-            config.l2_weight_decay * decay_factor(prior, config.adaptive_weight_scale)
-        )
-        params, _ = fit(
-            loss,
-            params,
-            data.x,
-            data.y,
-            train_key,
-            scheduled_steps(config.num_batches, config.batch_strategy, prior),
-            aux=(prior_key, scale, boot, decay),
-            learning_rate=config.learning_rate,
-        )
+        decay = jnp.float32(config.decay(prior))
+        aux = (prior_key, scale, boot, decay)
+        params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
 
         def sampler(x, key):
             return sample_logits(params, prior_key, scale, x, key)

@@ -26,14 +26,14 @@ from jax.flatten_util import ravel_pytree
 
 from agents.networks import make_mlp
 from agents.registry import register
-from agents.training import run_steps, softmax_cross_entropy, temperature_of
+from agents.training import SGDConfig, run_steps, softmax_cross_entropy, temperature_of
 from testbed.base import Data, FiniteSampler, PriorKnowledge
 from testbed.config import check_at_least, check_nonnegative, check_positive
 from testbed.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)
-class SGMCMCConfig:
+class SGMCMCConfig(SGDConfig):
     """SGLD / SGHMC (reference `SGMCMCConfig` defaults)."""
 
     learning_rate: float = 1e-4
@@ -45,10 +45,9 @@ class SGMCMCConfig:
     burn_in_time: int = 100_000
     model_saving_frequency: int = 1000
     adaptive_prior_variance: bool = False
-    seed: int = 0
 
     def __post_init__(self):
-        check_positive("learning_rate", self.learning_rate)
+        super().__post_init__()
         check_positive("prior_variance", self.prior_variance)
         check_nonnegative("alg_temperature", self.alg_temperature)
         if not 0.0 <= self.momentum_decay < 1.0:
@@ -56,7 +55,6 @@ class SGMCMCConfig:
                 f"momentum_decay: got {self.momentum_decay!r}; allowed: a number in [0, 1)"
             )
         check_at_least("num_hidden", self.num_hidden, 1)
-        check_at_least("num_batches", self.num_batches, 1)
         check_at_least("burn_in_time", self.burn_in_time, 0)
         check_at_least("model_saving_frequency", self.model_saving_frequency, 1)
         if self.first_snapshot > self.num_batches:

@@ -9,10 +9,11 @@ whole loop is one `lax.scan` under `jit`, seeded from the agent's config seed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +21,7 @@ import numpy as np
 import optax
 
 from testbed.base import PriorKnowledge
+from testbed.config import check_at_least, check_nonnegative, check_positive
 from testbed.errors import InputError
 from testbed.shuffle import mix32, permuted_index
 
@@ -183,3 +185,72 @@ def check_hidden_sizes(name: str, sizes: tuple[int, ...], allow_empty: bool = Tr
     if (not sizes and not allow_empty) or any(int(w) < 1 for w in sizes):
         need = "integers >= 1" + ("" if allow_empty else ", at least one")
         raise InputError(f"{name}: got {sizes!r}; allowed: a tuple of {need} (e.g. 50,50)")
+
+
+# Config pieces shared by the network agents. Each agent's config inherits the pieces it
+# has (the fields, their checks and their meaning are written once) and redeclares a
+# field to change its default. Cooperative __post_init__: every piece checks its fields.
+
+
+@dataclasses.dataclass(frozen=True)
+class SGDConfig:
+    """Adam on minibatches of 100: the number of batches, the step size, the seed."""
+
+    num_batches: int = 1000
+    learning_rate: float = 1e-3
+    seed: int = 0
+
+    def __post_init__(self):
+        check_at_least("num_batches", self.num_batches, 1)
+        check_positive("learning_rate", self.learning_rate)
+
+    def num_steps(self, prior: PriorKnowledge) -> int:
+        """SGD steps for a problem (`num_batches`, unless a batch schedule says otherwise)."""
+        return self.num_batches
+
+    def fit(self, loss_fn: Callable, params: Any, data: Any, prior: PriorKnowledge, key, aux=None):
+        """`fit` on the problem's data with this config's steps and learning rate."""
+        steps, lr = self.num_steps(prior), self.learning_rate
+        return fit(loss_fn, params, data.x, data.y, key, steps, aux=aux, learning_rate=lr)
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig(SGDConfig):
+    """An MLP's hidden layer widths (empty: linear, unless the agent needs a layer)."""
+
+    hidden_sizes: tuple[int, ...] = (50, 50)
+    needs_hidden_layer: ClassVar[bool] = False
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_hidden_sizes("hidden_sizes", self.hidden_sizes, not self.needs_hidden_layer)
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightDecayConfig(SGDConfig):
+    """The reference's l2 decay: l2 * sqrt(T) d / n (adaptive) or l2 / n (see decay_factor)."""
+
+    l2_weight_decay: float = 1.0
+    adaptive_weight_scale: bool = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_nonnegative("l2_weight_decay", self.l2_weight_decay)
+
+    def decay(self, prior: PriorKnowledge) -> float:
+        return self.l2_weight_decay * decay_factor(prior, self.adaptive_weight_scale)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleConfig(SGDConfig):
+    """The reference's `batch_strategy`: more or fewer steps by the data ratio n / d."""
+
+    batch_strategy: bool = False
+
+    def num_steps(self, prior: PriorKnowledge) -> int:
+        return scheduled_steps(self.num_batches, self.batch_strategy, prior)
+
+
+@dataclasses.dataclass(frozen=True)
+class RegularizedMLPConfig(NetworkConfig, WeightDecayConfig, ScheduleConfig):
+    """An MLP trained with weight decay and the batch schedule (mlp, ensemble, ...)."""

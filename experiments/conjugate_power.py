@@ -13,8 +13,8 @@ import argparse
 
 import numpy as np
 
+import generative
 from generative.conjugate.problem import ConjugateProblem
-from generative.conjugate.problem_set import PROBLEMS
 
 KINDS = {"none": 0.0, "shift": 0.3, "inflate": 1.3, "flip": 0.0}
 TESTS = ("pit_ks", "mahalanobis", "ddks", "c2st")
@@ -61,16 +61,7 @@ def rejection_rates(
 
 
 def power_table(name: str, trials: int, num_samples: int = 200, c2st_trials: int = 0) -> list[str]:
-    spec = PROBLEMS[name]
-    problem = ConjugateProblem(
-        name,
-        spec["family"],
-        spec["num_train"],
-        spec["seed"],
-        spec.get("true_theta"),
-        num_samples=num_samples,
-        use_c2st=False,
-    )
+    problem = generative.load(f"conjugate/{name}", num_samples=num_samples, use_c2st=False)
     rows = []
     for kind, size in KINDS.items():
         rates = rejection_rates(problem, kind, size, trials, TESTS[:-1])

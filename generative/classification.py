@@ -19,13 +19,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from generative.input_designs import gaussian_inputs, polyadic_gaussian_inputs
 from generative.registry import index_settings, register_family, register_sweep
-from generative.test_inputs import gaussian_inputs, polyadic_gaussian_inputs
 from testbed.accuracy import LabelledInputs
 from testbed.base import Data, PriorKnowledge
 from testbed.config import check_at_least, check_one_of, check_positive
 from testbed.evaluation import Evidence, EvidenceScoring
-from testbed.joint_kl import TestBatches, sample_keys
+from testbed.joint_kl import TestBatches, estimator_keys, sample_keys
 from testbed.random_mlp import make_random_mlp
 
 
@@ -111,7 +111,7 @@ class ClassificationProblem(EvidenceScoring):
         x_key, y_key = jax.random.split(train_key)
         x = jax.random.normal(x_key, (s.num_train, s.input_dim))
         y = self._labels(y_key, x)
-        self._train = Data(x=np.asarray(x), y=np.asarray(y))
+        self.train_data = Data(x=np.asarray(x), y=np.asarray(y))
 
     def logit_fn(self, x: jax.Array) -> jax.Array:
         """The environment: x [n, d] -> logits [n, C] (divided by the temperature)."""
@@ -121,10 +121,6 @@ class ClassificationProblem(EvidenceScoring):
         if x.shape[0] == 0:
             return jnp.zeros((0,), jnp.int32)
         return jax.random.categorical(key, self.logit_fn(x), axis=-1).astype(jnp.int32)
-
-    @property
-    def train_data(self) -> Data:
-        return self._train
 
     @cached_property
     def prior_knowledge(self) -> PriorKnowledge:
@@ -154,10 +150,9 @@ class ClassificationProblem(EvidenceScoring):
         """The KL estimator's N test batches and M sampler keys (and, above the Monte-Carlo
         limit of tau, the random-partition key): the Neural Testbed's key order."""
         s = self.settings
-        kl_key, enn_key = jax.random.split(self._estimator_key)
+        kl_key, keys = estimator_keys(self._estimator_key, s.num_enn_samples)
         x, y, env_ll = self.test_batches(kl_key, s.num_test_seeds, s.tau)
         partition = None if s.tau <= s.max_tau_monte_carlo else jax.random.fold_in(kl_key, 1)
-        keys = sample_keys(enn_key, s.num_enn_samples)
         return TestBatches(x, y, keys, env_ll, partition, s.num_classes)
 
     def labelled_inputs(self, num_enn_samples: int = 100) -> LabelledInputs:
@@ -168,7 +163,7 @@ class ClassificationProblem(EvidenceScoring):
         x, y, _ = self.test_batches(jax.random.PRNGKey(1), num_batches, s.tau)
         test = (x.reshape(-1, s.input_dim), y.reshape(-1))
         keys = sample_keys(jax.random.PRNGKey(0), num_enn_samples)
-        return LabelledInputs({"test": test, "train": self._train}, keys, s.num_classes)
+        return LabelledInputs({"test": test, "train": self.train_data}, keys, s.num_classes)
 
     def evidence(self, sampler) -> Evidence:
         return Evidence(

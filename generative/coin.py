@@ -47,12 +47,8 @@ class CoinProblem(EvidenceScoring):
     def __post_init__(self):
         rng = np.random.default_rng(self.seed)
         y = (rng.random(self.num_train) < self.p).astype(np.int32)
-        self._train = Data(x=np.zeros((self.num_train, 1), np.float32), y=y)
+        self.train_data = Data(x=np.zeros((self.num_train, 1), np.float32), y=y)
         self._key = jax.random.PRNGKey(self.seed)
-
-    @property
-    def train_data(self) -> Data:
-        return self._train
 
     @property
     def prior_knowledge(self) -> PriorKnowledge:

@@ -34,6 +34,16 @@ figure{margin:1em 0}figcaption{font-size:.85em;color:#555}img{max-width:100%}
 """
 
 
+KL_NOTE = (
+    "Negative KL clipped to 0; missing or non-finite KL counts 1e6; mean per tau; stderr over "
+    "problem-seed groups (seed % 10); best config per agent (lowest mean KL over all problems)."
+)
+NLL_NOTE = (
+    "Real data have no true likelihood: the score is the joint negative log-likelihood of tau "
+    "test labels (lower is better), cleaned and ranked as the KL above."
+)
+
+
 def _esc(value: Any) -> str:
     return html.escape(fmt_value(value), quote=True)
 
@@ -222,19 +232,22 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
         f"{counts.get('failed', 0)} failed; {df['agent'].nunique()} agents, "
         f"{df['problem_id'].nunique()} problems. Generated {when}.</p>",
     ]
-    if board.kl:
-        parts.append("<h2>Joint KL (Neural Testbed rules)</h2>")
-        parts.append(
-            '<p class="note">Negative KL clipped to 0; missing or non-finite KL counts '
-            "1e6; mean per tau; stderr over problem-seed groups (seed % 10); best config per "
-            "agent (lowest mean KL over all problems).</p>"
-        )
-        for tau, table in board.kl.items():
+    for name, ranked, note in (
+        ("Joint KL (Neural Testbed rules)", board.kl, KL_NOTE),
+        ("Joint NLL on real data (Neural Testbed rules)", board.nll, NLL_NOTE),
+    ):
+        if not ranked:
+            continue
+        parts.append(f"<h2>{html.escape(name)}</h2>")
+        parts.append(f'<p class="note">{html.escape(note)}</p>')
+        kind = "kl" if ranked is board.kl else "nll"
+        for tau, table in ranked.items():
             norm = table.attrs.get("normalizer")
             heading = f"tau = {tau}" if tau is not None else "all problems"
             heading += f", normalised by {norm}" if norm else ", not normalised"
             parts.append(f"<h3>{html.escape(heading)}</h3>")
-            parts.append(html_table(table, f"kl-tau-{tau}", KL_COLUMNS))
+            parts.append(html_table(table, f"{kind}-tau-{tau}", KL_COLUMNS))
+    if board.kl:
         parts.append(
             _figure(
                 "kl-by-agent",
@@ -251,19 +264,6 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
                     "Mean KL against training size per temperature (best configs).",
                 )
             )
-    if board.nll:
-        parts.append("<h2>Joint NLL on real data (Neural Testbed rules)</h2>")
-        parts.append(
-            '<p class="note">Real data have no true likelihood: the score is the joint '
-            "negative log-likelihood of tau test labels (lower is better), cleaned and "
-            "ranked as the KL above.</p>"
-        )
-        for tau, table in board.nll.items():
-            norm = table.attrs.get("normalizer")
-            heading = f"tau = {tau}" if tau is not None else "all problems"
-            heading += f", normalised by {norm}" if norm else ", not normalised"
-            parts.append(f"<h3>{html.escape(heading)}</h3>")
-            parts.append(html_table(table, f"nll-tau-{tau}", KL_COLUMNS))
     if board.c2st is not None:
         parts.append("<h2>C2ST per task and simulation budget (SBI benchmark rules)</h2>")
         parts.append(html_table(board.c2st, "c2st", C2ST_COLUMNS))

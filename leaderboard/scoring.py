@@ -108,16 +108,6 @@ def clean_kl(df: pd.DataFrame, problem_ids: Sequence[str] | None = None) -> pd.D
     return out.merge(_settings_for(df, universe), on="problem_id", how="left")
 
 
-def entry_scores(clean: pd.DataFrame) -> pd.DataFrame:
-    """Per agent config: score = mean cleaned KL over all problems (taus mixed), health."""
-    return (
-        clean.groupby(ENTRY + ["label"], sort=True)
-        .agg(score=("kl_estimate", "mean"), pct_health=("pct_health", "first"))
-        .reset_index()
-        .sort_values(["agent", "score", "config_key"], kind="stable")
-    )
-
-
 def best_configs(clean: pd.DataFrame, score: str = "kl_estimate") -> dict[str, str]:
     """agent -> config_key of its best config (lowest mean `score`; ties: first key)."""
     means = clean.groupby(ENTRY, sort=True)[score].mean().reset_index()

@@ -49,21 +49,18 @@ def joint_log_likelihoods(
 
     x: [N, tau, d] test inputs, y: [N, tau] integer labels, keys: [M] sampler keys.
     """
-    x = jnp.asarray(x)
     y = jnp.asarray(y, jnp.int32)
-    num_batches, tau = y.shape
-    x_flat = x.reshape((num_batches * tau,) + x.shape[2:])
-
-    funcs = apply_functions(
-        sampler,
-        x_flat,
-        keys,
-        batch_log_likelihood,
-        y,
-        num_classes=num_classes,
-        chunk_size=chunk_size,
-    )
+    funcs = _on_batches(sampler, x, y, keys, batch_log_likelihood, num_classes, chunk_size)
     return mixture_log_likelihood(funcs.values, funcs.log_weights)
+
+
+def _on_batches(sampler, x, y, keys, fn, num_classes, chunk_size):
+    """`apply_functions` over the flattened test inputs x [N, tau, d] with labels y [N, tau]."""
+    x = jnp.asarray(x)
+    x_flat = x.reshape((y.shape[0] * y.shape[1],) + x.shape[2:])
+    return apply_functions(
+        sampler, x_flat, keys, fn, y, num_classes=num_classes, chunk_size=chunk_size
+    )
 
 
 def mixture_log_likelihood(loglik: Any, log_weights: Any | None = None) -> Any:
@@ -121,6 +118,13 @@ def sample_keys(key: PRNGKey, num_samples: int) -> jax.Array:
     return jax.random.split(key, num_samples)
 
 
+def estimator_keys(key: PRNGKey, num_samples: int) -> tuple[jax.Array, jax.Array]:
+    """(the test batches' key, the M sampler keys) from a problem's estimator key, split
+    in the Neural Testbed's order."""
+    batch_key, sampler_key = jax.random.split(key)
+    return batch_key, sample_keys(sampler_key, num_samples)
+
+
 def enumerate_joint_kl(
     env_log_probs: np.ndarray, agent_log_probs: np.ndarray, log_weights: np.ndarray | None = None
 ) -> float:
@@ -176,23 +180,14 @@ def partition_log_likelihoods(
     """
     x = jnp.asarray(x)
     y = jnp.asarray(y, jnp.int32)
-    num_batches, tau = y.shape
+    num_batches = y.shape[0]
     batch_keys = jax.random.split(partition_key, num_batches)
     num_samples = keys.shape[0]
     out = []
     for start in range(0, num_batches, batch_chunk):
         xb, yb = x[start : start + batch_chunk], y[start : start + batch_chunk]
         n = yb.shape[0]
-        x_flat = xb.reshape((n * tau,) + xb.shape[2:])
-        funcs = apply_functions(
-            sampler,
-            x_flat,
-            keys,
-            batch_log_probs,
-            yb,
-            num_classes=num_classes,
-            chunk_size=chunk_size,
-        )
+        funcs = _on_batches(sampler, xb, yb, keys, batch_log_probs, num_classes, chunk_size)
         out.append(
             _partition_batches(
                 funcs.values,

@@ -12,7 +12,7 @@ import agents
 import generative
 import testbed
 from experiments.conjugate_power import Perturbed, rejection_rates
-from generative.conjugate import PROBLEMS, ConjugateProblem, get_task
+from generative.conjugate import PROBLEMS, get_task
 from testbed.errors import InputError
 
 ALPHA = 0.05
@@ -43,16 +43,7 @@ def test_exact_agent_scores_zero_kl(pid):
 
 
 def _small(name, num_samples=200):
-    spec = PROBLEMS[name]
-    return ConjugateProblem(
-        name,
-        spec["family"],
-        spec["num_train"],
-        spec["seed"],
-        spec.get("true_theta"),
-        num_samples=num_samples,
-        use_c2st=False,
-    )
+    return generative.load(f"conjugate/{name}", num_samples=num_samples, use_c2st=False)
 
 
 def test_exact_agent_tests_reject_at_the_nominal_rate():

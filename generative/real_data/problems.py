@@ -23,6 +23,7 @@ from typing import Literal
 import jax
 import numpy as np
 
+from generative.input_designs import polyadic_indices
 from generative.real_data.datasets import (
     DATASETS,
     SKLEARN_DATASETS,
@@ -32,13 +33,12 @@ from generative.real_data.datasets import (
 )
 from generative.real_data.preprocessing import preprocess
 from generative.registry import register_family, register_sweep
-from generative.test_inputs import polyadic_indices
 from testbed.accuracy import LabelledInputs
 from testbed.base import Data, PriorKnowledge
 from testbed.config import check_at_least, check_one_of, check_positive
 from testbed.errors import InputError, bad_value
 from testbed.evaluation import Evidence, EvidenceScoring
-from testbed.joint_kl import TestBatches, sample_keys
+from testbed.joint_kl import TestBatches, estimator_keys, sample_keys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,20 +108,16 @@ class RealDataProblem(EvidenceScoring):
         x_train, x_test = preprocess(
             raw.x_train[:n], raw.x_test, spec.kind, s.standardize, stats_from=raw.x_train
         )
-        self._train = Data(x=x_train, y=np.asarray(raw.y_train[:n], np.int32))
+        self.train_data = Data(x=x_train, y=np.asarray(raw.y_train[:n], np.int32))
         self.x_test, self.y_test = x_test, np.asarray(raw.y_test, np.int32)
         self._estimator_key = jax.random.PRNGKey(s.seed)
-
-    @property
-    def train_data(self) -> Data:
-        return self._train
 
     @cached_property
     def prior_knowledge(self) -> PriorKnowledge:
         s = self.settings
         return PriorKnowledge(
             input_dim=self.spec.input_dim,
-            num_train=len(self._train.y),
+            num_train=len(self.train_data.y),
             num_classes=self.spec.num_classes,
             tau=s.tau,
             temperature=s.temperature,
@@ -140,9 +136,8 @@ class RealDataProblem(EvidenceScoring):
     def estimator_batches(self) -> TestBatches:
         """The estimator's N dyadic test batches (no true likelihood) and M sampler keys."""
         s = self.settings
-        kl_key, enn_key = jax.random.split(self._estimator_key)
+        kl_key, keys = estimator_keys(self._estimator_key, s.num_enn_samples)
         x, y = self.test_batches(kl_key, s.num_test_seeds, s.tau)
-        keys = sample_keys(enn_key, s.num_enn_samples)
         return TestBatches(x, y, keys, num_classes=self.spec.num_classes)
 
     def _eval_rows(self, n: int, key: jax.Array) -> np.ndarray:
@@ -158,7 +153,7 @@ class RealDataProblem(EvidenceScoring):
         mean predictive over M = 100 functions (as the reference)."""
         splits = {}
         for i, (name, (xs, ys)) in enumerate(
-            {"test": (self.x_test, self.y_test), "train": self._train}.items()
+            {"test": (self.x_test, self.y_test), "train": self.train_data}.items()
         ):
             rows = self._eval_rows(len(ys), jax.random.PRNGKey(i + 1))
             splits[name] = (np.asarray(xs)[rows], np.asarray(ys)[rows])

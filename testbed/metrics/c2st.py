@@ -134,40 +134,16 @@ def c2st_scores(
 
 
 @register("c2st", needs=("reference_samples", "posterior_samples"))
-def c2st(
-    reference,
-    samples,
-    *,
-    seed: int = 1,
-    n_folds: int = 5,
-    scoring: Scoring = "accuracy",
-    z_score_data: bool = True,
-    noise_scale: float | None = None,
-    classifier: Any = "mlp",
-    mlp_config: MLPConfig | None = None,
-) -> float:
+def c2st(reference, samples, **kwargs: Any) -> float:
     """C2ST accuracy of a classifier telling samples from reference (0.5 = indistinguishable).
 
     reference, samples: [n, d] and [m, d] (numpy or torch). Defaults are sbibm's C2ST
-    (z-scored by the reference, MLP (10 d, 10 d), 5 folds, seed 1). `scoring="roc_auc"` gives
-    the AUC; `classifier` may be 'rf' (sbi's default random forest) or any scikit-learn
-    classifier; `mlp_config` changes the JAX MLP's settings.
+    (z-scored by the reference, MLP (10 d, 10 d), 5 folds, seed 1). The keywords are
+    `c2st_scores`'s: `seed`, `n_folds`, `scoring="roc_auc"` for the AUC, `z_score_data`,
+    `noise_scale`, `classifier` ('mlp', 'rf' (sbi's default random forest) or any
+    scikit-learn classifier) and `mlp_config` (the JAX MLP's settings).
     """
-    return float(
-        np.mean(
-            c2st_scores(
-                reference,
-                samples,
-                seed=seed,
-                n_folds=n_folds,
-                scoring=scoring,
-                z_score_data=z_score_data,
-                noise_scale=noise_scale,
-                classifier=classifier,
-                mlp_config=mlp_config,
-            )
-        )
-    )
+    return float(np.mean(c2st_scores(reference, samples, **kwargs)))
 
 
 def c2st_pvalue(accuracy: float, num_reference: int, num_samples: int) -> float:

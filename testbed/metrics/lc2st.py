@@ -260,9 +260,6 @@ class LC2ST:
         probs = self._probs(self.trained_clfs, theta_o, x_o)
         return LC2STScores(self._scores(probs), probs.mean(axis=1)[0])
 
-    def _null_eval_points(self, theta_o: np.ndarray) -> np.ndarray:
-        return theta_o
-
     def get_statistics_under_null_hypothesis(self, theta_o, x_o) -> LC2STScores:
         """[H] null statistics (and probabilities [H, N_v]) at x_o."""
         return self._null(theta_o, x_o)

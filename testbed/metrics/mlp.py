@@ -26,6 +26,7 @@ import dataclasses
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from functools import partial
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -184,7 +185,70 @@ def _unflatten(flat, shapes) -> Params:
     return tuple((out[i], out[i + 1]) for i in range(0, len(out), 2))
 
 
-def _epoch(bsz: int, shapes, hp, x, y, rows, n_train, word, epoch, params, m, v, t, active):
+class Hyper(NamedTuple):
+    """The numeric settings of MLPConfig the compiled epoch reads (traced, not static)."""
+
+    alpha: np.float32
+    learning_rate: np.float32
+    tol: np.float32
+    beta_1: np.float32
+    beta_2: np.float32
+    epsilon: np.float32
+    n_iter_no_change: np.int32
+    max_iter: np.int32
+
+    @classmethod
+    def of(cls, cfg: MLPConfig) -> Hyper:
+        floats = [np.float32(getattr(cfg, f)) for f in cls._fields[:6]]
+        return cls(*floats, np.int32(cfg.n_iter_no_change), np.int32(cfg.max_iter))
+
+
+class ModelData(NamedTuple):
+    """Each model's data (leading model axis): labels [M, N], its training rows padded to
+    whole batches [M, R] with their count, its shuffle word, its validation rows."""
+
+    y: Any
+    rows: Any
+    n_train: Any
+    words: Any
+    val_rows: Any
+    n_val: Any
+
+
+class TrainState(NamedTuple):
+    """Each model's training state (leading model axis): flat parameters [M, P], Adam's
+    moments and step count, the best score and parameters so far, the stopping counters."""
+
+    params: Any
+    m: Any
+    v: Any
+    t: Any
+    best: Any
+    best_params: Any
+    no_improve: Any
+    active: Any
+    n_iter: Any
+    loss: Any
+
+    @classmethod
+    def start(cls, flat: np.ndarray, early_stopping: bool) -> TrainState:
+        """The host state of models starting from flat parameters [M, P]."""
+        n = flat.shape[0]
+        return cls(
+            params=flat,
+            m=np.zeros_like(flat),
+            v=np.zeros_like(flat),
+            t=np.zeros(n, np.float32),
+            best=np.full(n, -np.inf if early_stopping else np.inf, np.float32),
+            best_params=flat.copy(),
+            no_improve=np.zeros(n, np.int32),
+            active=np.ones(n, bool),
+            n_iter=np.zeros(n, np.int32),
+            loss=np.full(n, np.nan, np.float32),
+        )
+
+
+def _epoch(bsz: int, shapes, hp: Hyper, x, y, rows, n_train, word, epoch, params, m, v, t, active):
     """One epoch of one model over its rows `rows[:n_train]`, freshly shuffled.
 
     Epoch e's order is the keyed permutation seeded by hash(word, e), computed on the
@@ -196,21 +260,21 @@ def _epoch(bsz: int, shapes, hp, x, y, rows, n_train, word, epoch, params, m, v,
     order = rows[permuted_index(seed, jnp.minimum(position, n_train - 1), n_train)]
     order = order.reshape(-1, bsz)
     counts = jnp.clip(n_train - jnp.arange(order.shape[0]) * bsz, 0, bsz)
-    b1, b2 = hp["beta_1"], hp["beta_2"]
+    b1, b2 = hp.beta_1, hp.beta_2
 
     def step(carry, inp):
         params, m, v, t = carry
         xb_t, yb, count = inp
         wb = (jnp.arange(bsz) < count).astype(jnp.float32)
-        loss, g = _loss_and_grad(params, xb_t, yb, wb, hp["alpha"])
+        loss, g = _loss_and_grad(params, xb_t, yb, wb, hp.alpha)
         go = active & (count > 0)
         t1 = t + go.astype(jnp.float32)
-        lr = hp["learning_rate"] * jnp.sqrt(1 - b2**t1) / (1 - b1**t1)
+        lr = hp.learning_rate * jnp.sqrt(1 - b2**t1) / (1 - b1**t1)
 
         def adam(p, m, v, g):
             m1 = jnp.where(go, b1 * m + (1 - b1) * g, m)
             v1 = jnp.where(go, b2 * v + (1 - b2) * g * g, v)
-            return jnp.where(go, p - lr * m1 / (jnp.sqrt(v1) + hp["epsilon"]), p), m1, v1
+            return jnp.where(go, p - lr * m1 / (jnp.sqrt(v1) + hp.epsilon), p), m1, v1
 
         new = [adam(*leaves) for leaves in zip(*map(jax.tree_util.tree_leaves, (params, m, v, g)))]
         params, m, v = (jax.tree_util.tree_unflatten(tree, list(a)) for a in zip(*new))
@@ -238,34 +302,23 @@ def _accuracy(params: Params, x, y, idx, n_valid):
     return jnp.sum((pred == y[idx]) * mask) / jnp.maximum(n_valid, 1)
 
 
-HYPER = ("alpha", "learning_rate", "tol", "beta_1", "beta_2", "epsilon")
-
-
-@partial(
-    jax.jit,
-    static_argnames=("batch_size", "early_stopping", "shared_x", "shapes"),
-)
+@partial(jax.jit, static_argnames=("batch_size", "early_stopping", "shared_x", "shapes"))
 def _train_epoch(
     batch_size: int,
     early_stopping: bool,
     shared_x: bool,
     shapes,
-    hp,
+    hp: Hyper,
     x,
-    y,
-    rows,
-    n_train,
-    words,
-    val_idx,
-    n_val,
-    s,
-):
+    data: ModelData,
+    s: TrainState,
+) -> TrainState:
     """One epoch of all models plus scikit-learn's stopping rule (numeric settings traced)."""
     x_axis = None if shared_x else 0
     epoch = partial(_epoch, batch_size, shapes, hp)
-    per_model = (y, rows, n_train, words, s["n_iter"], s["params"], s["m"], s["v"], s["t"])
-    per_model += (s["active"],)
-    if y.shape[0] == 1:  # one model: unbatched matmuls, faster than a batch of one on CPU
+    per_model = (data.y, data.rows, data.n_train, data.words, s.n_iter, s.params, s.m, s.v, s.t)
+    per_model += (s.active,)
+    if data.y.shape[0] == 1:  # one model: unbatched matmuls, faster than a batch of one on CPU
         one = epoch(x if shared_x else x[0], *(a[0] for a in per_model))
         params, m, v, t, loss = (a[None] for a in one)
     else:
@@ -273,30 +326,30 @@ def _train_epoch(
     if early_stopping:
         unflatten = jax.vmap(partial(_unflatten, shapes=shapes))
         accuracy = jax.vmap(_accuracy, in_axes=(0, x_axis, 0, 0, 0))
-        score = accuracy(unflatten(params), x, y, val_idx, n_val)
-        worse = score < s["best"] + hp["tol"]
-        better = score > s["best"]
-        best_params = jnp.where((s["active"] & better)[:, None], params, s["best_params"])
+        score = accuracy(unflatten(params), x, data.y, data.val_rows, data.n_val)
+        worse = score < s.best + hp.tol
+        better = score > s.best
+        best_params = jnp.where((s.active & better)[:, None], params, s.best_params)
     else:
         score = loss
-        worse = score > s["best"] - hp["tol"]
-        better = score < s["best"]
-        best_params = s["best_params"]
-    a = s["active"]
-    no_improve = jnp.where(worse, s["no_improve"] + 1, 0)
-    n_iter = s["n_iter"] + 1
-    still = (no_improve <= hp["n_iter_no_change"]) & (n_iter < hp["max_iter"])
-    return dict(
+        worse = score > s.best - hp.tol
+        better = score < s.best
+        best_params = s.best_params
+    a = s.active
+    no_improve = jnp.where(worse, s.no_improve + 1, 0)
+    n_iter = s.n_iter + 1
+    still = (no_improve <= hp.n_iter_no_change) & (n_iter < hp.max_iter)
+    return TrainState(
         params=params,
         m=m,
         v=v,
         t=t,
-        best=jnp.where(a & better, score, s["best"]),
+        best=jnp.where(a & better, score, s.best),
         best_params=best_params,
-        no_improve=jnp.where(a, no_improve, s["no_improve"]),
+        no_improve=jnp.where(a, no_improve, s.no_improve),
         active=a & still,
-        n_iter=jnp.where(a, n_iter, s["n_iter"]),
-        loss=jnp.where(a, loss, s["loss"]),
+        n_iter=jnp.where(a, n_iter, s.n_iter),
+        loss=jnp.where(a, loss, s.loss),
     )
 
 
@@ -431,101 +484,108 @@ def train_many(
         fit_rows, val_rows = train_rows, [r[:1] for r in train_rows]
     # scikit-learn's batch size is min(batch_size, n_samples)
     batch = min(batch, min(len(r) for r in fit_rows))
-    hp = {k: np.float32(getattr(cfg, k)) for k in HYPER}
-    hp["n_iter_no_change"] = np.int32(cfg.n_iter_no_change)
-    hp["max_iter"] = np.int32(cfg.max_iter)
     train_idx, n_train = _pad(fit_rows, batch)
     val_idx, n_val = _pad(val_rows, 1)
     init = _to_trainer_layout(stack_init(x.shape[-1], cfg.hidden_layers, init_seeds))
     shapes = tuple(a.shape[1:] for a in init)
-    flat = _flatten(init)
-    # every model's state on the host; chunks hold device copies of the models they train
-    out = dict(
-        params=flat,
-        m=np.zeros_like(flat),
-        v=np.zeros_like(flat),
-        t=np.zeros(n_models, np.float32),
-        best=np.full(n_models, -np.inf if cfg.early_stopping else np.inf, np.float32),
-        best_params=flat.copy(),
-        no_improve=np.zeros(n_models, np.int32),
-        active=np.ones(n_models, bool),
-        n_iter=np.zeros(n_models, np.int32),
-        loss=np.full(n_models, np.nan, np.float32),
-    )
     # each model's shuffle word: a hash of (key, model index), on the host
     k0, k1 = _key_words(key)
     words = mix32(k0 ^ mix32(np.arange(n_models, dtype=np.uint32) + k1))
-    work = dict(
-        y=y_np, train_idx=train_idx, n_train=n_train, words=words, val_idx=val_idx, n_val=n_val
-    )
-    shared = x.ndim == 2
+    data = ModelData(y_np, train_idx, n_train, words, val_idx, n_val)
 
-    # many models: the last few stragglers move to chunks of a quarter size (a second
-    # compiled size), so they neither wait in a chunk of padding nor leave a core idle
-    small = max(1, chunk // 4) if n_models >= 4 * chunk else chunk
+    def epoch(state: TrainState, chunk_data: ModelData, x_chunk) -> TrainState:
+        shared = x_chunk.ndim == 2
+        return _train_epoch(
+            batch, cfg.early_stopping, shared, shapes, Hyper.of(cfg), x_chunk, chunk_data, state
+        )
 
-    def size_for(n_active: int) -> int:
-        return chunk if n_active > chunk else small
+    # every model's state on the host; chunks hold device copies of the models they train
+    out = TrainState.start(_flatten(init), cfg.early_stopping)
+    ChunkScheduler(epoch, out, data, x, x_host, chunk).run()
+    final = out.best_params if cfg.early_stopping else out.params
+    arrays = _to_trainer_layout([a for layer in _unflatten(final, shapes) for a in layer])
+    params = jax.device_put(tuple(zip(arrays[::2], arrays[1::2])))  # W [M, in, out] again
+    return TrainedMLPs(params, out.n_iter.copy(), out.loss.copy())
 
-    def make_chunks(
-        ids: np.ndarray, size: int
-    ) -> list[tuple[np.ndarray, int, dict, dict, jax.Array]]:
-        """(model ids, real count, device state, device data, x) per chunk of `ids`."""
+
+@dataclasses.dataclass
+class Chunk:
+    """Models trained together by one compiled epoch: their ids (the real ones: a last
+    chunk is padded with frozen copies), device state and data, and their inputs."""
+
+    ids: np.ndarray
+    state: TrainState
+    data: ModelData
+    x: Any
+
+
+class ChunkScheduler:
+    """Runs chunks epoch after epoch, each on whichever core is free (no barrier between
+    epochs: models carry their own epoch counters). A chunk in which a model stopped is
+    taken apart: its state goes back to the host (`out`, updated in place) and its models
+    still training wait as `loose` until they fill a chunk, or a core would otherwise idle
+    (then in small chunks, to pad little). XLA runs one CPU computation on about one core,
+    so independent chunks in threads use them all."""
+
+    def __init__(self, epoch, out: TrainState, data: ModelData, x, x_host, chunk: int):
+        self.epoch, self.out, self.data, self.x, self.x_host = epoch, out, data, x, x_host
+        n_models = len(out.n_iter)
+        self.chunk = chunk
+        # many models: the last few stragglers move to chunks of a quarter size (a second
+        # compiled size), so they neither wait in a chunk of padding nor leave a core idle
+        self.small = max(1, chunk // 4) if n_models >= 4 * chunk else chunk
+        self.n_active = n_models
+        self.workers = thread_budget()
+
+    def size_for(self, n_active: int) -> int:
+        return self.chunk if n_active > self.chunk else self.small
+
+    def make_chunks(self, ids: np.ndarray, size: int) -> list[Chunk]:
+        """Chunks of `size` models from the host state of `ids`."""
         chunks = []
         for start in range(0, len(ids), size):
             real = ids[start : start + size]
             # pad the last chunk with copies of its first model, frozen (inactive)
             pick = np.concatenate([real, np.full(size - len(real), real[0])])
-            state = {k: v[pick] for k, v in out.items()}
-            state["active"][len(real) :] = False
-            data = jax.device_put({k: v[pick] for k, v in work.items()})
-            x_c = x if shared else jax.device_put(x_host[pick])
-            chunks.append((real, len(real), jax.device_put(state), data, x_c))
+            state = TrainState(*(a[pick] for a in self.out))
+            state.active[len(real) :] = False
+            data = jax.device_put(ModelData(*(a[pick] for a in self.data)))
+            x = self.x if self.x.ndim == 2 else jax.device_put(self.x_host[pick])
+            chunks.append(Chunk(real, jax.device_put(state), data, x))
         return chunks
 
-    def advance(c):
+    def advance(self, c: Chunk) -> Chunk:
         """One epoch of one chunk, finished before returning (chunks run in threads)."""
-        real, n_real, state, data, x_c = c
-        state = _train_epoch(
-            batch, cfg.early_stopping, shared, shapes, hp, x_c, data["y"], data["train_idx"],
-            data["n_train"], data["words"], data["val_idx"], data["n_val"], state,
-        )  # fmt: skip
-        return real, n_real, jax.block_until_ready(state), data, x_c
+        state = jax.block_until_ready(self.epoch(c.state, c.data, c.x))
+        return Chunk(c.ids, state, c.data, c.x)
 
-    # Chunks run epoch after epoch, each on whichever core is free (no barrier between
-    # epochs: models carry their own epoch counters). A chunk in which a model stopped is
-    # taken apart; its models still training wait as `loose` until they fill a chunk or a
-    # core would otherwise idle (then in small chunks, to pad little).
-    workers = thread_budget()
-    pending = deque(make_chunks(np.arange(n_models), size_for(n_models)))
-    loose: list[np.ndarray] = []
-    n_active, running = n_models, set()
-    # XLA runs one CPU computation on about one core: independent chunks in threads use all
-    with ThreadPoolExecutor(workers) as pool:
-        while pending or running or loose:
-            if loose:  # full chunks only, unless a core would idle (padding costs compute)
-                ids, size = np.concatenate(loose), size_for(n_active)
-                idle = len(pending) + len(running) < workers
-                take = len(ids) if idle else len(ids) // size * size
-                if idle and take < size:
-                    size = small
-                pending.extend(make_chunks(ids[:take], size))
-                loose = [ids[take:]] if take < len(ids) else []
-            while pending and len(running) < workers:
-                running.add(pool.submit(advance, pending.popleft()))
-            done, running = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                real, n_real, state, data, x_c = future.result()
-                active = np.asarray(state["active"])[:n_real]
-                if active.all():
-                    pending.append((real, n_real, state, data, x_c))
-                    continue
-                for k, v in state.items():
-                    out[k][real] = np.asarray(v)[:n_real]
-                n_active -= int((~active).sum())
-                if active.any():
-                    loose.append(real[active])
-    final = out["best_params"] if cfg.early_stopping else out["params"]
-    arrays = _to_trainer_layout([a for layer in _unflatten(final, shapes) for a in layer])
-    params = jax.device_put(tuple(zip(arrays[::2], arrays[1::2])))  # W [M, in, out] again
-    return TrainedMLPs(params, out["n_iter"].copy(), out["loss"].copy())
+    def run(self) -> None:
+        n_models = len(self.out.n_iter)
+        pending = deque(self.make_chunks(np.arange(n_models), self.size_for(n_models)))
+        loose: list[np.ndarray] = []
+        running: set = set()
+        with ThreadPoolExecutor(self.workers) as pool:
+            while pending or running or loose:
+                if loose:  # full chunks only, unless a core would idle (padding costs compute)
+                    ids, size = np.concatenate(loose), self.size_for(self.n_active)
+                    idle = len(pending) + len(running) < self.workers
+                    take = len(ids) if idle else len(ids) // size * size
+                    if idle and take < size:
+                        size = self.small
+                    pending.extend(self.make_chunks(ids[:take], size))
+                    loose = [ids[take:]] if take < len(ids) else []
+                while pending and len(running) < self.workers:
+                    running.add(pool.submit(self.advance, pending.popleft()))
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    c = future.result()
+                    n_real = len(c.ids)
+                    active = np.asarray(c.state.active)[:n_real]
+                    if active.all():
+                        pending.append(c)
+                        continue
+                    for host, device in zip(self.out, c.state):
+                        host[c.ids] = np.asarray(device)[:n_real]
+                    self.n_active -= int((~active).sum())
+                    if active.any():
+                        loose.append(c.ids[active])
