@@ -77,7 +77,7 @@ def make_exact(config: NoConfig) -> ProblemReader:
     return ProblemReader(
         "exact",
         OffersExactPosterior,
-        "exact_predictive",
+        "exact_posterior",
         "exact posterior",
         "problems with a closed-form posterior (conjugate/...)",
     )

@@ -19,43 +19,8 @@ import math
 
 from agents.ensemble import EnsembleConfig, train_ensemble
 from agents.registry import register
-from agents.training import SGDConfig, temperature_of
+from agents.training import BOOTSTRAP, PriorFunctionConfig
 from testbed.base import Data, PriorKnowledge
-from testbed.config import check_nonnegative, check_one_of
-
-BOOTSTRAP = ("none", "bernoulli", "exponential")
-TEMP_SCALES = ("sqrt", "linear", "lin", "none")
-
-
-def prior_temperature_scale(prior_scale: float, how: str, temperature: float) -> float:
-    """The prior function's scale after temperature scaling ('lin' means 'linear')."""
-    if how in ("linear", "lin"):
-        return prior_scale / temperature
-    if how == "sqrt":
-        return prior_scale / math.sqrt(temperature)
-    return prior_scale
-
-
-@dataclasses.dataclass(frozen=True)
-class PriorFunctionConfig(SGDConfig):
-    """Randomized prior functions (scaled by the temperature as `temp_scale_prior` says) and
-    bootstrap weights per (member, example): ensemble+ and the hypermodel."""
-
-    prior_scale: float = 3.0
-    temp_scale_prior: str = "sqrt"
-    distribution: str = "none"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_nonnegative("prior_scale", self.prior_scale)
-        check_one_of("temp_scale_prior", self.temp_scale_prior, TEMP_SCALES)
-        check_one_of("distribution", self.distribution, BOOTSTRAP)
-
-    def scaled_prior(self, prior: PriorKnowledge) -> float:
-        """The prior functions' scale at the problem's temperature."""
-        return prior_temperature_scale(
-            self.prior_scale, self.temp_scale_prior, temperature_of(prior)
-        )
 
 
 @dataclasses.dataclass(frozen=True)

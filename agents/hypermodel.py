@@ -24,10 +24,11 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from agents.ensemble_plus import BOOTSTRAP, PriorFunctionConfig
 from agents.networks import make_linear_index_prior, make_mlp
 from agents.registry import register
 from agents.training import (
+    BOOTSTRAP,
+    PriorFunctionConfig,
     RegularizedMLPConfig,
     check_hidden_sizes,
     l2_norm_squared,

@@ -22,6 +22,7 @@ from testbed.base import Data
 from testbed.config import check_at_least, check_in_range, check_one_of
 from testbed.errors import InputError
 from testbed.model import ModelKnowledge
+from testbed.seeding import make_rng
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +57,7 @@ class DrawsPosterior:
 
     def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
         """Rows of the draws: without replacement when there are enough, else with."""
-        rng = np.random.default_rng(seed)
+        rng = make_rng(seed)
         total = self.draws.shape[0]
         idx = rng.choice(total, size=int(num_samples), replace=int(num_samples) > total)
         return self.draws[idx]

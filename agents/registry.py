@@ -16,6 +16,7 @@ from typing import Any
 
 from testbed.base import Oracle, PriorKnowledge
 from testbed.config import config_as_dict, with_overrides
+from testbed.errors import InputError
 from testbed.registry import Registry
 
 
@@ -79,6 +80,12 @@ class ConfiguredOracle(ConfiguredAgent):
 
     def predictive_for(self, problem: Any) -> Any:
         return self.build().predictive_for(problem)
+
+    def __call__(self, train_data: Any, prior_knowledge: Any) -> Any:
+        raise InputError(
+            f"agent {self.name} reads the problem instead of training on data; allowed: "
+            f"testbed.evaluate(agent, problem) or agent.predictive_for(problem)"
+        )
 
 
 def configured(name: str, config: Any) -> ConfiguredAgent:

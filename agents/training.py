@@ -21,7 +21,7 @@ import numpy as np
 import optax
 
 from testbed.base import PriorKnowledge
-from testbed.config import check_at_least, check_nonnegative, check_positive
+from testbed.config import check_at_least, check_nonnegative, check_one_of, check_positive
 from testbed.errors import InputError
 from testbed.shuffle import mix32, permuted_index
 
@@ -55,8 +55,7 @@ def decay_factor(prior: PriorKnowledge, adaptive: bool) -> float:
     """
     if prior.num_train <= 0:
         return 0.0
-    temperature = 1.0 if prior.temperature is None else float(prior.temperature)
-    scale = math.sqrt(temperature) * prior.input_dim if adaptive else 1.0
+    scale = math.sqrt(temperature_of(prior)) * prior.input_dim if adaptive else 1.0
     return scale / prior.num_train
 
 
@@ -254,3 +253,38 @@ class ScheduleConfig(SGDConfig):
 @dataclasses.dataclass(frozen=True)
 class RegularizedMLPConfig(NetworkConfig, WeightDecayConfig, ScheduleConfig):
     """An MLP trained with weight decay and the batch schedule (mlp, ensemble, ...)."""
+
+
+BOOTSTRAP = ("none", "bernoulli", "exponential")
+TEMP_SCALES = ("sqrt", "linear", "lin", "none")
+
+
+def prior_temperature_scale(prior_scale: float, how: str, temperature: float) -> float:
+    """The prior function's scale after temperature scaling ('lin' means 'linear')."""
+    if how in ("linear", "lin"):
+        return prior_scale / temperature
+    if how == "sqrt":
+        return prior_scale / math.sqrt(temperature)
+    return prior_scale
+
+
+@dataclasses.dataclass(frozen=True)
+class PriorFunctionConfig(SGDConfig):
+    """Randomized prior functions (scaled by the temperature as `temp_scale_prior` says) and
+    bootstrap weights per (member, example): ensemble+ and the hypermodel."""
+
+    prior_scale: float = 3.0
+    temp_scale_prior: str = "sqrt"
+    distribution: str = "none"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_nonnegative("prior_scale", self.prior_scale)
+        check_one_of("temp_scale_prior", self.temp_scale_prior, TEMP_SCALES)
+        check_one_of("distribution", self.distribution, BOOTSTRAP)
+
+    def scaled_prior(self, prior: PriorKnowledge) -> float:
+        """The prior functions' scale at the problem's temperature."""
+        return prior_temperature_scale(
+            self.prior_scale, self.temp_scale_prior, temperature_of(prior)
+        )

@@ -40,7 +40,7 @@ class ThresholdProblem(EvidenceScoring):
     metrics = ("joint_kl", "accuracy")
 
     def __post_init__(self):
-        self.train_data = testbed.Data(*self.draw(np.random.default_rng(self.seed), self.num_train))
+        self.train_data = testbed.Data(*self.draw(self.num_train, self.seed))
         self.prior_knowledge = testbed.PriorKnowledge(
             input_dim=1, num_train=self.num_train, num_classes=2, tau=self.tau
         )
@@ -52,14 +52,15 @@ class ThresholdProblem(EvidenceScoring):
         with np.errstate(divide="ignore"):  # flip 0: the other label has probability 0
             return np.log(np.stack([1 - p1, p1], axis=1))
 
-    def draw(self, rng: np.random.Generator, n: int):
-        x = rng.standard_normal((n, 1)).astype(np.float32)
-        y = (rng.random(n) < np.exp(self.log_probs(x)[:, 1])).astype(np.int32)
+    def draw(self, num_samples: int, seed):
+        """(x, y) of `num_samples` draws (the testbed's sample order: count, then seed)."""
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal((num_samples, 1)).astype(np.float32)
+        y = (rng.random(num_samples) < np.exp(self.log_probs(x)[:, 1])).astype(np.int32)
         return x, y
 
     def evidence(self, sampler) -> Evidence:
-        rng = np.random.default_rng((self.seed, 1))
-        x, y = self.draw(rng, self.num_test_seeds * self.tau)
+        x, y = self.draw(self.num_test_seeds * self.tau, (self.seed, 1))
         env_ll = self.log_probs(x)[np.arange(len(y)), y].reshape(-1, self.tau).sum(axis=1)
         _, keys = estimator_keys(jax.random.PRNGKey(self.seed), self.num_enn_samples)
         batches = TestBatches(x.reshape(-1, self.tau, 1), y.reshape(-1, self.tau), keys, env_ll)

@@ -36,13 +36,14 @@ def _parse_sets(pairs: Sequence[str]) -> dict[str, str]:
 
 def _print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=escape(title))
     for c in columns:
-        table.add_column(c)
-    for r in rows:
-        table.add_row(*[_fmt(v) for v in r])
+        table.add_column(escape(c))
+    for r in rows:  # text from results and docstrings is shown as it is (no rich markup)
+        table.add_row(*[escape(_fmt(v)) for v in r])
     Console().print(table)
 
 
@@ -71,10 +72,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         cols = ["sweep", "problems"]
     else:
         rows = [
-            [n, ", ".join(sorted(m.needs)), m.description]
+            [n, ", ".join(m.needs), ", ".join(m.gives), m.description]
             for n, m in ((n, testbed.metrics.get(n)) for n in testbed.metrics.names())
         ]
-        cols = ["metric", "needs", "description"]
+        cols = ["metric", "needs", "gives", "description"]
     if args.json:
         print(json.dumps([dict(zip(cols, r)) for r in rows], indent=2))
     else:

@@ -46,12 +46,12 @@ def rejection_rates(
 ) -> dict[str, float]:
     """Fraction of `trials` seeded sample sets (of problem.num_samples) each of `tests`
     rejects (C2ST only where `problem.use_c2st`)."""
-    predictive = Perturbed(problem.exact_predictive(), kind, size)
+    predictive = Perturbed(problem.exact_posterior(), kind, size)
     counts: dict[str, float] = {}
     for t in range(trials):
         samples = predictive.sample(problem.x_o, problem.num_samples, seed=10_000 + t)
         # fresh null/reference draws per trial: rates are then unconditional
-        scores = problem.posterior_scores(None, samples, np.random.default_rng((77, t)))
+        scores = problem.posterior_scores(samples, np.random.default_rng((77, t)))
         for test in tests:
             if f"{test}_reject" in scores:
                 counts[test] = counts.get(test, 0.0) + scores[f"{test}_reject"] / trials

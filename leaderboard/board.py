@@ -103,7 +103,8 @@ def build(
         clean, kl = _ranked(_kl_rows(df[~real], other_ids), other_ids, **rank)
     if metric in ("auto", "kl") and has_nll:
         # real data: the joint NLL ranked by the same rules (the leaderboard's KL column)
-        rows = df[real].assign(kl_estimate=df[real].get("joint_nll", df[real].get("kl_estimate")))
+        # the scoring rules read the score from the `kl_estimate` column: here, the NLL
+        rows = df[real].assign(kl_estimate=df[real]["joint_nll"] if "joint_nll" in df else None)
         clean_nll, nll = _ranked(rows, real_ids, **rank)
     c2st = None
     if metric in ("auto", "c2st") and (has_c2st or metric == "c2st"):

@@ -84,4 +84,9 @@ def _accuracy(evidence) -> dict[str, float]:
     return out
 
 
-register("accuracy", needs=("labelled_inputs", "sampler"), apply=_accuracy)(mean_predictive_scores)
+register(
+    "accuracy",
+    needs=("labelled_inputs", "sampler"),
+    apply=_accuracy,
+    gives=tuple(f"{s}_{k}" for s in ("test", "train") for k in ("acc", "ece", "marginal_nll")),
+)(mean_predictive_scores)

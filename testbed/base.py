@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from testbed.errors import InputError
+from testbed.seeding import Seed
 
 Array = Any  # a numpy, JAX or torch array
 PRNGKey = jax.Array
@@ -95,7 +96,7 @@ class PosteriorEstimate(Protocol):
     are accepted as they are through an adapter where posterior problems score them.
     """
 
-    def sample(self, x_o: Array, num_samples: int, seed: int) -> Array: ...
+    def sample(self, x_o: Array, num_samples: int, seed: Seed) -> Array: ...
 
 
 @runtime_checkable
@@ -114,12 +115,12 @@ Predictive = EpistemicSampler | PosteriorEstimate | Any
 class Agent(Protocol):
     """Trains on what a problem gives and returns a predictive.
 
-    `agent(train_data, prior_knowledge) -> predictive`. For classification problems
-    `train_data` is a `Data`; for simulator problems it is the problem's simulation
-    access (prior, budgeted simulator, observation).
+    `agent(train_data, prior_knowledge) -> predictive`: a `Data` and a `PriorKnowledge`
+    (classification, real data), a `SimulationAccess` and a `SimulatorKnowledge`
+    (simulators), or a `Data` and a `ModelKnowledge` (conjugate models).
     """
 
-    def __call__(self, train_data: Any, prior_knowledge: PriorKnowledge) -> Predictive: ...
+    def __call__(self, train_data: Any, prior_knowledge: Any) -> Predictive: ...
 
 
 @runtime_checkable
@@ -155,7 +156,7 @@ class OffersOracle(Protocol):
 class OffersExactPosterior(Protocol):
     """A problem with a closed-form posterior (conjugate models)."""
 
-    def exact_predictive(self) -> PosteriorEstimate: ...
+    def exact_posterior(self) -> PosteriorEstimate: ...
 
 
 class Quality(dict):

@@ -8,7 +8,7 @@ from typing import Any
 
 from testbed.base import Agent, Oracle, Problem, Quality
 from testbed.errors import InputError
-from testbed.evaluation import ScoredProblem, resolve
+from testbed.evaluation import ScoredProblem, resolve, score
 from testbed.simulation import SimulationAccess
 
 
@@ -49,7 +49,7 @@ def evaluate(
     if metrics is None:
         quality = Quality(problem.evaluate(predictive))
     else:
-        quality = Quality(problem.evaluate(predictive, metrics))
+        quality = score(problem, predictive, metrics)
     done = time.perf_counter()
     if isinstance(data, SimulationAccess):
         quality["num_simulations_used"] = data.num_simulations

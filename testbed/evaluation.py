@@ -30,6 +30,7 @@ EVIDENCE: dict[str, str] = {
     "labelled_inputs": "labelled inputs per split for accuracy and calibration",
     "reference_samples": "draws of the reference (or exact) posterior at x_o",
     "exact_posterior": "the closed-form posterior at x_o",
+    "gaussian_exact_posterior": "the closed-form posterior at x_o when it is Gaussian",
     "exact_predictive": "future data with the exact log joint predictive",
     "true_parameters": "the parameters theta* behind x_o",
     "observation": "the observation x_o",
@@ -44,6 +45,7 @@ EVIDENCE: dict[str, str] = {
     "posterior": "the agent's posterior (any posterior shape, adapted)",
     "posterior_samples": "draws of the agent's posterior at x_o",
     "posterior_log_prob": "the agent's normalised posterior log density",
+    "gaussian_posterior": "the agent's posterior when it is Gaussian and says so (mean, cov)",
     "amortized_posterior": "the agent's posterior at any x (one draw per x)",
 }
 
@@ -121,68 +123,84 @@ class ScoredProblem(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
-    """A registered metric: `fn` on arrays (call it directly), the evidence it `needs`,
-    and `apply(evidence) -> {name: value}` that computes it on a problem (default: `fn`
-    of the needed values in order; a dict result gets the metric's name as prefix)."""
+    """A registered metric: `fn` on arrays (call it directly), the evidence it `needs` (in
+    the order `fn` takes it), the Quality entries it `gives`, and `apply(evidence)` that
+    computes those entries on a problem (default: `fn` of the needed values; a number is
+    named after the metric, a dict's keys get the metric's name as prefix)."""
 
     name: str
     fn: Callable[..., Any]
-    needs: frozenset[str]
+    needs: tuple[str, ...]
     description: str
     apply: Callable[[Evidence], Mapping[str, float]] | None = None
-    order: tuple[str, ...] = ()  # `needs` in the order `fn` takes them
+    gives: tuple[str, ...] = ()  # the entries it writes (empty: not declared)
 
     def __call__(self, evidence: Evidence) -> Mapping[str, float]:
         if self.apply is not None:
             return self.apply(evidence)
-        args = [evidence[n] for n in self.order]
+        args = [evidence[n] for n in self.needs]
         value = self.fn(*args, **evidence.options.get(self.name, {}))
         if isinstance(value, Mapping):
             return {f"{self.name}_{k}": v for k, v in value.items()}
         return {self.name: value}
 
 
-def resolve(problem: ScoredProblem, metrics: Sequence[str] | None) -> tuple[list[Metric], bool]:
-    """The metrics to run (the problem's defaults when None) and whether they were asked
-    for explicitly; each must be registered and need only what the problem offers."""
-    from testbed.metrics.registry import get
+def resolve(problem: ScoredProblem, metrics: Sequence[str] | None) -> list[Metric]:
+    """The metrics to run (the problem's defaults when None), checked before anything runs:
+    each is registered, needs only what the problem offers, and no two write one entry."""
+    from testbed.metrics.registry import METRICS, get
 
-    strict = metrics is not None
-    names = list(problem.metrics if metrics is None else metrics)
     if isinstance(metrics, str):
         raise InputError(f"metrics: got {metrics!r}; allowed: a list of metric names")
-    chosen = [get(n) for n in names]
+    chosen = [get(n) for n in (problem.metrics if metrics is None else metrics)]
     for metric in chosen:
-        lacking = sorted(metric.needs - problem.offers)
+        lacking = sorted(set(metric.needs) - problem.offers)
         if lacking:
+            fits = [n for n in METRICS if set(get(n).needs) <= problem.offers]
             raise InputError(
                 f"metrics: {metric.name!r} needs {', '.join(lacking)}, which "
-                f"{type(problem).__name__} does not offer; allowed: metrics that need only "
-                f"{', '.join(sorted(problem.offers))}"
+                f"{type(problem).__name__} does not offer; allowed: {', '.join(fits)}"
             )
-    return chosen, strict
+    writers: dict[str, str] = {}
+    for metric in chosen:
+        for entry in metric.gives:
+            if entry in writers and writers[entry] != metric.name:
+                raise InputError(
+                    f"metrics: {writers[entry]!r} and {metric.name!r} both give {entry!r}; "
+                    "allowed: one of them"
+                )
+            writers[entry] = metric.name
+    return chosen
 
 
 def score(problem: ScoredProblem, predictive: Any, metrics: Sequence[str] | None = None) -> Quality:
     """The Quality of `predictive` on `problem`: each metric on one shared Evidence.
 
     A metric whose needs this predictive cannot meet (a density for NLTP, say) is left
-    out; when it was not one of the problem's defaults, a warning says so.
+    out: quietly for the problem's own defaults, with a warning for metrics named in
+    `metrics`. Two metrics may not write one entry.
     """
-    chosen, _ = resolve(problem, metrics)
+    chosen = resolve(problem, metrics)
     evidence = problem.evidence(predictive)
     quality = Quality()
     for metric in chosen:
-        missing = evidence.missing(metric.order or sorted(metric.needs))
+        missing = evidence.missing(metric.needs)
         if missing:
-            if metric.name not in problem.metrics:
+            if metrics is not None:
                 log.warning(
                     "metric %s left out: this predictive gives no %s",
                     metric.name,
                     ", ".join(missing),
                 )
             continue
-        quality.update(metric(evidence))
+        values = metric(evidence)
+        clash = sorted(set(values) & set(quality))
+        if clash:
+            raise InputError(
+                f"metrics: {metric.name!r} gives {clash[0]!r}, which another metric gave; "
+                "allowed: metrics that write different entries"
+            )
+        quality.update(values)
     quality.update(evidence.diagnostics)
     return quality
 

@@ -81,9 +81,10 @@ def mixture_log_likelihood(loglik: Any, log_weights: Any | None = None) -> Any:
 def joint_kl_summary(env_loglik: Any, agent_loglik: Any) -> dict[str, float]:
     """The one summary of d_i = env_i - agent_i over N test batches, for every family.
 
-    mean (raw), clipped_mean (+inf clipped to the largest finite d_i, as the Neural
-    Testbed; +inf if none is finite), std (ddof 0; inf if any d_i is), stderr (ddof 1 /
-    sqrt N, as a Monte-Carlo error over batches) and pct_finite.
+    mean (raw), clipped_mean (every non-finite d_i replaced by the largest finite one, as
+    the Neural Testbed does with the +inf of a zero-probability label; +inf if none is
+    finite; `pct_finite` says how many were), std (ddof 0; inf unless all are finite),
+    stderr (ddof 1 / sqrt N, a Monte-Carlo error over batches) and pct_finite.
     """
     d = np.asarray(env_loglik, np.float64) - np.asarray(agent_loglik, np.float64)
     finite = np.isfinite(d)
@@ -100,7 +101,8 @@ def joint_kl_summary(env_loglik: Any, agent_loglik: Any) -> dict[str, float]:
 def summarize_kl(env_loglik: Any, agent_loglik: Any) -> dict[str, float]:
     """Joint KL over tau test inputs (Neural Testbed): mean of log p(y) - log q(y) per batch.
 
-    +inf is clipped to the largest finite batch KL. Returns kl_estimate, kl_estimate_std
+    A non-finite batch KL (+inf: a label the agent gives probability 0) is replaced by the
+    largest finite one, and counted in pct_finite_kl. Returns kl_estimate, kl_estimate_std
     (std of the raw d_i, inf if any is inf) and pct_finite_kl. On a problem (`sampler`,
     `label_batches`) the agent's log-likelihoods are Monte Carlo over its sampled
     functions, or the random-partition estimate above the batches' Monte-Carlo limit.
@@ -204,8 +206,9 @@ def partition_log_likelihoods(
 @dataclasses.dataclass(frozen=True)
 class TestBatches:
     """What the joint estimators read: test inputs x [N, tau, d], labels y [N, tau], the
-    environment's log p(y | x) [N] (None: real data, no truth), the M sampler keys, and
-    a key for the random-partition estimator (None: Monte Carlo over functions)."""
+    M sampler keys, the environment's log p(y | x) [N] (None: real data, no truth), a key
+    for the random-partition estimator (None: Monte Carlo over functions) and the number
+    of classes (checks the sampler's output)."""
 
     x: Any
     y: Any
@@ -271,8 +274,14 @@ def _exact_joint_kl(evidence) -> dict[str, float]:
     return {"kl_estimate": kl, "kl_estimate_std": 0.0, "pct_finite_kl": float(np.isfinite(kl))}
 
 
-register("joint_kl", needs=("label_batches", "sampler"), apply=_joint_kl)(summarize_kl)
-register("joint_nll", needs=("data_batches", "sampler"), apply=_joint_nll)(joint_nll)
-register("exact_joint_kl", needs=("label_distribution", "sampler"), apply=_exact_joint_kl)(
+KL_ENTRIES = ("kl_estimate", "kl_estimate_std", "pct_finite_kl")
+register("joint_kl", ("label_batches", "sampler"), _joint_kl, KL_ENTRIES)(summarize_kl)
+register("exact_joint_kl", ("label_distribution", "sampler"), _exact_joint_kl, KL_ENTRIES)(
     enumerate_joint_kl
 )
+register(
+    "joint_nll",
+    ("data_batches", "sampler"),
+    _joint_nll,
+    ("joint_nll", "joint_nll_std", "pct_finite_nll"),
+)(joint_nll)

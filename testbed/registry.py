@@ -20,7 +20,11 @@ class Registry(Generic[T]):
     def register(self, name: str, entry: T | None = None) -> Callable[[T], T] | T:
         def add(item: T) -> T:
             if name in self._entries:
-                raise InputError(f"{self.kind} {name!r} is registered twice")
+                raise InputError(
+                    f"{self.kind} {name!r} is registered twice; allowed: a new name (code "
+                    "that registers, run again in one session, such as a notebook cell, "
+                    "registers again: restart, or pick another name)"
+                )
             self._entries[name] = item
             return item
 

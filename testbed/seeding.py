@@ -17,7 +17,8 @@ Seed = int | np.integer | np.random.SeedSequence | np.random.Generator
 
 
 def make_rng(seed: Seed, field: str = "seed") -> np.random.Generator:
-    """A numpy Generator from an int seed (a SeedSequence or Generator is used as it is)."""
+    """A numpy Generator: a Generator is returned as it is (its stream goes on), an int
+    seed or a SeedSequence starts a fresh one; anything else is a named InputError."""
     if isinstance(seed, np.random.Generator):
         return seed
     if isinstance(seed, np.random.SeedSequence):

@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from testbed.errors import InputError, bad_value
+from testbed.seeding import Seed
 
 SUPPORT_KINDS = ("real", "positive", "box")
 
@@ -34,9 +35,14 @@ class Support:
             raise bad_value("support.high", self.high, f"a number > low = {self.low}")
 
     def bounds(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper bound per parameter ([dim] each; +-inf where unbounded)."""
-        low = {"real": -np.inf, "positive": 0.0, "box": self.low}[self.kind]
-        return np.full(dim, float(low)), np.full(dim, float(self.high))
+        """Lower and upper bound per parameter ([dim] each): (low, high) for a box, (0, inf)
+        when positive, (-inf, inf) on the real line (`low` and `high` unused there)."""
+        low, high = {
+            "real": (-np.inf, np.inf),
+            "positive": (0.0, np.inf),
+            "box": (self.low, self.high),
+        }[self.kind]
+        return np.full(dim, float(low)), np.full(dim, float(high))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,11 +63,11 @@ class Simulator(Protocol):
 
     dim_parameters: int
 
-    def sample_prior(self, num_samples: int, seed: int) -> np.ndarray: ...
+    def sample_prior(self, num_samples: int, seed: Seed) -> np.ndarray: ...
 
     def log_prior(self, theta) -> np.ndarray: ...
 
-    def simulate(self, theta, seed: int) -> np.ndarray: ...
+    def simulate(self, theta, seed: Seed) -> np.ndarray: ...
 
 
 class PriorAccess:
@@ -70,8 +76,9 @@ class PriorAccess:
     def __init__(self, task: Simulator):
         self._task = task
 
-    def sample(self, num_samples: int, seed: int = 0) -> np.ndarray:
-        """`num_samples` prior draws, [num_samples, dim_theta] (free: not budgeted)."""
+    def sample(self, num_samples: int, seed: Seed) -> np.ndarray:
+        """`num_samples` prior draws, [num_samples, dim_theta] (free: not budgeted). Pass a
+        new seed (or one Generator) each call: the same seed gives the same draws."""
         return self._task.sample_prior(num_samples, seed)
 
     def log_prob(self, theta) -> np.ndarray:
@@ -100,8 +107,9 @@ class SimulationAccess:
         """Simulations still allowed."""
         return self.budget - self.num_simulations
 
-    def simulate(self, theta, seed: int = 0) -> np.ndarray:
-        """x [n, dim_x] for theta [n, dim_theta]; counts n against the budget."""
+    def simulate(self, theta, seed: Seed) -> np.ndarray:
+        """x [n, dim_x] for theta [n, dim_theta]; counts n against the budget. Pass a new
+        seed (or one Generator) each call: the same seed gives the same noise."""
         theta = np.asarray(theta, np.float64)
         dim = self._task.dim_parameters
         if theta.ndim == 1:

@@ -11,12 +11,12 @@ import pytest
 
 import agents
 import generative
-from agents.ensemble_plus import prior_temperature_scale
 from agents.training import (
     Batch,
     batch_indices,
     bootstrap_weights,
     decay_factor,
+    prior_temperature_scale,
     run_steps,
     scheduled_steps,
 )

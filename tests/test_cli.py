@@ -67,7 +67,7 @@ def test_unknown_agent_error_names_every_agent(capsys):
 def test_list_json_is_machine_readable(what, capsys):
     assert main(["list", what, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    width = 3 if what == "metrics" else 2  # metrics also say what evidence they need
+    width = 4 if what == "metrics" else 2  # metrics also say what they need and give
     assert rows and all(isinstance(r, dict) and len(r) == width for r in rows)
 
 

@@ -34,9 +34,9 @@ FAMILIES = {
 
 def dataset(family, n, seed=0):
     rng = np.random.default_rng(seed)
-    x = family.sample_inputs(rng, n)
+    x = family.sample_inputs(n, rng)
     theta = family.prior().sample(1, rng)
-    return x, family.simulate(rng, theta, x)[0]
+    return x, family.simulate(theta, x, rng)[0]
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -155,8 +155,8 @@ def test_joint_predictive_matches_monte_carlo_over_posterior(name):
     rng = np.random.default_rng(10)
     post = fam.posterior(x, y)
     tau = 3
-    x_f = fam.sample_inputs(rng, 2 * tau).reshape(2, tau, -1)
-    y_f = fam.simulate_batched(rng, post.sample(2, rng), x_f)
+    x_f = fam.sample_inputs(2 * tau, rng).reshape(2, tau, -1)
+    y_f = fam.simulate_batched(post.sample(2, rng), x_f, rng)
     exact = fam.log_joint_predictive(x, y, x_f, y_f)
     theta = post.sample(200_000, rng)
     for b in range(2):

@@ -73,7 +73,7 @@ def test_injected_error_raises_every_kl():
     problem = generative.load("conjugate/mvn_known_cov/corr3")
     problem.use_c2st = False
     exact = testbed.evaluate(agents.load("exact"), problem)
-    shifted = problem.evaluate(Perturbed(problem.exact_predictive(), "shift", 0.5))
+    shifted = problem.evaluate(Perturbed(problem.exact_posterior(), "shift", 0.5))
     post = problem.posterior
     delta = 0.5 * np.sqrt(post.var)
     expected = 0.5 * delta @ np.linalg.solve(post.cov, delta)  # KL of a pure mean shift
@@ -157,7 +157,7 @@ def test_enumerated_joint_kl_equals_brute_force_over_sequences():
     from scipy.special import logsumexp
 
     problem = generative.load("conjugate/beta_binomial/1")
-    samples = Perturbed(problem.exact_predictive(), "shift", 0.5).sample(problem.x_o, 300, 0)
+    samples = Perturbed(problem.exact_posterior(), "shift", 0.5).sample(problem.x_o, 300, 0)
     log_p, log_q = problem.updated.sum_statistic_log_pmfs(samples, problem.tau)
     enumerated = np.sum(np.exp(log_p) * (log_p - log_q))
     seqs = np.array(list(itertools.product([0.0, 1.0], repeat=problem.tau)))[..., None]
@@ -168,7 +168,7 @@ def test_enumerated_joint_kl_equals_brute_force_over_sequences():
     assert enumerated == pytest.approx(brute, rel=1e-9, abs=1e-12)
     assert enumerated > 0.01  # a 0.5 sd shift: ~0.02 nats; the exact agent scores ~1e-4
     problem.use_c2st = False
-    quality = problem.evaluate(Perturbed(problem.exact_predictive(), "shift", 0.5))
+    quality = problem.evaluate(Perturbed(problem.exact_posterior(), "shift", 0.5))
     # the MC estimate (over futures) agrees with the enumeration within 4 standard errors
     assert abs(quality["joint_kl"] - quality["joint_kl_exact"]) < 4 * quality["joint_kl_stderr"]
 
@@ -259,8 +259,8 @@ def test_c2st_against_exact_samples_sees_a_flipped_correlation():
     """C2ST (testbed.metrics.c2st) with 1000 exact reference samples: ~0.5 for the exact
     posterior (sd of a 2000-point accuracy ~0.011), clearly above for a flipped correlation."""
     problem = generative.load("conjugate/mvn_known_cov/corr3")
-    exact = problem.evaluate(problem.exact_predictive())
-    flipped = problem.evaluate(Perturbed(problem.exact_predictive(), "flip", 0.0))
+    exact = problem.evaluate(problem.exact_posterior())
+    flipped = problem.evaluate(Perturbed(problem.exact_posterior(), "flip", 0.0))
     assert abs(exact["c2st"] - 0.5) < 0.05
     assert flipped["c2st"] > 0.65
     assert flipped["c2st_reject"] and flipped["c2st_pvalue"] < 1e-6

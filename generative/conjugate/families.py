@@ -20,6 +20,7 @@ from scipy import stats
 
 from generative.conjugate import densities as dens
 from generative.conjugate import distributions as dist
+from testbed.seeding import Seed, make_rng
 
 LOG_2PI = dens.LOG_2PI
 
@@ -36,8 +37,8 @@ class Family:
     def posterior(self, x, y):
         return self.update(x, y).prior()
 
-    def sample_inputs(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return np.zeros((n, self.dim_x))
+    def sample_inputs(self, num_samples: int, seed: Seed = 0) -> np.ndarray:
+        return np.zeros((int(num_samples), self.dim_x))
 
     def log_joint_predictive(self, x_train, y_train, x_future, y_future) -> np.ndarray:
         """Exact log p(y_future | x_future, train) for batched futures [..., tau, dy]."""
@@ -47,9 +48,10 @@ class Family:
         """(A, noise_cov) with y_flat = A theta + noise, for linear-Gaussian families; else None."""
         return None
 
-    def simulate_batched(self, rng, theta, x):
+    def simulate_batched(self, theta, x, seed: Seed = 0):
         """One dataset per theta row, with its own inputs x [N, n, dx]: y [N, n, dy]."""
-        return self.simulate(rng, theta, x[0])
+        rng = make_rng(seed)
+        return self.simulate(theta, x[0], rng)
 
 
 # ---- linear-Gaussian families -------------------------------------------------------------
@@ -116,7 +118,8 @@ class NormalKnownVar(LinearGaussian):
     def log_likelihood(self, theta, x, y, xp=np):
         return xp.sum(dens.normal(y[..., 0], theta[..., None, 0], self.noise_var, xp=xp), axis=-1)
 
-    def simulate(self, rng, theta, x):
+    def simulate(self, theta, x, seed: Seed = 0):
+        rng = make_rng(seed)
         theta = _arr(theta)
         noise = np.sqrt(self.noise_var) * rng.standard_normal((theta.shape[0], x.shape[0], 1))
         return theta[:, None, :] + noise
@@ -146,7 +149,8 @@ class MvnKnownCov(LinearGaussian):
     def log_likelihood(self, theta, x, y, xp=np):
         return xp.sum(dens.mvn(y, theta[..., None, :], xp.asarray(self.noise_cov), xp=xp), axis=-1)
 
-    def simulate(self, rng, theta, x):
+    def simulate(self, theta, x, seed: Seed = 0):
+        rng = make_rng(seed)
         theta = _arr(theta)
         chol = np.linalg.cholesky(_arr(self.noise_cov))
         z = rng.standard_normal((theta.shape[0], x.shape[0], self.dim))
@@ -175,18 +179,21 @@ class BayesLinReg(LinearGaussian):
     def param_names(self):
         return tuple(f"w_{j}" for j in range(self.dim))
 
-    def sample_inputs(self, rng, n):
+    def sample_inputs(self, num_samples: int, seed: Seed = 0) -> np.ndarray:
+        rng, n = make_rng(seed), int(num_samples)
         return rng.standard_normal((n, self.dim))
 
     def log_likelihood(self, theta, x, y, xp=np):
         mean = xp.sum(x * theta[..., None, :], axis=-1)
         return xp.sum(dens.normal(y[..., 0], mean, self.noise_var, xp=xp), axis=-1)
 
-    def simulate(self, rng, theta, x):
+    def simulate(self, theta, x, seed: Seed = 0):
+        rng = make_rng(seed)
         mean = _arr(theta) @ _arr(x).T
         return (mean + np.sqrt(self.noise_var) * rng.standard_normal(mean.shape))[..., None]
 
-    def simulate_batched(self, rng, theta, x):
+    def simulate_batched(self, theta, x, seed: Seed = 0):
+        rng = make_rng(seed)
         mean = np.einsum("bd,bnd->bn", _arr(theta), _arr(x))
         return (mean + np.sqrt(self.noise_var) * rng.standard_normal(mean.shape))[..., None]
 
@@ -259,7 +266,8 @@ class NormalKnownMean(Family):
             - 0.5 * n * LOG_2PI
         )
 
-    def simulate(self, rng, theta, x):
+    def simulate(self, theta, x, seed: Seed = 0):
+        rng = make_rng(seed)
         sd = 1.0 / np.sqrt(_arr(theta))
         return self.mean + sd[:, None, :] * rng.standard_normal((sd.shape[0], x.shape[0], 1))
 
@@ -335,7 +343,8 @@ class NormalInverseGammaFamily(Family):
             - 0.5 * n * LOG_2PI
         )
 
-    def simulate(self, rng, theta, x):
+    def simulate(self, theta, x, seed: Seed = 0):
+        rng = make_rng(seed)
         theta = _arr(theta)
         z = rng.standard_normal((theta.shape[0], x.shape[0], 1))
         return theta[:, None, 0:1] + np.sqrt(theta[:, None, 1:2]) * z
@@ -478,7 +487,8 @@ class NormalInverseWishartFamily(Family):
             + 0.5 * p * np.log(self.kappa / kappa_n)
         )
 
-    def simulate(self, rng, theta, x):
+    def simulate(self, theta, x, seed: Seed = 0):
+        rng = make_rng(seed)
         mu, sigma = self._split(_arr(theta), np)
         chol = np.linalg.cholesky(sigma)
         z = rng.standard_normal((mu.shape[0], x.shape[0], self.p))
@@ -541,7 +551,8 @@ class BetaBinomial(Family):
         log_q = log_choose + ssp.logsumexp(per, axis=0) - np.log(theta.shape[0])
         return log_p, log_q
 
-    def simulate(self, rng, theta, x):
+    def simulate(self, theta, x, seed: Seed = 0):
+        rng = make_rng(seed)
         p = _arr(theta)[:, None, :]
         return (rng.random((p.shape[0], x.shape[0], 1)) < p).astype(np.float64)
 
@@ -605,7 +616,8 @@ class GammaPoisson(Family):
         per = stats.poisson.logpmf(s, tau * lam)
         return log_p, ssp.logsumexp(per, axis=0) - np.log(lam.shape[0])
 
-    def simulate(self, rng, theta, x):
+    def simulate(self, theta, x, seed: Seed = 0):
+        rng = make_rng(seed)
         lam = _arr(theta)[:, None, :]
         return rng.poisson(np.broadcast_to(lam, (lam.shape[0], x.shape[0], 1))).astype(np.float64)
 
@@ -668,7 +680,8 @@ class DirichletMultinomial(Family):
             + np.sum(ssp.gammaln(alpha + counts) - ssp.gammaln(alpha), axis=-1)
         )
 
-    def simulate(self, rng, theta, x):
+    def simulate(self, theta, x, seed: Seed = 0):
+        rng = make_rng(seed)
         theta = _arr(theta)
         u = rng.random((theta.shape[0], x.shape[0], 1))
         labels = (u > np.cumsum(theta, axis=1)[:, None, :]).sum(axis=-1)

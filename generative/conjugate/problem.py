@@ -59,7 +59,7 @@ class ExactPosterior:
         return self.family.posterior(self.inputs, x_o.reshape(self.inputs.shape[0], -1))
 
     def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
-        return self._for(x_o).sample(int(num_samples), np.random.default_rng(seed))
+        return self._for(x_o).sample(num_samples, seed)
 
     def log_prob(self, theta, x_o) -> np.ndarray:
         return self._for(x_o).log_prob(np.atleast_2d(theta))
@@ -74,7 +74,9 @@ class ConjugateProblem(EvidenceScoring):
             "posterior",
             "posterior_samples",
             "posterior_log_prob",
+            "gaussian_posterior",
             "exact_posterior",
+            "gaussian_exact_posterior",
             "exact_predictive",
             "reference_samples",
         }
@@ -101,8 +103,8 @@ class ConjugateProblem(EvidenceScoring):
             else np.asarray(self.true_theta, np.float64)
         )
         self.theta = theta
-        self.x = self.family.sample_inputs(rng, self.num_train)
-        self.y = self.family.simulate(rng, theta[None], self.x)[0]
+        self.x = self.family.sample_inputs(self.num_train, rng)
+        self.y = self.family.simulate(theta[None], self.x, rng)[0]
         self.posterior = self.family.posterior(self.x, self.y)
         self.updated = self.family.update(self.x, self.y)
 
@@ -127,7 +129,7 @@ class ConjugateProblem(EvidenceScoring):
     def task(self) -> ConjugateTask:
         return ConjugateTask(f"conjugate/{self.name}", self.family, self.x, seed=self.seed)
 
-    def exact_predictive(self) -> ExactPosterior:
+    def exact_posterior(self) -> ExactPosterior:
         return ExactPosterior(self.family, self.x, self.y)
 
     # ---- scores --------------------------------------------------------------------------
@@ -152,39 +154,31 @@ class ConjugateProblem(EvidenceScoring):
                 ),
                 "posterior_log_prob": log_prob,
                 "exact_posterior": lambda _: self.posterior,
+                "gaussian_exact_posterior": lambda _: (
+                    self.posterior if self.posterior.gaussian else MISSING
+                ),
+                "gaussian_posterior": lambda _: (
+                    predictive if isinstance(predictive, GaussianPosterior) else MISSING
+                ),
                 "exact_predictive": lambda _: JointPredictive(self),
                 "reference_samples": lambda _: self.posterior.sample(
                     self.num_samples, np.random.default_rng((self.seed, 4))
                 ),
             },
-            options={
-                "conjugate_posterior": {
-                    "gaussian": predictive if isinstance(predictive, GaussianPosterior) else None,
-                    "alpha": self.alpha,
-                    "num_null": self.num_null if self.family.dim <= MAX_DDKS_DIM else 0,
-                    "use_c2st": self.use_c2st,
-                    "seed": self.seed,
-                },
-            },
+            options={"conjugate_posterior": {**self.posterior_options(), "seed": self.seed}},
         )
         evidence.diagnostics.update(getattr(predictive, "diagnostics", None) or {})
         return evidence
 
-    def posterior_scores(
-        self, predictive: Any, samples: np.ndarray, rng: np.random.Generator | None = None
-    ) -> dict[str, float]:
-        """`posterior_scores` of samples against this problem's exact posterior; `rng` draws
-        the exact null/reference samples (default: seeded by the problem)."""
-        rng = np.random.default_rng((self.seed, 2)) if rng is None else rng
-        return posterior_scores(
-            self.posterior,
-            samples,
-            rng,
-            gaussian=predictive if isinstance(predictive, GaussianPosterior) else None,
-            alpha=self.alpha,
-            num_null=self.num_null if self.family.dim <= MAX_DDKS_DIM else 0,
-            use_c2st=self.use_c2st,
-        )
+    def posterior_options(self) -> dict[str, Any]:
+        """The settings of `posterior_scores` on this problem."""
+        num_null = self.num_null if self.family.dim <= MAX_DDKS_DIM else 0
+        return {"alpha": self.alpha, "num_null": num_null, "use_c2st": self.use_c2st}
+
+    def posterior_scores(self, samples: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
+        """`posterior_scores` of samples (of an agent with no density nor Gaussian form)
+        against this problem's exact posterior; `rng` draws the null and reference sets."""
+        return posterior_scores(self.posterior, samples, rng, **self.posterior_options())
 
 
 def posterior_scores(
@@ -198,7 +192,7 @@ def posterior_scores(
     num_null: int = 100,
     use_c2st: bool = True,
 ) -> dict[str, float]:
-    """Scores of posterior samples [n, d] against the exact posterior `post`.
+    """Scores of an agent's posterior samples [n, d] against the closed-form posterior.
 
     Moment errors; Gaussian KL (of the agent's own mean and cov when it is `gaussian`,
     else of the samples' moments) and the Mahalanobis test for Gaussian posteriors; the
@@ -271,8 +265,8 @@ class JointPredictive:
         fam, tau, num = self.family, self.tau, self.num
         rng = np.random.default_rng((self.seed, 3))
         theta_star = self.posterior.sample(num, rng)
-        x_f = fam.sample_inputs(rng, num * tau).reshape(num, tau, -1)
-        y_f = fam.simulate_batched(rng, theta_star, x_f)
+        x_f = fam.sample_inputs(num * tau, rng).reshape(num, tau, -1)
+        y_f = fam.simulate_batched(theta_star, x_f, rng)
         log_p = self.updated.log_evidence(x_f, y_f)
         log_q = np.concatenate(
             [
@@ -303,26 +297,58 @@ class JointPredictive:
         return gaussian_kl(p_mean, p_cov, q_mean, q_cov)
 
 
+def _optional(evidence: Evidence, name: str) -> Any:
+    return evidence[name] if evidence.has(name) else None
+
+
 def _posterior_scores(evidence: Evidence) -> dict[str, float]:
-    options = dict(evidence.options["conjugate_posterior"])
-    rng = np.random.default_rng((options.pop("seed"), 2))
-    log_q = evidence["posterior_log_prob"] if evidence.has("posterior_log_prob") else None
-    samples = evidence["posterior_samples"]
-    return posterior_scores(evidence["exact_posterior"], samples, rng, log_q=log_q, **options)
+    options = evidence.options["conjugate_posterior"]
+    rng = np.random.default_rng((options["seed"], 2))
+    settings = {k: v for k, v in options.items() if k != "seed"}
+    return posterior_scores(
+        evidence["exact_posterior"],
+        evidence["posterior_samples"],
+        rng,
+        log_q=_optional(evidence, "posterior_log_prob"),
+        gaussian=_optional(evidence, "gaussian_posterior"),
+        **settings,
+    )
 
 
 def _joint_predictive_scores(evidence: Evidence) -> dict[str, float]:
-    gaussian = evidence.options["conjugate_posterior"]["gaussian"]
+    gaussian = _optional(evidence, "gaussian_posterior")
     return evidence["exact_predictive"].scores(evidence["posterior_samples"], gaussian)
 
 
 register(
     "conjugate_posterior",
-    needs=("posterior", "posterior_samples", "exact_posterior"),
+    needs=("posterior_samples", "exact_posterior"),
     apply=_posterior_scores,
+    gives=(
+        "mean_error_sd",
+        "log_std_ratio",
+        "kl_gaussian",
+        "kl_gaussian_moments",
+        "mahalanobis_pvalue",
+        "mahalanobis_reject",
+        "mahalanobis_mean_ratio",
+        "outside_support_fraction",
+        "kl_q_p",
+        "kl_q_p_stderr",
+        "pit_ks_pvalue",
+        "pit_ks_statistic",
+        "pit_ks_reject",
+        "ddks_statistic",
+        "ddks_pvalue",
+        "ddks_reject",
+        "c2st",
+        "c2st_pvalue",
+        "c2st_reject",
+    ),
 )(posterior_scores)
 register(
     "conjugate_predictive",
     needs=("posterior_samples", "exact_predictive"),
     apply=_joint_predictive_scores,
+    gives=("joint_kl", "joint_kl_stderr", "joint_kl_exact", "joint_kl_gaussian"),
 )(JointPredictive.scores)

@@ -36,11 +36,11 @@ class ConjugateSimulationProblem(BudgetedSimulation, EvidenceScoring):
         self.x_o = self.conjugate.x_o
         self.offers, self.metrics = self.conjugate.offers, self.conjugate.metrics
 
-    def exact_predictive(self) -> ExactPosterior:
+    def exact_posterior(self) -> ExactPosterior:
         """The exact posterior (the `exact` agent's floor)."""
-        return self.conjugate.exact_predictive()
+        return self.conjugate.exact_posterior()
 
-    oracle_predictive = exact_predictive
+    oracle_predictive = exact_posterior
 
     def evidence(self, predictive: Any) -> Evidence:
         return self.conjugate.evidence(predictive)

@@ -69,7 +69,7 @@ class ConjugateTask(Task):
         return self.family.log_prior(theta)
 
     def _simulate(self, theta: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        y = self.family.simulate(rng, theta, self.inputs)
+        y = self.family.simulate(theta, self.inputs, rng)
         return y.reshape(theta.shape[0], self.dim_data)
 
     def _log_likelihood(self, theta: np.ndarray, x_o: np.ndarray) -> np.ndarray:

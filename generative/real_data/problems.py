@@ -4,12 +4,12 @@ Ids: `real/<dataset>/<tau>/<seed>` trains on the whole training split and
 `real/<dataset>/<tau>/<seed>/<num_train>` on its first num_train examples; <dataset> is a
 name of generative.real_data.datasets (`iris`, `digits`, `tfds/mnist`,
 `tfds/emnist/letters`, ...). The seed only sets the estimator's keys (the data are fixed),
-as in the reference. With no true likelihood (env log-lik 0), "kl_estimate" is the joint NLL
--log mean_m prod_t q_m(y_t | x_t) over N = 1000 dyadic test batches (kappa = 2 anchors from
-the test set, tau picks with replacement) and M = 1000 sampled functions; tau = 1 gives the
-marginal NLL. Problems built from ids (generative.load) read TFDS data from
-$TFDS_DATA_DIR (else ~/tensorflow_datasets) and let TFDS try to prepare a missing dataset
-unless TESTBED_TFDS_DOWNLOAD=0.
+as in the reference. With no true likelihood the score is `joint_nll` (the reference's
+real-data "kl_estimate"): -log mean_m prod_t q_m(y_t | x_t) over N = 1000 dyadic test
+batches (kappa = 2 anchors from the test set, tau picks with replacement) and M = 1000
+sampled functions; tau = 1 gives the marginal NLL. Problems built from ids
+(generative.load) read TFDS data from $TFDS_DATA_DIR (else ~/tensorflow_datasets) and let
+TFDS try to prepare a missing dataset unless TESTBED_TFDS_DOWNLOAD=0.
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def c2st_scores(
     return np.asarray(out, np.float64)
 
 
-@register("c2st", needs=("reference_samples", "posterior_samples"))
+@register("c2st", ("reference_samples", "posterior_samples"))
 def c2st(reference, samples, **kwargs: Any) -> float:
     """C2ST accuracy of a classifier telling samples from reference (0.5 = indistinguishable).
 
@@ -162,7 +162,7 @@ def c2st_pvalue(accuracy: float, num_reference: int, num_samples: int) -> float:
     return float(binom.sf(correct - 1, n, 0.5))
 
 
-@register("c2st_auc", needs=("reference_samples", "posterior_samples"))
+@register("c2st_auc", ("reference_samples", "posterior_samples"))
 def c2st_auc(reference, samples, **kwargs) -> float:
     """C2ST with the area under the ROC curve as the score (sbibm's c2st_auc)."""
     return c2st(reference, samples, scoring="roc_auc", **kwargs)

@@ -61,7 +61,9 @@ def _sbc(evidence) -> dict[str, float]:
     }
 
 
-@register("sbc", needs=("prior_simulations", "calibration_draws"), apply=_sbc)
+@register(
+    "sbc", ("prior_simulations", "calibration_draws"), _sbc, ("sbc_ks_pvalue_min", "sbc_c2st_max")
+)
 def check_sbc(
     ranks, num_posterior_samples: int, *, c2st_ranks: bool = True, seed: int = 0
 ) -> SBCResult:
@@ -118,7 +120,12 @@ def _coverage(evidence) -> dict[str, float]:
     }
 
 
-@register("expected_coverage", needs=("calibration_log_probs",), apply=_coverage)
+@register(
+    "expected_coverage",
+    ("calibration_log_probs",),
+    _coverage,
+    ("expected_coverage_max_deviation", "expected_coverage_ks_pvalue"),
+)
 def expected_coverage(log_prob_true, log_prob_samples, num_levels: int = 21, seed: int = 0):
     """Coverage of the highest-density regions of q at each level, from log q ranks.
 
@@ -153,7 +160,7 @@ def _tarp(evidence) -> dict[str, float]:
     return {"tarp_atc": result.atc, "tarp_ks_pvalue": result.ks_pvalue}
 
 
-@register("tarp", needs=("prior_simulations", "calibration_draws"), apply=_tarp)
+@register("tarp", ("prior_simulations", "calibration_draws"), _tarp, ("tarp_atc", "tarp_ks_pvalue"))
 def tarp(
     thetas,
     posterior_samples,

@@ -128,10 +128,12 @@ def _ddks(evidence) -> dict[str, float]:
     rng = np.random.default_rng(options["seed"])
     samples = np.asarray(evidence["posterior_samples"], np.float64)
     result = ddks_against(evidence["exact_posterior"], samples, rng, options["num_null"])
-    return {f"ddks_{k}": v for k, v in result.items()}
+    return {"ddks_statistic": result["statistic"], "ddks_pvalue": result["p_value"]}
 
 
-@register("ddks", needs=("posterior_samples", "exact_posterior"), apply=_ddks)
+@register(
+    "ddks", ("posterior_samples", "exact_posterior"), _ddks, ("ddks_statistic", "ddks_pvalue")
+)
 def ddks_test(
     samples,
     null_samples,

@@ -15,7 +15,7 @@ from testbed.metrics.mmd import median_bandwidth
 from testbed.metrics.registry import register
 
 
-@register("median_distance", needs=("observation", "posterior_predictive"))
+@register("median_distance", ("observation", "posterior_predictive"))
 def median_distance(x_o, predictive_samples) -> float:
     """Median L2 distance of posterior-predictive simulations to x_o (sbibm's MEDDIST)."""
     xs = as_samples(predictive_samples, "predictive_samples", dtype=np.float64)
@@ -34,21 +34,21 @@ def _pair(reference, samples):
     return ref, smp
 
 
-@register("posterior_mean_error", needs=("reference_samples", "posterior_samples"))
+@register("posterior_mean_error", ("reference_samples", "posterior_samples"))
 def posterior_mean_error(reference, samples) -> float:
     """Mean over dimensions of (mean_q - mean_ref) / std_ref (signed, as sbibm)."""
     ref, smp = _pair(reference, samples)
     return float(np.mean((smp.mean(0) - ref.mean(0)) / ref.std(0, ddof=1)))
 
 
-@register("posterior_variance_ratio", needs=("reference_samples", "posterior_samples"))
+@register("posterior_variance_ratio", ("reference_samples", "posterior_samples"))
 def posterior_variance_ratio(reference, samples) -> float:
     """Mean over dimensions of var_q / var_ref (1 = matched spread)."""
     ref, smp = _pair(reference, samples)
     return float(np.mean(smp.var(0, ddof=1) / ref.var(0, ddof=1)))
 
 
-@register("outside_support_fraction", needs=("posterior_samples", "prior_log_prob"))
+@register("outside_support_fraction", ("posterior_samples", "prior_log_prob"))
 def outside_support_fraction(samples, log_density: Callable) -> float:
     """Fraction of the agent's posterior draws where the prior has no mass (log density -inf)."""
     return float(1.0 - np.isfinite(log_density(samples)).mean())
@@ -59,7 +59,7 @@ def _nltp_at_truth(evidence) -> dict[str, float]:
     return {"nltp": nltp(evidence["posterior_log_prob"](evidence["true_parameters"]))}
 
 
-@register("nltp", needs=("posterior_log_prob", "true_parameters"), apply=_nltp_at_truth)
+@register("nltp", ("posterior_log_prob", "true_parameters"), _nltp_at_truth, ("nltp",))
 def nltp(log_prob_true_parameters) -> float:
     """Negative log-probability of the true parameters, -log q(theta* | x_o), averaged.
 
@@ -88,7 +88,7 @@ def _stein_gram(x, s, sigma2):
     return term1 + term2 + term3
 
 
-@register("ksd", needs=("posterior_samples", "target_score"))
+@register("ksd", ("posterior_samples", "target_score"))
 def ksd(samples, score: Callable | None = None, *, scores=None, sigma2: float | None = None):
     """Kernel Stein discrepancy n * V_n with a Gaussian kernel (kgof's KernelSteinTest stat).
 

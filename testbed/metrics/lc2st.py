@@ -444,8 +444,9 @@ def _lc2st_at_observation(evidence) -> dict[str, float]:
 
 @register(
     "lc2st",
-    needs=("prior_simulations", "amortized_posterior", "observation"),
-    apply=_lc2st_at_observation,
+    ("prior_simulations", "amortized_posterior", "observation"),
+    _lc2st_at_observation,
+    ("lc2st_statistic", "lc2st_p_value", "lc2st_reject"),
 )
 def lc2st_test(
     prior_samples,

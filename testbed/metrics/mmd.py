@@ -67,7 +67,7 @@ def median_bandwidth(x: np.ndarray) -> float:
     return float(np.partition(d, k)[k])
 
 
-@register("mmd", needs=("reference_samples", "posterior_samples"))
+@register("mmd", ("reference_samples", "posterior_samples"))
 def mmd(
     reference,
     samples,

@@ -22,18 +22,22 @@ def register(
     name: str,
     needs: Sequence[str] = (),
     apply: Callable[[Evidence], Mapping[str, float]] | None = None,
+    gives: Sequence[str] = (),
 ):
     """Decorator: registers `fn` under `name`; its docstring's first line describes it.
 
     `needs`: evidence names, in the order `fn` takes them when `apply` is not given.
+    `gives`: the Quality entries it writes (default: `name` alone when `fn` returns a
+    number); `testbed list metrics` shows them, and two metrics that would write one entry
+    are refused together before anything runs.
     """
-    order = tuple(needs)
-    check_names(f"metric {name}: needs", order)
+    check_names(f"metric {name}: needs", needs)
 
     def add(fn: Callable[..., Any]) -> Callable[..., Any]:
         doc = (fn.__doc__ or "").strip().splitlines()
         description = doc[0] if doc else ""
-        METRICS.register(name, Metric(name, fn, frozenset(order), description, apply, order))
+        entries = tuple(gives) or ((name,) if apply is None else ())
+        METRICS.register(name, Metric(name, fn, tuple(needs), description, apply, entries))
         return fn
 
     return add
