@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from testbed.base import Oracle, PriorKnowledge
+from testbed.base import Amortized, Oracle, PriorKnowledge
 from testbed.config import config_as_dict, with_overrides
 from testbed.errors import InputError
 from testbed.registry import Registry
@@ -59,6 +59,11 @@ class ConfiguredAgent:
 
     def build(self) -> Any:
         return self.entry.make(self.config)
+
+    @property
+    def amortized(self) -> bool:
+        """Whether its training does not depend on the observation (its config says so)."""
+        return isinstance(self.config, Amortized) and bool(self.config.amortized)
 
     def __call__(self, train_data: Any, prior_knowledge: PriorKnowledge) -> Any:
         return self.build()(train_data, prior_knowledge)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from typing import Any, Literal
 
 import numpy as np
 
 from agents.registry import register
+from agents.sbi_progress import TrainingProgress
 from agents.sbi_torch import (
     NullTracker,
     SbiDensity,
@@ -59,6 +59,11 @@ class TrainingConfig:
         check_positive("clip_max_norm", self.clip_max_norm)
         check_at_least("torch_threads", self.torch_threads, 0)
         check_nonnegative("seed", self.seed)
+
+    @property
+    def amortized(self) -> bool:
+        """One round trains on prior simulations only: the posterior serves any x_o."""
+        return self.num_rounds == 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,7 +208,7 @@ class NPEMethod(Method):
             num_bins=config.num_bins,
         )
         return NPE(
-            prior=torch_prior, density_estimator=net, show_progress_bars=False, tracker=tracker
+            prior=torch_prior, density_estimator=net, show_progress_bars=True, tracker=tracker
         )
 
     def train(self, inference, config, theta, x, proposal, first):
@@ -250,7 +255,7 @@ class NLEMethod(MCMCMethod):
             hidden_features=config.hidden_features,
         )
         return NLE(
-            prior=torch_prior, density_estimator=net, show_progress_bars=False, tracker=tracker
+            prior=torch_prior, density_estimator=net, show_progress_bars=True, tracker=tracker
         )
 
 
@@ -265,7 +270,7 @@ class NREMethod(MCMCMethod):
             z_score_x=_z(config),
             hidden_features=config.hidden_features,
         )
-        return NRE(prior=torch_prior, classifier=net, show_progress_bars=False, tracker=tracker)
+        return NRE(prior=torch_prior, classifier=net, show_progress_bars=True, tracker=tracker)
 
     def train_kwargs(self, config: NREConfig, num: int) -> dict[str, Any]:
         return {**_train_kwargs(config, num), "num_atoms": config.num_atoms}
@@ -279,8 +284,10 @@ def run_rounds(
     method: Method,
     access: SimulationAccess,
     knowledge: SimulatorKnowledge,
+    name: str = "sbi",
 ):
     """Simulate, train and build the posterior for `num_rounds` rounds; returns a predictive.
+    Training reports its progress as `name` (agents.sbi_progress).
 
     Round r > 1 simulates from the round r-1 posterior at x_o (sequential SBI).
     """
@@ -298,26 +305,30 @@ def run_rounds(
     inference = method.inference(config, torch_prior, NullTracker())
     proposal = torch_prior
     posterior = None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # sbi's progress / shape notices
+    progress = TrainingProgress(f"{name} on {knowledge.task}", int(access.budget))
+    with progress.capture(inference):
         for r, num in enumerate(sizes):
+            progress.begin_round(r + 1, len(sizes), access.num_simulations)
             theta = (
                 proposal.sample((num,))
                 if r == 0
                 else proposal.sample((num,), show_progress_bars=False)
             )
             x = simulator(theta)
+            progress.simulations = access.num_simulations
             estimator = method.train(inference, config, theta, x, proposal, first=r == 0)
             posterior = method.posterior(inference, estimator, config)
             posterior.set_default_x(x_o_t)
             proposal = posterior
+            progress.end_round(access.num_simulations)
+    progress.close()
     return method.predictive(posterior, x_o)
 
 
-def _make(method: Method):
+def _make(method: Method, name: str):
     def make(config):
         def agent(access: SimulationAccess, knowledge: SimulatorKnowledge):
-            return run_rounds(config, method, access, knowledge)
+            return run_rounds(config, method, access, knowledge, name)
 
         return agent
 
@@ -327,34 +338,34 @@ def _make(method: Method):
 @register("npe", NPEConfig)
 def make_npe(config: NPEConfig):
     """NPE via sbi (NSF flow, the SBI benchmark's settings); amortized, has log_prob."""
-    return _make(NPE_METHOD)(config)
+    return _make(NPE_METHOD, "npe")(config)
 
 
 @register("snpe", SNPEConfig)
 def make_snpe(config: SNPEConfig):
     """SNPE-C via sbi: 10 rounds of NPE with the atomic loss (the benchmark's settings)."""
-    return _make(NPE_METHOD)(config)
+    return _make(NPE_METHOD, "snpe")(config)
 
 
 @register("nle", NLEConfig)
 def make_nle(config: NLEConfig):
     """NLE via sbi (MAF likelihood, vectorized slice-sampling MCMC as in the benchmark)."""
-    return _make(NLE_METHOD)(config)
+    return _make(NLE_METHOD, "nle")(config)
 
 
 @register("snle", SNLEConfig)
 def make_snle(config: SNLEConfig):
     """SNLE via sbi: 10 rounds of NLE, each from the last MCMC posterior."""
-    return _make(NLE_METHOD)(config)
+    return _make(NLE_METHOD, "snle")(config)
 
 
 @register("nre", NREConfig)
 def make_nre(config: NREConfig):
     """NRE-B via sbi (ResNet classifier, vectorized slice-sampling MCMC as in the benchmark)."""
-    return _make(NRE_METHOD)(config)
+    return _make(NRE_METHOD, "nre")(config)
 
 
 @register("snre", SNREConfig)
 def make_snre(config: SNREConfig):
     """SNRE-B via sbi: 10 rounds of NRE, each from the last MCMC posterior."""
-    return _make(NRE_METHOD)(config)
+    return _make(NRE_METHOD, "snre")(config)

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from agents.sbi_progress import quiet_sampling
 from testbed.posterior_adapter import seeded_global_rngs
 from testbed.simulation import SimulationAccess, SimulatorKnowledge
 
@@ -150,7 +151,7 @@ class SbiSamples:
         return torch.as_tensor(x)
 
     def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
-        with seeded_global_rngs(seed):
+        with seeded_global_rngs(seed), quiet_sampling():
             out = self.posterior.sample(
                 (int(num_samples),), x=self._x(x_o), show_progress_bars=False
             )
@@ -165,7 +166,7 @@ class SbiDensity(SbiSamples):
         import torch
 
         xs = torch.as_tensor(np.asarray(xs, np.float32))
-        with seeded_global_rngs(seed):
+        with seeded_global_rngs(seed), quiet_sampling():
             out = self.posterior.sample_batched((1,), x=xs, show_progress_bars=False)
         return np.asarray(out[0].detach().cpu(), np.float64)
 
@@ -174,6 +175,6 @@ class SbiDensity(SbiSamples):
 
         theta = torch.as_tensor(np.asarray(theta, np.float32))
         # sbi estimates the mass leaking outside the prior by sampling: seed it.
-        with seeded_global_rngs(0), torch.no_grad():
+        with seeded_global_rngs(0), torch.no_grad(), quiet_sampling():
             lp = self.posterior.log_prob(theta, x=self._x(x_o))
         return np.asarray(lp.detach().cpu(), np.float64)

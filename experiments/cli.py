@@ -206,6 +206,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             executor,
             retry_failed=args.retry_failed,
             progress=not args.quiet and sys.stderr.isatty(),
+            share_training=not args.train_per_job,
         )
     if args.json:
         print(json.dumps({**vars(summary), "results": args.results}, indent=2))
@@ -255,6 +256,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         normalize=normalize,
         best_only=not args.all_configs,
         metric=args.metric,
+        per_observation=args.per_observation,
     )
     if args.export:
         from leaderboard.store import export
@@ -286,7 +288,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     check_output_path("out", args.out, [args.results])  # before anything is read
     normalize = None if args.normalize == "none" else args.normalize
-    board = lb.build(args.results, sweep=args.sweep, normalize=normalize)
+    board = lb.build(args.results, sweep=args.sweep, normalize=normalize, per_observation=True)
     path = write_report(board, args.out, title=args.title)
     print(f"report: {path.resolve()}")
     return 0
@@ -358,6 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="testbed-results.db", help="SQLite results file")
     p.add_argument("--retry-failed", action="store_true", help="run failed jobs again")
     p.add_argument(
+        "--train-per-job",
+        action="store_true",
+        help="train amortized SBI agents (npe, nle, nre) once per observation, not once per "
+        "task x budget (npe: the same numbers, ~10x the training time)",
+    )
+    p.add_argument(
         "--import",
         dest="imports",
         action="append",
@@ -379,6 +387,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export", metavar="PATH", help="also write all rows to .csv / .parquet")
     p.add_argument(
         "--failures", action="store_true", help="list the failed jobs and their reasons instead"
+    )
+    p.add_argument(
+        "--per-observation",
+        action="store_true",
+        help="also C2ST per observation, beside the SBI benchmark paper's",
     )
     p.set_defaults(fn=cmd_leaderboard)
 

@@ -21,6 +21,7 @@ from generative.registry import (
     register_sweep,
     sweep_ids,
     sweep_names,
+    training_key,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "register_sweep",
     "sweep_ids",
     "sweep_names",
+    "training_key",
 ]

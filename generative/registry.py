@@ -22,6 +22,9 @@ class ProblemFamily:
 
     `options` names the settings a user may change when loading an id (evaluation sizes,
     optional metrics); the id still names the problem (data, environment, seed).
+    `training_key(settings)`, where given, names the training data: problems with one key
+    differ only in what they evaluate (the SBI benchmark's observations of one budget), so
+    an amortized agent trained for one serves all.
     """
 
     name: str
@@ -29,6 +32,7 @@ class ProblemFamily:
     build: Callable[[dict[str, Any]], Problem]
     description: str = ""
     options: tuple[str, ...] = ()
+    training_key: Callable[[dict[str, Any]], str] | None = None
 
 
 FAMILIES: Registry[ProblemFamily] = Registry("problem family")
@@ -40,12 +44,14 @@ def register_family(
     settings: Callable[[str], dict[str, Any]],
     description: str = "",
     options: tuple[str, ...] = (),
+    training_key: Callable[[dict[str, Any]], str] | None = None,
 ):
     """Decorator on `build(settings) -> Problem`: registers the family `name`, whose
     settings named in `options` may be overridden by `load(id, **options)`."""
 
     def add(build: Callable[[dict[str, Any]], Problem]):
-        FAMILIES.register(name, ProblemFamily(name, settings, build, description, tuple(options)))
+        family = ProblemFamily(name, settings, build, description, tuple(options), training_key)
+        FAMILIES.register(name, family)
         return build
 
     return add
@@ -77,6 +83,13 @@ def problem_settings(problem_id: str) -> dict[str, Any]:
     """The settings of a problem id (what the leaderboard joins onto results)."""
     family, rest = split_id(problem_id)
     return {"family": family.name, **family.settings(rest)}
+
+
+def training_key(problem_id: str) -> str | None:
+    """The key of the training data `problem_id` gives (see ProblemFamily), or None when
+    its family does not say (its problems share nothing)."""
+    family, rest = split_id(problem_id)
+    return None if family.training_key is None else family.training_key(family.settings(rest))
 
 
 def load(problem_id: str, **options: Any) -> Problem:

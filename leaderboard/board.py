@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from leaderboard import scoring
+from leaderboard import literature, scoring
 from leaderboard.store import DEFAULT_PATH, load
 from testbed.errors import InputError, bad_value
 
@@ -39,9 +39,26 @@ SHORT_NAMES = {  # terminal headers
     "ci_low": "CI low",
     "ci_high": "CI high",
     "num_observations": "obs",
+    "paper_c2st": "paper C2ST",
+    "paper_min": "paper min",
+    "paper_max": "paper max",
+    "observation": "obs",
+    "c2st": "C2ST",
 }
 REAL_PREFIX = "real/"  # real-data problems: ranked on their joint NLL
-C2ST_COLUMNS = ["label", "task", "budget", "mean_c2st", "ci_low", "ci_high", "num_observations"]
+C2ST_COLUMNS = [
+    "label",
+    "task",
+    "budget",
+    "mean_c2st",
+    "ci_low",
+    "ci_high",
+    "num_observations",
+    "paper_c2st",
+    "paper_min",
+    "paper_max",
+]
+PER_OBSERVATION_COLUMNS = ["label", "task", "budget", "observation", "c2st", "paper_c2st"]
 
 
 @dataclasses.dataclass
@@ -57,6 +74,7 @@ class Board:
     results: str | None = None  # the results file they came from
     nll: dict[int | None, pd.DataFrame] = dataclasses.field(default_factory=dict)
     clean_nll: pd.DataFrame | None = None
+    c2st_per_observation: pd.DataFrame | None = None  # ours beside the paper's, per run
 
     @property
     def normalizer(self) -> str | None:
@@ -80,8 +98,10 @@ def build(
     normalize: str | None = "uniform",
     best_only: bool = True,
     metric: str = "auto",
+    per_observation: bool = False,
 ) -> Board:
-    """Loads `results` and ranks: Neural Testbed tables per tau, SBI C2ST table."""
+    """Loads `results` and ranks: Neural Testbed tables per tau, SBI C2ST table (with the
+    SBI benchmark paper's C2ST beside ours; per observation too with `per_observation`)."""
     if metric not in ("auto", "kl", "c2st"):
         raise bad_value("metric", metric, ["auto", "kl", "c2st"])
     ids = problem_universe(sweep)
@@ -106,10 +126,13 @@ def build(
         # the scoring rules read the score from the `kl_estimate` column: here, the NLL
         rows = df[real].assign(kl_estimate=df[real]["joint_nll"] if "joint_nll" in df else None)
         clean_nll, nll = _ranked(rows, real_ids, **rank)
-    c2st = None
+    c2st = c2st_obs = None
     if metric in ("auto", "c2st") and (has_c2st or metric == "c2st"):
         c2st_df = df if ids is None else df[df["problem_id"].isin(ids)]
-        c2st = scoring.c2st_table(c2st_df, best_only=best_only)
+        c2st = literature.beside(scoring.c2st_table(c2st_df, best_only=best_only))
+        if per_observation:
+            per_obs = scoring.c2st_per_observation(c2st_df, best_only=best_only)
+            c2st_obs = literature.per_observation(per_obs, "task", "budget", "observation")
     if not kl and not nll and c2st is None:
         failed = int((df["status"] == "failed").sum())
         if failed == len(df):
@@ -122,7 +145,9 @@ def build(
             f"results: {str(results)!r} has no kl_estimate or c2st metric to rank; allowed: "
             "results of joint-KL or posterior problems"
         )
-    return Board(df, ids, kl, clean, c2st, os.fspath(results), nll, clean_nll)
+    board = Board(df, ids, kl, clean, c2st, os.fspath(results), nll, clean_nll)
+    board.c2st_per_observation = c2st_obs
+    return board
 
 
 def _ranked(rows: pd.DataFrame, ids: Sequence[str] | None, *, tau, normalize, best_only):
@@ -158,5 +183,10 @@ def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
             out.append((title, shown))
     if board.c2st is not None:
         shown = board.c2st if full else board.c2st[C2ST_COLUMNS]
-        out.append(("C2ST per task x budget (mean over observations, 95% bootstrap CI)", shown))
+        title = "C2ST per task x budget (mean over observations, 95% bootstrap CI; paper: SBI "
+        out.append((title + "benchmark's mean and range over its 10 observations)", shown))
+    if board.c2st_per_observation is not None:
+        obs = board.c2st_per_observation
+        shown = obs if full else obs[[c for c in PER_OBSERVATION_COLUMNS if c in obs.columns]]
+        out.append(("C2ST per observation, ours beside the SBI benchmark paper's", shown))
     return out

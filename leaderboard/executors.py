@@ -4,7 +4,8 @@
 on this machine; `RayExecutor` runs the same jobs as Ray tasks on a cluster;
 `InlineExecutor` runs them in this process (debugging). Every executor enforces a per-job
 timeout (default `DEFAULT_TIMEOUT`, 24 hours: no legitimate job reaches it) and turns a
-hung or dead worker into a failed result, so a sweep always goes on.
+hung or dead worker into a failed result, so a sweep always goes on. A group of jobs that
+share one training (`worker.group_dict`) is one job whose limit is the timeout per member.
 
 Executors take an iterable of job dicts and pull the next job only when a worker is free:
 the sweep driver claims each job just then (see `leaderboard.runner`).
@@ -28,6 +29,7 @@ from leaderboard.worker import (
     failed_result,
     run_job_with_time_limit,
     thread_env,
+    time_limit,
     worker_main,
 )
 from testbed.config import check_at_least, check_one_of
@@ -84,7 +86,7 @@ class InlineExecutor:
         for job in jobs:
             if on_start is not None:
                 on_start(job)
-            on_result(run_job_with_time_limit(job, self.timeout))
+            on_result(run_job_with_time_limit(job, time_limit(job, self.timeout)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,9 +134,10 @@ class _Slot:
         self.started = time.monotonic()
         self.job: dict[str, Any] | None = None
         self.deadline: float | None = None
+        self.limit: float | None = None
 
     def assign(self, job: dict[str, Any], timeout: float | None) -> None:
-        self.job = job
+        self.job, self.limit = job, timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.conn.send(job)
 
@@ -188,7 +191,7 @@ class LocalExecutor:
                         if job is None:
                             source = None
                             break
-                        slot.assign(job, self.config.timeout)
+                        slot.assign(job, time_limit(job, self.config.timeout))
                         if on_start is not None:
                             on_start(job)
                 if source is None and all(s.job is None for s in slots):
@@ -247,7 +250,7 @@ class LocalExecutor:
             return "failed", f"worker process died (exit code {slot.process.exitcode})"
         now = time.monotonic()
         if slot.deadline is not None and now >= slot.deadline:
-            return "failed", f"timed out after {self.config.timeout:g} s (worker killed)"
+            return "failed", f"timed out after {slot.limit:g} s (worker killed)"
         if not slot.ready and now >= slot.started + STARTUP_SECONDS:
             return "failed", f"worker did not start within {STARTUP_SECONDS:g} s"
         return None, None
@@ -360,10 +363,11 @@ class RayExecutor:
                 continue
             now = time.monotonic()
             for ref, (job, t0) in list(flight.items()):
-                if now - t0 > self.config.timeout:
+                seconds = time_limit(job, self.config.timeout)
+                if now - t0 > seconds:
                     ray.cancel(ref, force=True)
                     flight.pop(ref)
-                    reason = f"timed out after {self.config.timeout:g} s (task cancelled)"
+                    reason = f"timed out after {seconds:g} s (task cancelled)"
                     on_result(failed_result(job, reason))
 
 

@@ -150,3 +150,42 @@ def sweep_jobs(
     return expand(
         agent_names, generative.sweep_ids(sweep), seeds=seeds, overrides=overrides, configs=configs
     )
+
+
+def _amortized(job: Job) -> bool:
+    """Whether the job's agent config trains without looking at the observation."""
+    import agents
+
+    try:
+        return agents.load(job.agent, **job.config).amortized
+    except Exception:  # a bad config fails in its worker, with its own message
+        return False
+
+
+def training_groups(jobs: Sequence[Job]) -> list[Job | tuple[Job, ...]]:
+    """`jobs` in order, with the jobs one training serves gathered where the first of them
+    stands: an amortized agent config and seed on problems of one training key (the SBI
+    benchmark's observations of one task and budget). Other jobs stay single."""
+    import generative
+
+    groups: dict[tuple[str, int, str], list[Job]] = {}
+    units: list[Job | list[Job]] = []
+    amortized: dict[tuple[str, str], bool] = {}
+    for job in jobs:
+        try:
+            key = generative.training_key(job.problem_id)
+        except Exception:
+            key = None
+        if key is not None:
+            cache = (job.agent, job.config_json)
+            if cache not in amortized:
+                amortized[cache] = _amortized(job)
+            key = key if amortized[cache] else None
+        if key is None:
+            units.append(job)
+            continue
+        group = groups.setdefault((job.config_key, job.seed, key), [])
+        if not group:
+            units.append(group)
+        group.append(job)
+    return [u if isinstance(u, Job) else (u[0] if len(u) == 1 else tuple(u)) for u in units]

@@ -20,6 +20,7 @@ import pandas as pd
 
 from leaderboard import scoring
 from leaderboard.board import C2ST_COLUMNS, KL_COLUMNS, SHORT_NAMES, Board
+from leaderboard.board import PER_OBSERVATION_COLUMNS as PER_OBS_COLUMNS
 from leaderboard.outputs import check_output_path, write_atomically
 from leaderboard.tables import fmt_value
 
@@ -167,9 +168,10 @@ def plot_c2st_vs_budget(board: Board):
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows), squeeze=False)
     for ax, task in zip(axes.flat, tasks):
         cell = t[t["task"] == task]
-        for label, g in cell.groupby("label", sort=True):
+        for i, (label, g) in enumerate(cell.groupby("label", sort=True)):
             g = g.sort_values("budget")
             err = np.vstack([g["mean_c2st"] - g["ci_low"], g["ci_high"] - g["mean_c2st"]])
+            color = f"C{i % 10}"
             ax.errorbar(
                 g["budget"],
                 g["mean_c2st"],
@@ -177,8 +179,24 @@ def plot_c2st_vs_budget(board: Board):
                 marker="o",
                 ms=3,
                 capsize=2,
+                color=color,
                 label=_mpl(label),
             )
+            paper = g.dropna(subset=["paper_c2st"]) if "paper_c2st" in g else g.iloc[:0]
+            if len(paper):  # the SBI benchmark paper's mean and range, dashed
+                low, high = paper["paper_c2st"] - paper["paper_min"], paper["paper_max"]
+                ax.errorbar(
+                    paper["budget"],
+                    paper["paper_c2st"],
+                    yerr=np.vstack([low, high - paper["paper_c2st"]]),
+                    ls="--",
+                    marker="x",
+                    ms=3,
+                    capsize=2,
+                    alpha=0.6,
+                    color=color,
+                    label=_mpl(f"{label} (paper)"),
+                )
         ax.axhline(0.5, color="#999", lw=0.8, ls="--")
         ax.set_xscale("log")
         ax.set_ylim(0.45, 1.02)
@@ -273,8 +291,14 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
                 _figure(
                     "c2st-vs-budget",
                     fig,
-                    "Mean C2ST over observations with 95% bootstrap CI (0.5 is perfect).",
+                    "Mean C2ST over observations with 95% bootstrap CI (0.5 is perfect); "
+                    "dashed: the SBI benchmark paper's mean and range over its observations.",
                 )
+            )
+        if board.c2st_per_observation is not None:
+            parts.append("<h3>Per observation, beside the SBI benchmark paper</h3>")
+            parts.append(
+                html_table(board.c2st_per_observation, "c2st-per-observation", PER_OBS_COLUMNS)
             )
     timing = scoring.timings(df)
     parts.append("<h2>Runtimes</h2>")

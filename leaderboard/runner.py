@@ -18,8 +18,9 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from leaderboard.jobs import Job
+from leaderboard.jobs import Job, training_groups
 from leaderboard.store import CLAIMED, DONE, ResultsStore
+from leaderboard.worker import group_dict, member_results
 
 log = logging.getLogger("testbed.sweep")
 STARTUP_ALLOWANCE = 300.0  # seconds a lease outlives the job timeout (a worker's start-up)
@@ -61,31 +62,40 @@ def todo(jobs: Sequence[Job], store: ResultsStore, retry_failed: bool = False) -
 
 class _Claims:
     """A round's jobs, each claimed in the store when an executor takes it; jobs that
-    another live sweep holds go to `busy`, jobs that got finished meanwhile to `done`."""
+    another live sweep holds go to `busy`, jobs that got finished meanwhile to `done`.
+    A group of jobs one training serves (see `training_groups`) is claimed member by
+    member (its lease as long as its time limit) and handed out as one job."""
 
-    def __init__(self, jobs: Sequence[Job], claim):
-        self._jobs = deque(jobs)
+    def __init__(self, units: Sequence[Job | tuple[Job, ...]], claim):
+        self._units = deque(units)
         self._claim = claim
         self.busy: dict[str, tuple[Job, str]] = {}
         self.done: list[str] = []
 
     def __len__(self) -> int:  # an upper bound: executors size their pools with it
-        return len(self._jobs)
+        return len(self._units)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self
 
     def __next__(self) -> dict[str, Any]:
-        while self._jobs:
-            job = self._jobs.popleft()
-            outcome = self._claim(job)
-            if outcome == CLAIMED:
-                return job.as_dict()
-            if outcome == DONE:
-                self.done.append(job.key)
-            else:
-                self.busy[job.key] = (job, outcome)
+        while self._units:
+            unit = self._units.popleft()
+            members = unit if isinstance(unit, tuple) else (unit,)
+            mine = [job for job in members if self._take(job, len(members))]
+            if len(mine) == 1:
+                return mine[0].as_dict()
+            if mine:
+                return group_dict([job.as_dict() for job in mine])
         raise StopIteration
+
+    def _take(self, job: Job, members: int) -> bool:
+        outcome = self._claim(job, members)
+        if outcome == DONE:
+            self.done.append(job.key)
+        elif outcome != CLAIMED:
+            self.busy[job.key] = (job, outcome)
+        return outcome == CLAIMED
 
 
 class Progress:
@@ -139,10 +149,13 @@ def run_sweep(
     *,
     retry_failed: bool = False,
     progress: bool = False,
+    share_training: bool = True,
 ) -> SweepSummary:
     """Runs the jobs not yet in `store` on `executor`, committing each result as it lands.
 
-    Returns when every job of the sweep is stored (by this driver or another one).
+    An amortized agent config trains once for the jobs it serves (`training_groups`;
+    `share_training=False` trains once per job). Returns when every job of the sweep is
+    stored (by this driver or another one).
     """
     start = time.perf_counter()
     attempts = store.attempts("failed") if retry_failed else {}
@@ -153,24 +166,25 @@ def run_sweep(
         summary.stored_failed = sum(j.key in earlier for j in jobs)
     bar = Progress(len(remaining), enabled=progress)
     timeout = getattr(executor, "timeout", DEFAULT_LEASE_TIMEOUT)
-    lease = None if timeout is None else timeout + STARTUP_ALLOWANCE
 
-    def claim(job: Job) -> str:
+    def claim(job: Job, members: int = 1) -> str:
         rerun = attempts.get(job.key, 0) if retry_failed else None
-        return store.claim(job.key, rerun_failed=rerun, seconds=lease)
+        seconds = None if timeout is None else timeout * members + STARTUP_ALLOWANCE
+        return store.claim(job.key, rerun_failed=rerun, seconds=seconds)
 
-    def on_result(result: dict[str, Any]) -> None:
-        store.record(result)
-        summary.ran += 1
-        if result["status"] == "ok":
-            summary.ok += 1
-        else:
-            summary.failed += 1
-            summary.failures.append((result["key"], str(result.get("error"))))
-        bar.update(result["status"])
+    def on_result(unit: dict[str, Any]) -> None:
+        for result in member_results(unit):
+            store.record(result)
+            summary.ran += 1
+            if result["status"] == "ok":
+                summary.ok += 1
+            else:
+                summary.failed += 1
+                summary.failures.append((result["key"], str(result.get("error"))))
+            bar.update(result["status"])
 
     try:
-        batch = remaining
+        batch = training_groups(remaining) if share_training else remaining
         while batch:
             claims = _Claims(batch, claim)
             executor.run(claims, on_result)

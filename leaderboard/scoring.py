@@ -225,6 +225,20 @@ def bootstrap_ci(
     return float(lo), float(hi)
 
 
+def _seeded_apart(rows: pd.DataFrame, task: str) -> pd.DataFrame:
+    """Runs at our seeded observations (`sbi/.../<k>/seeded`) as a task of their own,
+    `<task> (seeded)`: never pooled with, or set beside, the benchmark's observations."""
+    if "observation_source" not in rows.columns:
+        return rows
+    seeded = rows["observation_source"] == "seeded"
+    if not seeded.any():
+        return rows
+    rows = rows.copy()
+    rows[task] = rows[task].astype(object)
+    rows.loc[seeded, task] = rows.loc[seeded, task].astype(str) + " (seeded)"
+    return rows
+
+
 def c2st_table(
     df: pd.DataFrame,
     *,
@@ -245,6 +259,7 @@ def c2st_table(
     budget = _pick(df, BUDGET_COLUMNS, "simulation budget")
     obs = _pick(df, OBSERVATION_COLUMNS, "observation")
     rows = df[df[task].notna() & df[budget].notna() & df[obs].notna()]  # posterior problems
+    rows = _seeded_apart(rows, task)
     labels = entry_labels(df)
     out = []
     for (agent, ckey, t, b), g in rows.groupby(ENTRY + [task, budget], sort=True):
@@ -272,6 +287,25 @@ def c2st_table(
         best = set(map(tuple, means.drop_duplicates("agent")[ENTRY].values))
         table = table[[(a, k) in best for a, k in zip(table["agent"], table["config_key"])]]
     return table.sort_values(["task", "budget", "mean_c2st"], kind="stable").reset_index(drop=True)
+
+
+def c2st_per_observation(df: pd.DataFrame, *, best_only: bool = True) -> pd.DataFrame:
+    """C2ST per agent config x task x budget x observation (agent seeds averaged), of the
+    best config per agent (as `c2st_table` picks it) unless `best_only` is False."""
+    task = _pick(df, TASK_COLUMNS, "task")
+    budget = _pick(df, BUDGET_COLUMNS, "simulation budget")
+    obs = _pick(df, OBSERVATION_COLUMNS, "observation")
+    rows = _seeded_apart(df[df[task].notna() & df[budget].notna() & df[obs].notna()], task)
+    rows = rows[np.isfinite(rows["c2st"].astype(float))]
+    if best_only:
+        best = c2st_table(df, best_only=True)[ENTRY].drop_duplicates()
+        rows = rows.merge(best, on=ENTRY)
+    keys = [*ENTRY, task, budget, obs]
+    out = rows.groupby(keys, sort=True)["c2st"].mean().reset_index()
+    out = out.rename(columns={task: "task", budget: "budget", obs: "observation"})
+    labels = entry_labels(df)
+    out.insert(1, "label", [labels[k] for k in out["config_key"]])
+    return out
 
 
 def timings(df: pd.DataFrame) -> pd.DataFrame:

@@ -118,21 +118,8 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
-    """Trains and scores one job; never raises for the job's own errors.
-
-    A job that raises is `failed` with the exception as its reason; one whose Quality
-    holds a NaN, or an infinite score (SCORES), is `failed` with the offending metrics
-    named (its metrics are kept, so scoring can apply the non-finite rule). An infinite
-    diagnostic (e.g. `kl_estimate_std` when one test batch had infinite KL) is kept as
-    data, not a failure.
-    """
-    import agents
-    import generative
-    import testbed
-
-    start = time.perf_counter()
-    result: dict[str, Any] = {
+def _new_result(job: Mapping[str, Any]) -> dict[str, Any]:
+    return {
         **job,
         "status": "ok",
         "error": None,
@@ -141,27 +128,109 @@ def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
         "versions": versions(),
         "host": socket.gethostname(),
     }
-    try:
-        entry = agents.AGENTS.get(job["agent"])
-        config = dict(job["config"])
-        if any(f == "seed" for f in entry.config_cls.__dataclass_fields__):
-            config["seed"] = int(job["seed"])
-        agent = agents.load(job["agent"], **config)
-        problem = generative.load(job["problem_id"])
-        quality = testbed.evaluate(agent, problem)
-        result["metrics"] = dict(quality)
-        bad = sorted(
-            k for k, v in quality.items() if math.isnan(v) or (k in SCORES and not math.isfinite(v))
-        )
-        if bad:
-            result["status"] = "failed"
-            result["error"] = "non-finite metrics: " + ", ".join(f"{k}={quality[k]}" for k in bad)
-    except Exception as exc:  # the job's failure is data, not a crash of the sweep
+
+
+def _fail(result: dict[str, Any], exc: BaseException) -> None:
+    result["status"] = "failed"
+    result["error"] = _one_line(exc)
+    result["traceback"] = traceback.format_exc()[-4000:]
+
+
+def _check_quality(result: dict[str, Any], quality: Mapping[str, float]) -> None:
+    """Stores `quality`; a NaN, or an infinite score (SCORES), fails the result."""
+    result["metrics"] = dict(quality)
+    bad = sorted(
+        k for k, v in quality.items() if math.isnan(v) or (k in SCORES and not math.isfinite(v))
+    )
+    if bad:
         result["status"] = "failed"
-        result["error"] = _one_line(exc)
-        result["traceback"] = traceback.format_exc()[-4000:]
+        result["error"] = "non-finite metrics: " + ", ".join(f"{k}={quality[k]}" for k in bad)
+
+
+def _agent(job: Mapping[str, Any]) -> Any:
+    """The job's configured agent, its seed set from the job's seed."""
+    import agents
+
+    entry = agents.AGENTS.get(job["agent"])
+    config = dict(job["config"])
+    if any(f == "seed" for f in entry.config_cls.__dataclass_fields__):
+        config["seed"] = int(job["seed"])
+    return agents.load(job["agent"], **config)
+
+
+def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
+    """Trains and scores one job; never raises for the job's own errors.
+
+    A job that raises is `failed` with the exception as its reason; one whose Quality
+    holds a NaN, or an infinite score (SCORES), is `failed` with the offending metrics
+    named (its metrics are kept, so scoring can apply the non-finite rule). An infinite
+    diagnostic (e.g. `kl_estimate_std` when one test batch had infinite KL) is kept as
+    data, not a failure. A group of jobs (`members`, see `group_dict`) is `run_group`.
+    """
+    if "members" in job:
+        return run_group(job)
+    import generative
+    import testbed
+
+    start = time.perf_counter()
+    result = _new_result(job)
+    try:
+        _check_quality(result, testbed.evaluate(_agent(job), generative.load(job["problem_id"])))
+    except Exception as exc:  # the job's failure is data, not a crash of the sweep
+        _fail(result, exc)
     result["wall_seconds"] = time.perf_counter() - start
     return result
+
+
+def group_dict(members: list[dict[str, Any]]) -> dict[str, Any]:
+    """One unit of work for jobs an amortized agent trains for once: the executor runs
+    it as one job (its time limit scaled by the number of members)."""
+    return {"key": f"{members[0]['key']} (+{len(members) - 1} sharing its training)",
+            "members": members}  # fmt: skip
+
+
+def run_group(group: Mapping[str, Any]) -> dict[str, Any]:
+    """Trains once for all members (same agent config, seed and training key) and scores
+    each: one result per member in `results`. A failed training fails every member; a
+    failed scoring only its own."""
+    import generative
+    from testbed.evaluate import score_trained, train_shared
+
+    members = group["members"]
+    results = [_new_result(m) for m in members]
+    start = time.perf_counter()
+    try:
+        problems = [generative.load(m["problem_id"]) for m in members]
+        trained = train_shared(_agent(members[0]), problems)
+    except Exception as exc:
+        for result in results:
+            _fail(result, exc)
+            result["wall_seconds"] = time.perf_counter() - start
+        return {**group, "results": results}
+    for i, (result, problem) in enumerate(zip(results, problems)):
+        try:
+            _check_quality(result, score_trained(problem, trained.for_problem(i)))
+        except Exception as exc:
+            _fail(result, exc)
+        result["wall_seconds"] = time.perf_counter() - start  # the first includes training
+        start = time.perf_counter()
+    return {**group, "results": results}
+
+
+def member_results(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The per-job results inside `result`: a group's results (or, when the executor
+    failed the whole group, e.g. on a timeout, that failure for each member), else itself."""
+    if "members" not in result:
+        return [dict(result)]
+    if "results" in result:
+        return list(result["results"])
+    reason, seconds = str(result.get("error")), result.get("wall_seconds", math.nan)
+    return [failed_result(m, reason, seconds) for m in result["members"]]
+
+
+def time_limit(job: Mapping[str, Any], seconds: float | None) -> float | None:
+    """A job's time limit: `seconds` per member of a group."""
+    return None if seconds is None else seconds * len(job.get("members", (job,)))
 
 
 class JobTimeout(BaseException):
@@ -213,6 +282,7 @@ def run_job_with_time_limit(job: Mapping[str, Any], seconds: float | None) -> di
 def prepare(env: Mapping[str, str], imports: Iterable[str] = ()) -> None:
     """Sets the worker's environment, then imports the stack and the user's modules."""
     os.environ.update(env)
+    os.environ.setdefault("TESTBED_PROGRESS", "lines")  # no status line under the sweep's bar
     import agents  # noqa: F401
     import generative  # noqa: F401
     import testbed  # noqa: F401

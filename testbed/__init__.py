@@ -15,9 +15,9 @@ from testbed.base import (
     Quality,
 )
 from testbed.errors import InputError
-from testbed.evaluate import evaluate, train
+from testbed.evaluate import evaluate, evaluate_many, train
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Agent",
@@ -30,6 +30,7 @@ __all__ = [
     "Problem",
     "Quality",
     "evaluate",
+    "evaluate_many",
     "metrics",
     "train",
 ]

@@ -146,6 +146,24 @@ class Oracle(Protocol):
 
 
 @runtime_checkable
+class Amortized(Protocol):
+    """An agent that may say its training does not depend on the observation (amortized
+    SBI: NPE, NLE, NRE in one round), so one training serves several observations."""
+
+    @property
+    def amortized(self) -> bool: ...
+
+
+@runtime_checkable
+class SharesTraining(Protocol):
+    """A problem whose training data is that of every problem with the same
+    `training_key` (the SBI benchmark's observations of one task and budget)."""
+
+    @property
+    def training_key(self) -> str: ...
+
+
+@runtime_checkable
 class OffersOracle(Protocol):
     """A problem that knows its true predictive (the environment, the reference posterior)."""
 

@@ -1,12 +1,18 @@
-"""`evaluate(agent, problem)`: train, score, time. The one entry point every runner uses."""
+"""`evaluate(agent, problem)`: train, score, time. The one entry point every runner uses.
+
+`evaluate_many(agent, problems)` trains an amortized agent once for problems that give
+the same training data (the SBI benchmark's ten observations of one task and budget) and
+scores its predictive on each; other agents are evaluated problem by problem.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from testbed.base import Agent, Oracle, Problem, Quality
+from testbed.base import Agent, Amortized, Oracle, Problem, Quality, SharesTraining
 from testbed.errors import InputError
 from testbed.evaluation import ScoredProblem, resolve, score
 from testbed.simulation import SimulationAccess
@@ -25,6 +31,61 @@ def train(agent: Agent | Oracle, problem: Problem, train_data: Any = None) -> An
     return agent(data, problem.prior_knowledge)
 
 
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    """A trained predictive with what its training used: the data it was given (a
+    SimulationAccess counts simulations) and the seconds it took."""
+
+    predictive: Any
+    data: Any
+    seconds: float
+    shared: int = 1  # the number of problems this training serves
+
+    def for_problem(self, i: int) -> Trained:
+        """What problem `i` of those it serves records: the training's seconds on the
+        first only (so sums over rows count it once)."""
+        return self if i == 0 else dataclasses.replace(self, seconds=0.0)
+
+
+def train_timed(agent: Agent | Oracle, problem: Problem) -> Trained:
+    """Trains `agent` on `problem` (an Oracle reads the problem instead), timed."""
+    start = time.perf_counter()
+    data = None if isinstance(agent, Oracle) else problem.train_data
+    predictive = train(agent, problem, data)
+    return Trained(predictive, data, time.perf_counter() - start)
+
+
+def check_metrics(problem: Problem, metrics: Sequence[str] | None) -> None:
+    """Unknown or unmatched metrics fail here, before any training."""
+    if metrics is None:
+        return
+    if not isinstance(problem, ScoredProblem):
+        raise InputError(
+            f"metrics: got {list(metrics)!r} for {type(problem).__name__}, which offers "
+            "no evidence; allowed: metrics=None (its own scores)"
+        )
+    resolve(problem, metrics)
+
+
+def score_trained(
+    problem: Problem, trained: Trained, metrics: Sequence[str] | None = None
+) -> Quality:
+    """The Quality of a trained predictive on `problem`, with its training's seconds and
+    simulations and the seconds of this evaluation."""
+    start = time.perf_counter()
+    if metrics is None:
+        quality = Quality(problem.evaluate(trained.predictive))
+    else:
+        quality = score(problem, trained.predictive, metrics)
+    if isinstance(trained.data, SimulationAccess):
+        quality["num_simulations_used"] = trained.data.num_simulations
+    if trained.shared > 1:
+        quality["shared_training"] = trained.shared
+    quality["train_seconds"] = trained.seconds
+    quality["evaluation_seconds"] = time.perf_counter() - start
+    return quality
+
+
 def evaluate(
     agent: Agent | Oracle, problem: Problem, metrics: Sequence[str] | None = None
 ) -> Quality:
@@ -35,24 +96,41 @@ def evaluate(
     which is checked before training. On a simulator problem the agent's
     `SimulationAccess` says how many simulations it used (`num_simulations_used`).
     """
-    if metrics is not None:
-        if not isinstance(problem, ScoredProblem):
-            raise InputError(
-                f"metrics: got {list(metrics)!r} for {type(problem).__name__}, which offers "
-                "no evidence; allowed: metrics=None (its own scores)"
-            )
-        resolve(problem, metrics)  # unknown or unmatched metrics fail before training
-    start = time.perf_counter()
-    data = None if isinstance(agent, Oracle) else problem.train_data
-    predictive = train(agent, problem, data)
-    trained = time.perf_counter()
-    if metrics is None:
-        quality = Quality(problem.evaluate(predictive))
-    else:
-        quality = score(problem, predictive, metrics)
-    done = time.perf_counter()
-    if isinstance(data, SimulationAccess):
-        quality["num_simulations_used"] = data.num_simulations
-    quality["train_seconds"] = trained - start
-    quality["evaluation_seconds"] = done - trained
-    return quality
+    check_metrics(problem, metrics)
+    return score_trained(problem, train_timed(agent, problem), metrics)
+
+
+def shares_training(agent: Any, problems: Sequence[Problem]) -> bool:
+    """Whether one training of `agent` serves all `problems`: the agent is amortized and
+    the problems give the same training data (the same training key)."""
+    if not (isinstance(agent, Amortized) and agent.amortized) or len(problems) < 2:
+        return False
+    keys = {p.training_key if isinstance(p, SharesTraining) else None for p in problems}
+    return len(keys) == 1 and None not in keys
+
+
+def evaluate_many(
+    agent: Agent | Oracle, problems: Sequence[Problem], metrics: Sequence[str] | None = None
+) -> list[Quality]:
+    """`evaluate` on each problem; an amortized agent on problems with one training key is
+    trained once, on the first problem's data, and scored at each. Its training time is
+    on the first Quality (the others have train_seconds 0), and every Quality records
+    `shared_training`, the number of problems the training served."""
+    for problem in problems:
+        check_metrics(problem, metrics)
+    if not shares_training(agent, problems):
+        return [evaluate(agent, p, metrics) for p in problems]
+    trained = train_shared(agent, problems)
+    return [score_trained(p, trained.for_problem(i), metrics) for i, p in enumerate(problems)]
+
+
+def train_shared(agent: Agent, problems: Sequence[Problem]) -> Trained:
+    """One training for all `problems` (which `shares_training` allows), on the first's data."""
+    if not shares_training(agent, problems):
+        raise InputError(
+            f"problems: {len(problems)} problem(s) whose training data differ, or an agent "
+            "that is not amortized; allowed: problems with one training_key and an agent "
+            "whose `amortized` is true"
+        )
+    trained = train_timed(agent, problems[0])
+    return dataclasses.replace(trained, shared=len(problems))

@@ -204,20 +204,23 @@ def test_glm_design_matrix_and_summary_is_x_transpose_y():
     s = summ.simulate(theta, seed=7)
     np.testing.assert_allclose(s[:, 0], y.sum(1))
     np.testing.assert_allclose(s[:, 3], y[:, 2:] @ stim[:98].astype(float), rtol=1e-10)
-    for k in (1, 4):
-        np.testing.assert_allclose(summ.observation(k), raw.observation(k) @ x, rtol=1e-12)
+    for k in (1, 4):  # ours exactly; the benchmark's to its float32 sums (~6 digits)
+        np.testing.assert_allclose(
+            summ.seeded_observation(k), raw.seeded_observation(k) @ x, rtol=1e-12
+        )
+        np.testing.assert_allclose(summ.observation(k), raw.observation(k) @ x, atol=1e-5)
     # Same statistics, same reference posterior (the raw task reduces y to X^T y).
     np.testing.assert_allclose(
-        raw.reference_posterior(raw.observation(2), 200, seed=3),
-        summ.reference_posterior(summ.observation(2), 200, seed=3),
+        raw.reference_posterior(raw.seeded_observation(2), 200, seed=3),
+        summ.reference_posterior(summ.seeded_observation(2), 200, seed=3),
         rtol=1e-8,
     )
     # Raw likelihood = Bernoulli log-pmf; summary likelihood differs by a theta-free constant.
-    y_o = raw.observation(1)[0]
+    y_o = raw.seeded_observation(1)[0]
     p = 1 / (1 + np.exp(-(theta @ x.T)))
     ref = stats.bernoulli(p).logpmf(y_o).sum(1)
     np.testing.assert_allclose(raw.log_likelihood(theta, y_o), ref, rtol=1e-10)
-    d = summ.log_likelihood(theta, summ.observation(1)) - ref
+    d = summ.log_likelihood(theta, summ.seeded_observation(1)) - ref
     np.testing.assert_allclose(d, 0.0, atol=1e-8)
     # Prior precision: offset 0.5; smoothness block F^T F.
     cov = np.cov(summ.sample_prior(200_000, seed=1).T)
@@ -341,7 +344,11 @@ def test_two_moons_inversion_matches_importance_resampling():
 
 def test_slcp_reference_matches_importance_resampling():
     task = sbi.get_task("slcp")
-    x_o = task.observation(2)[0]
+    # Importance resampling from the prior needs a posterior it can reach: at the
+    # benchmark's observation 2 its ESS is ~300 of 1e6 (our seeded one: > 8,000). The
+    # benchmark's observations are checked against its own reference draws
+    # (tests/test_sbibm_parity.py, experiments/check_sbibm_references.py).
+    x_o = task.seeded_observation(2)[0]
     n = 2000
     ref = task.reference_posterior(x_o, n, seed=0)
     prop = task.sample_prior(1_000_000, seed=1)
@@ -393,8 +400,11 @@ def test_glm_reference_matches_mala():
     ref = task.reference_posterior(x_o, n, seed=0)
     mode, neg_hess = task.laplace(x_o)
     starts = task.sample_prior(n, seed=3)  # overdispersed: prior draws, far from the mode
+    # 1,000 steps: at the benchmark's observation 1 the acceptance is lower (0.65) than
+    # at our seeded one (0.79), and 250 steps left the chains short of stationarity
+    # (C2ST 0.552 at 250 steps, 0.538 at 1,000; bound 0.545).
     chains, acc_rate = _mala_chains(
-        log_density_and_grad, starts, np.linalg.inv(neg_hess), 0.9, 250, np.random.default_rng(4)
+        log_density_and_grad, starts, np.linalg.inv(neg_hess), 0.9, 1000, np.random.default_rng(4)
     )
     assert 0.3 < acc_rate < 0.95
     assert c2st_knn(ref, chains) < c2st_bound(n)

@@ -62,6 +62,11 @@ class BernoulliGLM(Task):
         # theta = L^-T z has covariance (L L^T)^-1 = B^-1.
         return np.linalg.solve(chol.T, z.T).T
 
+    def _torch_prior(self, torch):
+        precision = torch.as_tensor(prior_precision(), dtype=torch.float32)
+        zeros = torch.zeros(NUM_BINS)
+        return torch.distributions.MultivariateNormal(zeros, precision_matrix=precision)
+
     def _log_prior(self, theta):
         b = prior_precision()
         _, logdet = np.linalg.slogdet(b)

@@ -36,6 +36,11 @@ class GaussianLinear(Task):
     def _log_prior(self, theta):
         return isotropic_normal_logpdf(theta, 0.0, self.prior_var)
 
+    def _torch_prior(self, torch):
+        d = self.dim_parameters
+        cov = self.prior_var * torch.eye(d)
+        return torch.distributions.MultivariateNormal(torch.zeros(d), covariance_matrix=cov)
+
     def _simulate(self, theta, rng):
         return theta + rng.normal(0.0, np.sqrt(self.noise_var), size=theta.shape)
 

@@ -26,6 +26,12 @@ class LogNormalPriorTask(Task):
     num_starts = 8
     num_start_candidates = 4_000
 
+    def _torch_prior(self, torch):
+        loc = torch.as_tensor(self.prior_loc, dtype=torch.float32)
+        scale = torch.as_tensor(self.prior_scale, dtype=torch.float32)
+        dist = torch.distributions
+        return dist.Independent(dist.LogNormal(loc, scale), 1)
+
     def _sample_prior(self, num, rng):
         return np.exp(
             self.prior_loc + self.prior_scale * rng.standard_normal((num, self.dim_parameters))

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from generative.registry import parse_int, register_family, register_sweep
-from generative.sbi.task import Task
+from generative.sbi.task import OBSERVATION_SOURCES, Task
 from generative.sbi.tasks import get_task, task_names
 from testbed.errors import InputError, bad_value
 from testbed.evaluation import MISSING, Evidence, EvidenceScoring
@@ -101,17 +101,28 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
     lc2st: bool = False
     lc2st_num_calibration: int = 10_000
     lc2st_num_null: int = 100
+    observation_source: str = "sbibm"  # the benchmark's observation k, or "seeded" (ours)
 
     def __post_init__(self):
         self._task = self.simulator = get_task(self.task)
         self._task.check_index(self.num_observation)
+        if self.observation_source not in OBSERVATION_SOURCES:
+            raise bad_value("observation_source", self.observation_source, OBSERVATION_SOURCES)
         for name in ("num_simulations", "num_samples", "lc2st_num_calibration", "lc2st_num_null"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise bad_value(name, value, "an integer >= 1")
-        self.x_o = self._task.observation(self.num_observation)
-        self.theta_true = self._task.true_parameters(self.num_observation)
+        k, source = self.num_observation, self.observation_source
+        self.x_o = self._task.observation(k, source)
+        self.theta_true = self._task.true_parameters(k, source)
         self._reference: np.ndarray | None = None
+
+    @property
+    def training_key(self) -> str:
+        """Problems with one key give the same training data (prior simulations under one
+        budget): only their observation differs."""
+        keys = ("task", "num_simulations", "observation_source")
+        return sbi_training_key({k: getattr(self, k) for k in keys})
 
     def oracle_predictive(self) -> ReferencePosterior:
         return ReferencePosterior(self._task)
@@ -196,16 +207,25 @@ def problem_seed(task: str, budget: int, observation: int) -> int:
     return zlib.crc32(f"{task}/{budget}/{observation}".encode()) % (2**31 - 1)
 
 
+def sbi_training_key(settings: dict[str, Any]) -> str:
+    """One key per task, budget and observation source: the observations share training."""
+    source = settings.get("observation_source", "sbibm")
+    return f"sbi/{settings['task']}/{settings['num_simulations']}/{source}"
+
+
 def sbi_settings(rest: str) -> dict[str, Any]:
-    """Settings of `sbi/<task>/<num_simulations>/<observation>` (InputError lists allowed)."""
+    """Settings of `sbi/<task>/<num_simulations>/<observation>` (the benchmark's published
+    observation) or `.../<observation>/seeded` (ours, from fixed seeds)."""
     parts = rest.split("/")
-    if len(parts) != 3:
+    seeded = len(parts) == 4 and parts[3] == "seeded"
+    if len(parts) != 3 and not seeded:
         raise InputError(
             f"problem id: got 'sbi/{rest}'; allowed: 'sbi/<task>/<num_simulations>/<observation>'"
-            f" with task one of: {', '.join(task_names())}; num_simulations one of: "
+            f" (or '.../<observation>/seeded' for our seeded observations) with task one of: "
+            f"{', '.join(task_names())}; num_simulations one of: "
             f"{', '.join(map(str, BUDGETS))}; observation in 1..10"
         )
-    task, budget_text, obs_text = parts
+    task, budget_text, obs_text = parts[:3]
     if task not in task_names():
         raise bad_value("task", task, task_names())
     budget = parse_int(budget_text, "num_simulations", BUDGETS)
@@ -216,6 +236,7 @@ def sbi_settings(rest: str) -> dict[str, Any]:
         "num_observation": obs,
         "num_samples": NUM_SAMPLES,
         "seed": problem_seed(task, budget, obs),
+        "observation_source": "seeded" if seeded else "sbibm",
     }
 
 
@@ -231,6 +252,7 @@ def sbi_settings(rest: str) -> dict[str, Any]:
         "lc2st_num_calibration",
         "lc2st_num_null",
     ),
+    training_key=sbi_training_key,
 )
 def build(settings: dict[str, Any]) -> PosteriorProblem:
     return PosteriorProblem(**settings)

@@ -1,14 +1,20 @@
 """The shared simulator-task interface: prior, simulator, likelihood, transforms, observations.
 
 Subclasses define the model (`_sample_prior`, `_log_prior`, `_simulate`, `_log_likelihood`,
-`_reference_posterior`); this base class checks shapes and seeds, maps parameters to an
-unconstrained space and derives the ten observations from fixed seeds.
+`_reference_posterior`, `_torch_prior`); this base class checks shapes and seeds, maps
+parameters to an unconstrained space and gives the ten observations: the SBI benchmark's
+published ones (package data from the sbibm 1.1.0 wheel, see experiments/sbibm_wheel.py),
+or ours, drawn from fixed seeds (`seeded_observation`). Names of the sbibm package
+(`get_observation`, `get_prior`, ...) are offered for people coming from it.
 """
 
 from __future__ import annotations
 
 import abc
 import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -18,6 +24,21 @@ from testbed.simulation import Support
 
 NUM_OBSERVATIONS = 10
 OBSERVATION_SEED_BASE = 1_000_000
+OBSERVATIONS = Path(__file__).resolve().parent / "observations"  # the benchmark's, per task
+OBSERVATION_SOURCES = ("sbibm", "seeded")
+
+
+@functools.cache
+def published(task: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The SBI benchmark's ten observations [10, dim_data] and true parameters
+    [10, dim_parameters] of `task` (None for a task the benchmark does not have)."""
+    path = OBSERVATIONS / f"{task}.json"
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    return np.asarray(data["observations"], np.float64), np.asarray(
+        data["true_parameters"], np.float64
+    )
 
 
 def check_count(num: int, field: str) -> int:
@@ -155,13 +176,31 @@ class Task(abc.ABC):
             raise bad_value("num_observation", k, f"an integer in 1..{NUM_OBSERVATIONS}")
         return int(k)
 
-    def true_parameters(self, k: int) -> np.ndarray:
+    def true_parameters(self, k: int, source: str = "sbibm") -> np.ndarray:
         """The parameters behind observation `k` (1..10), [1, dim_parameters]."""
-        return self._observation_pair(self.check_index(k))[0].copy()
+        return self._pair(k, source)[0].copy()
 
-    def observation(self, k: int) -> np.ndarray:
-        """Observation `k` (1..10), [1, dim_data], simulated from `true_parameters(k)`."""
-        return self._observation_pair(self.check_index(k))[1].copy()
+    def observation(self, k: int, source: str = "sbibm") -> np.ndarray:
+        """Observation `k` (1..10), [1, dim_data]: the SBI benchmark's published observation
+        (`source='sbibm'`) or ours, simulated from fixed seeds (`source='seeded'`)."""
+        return self._pair(k, source)[1].copy()
+
+    def seeded_observation(self, k: int) -> np.ndarray:
+        """Our observation `k`, simulated from the task's k-th observation seed."""
+        return self.observation(k, "seeded")
+
+    def seeded_true_parameters(self, k: int) -> np.ndarray:
+        """The parameters behind `seeded_observation(k)`."""
+        return self.true_parameters(k, "seeded")
+
+    def _pair(self, k: int, source: str) -> tuple[np.ndarray, np.ndarray]:
+        k = self.check_index(k)
+        if source not in OBSERVATION_SOURCES:
+            raise bad_value("observation source", source, OBSERVATION_SOURCES)
+        table = published(self.name) if source == "sbibm" else None
+        if table is None:  # not a benchmark task (e.g. conjugate tasks): its own seeds
+            return self._observation_pair(k)
+        return table[1][k - 1][None, :], table[0][k - 1][None, :]
 
     @functools.cache  # noqa: B019  (tasks are few, long-lived singletons)
     def _observation_pair(self, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -175,6 +214,48 @@ class Task(abc.ABC):
         x_o = self.check_observation(x_o)
         num_samples = check_count(num_samples, "num_samples")
         return self._reference_posterior(x_o, num_samples, make_rng(seed))
+
+    # ----- the sbibm package's names (numpy in and out; seeds explicit) -----
+    def get_observation(self, num_observation: int) -> np.ndarray:
+        """sbibm's name for `observation(k)`: the benchmark's observation, [1, dim_data]."""
+        return self.observation(num_observation)
+
+    def get_true_parameters(self, num_observation: int) -> np.ndarray:
+        """sbibm's name for `true_parameters(k)`, [1, dim_parameters]."""
+        return self.true_parameters(num_observation)
+
+    def get_reference_posterior_samples(
+        self, num_observation: int, num_samples: int = 10_000, seed: Seed = 0
+    ) -> np.ndarray:
+        """Draws of our exact reference posterior at the benchmark's observation k (sbibm
+        reads its stored draws; ours are drawn fresh, for any number and seed)."""
+        return self.reference_posterior(self.observation(num_observation), num_samples, seed)
+
+    def get_prior(self, seed: Seed = 0) -> Callable[[int], np.ndarray]:
+        """sbibm's `get_prior()`: `prior(num_samples=1) -> theta [num_samples, dim]`, every
+        call drawing on from one stream started at `seed`."""
+        rng = make_rng(seed)
+        return lambda num_samples=1: self.sample_prior(num_samples, rng)
+
+    def get_simulator(self, seed: Seed = 0) -> Callable[[np.ndarray], np.ndarray]:
+        """sbibm's `get_simulator()`: `simulator(theta) -> x`, one stream started at `seed`."""
+        rng = make_rng(seed)
+        return lambda theta: self.simulate(theta, rng)
+
+    def torch_prior(self):
+        """The prior as a torch Distribution over [dim_parameters] with the right support
+        (box, log-normal, Gaussian), e.g. for `sbi.inference.NPE(prior=task.torch_prior())`."""
+        import torch
+
+        return self._torch_prior(torch)
+
+    def _torch_prior(self, torch):
+        """Box priors: independent uniforms on the support (other tasks say their own)."""
+        if self.support.kind != "box":
+            raise NotImplementedError(f"{self.name}: no torch prior")
+        low, high = (torch.as_tensor(b, dtype=torch.float32) for b in self.bounds)
+        dist = torch.distributions
+        return dist.Independent(dist.Uniform(low, high), 1)
 
     # ----- unconstrained space (for samplers and agents) -----
     def to_unconstrained(self, theta) -> np.ndarray:

@@ -55,8 +55,8 @@ def pairwise_distances_upper(x: np.ndarray, block: int = 512) -> np.ndarray:
     for start in range(0, x.shape[0] - 1, block):
         a = x[start : start + block]
         d = np.sqrt(np.sum((a[:, None, :] - x[None, start + 1 :, :]) ** 2, axis=-1))
-        rows, cols = np.triu_indices(a.shape[0], k=0, m=d.shape[1])
-        out.append(d[rows, cols])
+        upper = np.arange(d.shape[1])[None, :] >= np.arange(a.shape[0])[:, None]  # j > i
+        out.append(d[upper])  # row-major: the order of np.triu_indices
     return np.concatenate(out) if out else np.zeros(0, x.dtype)
 
 

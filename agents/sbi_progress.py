@@ -1,0 +1,202 @@
+"""Progress of an sbi agent's training: round, epochs, validation loss, simulations used.
+
+sbi prints its epoch counter to stdout and raises warnings; `TrainingProgress` takes both
+(`capture`) and says them through one channel: on a terminal, one status line rewritten in
+place (stderr); elsewhere (a log file, a sweep's worker), a plain log line on the
+`testbed.progress` logger at most every `interval` seconds, and at each round's end.
+`TESTBED_PROGRESS` = `auto` (default), `lines` (log lines even on a terminal) or `off`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import re
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+from testbed.errors import bad_value
+
+log = logging.getLogger("testbed.progress")
+MODES = ("auto", "lines", "off")
+INTERVAL = 10.0  # seconds between log lines off a terminal
+EPOCH = re.compile(r"Epochs trained:\s*(\d+)")
+
+
+def progress_mode(environ=os.environ) -> str:
+    """`TESTBED_PROGRESS` checked: auto, lines or off."""
+    mode = environ.get("TESTBED_PROGRESS", "auto").strip().lower() or "auto"
+    if mode not in MODES:
+        raise bad_value("TESTBED_PROGRESS", mode, MODES)
+    return mode
+
+
+class TrainingProgress:
+    """What one training says while it runs (see the module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        budget: int,
+        *,
+        stream: TextIO | None = None,
+        mode: str | None = None,
+        interval: float = INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.name, self.budget = name, int(budget)
+        self._to_logging = stream is None  # a given stream takes the lines itself
+        self.stream = sys.stderr if stream is None else stream
+        mode = progress_mode() if mode is None else mode
+        tty = mode == "auto" and getattr(self.stream, "isatty", lambda: False)()
+        self.mode = "off" if mode == "off" else ("terminal" if tty else "lines")
+        self.interval, self.clock = interval, clock
+        self.start = self._said = clock()
+        self.round, self.rounds, self.simulations = 0, 1, 0
+        self.epoch: int | None = None
+        self.loss: float | None = None
+        self._seen: set[str] = set()
+        self._width = 0
+
+    def status(self) -> str:
+        parts = [f"{self.name}: round {self.round}/{self.rounds}"]
+        if self.epoch is not None:
+            parts.append(f"epoch {self.epoch}")
+        if self.loss is not None:
+            parts.append(f"validation loss {self.loss:.4g}")
+        parts.append(f"{self.simulations}/{self.budget} simulations")
+        return ", ".join(parts) + f" ({self.clock() - self.start:.0f} s)"
+
+    def begin_round(self, r: int, rounds: int, simulations: int) -> None:
+        """Round `r` (1-based) of `rounds` starts with `simulations` used so far."""
+        self.round, self.rounds, self.simulations = r, rounds, simulations
+        self.epoch = self.loss = None
+        self._show(force=True)
+
+    def end_round(self, simulations: int) -> None:
+        self.simulations = simulations
+        self._show(force=True)
+
+    def on_epoch(self, epoch: int, loss: float | None) -> None:
+        self.epoch, self.loss = epoch, loss
+        self._show()
+
+    def say(self, text: str) -> None:
+        """A message of sbi's (a print or a warning), said once per distinct text."""
+        text = " ".join(text.split())
+        if not text or text in self._seen or self.mode == "off":
+            return
+        self._seen.add(text)
+        self._clear()
+        self._line(f"{self.name}: {text}")
+
+    def close(self) -> None:
+        self._clear()
+
+    def _show(self, force: bool = False) -> None:
+        if self.mode == "off":
+            return
+        now = self.clock()
+        if self.mode == "terminal":
+            if force or now - self._said >= 0.2:
+                line = self.status()
+                self.stream.write("\r" + line.ljust(self._width))
+                self.stream.flush()
+                self._width, self._said = len(line), now
+        elif force or now - self._said >= self.interval:
+            self._line(self.status())
+            self._said = now
+
+    def _line(self, text: str) -> None:
+        """A log line: through `testbed.progress` where logging shows INFO (the `testbed`
+        command), else on the stream with a time stamp (a worker has no logging set up)."""
+        if self._to_logging and log.isEnabledFor(logging.INFO) and log.hasHandlers():
+            log.info("%s", text)
+        else:
+            self.stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+            self.stream.flush()
+
+    def _clear(self) -> None:
+        if self.mode == "terminal" and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
+
+    @contextlib.contextmanager
+    def capture(self, inference: Any = None) -> Iterator[None]:
+        """sbi's prints (its epoch counter: with the validation loss read from
+        `inference`) and warnings go to this progress, not raw to the terminal."""
+        writer = _SbiOutput(self, inference)
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(writer):
+            warnings.simplefilter("always")
+            try:
+                yield
+            finally:
+                writer.flush_text()
+                for w in caught:
+                    self.say(f"{w.category.__name__}: {w.message}")
+
+
+_SAID: set[str] = set()  # warnings said by `quiet_sampling` in this process
+
+
+@contextlib.contextmanager
+def quiet_sampling(name: str = "sbi sampling") -> Iterator[None]:
+    """Warnings raised while sampling an sbi posterior (torch and nflows deprecations) are
+    said once per process as one log line each, not printed raw at every call."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            progress = TrainingProgress(name, 0)
+            progress._seen = _SAID
+            for w in caught:
+                progress.say(f"{w.category.__name__}: {w.message}")
+
+
+class _SbiOutput(io.TextIOBase):
+    """A stdout for sbi: epoch counters become `on_epoch`, other text `say`."""
+
+    def __init__(self, progress: TrainingProgress, inference: Any):
+        self.progress, self.inference = progress, inference
+        self._text = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._text += text
+        pieces = re.split(r"[\r\n]", self._text)
+        self._text = pieces.pop()  # an unfinished piece waits for more
+        for piece in pieces:
+            self._piece(piece)
+        found = EPOCH.search(self._text)  # sbi ends its counter with no newline
+        if found and self._text.rstrip().endswith(found.group(1)):
+            self._piece(self._text)
+            self._text = ""
+        return len(text)
+
+    def flush_text(self) -> None:
+        if self._text.strip():
+            self._piece(self._text)
+        self._text = ""
+
+    def _piece(self, piece: str) -> None:
+        found = EPOCH.search(piece)
+        if found:
+            self.progress.on_epoch(int(found.group(1)), self._loss())
+        elif piece.strip():
+            self.progress.say(piece)
+
+    def _loss(self) -> float | None:
+        """The last epoch's validation loss (sbi keeps it as `_val_loss`)."""
+        try:
+            return float(self.inference._val_loss)
+        except (AttributeError, TypeError, ValueError):
+            return None

@@ -1,0 +1,238 @@
+"""Reproduce the SBI benchmark (Lueckmann et al. 2021) here, beside its published results.
+
+Runs the benchmark's algorithms at their default (the paper's) settings on the tasks,
+budgets and published observations asked for, through the leaderboard (a results store:
+interrupted runs resume; amortized agents train once per task and budget), then writes
+
+- `table.md`: per task x budget x agent, our mean C2ST over the observations, the paper's
+  mean and its 10-observation range, whether ours lies in that range, and the seconds a
+  run took here (training + 10,000 posterior draws, as the paper timed it; a shared
+  training counted once) beside the paper's minutes a run (it trained per observation);
+- `c2st_vs_budget.png`: C2ST against the simulation budget per task, ours (solid) and the
+  paper's (dashed), as the paper's figure 2.
+
+Run:
+    python -m experiments.reproduce_sbibm --tasks two_moons,gaussian_linear,slcp \\
+        --budgets 1000,10000 --agents npe,nle,nre,rej_abc,smc_abc
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from testbed.errors import InputError
+
+SBIBM_AGENTS = ("npe", "snpe", "nle", "snle", "nre", "snre", "rej_abc", "smc_abc")
+TABLE_COLUMNS = [
+    "task",
+    "budget",
+    "agent",
+    "runs",
+    "mean_c2st",
+    "paper_c2st",
+    "paper_min",
+    "paper_max",
+    "within_paper_range",
+    "seconds_per_run",
+    "paper_minutes_per_run",
+]
+
+
+def _split(text: str, field: str, allowed: Sequence[Any] | None = None, cast=str) -> list:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise InputError(f"{field}: got {text!r}; allowed: a comma-separated list")
+    try:
+        out = [cast(t) for t in items]
+    except ValueError:
+        raise InputError(f"{field}: got {text!r}; allowed: comma-separated integers") from None
+    for value in out:
+        if allowed is not None and value not in allowed:
+            raise InputError(f"{field}: got {value!r}; allowed: {', '.join(map(str, allowed))}")
+    return out
+
+
+def agent_overrides(pairs: Sequence[str]) -> dict[str, dict[str, str]]:
+    """`agent.field=value` pairs -> {agent: {field: value}}."""
+    out: dict[str, dict[str, str]] = {}
+    for pair in pairs:
+        name, _, rest = pair.partition(".")
+        field, eq, value = rest.partition("=")
+        if not (name and field and eq):
+            raise InputError(f"--set: got {pair!r}; allowed: agent.field=value")
+        out.setdefault(name.strip(), {})[field.strip()] = value.strip()
+    return out
+
+
+def jobs_for(tasks, budgets, agent_names, observations, overrides) -> list:
+    """The leaderboard jobs: each agent's default config on every sbi/<task>/<budget>/<k>."""
+    from leaderboard.jobs import expand
+
+    ids = [f"sbi/{t}/{b}/{k}" for t in tasks for b in budgets for k in observations]
+    jobs = []
+    for name in agent_names:
+        jobs += expand([name], ids, overrides=overrides.get(name), configs="default")
+    return jobs
+
+
+def summary_table(results: str | Path) -> pd.DataFrame:
+    """Ours beside the paper's, per task x budget x agent (see the module docstring)."""
+    from leaderboard import literature, store
+
+    df = store.load(results)
+    df = df[(df["status"] == "ok") & df["problem_id"].str.startswith("sbi/")].copy()
+    if df.empty:
+        raise InputError(f"results: {str(results)!r} has no finished sbi/... runs to compare")
+    parts = df["problem_id"].str.split("/", expand=True)
+    df = df.assign(task=parts[1], budget=parts[2].astype(int), observation=parts[3].astype(int))
+    if parts.shape[1] > 4:  # seeded observations have no published counterpart
+        df = df[parts[4].isna()]
+    # the algorithm's time, as the paper's: training + sampling (not our scoring); a shared
+    # training's seconds are on its first run only, so the mean spreads them over its runs
+    sampling = df.get("sampling_seconds", pd.Series(0.0, index=df.index)).astype(float)
+    df["seconds"] = df["train_seconds"].astype(float) + sampling.fillna(0.0)
+    ours = (
+        df.groupby(["task", "budget", "agent"])
+        .agg(runs=("c2st", "size"), mean_c2st=("c2st", "mean"), seconds_per_run=("seconds", "mean"))
+        .reset_index()
+    )
+    paper = literature.published("sbibm")
+    paper = paper.assign(agent=paper["algorithm"].map(_agent_names()))
+    cells = (
+        paper.groupby(["task", "num_simulations", "agent"])
+        .agg(
+            paper_c2st=("c2st", "mean"),
+            paper_min=("c2st", "min"),
+            paper_max=("c2st", "max"),
+            paper_minutes_per_run=("runtime_minutes", "mean"),
+        )
+        .reset_index()
+        .rename(columns={"num_simulations": "budget"})
+    )
+    out = ours.merge(cells, on=["task", "budget", "agent"], how="left")
+    out["within_paper_range"] = (out["mean_c2st"] >= out["paper_min"]) & (
+        out["mean_c2st"] <= out["paper_max"]
+    )
+    return out[TABLE_COLUMNS].sort_values(["task", "budget", "agent"]).reset_index(drop=True)
+
+
+def _agent_names() -> dict[str, str]:
+    from leaderboard.literature import SBIBM_ALGORITHMS
+
+    return {paper: ours for ours, paper in SBIBM_ALGORITHMS.items()}
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The summary as a markdown table (3 decimals; seconds and minutes as integers)."""
+    head = [
+        "task", "budget", "agent", "runs", "C2ST (ours)", "C2ST (paper)", "paper range",
+        "in range", "s / run (ours)", "min / run (paper)",
+    ]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in table.itertuples(index=False):
+        rng = f"{r.paper_min:.3f}-{r.paper_max:.3f}" if np.isfinite(r.paper_min) else ""
+        cells = [
+            r.task, f"{r.budget:,}", r.agent, str(r.runs), f"{r.mean_c2st:.3f}",
+            f"{r.paper_c2st:.3f}" if np.isfinite(r.paper_c2st) else "", rng,
+            "yes" if r.within_paper_range else "no", f"{r.seconds_per_run:.1f}",
+            f"{r.paper_minutes_per_run:.1f}" if np.isfinite(r.paper_minutes_per_run) else "",
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def figure(table: pd.DataFrame, path: Path) -> None:
+    """C2ST vs budget per task: ours solid with dots, the paper's dashed with its range."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted(table["task"].unique())
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.8 * len(tasks), 3.2), squeeze=False)
+    for ax, task in zip(axes.flat, tasks):
+        cell = table[table["task"] == task]
+        for i, (agent, g) in enumerate(cell.groupby("agent", sort=True)):
+            g = g.sort_values("budget")
+            color = f"C{i % 10}"
+            ax.plot(g["budget"], g["mean_c2st"], "o-", color=color, ms=4, label=agent)
+            p = g.dropna(subset=["paper_c2st"])
+            if len(p):
+                err = np.vstack(
+                    [p["paper_c2st"] - p["paper_min"], p["paper_max"] - p["paper_c2st"]]
+                )
+                ax.errorbar(
+                    p["budget"], p["paper_c2st"], yerr=err, fmt="x--", color=color, alpha=0.5,
+                    ms=4, capsize=2,
+                )  # fmt: skip
+        ax.axhline(0.5, color="#999", lw=0.8, ls=":")
+        ax.set(xscale="log", ylim=(0.45, 1.02), title=task, xlabel="simulations")
+        ax.set_ylabel("C2ST")
+        ax.legend(fontsize=7, title="ours (solid), paper (dashed)", title_fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from leaderboard.executors import LocalExecutor
+    from leaderboard.runner import run_sweep
+    from leaderboard.store import ResultsStore
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", default="two_moons,gaussian_linear,slcp")
+    parser.add_argument("--budgets", default="1000,10000")
+    parser.add_argument("--agents", default="npe,nle,nre,rej_abc,smc_abc")
+    parser.add_argument("--observations", default="1,2,3,4,5,6,7,8,9,10")
+    parser.add_argument("--results", default="sbibm-reproduction.db", help="results store")
+    parser.add_argument("--out", default="sbibm-reproduction", help="folder for table and figure")
+    parser.add_argument("--workers", type=int, default=0, help="parallel jobs (0: one per core)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="AGENT.FIELD=VALUE",
+        help="change an agent's default config (e.g. npe.max_num_epochs=20)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    try:
+        import generative
+
+        tasks = _split(args.tasks, "tasks", generative.sbi.task_names())
+        budgets = _split(args.budgets, "budgets", (1_000, 10_000, 100_000), int)
+        agent_names = _split(args.agents, "agents", SBIBM_AGENTS)
+        observations = _split(args.observations, "observations", range(1, 11), int)
+        jobs = jobs_for(tasks, budgets, agent_names, observations, agent_overrides(args.set))
+        start = time.perf_counter()
+        with ResultsStore(args.results, mode="w") as store:
+            summary = run_sweep(
+                jobs, store, LocalExecutor(workers=args.workers), progress=sys.stderr.isatty()
+            )
+        print(
+            f"{summary.total} runs: {summary.skipped} already stored, {summary.ok} ok, "
+            f"{summary.failed} failed in {time.perf_counter() - start:.0f} s -> {args.results}",
+            file=sys.stderr,
+        )
+        for key, reason in summary.failures[:10]:
+            print(f"  failed {key}: {reason}", file=sys.stderr)
+        table = summary_table(args.results)
+    except InputError as e:
+        print(f"reproduce_sbibm: error: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = markdown(table)
+    (out / "table.md").write_text(text + "\n")
+    figure(table, out / "c2st_vs_budget.png")
+    print(text)
+    print(f"\ntable and figure: {out.resolve()}", file=sys.stderr)
+    return 1 if summary.any_failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

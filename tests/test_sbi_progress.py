@@ -1,0 +1,148 @@
+"""Long SBI runs speak: sbi's epoch counter, prints and warnings through one channel."""
+
+from __future__ import annotations
+
+import io
+import logging
+import warnings
+
+import pytest
+
+import agents
+from agents.sbi_progress import TrainingProgress, progress_mode, quiet_sampling
+from generative.sbi.problems import PosteriorProblem
+from testbed.errors import InputError
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def _progress(stream, mode="auto"):
+    clock = Clock()
+    return TrainingProgress("npe on two_moons", 1000, stream=stream, mode=mode, clock=clock), clock
+
+
+def test_off_a_terminal_a_line_every_interval_and_at_each_round_end():
+    stream = io.StringIO()
+    p, clock = _progress(stream)
+    assert p.mode == "lines"
+    p.begin_round(1, 2, 0)
+    for epoch in range(1, 40):
+        clock.now = epoch * 1.0  # one epoch a second: a line at 10, 20, 30 s
+        p.on_epoch(epoch, 1.0 / epoch)
+    p.end_round(500)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1 + 3 + 1
+    assert lines[0].endswith("npe on two_moons: round 1/2, 0/1000 simulations (0 s)")
+    assert "round 1/2, epoch 10, validation loss 0.1, 0/1000 simulations (10 s)" in lines[1]
+    assert "epoch 39" in lines[-1] and "500/1000 simulations (39 s)" in lines[-1]
+
+
+def test_on_a_terminal_one_line_rewritten_in_place():
+    stream = Terminal()
+    p, clock = _progress(stream)
+    assert p.mode == "terminal"
+    p.begin_round(1, 1, 0)
+    clock.now = 1.0
+    p.on_epoch(5, 2.5)
+    text = stream.getvalue()
+    assert "\n" not in text and text.count("\r") == 2 and "epoch 5" in text
+    p.say("a message")  # clears the status line, then one log line
+    p.close()
+    assert stream.getvalue().endswith("a message\n")
+
+
+def test_messages_are_said_once_and_off_means_silent():
+    stream = io.StringIO()
+    p, _ = _progress(stream)
+    p.say("Neural network  successfully\nconverged.")
+    p.say("Neural network successfully converged.")
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1
+    assert lines[0].endswith("npe on two_moons: Neural network successfully converged.")
+    quiet, _ = _progress(io.StringIO(), mode="off")
+    quiet.begin_round(1, 1, 0)
+    quiet.say("x")
+    assert quiet.stream.getvalue() == ""
+
+
+def test_lines_go_through_logging_where_it_shows_info():
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    logger = logging.getLogger("testbed.progress")
+    handler, level = Keep(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        p = TrainingProgress("nle on slcp", 1000, mode="lines")  # no stream given
+        p.begin_round(1, 1, 0)
+        p.say("a warning")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert records == ["nle on slcp: round 1/1, 0/1000 simulations (0 s)", "nle on slcp: a warning"]
+
+
+def test_capture_turns_sbis_output_into_progress():
+    stream = io.StringIO()
+    p, clock = _progress(stream)
+
+    class Inference:
+        _val_loss = 0.25
+
+    with p.capture(Inference()):
+        print("\r", "Training neural network. Epochs trained: 7", end="")
+        clock.now = 11.0
+        print("\r", "Training neural network. Epochs trained: 8", end="")
+        print("\r", "Neural network successfully converged after 8 epochs.", end="")
+        warnings.warn("not converged", UserWarning, stacklevel=1)
+    lines = stream.getvalue().splitlines()
+    assert "epoch 8, validation loss 0.25" in lines[0]
+    assert lines[1].endswith(
+        "npe on two_moons: Neural network successfully converged after 8 epochs."
+    )
+    assert lines[2].endswith("npe on two_moons: UserWarning: not converged")
+
+
+def test_quiet_sampling_says_a_warning_once_per_process(capsys):
+    for _ in range(3):
+        with quiet_sampling():
+            warnings.warn("a deprecation of this test", DeprecationWarning, stacklevel=1)
+    err = capsys.readouterr().err
+    assert err.count("DeprecationWarning: a deprecation of this test") == 1
+
+
+def test_mode_from_the_environment():
+    assert progress_mode({}) == "auto"
+    assert progress_mode({"TESTBED_PROGRESS": " Lines "}) == "lines"
+    with pytest.raises(InputError, match="TESTBED_PROGRESS: got 'loud'.*auto.*lines.*off"):
+        progress_mode({"TESTBED_PROGRESS": "loud"})
+
+
+def test_an_sbi_agent_reports_and_prints_nothing_raw(capfd, monkeypatch):
+    pytest.importorskip("sbi")
+    monkeypatch.setenv("TESTBED_PROGRESS", "lines")
+    problem = PosteriorProblem("two_moons", 300, 1, num_samples=20)
+    agent = agents.load("npe", max_num_epochs=3, training_batch_size=100, torch_threads=1)
+    post = agent(problem.train_data, problem.prior_knowledge)
+    post.sample(problem.x_o, 5, seed=0)
+    out, err = capfd.readouterr()
+    assert out == ""  # sbi's epoch counter no longer reaches stdout
+    assert "npe on two_moons: round 1/1, 0/300 simulations" in err
+    assert "epoch 3" in err or "epoch 4" in err  # the round's end line
+    assert "300/300 simulations" in err
+    assert "Training neural network" not in err
