@@ -465,6 +465,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from testbed.errors import InputError
 
     try:
+        if args.fn in (cmd_run, cmd_sweep):  # a bad setting fails here, not in every job
+            from agents.sbi_progress import progress_mode
+
+            progress_mode()
         return args.fn(args)
     except InputError as e:
         print(f"testbed: error: {e}", file=sys.stderr)

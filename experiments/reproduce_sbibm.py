@@ -5,7 +5,7 @@ budgets and published observations asked for, through the leaderboard (a results
 interrupted runs resume; amortized agents train once per task and budget), then writes
 
 - `table.md`: per task x budget x agent, our mean C2ST over the observations, the paper's
-  mean and its 10-observation range, whether ours lies in that range, and the seconds a
+  mean and range over the same observations, whether ours lies in that range, the seconds a
   run took here (training + 10,000 posterior draws, as the paper timed it; a shared
   training counted once) beside the paper's minutes a run (it trained per observation);
 - `c2st_vs_budget.png`: C2ST against the simulation budget per task, ours (solid) and the
@@ -76,6 +76,13 @@ def jobs_for(tasks, budgets, agent_names, observations, overrides) -> list:
     """The leaderboard jobs: each agent's default config on every sbi/<task>/<budget>/<k>."""
     from leaderboard.jobs import expand
 
+    for name in overrides:
+        if name not in agent_names:
+            raise InputError(
+                f"--set: got a change for agent {name!r}, which this run does not have; "
+                f"allowed: one of the agents run: {', '.join(agent_names)}"
+            )
+
     ids = [f"sbi/{t}/{b}/{k}" for t in tasks for b in budgets for k in observations]
     jobs = []
     for name in agent_names:
@@ -83,14 +90,25 @@ def jobs_for(tasks, budgets, agent_names, observations, overrides) -> list:
     return jobs
 
 
-def summary_table(results: str | Path) -> pd.DataFrame:
-    """Ours beside the paper's, per task x budget x agent (see the module docstring)."""
+def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataFrame:
+    """Ours beside the paper's, per task x budget x agent (see the module docstring), over
+    the jobs `keys` (default: every sbi/... row; one config per agent, else refused). The
+    paper's mean and range are over the observations we ran."""
     from leaderboard import literature, store
 
     df = store.load(results)
     df = df[(df["status"] == "ok") & df["problem_id"].str.startswith("sbi/")].copy()
+    if keys is not None:
+        df = df[df["key"].isin(keys)]
     if df.empty:
         raise InputError(f"results: {str(results)!r} has no finished sbi/... runs to compare")
+    configs = df.groupby("agent")["config_key"].nunique()
+    if (configs > 1).any():
+        raise InputError(
+            f"results: {str(results)!r} holds several configs of "
+            f"{', '.join(configs[configs > 1].index)}; allowed: one config per agent "
+            "(summarise one run's jobs)"
+        )
     parts = df["problem_id"].str.split("/", expand=True)
     df = df.assign(task=parts[1], budget=parts[2].astype(int), observation=parts[3].astype(int))
     if parts.shape[1] > 4:  # seeded observations have no published counterpart
@@ -106,6 +124,13 @@ def summary_table(results: str | Path) -> pd.DataFrame:
     )
     paper = literature.published("sbibm")
     paper = paper.assign(agent=paper["algorithm"].map(_agent_names()))
+    ran = df.groupby(["task", "budget"])["observation"].agg(set)  # the paper at the same k
+    paper = paper[
+        [
+            k in ran.get((t, b), ())
+            for t, b, k in zip(paper["task"], paper["num_simulations"], paper["num_observation"])
+        ]
+    ]
     cells = (
         paper.groupby(["task", "num_simulations", "agent"])
         .agg(
@@ -131,7 +156,7 @@ def _agent_names() -> dict[str, str]:
 
 
 def markdown(table: pd.DataFrame) -> str:
-    """The summary as a markdown table (3 decimals; seconds and minutes as integers)."""
+    """The summary as a markdown table (C2ST to 3 decimals, times to 2-3 digits)."""
     head = [
         "task", "budget", "agent", "runs", "C2ST (ours)", "C2ST (paper)", "paper range",
         "in range", "s / run (ours)", "min / run (paper)",
@@ -142,8 +167,8 @@ def markdown(table: pd.DataFrame) -> str:
         cells = [
             r.task, f"{r.budget:,}", r.agent, str(r.runs), f"{r.mean_c2st:.3f}",
             f"{r.paper_c2st:.3f}" if np.isfinite(r.paper_c2st) else "", rng,
-            "yes" if r.within_paper_range else "no", f"{r.seconds_per_run:.1f}",
-            f"{r.paper_minutes_per_run:.1f}" if np.isfinite(r.paper_minutes_per_run) else "",
+            "yes" if r.within_paper_range else "no", f"{r.seconds_per_run:.3g}",
+            f"{r.paper_minutes_per_run:.2g}" if np.isfinite(r.paper_minutes_per_run) else "",
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -187,7 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from leaderboard.runner import run_sweep
     from leaderboard.store import ResultsStore
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--tasks", default="two_moons,gaussian_linear,slcp")
     parser.add_argument("--budgets", default="1000,10000")
     parser.add_argument("--agents", default="npe,nle,nre,rej_abc,smc_abc")
@@ -207,6 +235,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         budgets = _split(args.budgets, "budgets", (1_000, 10_000, 100_000), int)
         agent_names = _split(args.agents, "agents", SBIBM_AGENTS)
         observations = _split(args.observations, "observations", range(1, 11), int)
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
+        for name in ("table.md", "c2st_vs_budget.png"):
+            if (out / name).is_dir():
+                raise InputError(f"--out: {str(out / name)!r} is a folder; allowed: a file path")
         jobs = jobs_for(tasks, budgets, agent_names, observations, agent_overrides(args.set))
         start = time.perf_counter()
         with ResultsStore(args.results, mode="w") as store:
@@ -220,11 +254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for key, reason in summary.failures[:10]:
             print(f"  failed {key}: {reason}", file=sys.stderr)
-        table = summary_table(args.results)
+        table = summary_table(args.results, {job.key for job in jobs})
     except InputError as e:
         print(f"reproduce_sbibm: error: {e}", file=sys.stderr)
         return 2
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     text = markdown(table)
     (out / "table.md").write_text(text + "\n")

@@ -146,3 +146,15 @@ def test_an_sbi_agent_reports_and_prints_nothing_raw(capfd, monkeypatch):
     assert "epoch 3" in err or "epoch 4" in err  # the round's end line
     assert "300/300 simulations" in err
     assert "Training neural network" not in err
+
+
+def test_a_bad_setting_stops_the_command_before_any_job(tmp_path, monkeypatch, capsys):
+    from experiments.cli import main
+
+    monkeypatch.setenv("TESTBED_PROGRESS", "bogus")
+    db = tmp_path / "r.db"
+    argv = ["sweep", "--agent", "uniform", "--problem", "coin/0", "--executor", "inline",
+            "--results", str(db)]  # fmt: skip
+    assert main(argv) == 2
+    assert "TESTBED_PROGRESS: got 'bogus'" in capsys.readouterr().err
+    assert not db.exists()  # no job stored as failed

@@ -430,6 +430,8 @@ def test_reproduce_sbibm_refuses_bad_input(capsys):
         (["--agents", "npe,mlp"], "agents: got 'mlp'; allowed: npe, snpe"),
         (["--observations", "0"], "observations: got 0; allowed: 1, 2"),
         (["--set", "max_num_epochs=3"], "--set: got 'max_num_epochs=3'; allowed: agent.field"),
+        (["--agents", "npe", "--set", "nep.max_num_epochs=3"], "agent 'nep', which this run"),
+        (["--out", __file__], "--out: got"),
     ):
         assert reproduce_sbibm.main(args) == 2, args
         assert message in capsys.readouterr().err
@@ -450,7 +452,7 @@ def test_reproduce_sbibm_end_to_end_on_a_tiny_grid(tmp_path, capsys):
     table = (tmp_path / "out" / "table.md").read_text()
     rows = {line.split(" | ")[2]: line for line in table.splitlines()[2:]}
     assert set(rows) == {"npe", "rej_abc"}
-    paper = _paper("REJ-ABC")
+    paper = _paper("REJ-ABC")[[1, 2]]  # the paper at the observations we ran
     assert f"| {paper.mean():.3f} | {paper.min():.3f}-{paper.max():.3f} |" in rows["rej_abc"]
     assert (tmp_path / "out" / "c2st_vs_budget.png").stat().st_size > 10_000
     with ResultsStore(tmp_path / "r.db") as store:  # npe trained once for both observations
@@ -458,6 +460,12 @@ def test_reproduce_sbibm_end_to_end_on_a_tiny_grid(tmp_path, capsys):
     assert sorted(m["shared_training"] for m in npe) == [2, 2]
     assert reproduce_sbibm.main(args) == 0  # resumes: nothing to run again
     assert "4 runs: 4 already stored" in capsys.readouterr().err
+    with pytest.raises(InputError, match="several configs of npe"):  # never mixed silently
+        with ResultsStore(tmp_path / "r.db") as store:
+            job = Job.make("npe", {"max_num_epochs": 3}, "sbi/two_moons/1000/1").as_dict()
+            store.record({**job, "status": "ok", "error": None, "wall_seconds": 1.0,
+                          "metrics": {"c2st": 0.9, "train_seconds": 1.0}})  # fmt: skip
+        reproduce_sbibm.summary_table(tmp_path / "r.db")
 
 
 def test_seeded_observations_are_a_task_of_their_own(sbi_results):
