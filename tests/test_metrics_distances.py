@@ -15,6 +15,7 @@ from testbed.metrics import (
     posterior_mean_error,
     posterior_variance_ratio,
 )
+from testbed.metrics.mmd import median_bandwidth
 
 
 def direct_mmd(x, y, scale):
@@ -51,6 +52,13 @@ def test_mmd_matches_direct_formula(bandwidth):
     # float32 kernel sums of ~1e5 terms of size <= 1: relative error ~1e-6 of each mean
     assert got == pytest.approx(expected, abs=2e-6)
     assert expected > 0.01  # different distributions: clearly positive
+
+
+@pytest.mark.parametrize("n, d, shift", [(2, 1, 0.0), (7, 3, 0.0), (1001, 10, 5.0), (2000, 2, 1e3)])
+def test_median_bandwidth_is_the_lower_median_of_pdist(n, d, shift):
+    # torch.median(pdist) semantics: the lower of the two middle distances, in float64
+    x = np.random.default_rng(n).standard_normal((n, d)) + shift
+    assert median_bandwidth(x) == pytest.approx(lower_median(pdist(x)), rel=1e-12)
 
 
 def test_mmd_unbiased_near_zero_for_same_distribution():
