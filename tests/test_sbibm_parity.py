@@ -151,15 +151,14 @@ def _problems(ks, num_simulations=300):
 def test_amortized_agent_trains_once_and_scores_as_one_by_one():
     agent = agents.load("npe", **FAST)
     assert agent.amortized and not agents.load("snpe", num_rounds=2).amortized
-    problems = _problems([1, 2, 3])
+    problems = _problems([1, 2])
     shared = evaluate_many(agent, problems, metrics=["c2st"])
     alone = [evaluate(agent, p, metrics=["c2st"]) for p in problems]
     for s, a in zip(shared, alone):
-        assert s["c2st"] == a["c2st"]  # the same numbers as three separate trainings
-        assert s["shared_training"] == 3 and s["num_simulations_used"] == 300
-    assert shared[0]["train_seconds"] > 0
-    assert shared[1]["train_seconds"] == shared[2]["train_seconds"] == 0.0
-    assert len({s["c2st"] for s in shared}) == 3  # scored at three observations
+        assert s["c2st"] == a["c2st"]  # the same numbers as separate trainings
+        assert s["shared_training"] == 2 and s["num_simulations_used"] == 300
+    assert shared[0]["train_seconds"] > 0 and shared[1]["train_seconds"] == 0.0
+    assert shared[0]["c2st"] != shared[1]["c2st"]  # scored at two observations
 
 
 def test_sequential_agents_and_mixed_budgets_train_per_problem():
