@@ -62,6 +62,7 @@ class TrainingProgress:
         self.loss: float | None = None
         self._seen: set[str] = set()
         self._width = 0
+        self._last = ""
 
     def status(self) -> str:
         parts = [f"{self.name}: round {self.round}/{self.rounds}"]
@@ -109,8 +110,10 @@ class TrainingProgress:
                 self.stream.flush()
                 self._width, self._said = len(line), now
         elif force or now - self._said >= self.interval:
-            self._line(self.status())
-            self._said = now
+            line = self.status()
+            if line != self._last:  # a round's end right after a timed line: said once
+                self._line(line)
+            self._said, self._last = now, line
 
     def _line(self, text: str) -> None:
         """A log line: through `testbed.progress` where logging shows INFO (the `testbed`

@@ -46,6 +46,10 @@ def test_off_a_terminal_a_line_every_interval_and_at_each_round_end():
     assert lines[0].endswith("npe on two_moons: round 1/2, 0/1000 simulations (0 s)")
     assert "round 1/2, epoch 10, validation loss 0.1, 0/1000 simulations (10 s)" in lines[1]
     assert "epoch 39" in lines[-1] and "500/1000 simulations (39 s)" in lines[-1]
+    clock.now = 50.0  # a timed line, then the round ends at once with nothing new: one line
+    p.on_epoch(40, 0.025)
+    p.end_round(500)
+    assert len(stream.getvalue().splitlines()) == 6
 
 
 def test_on_a_terminal_one_line_rewritten_in_place():
