@@ -48,6 +48,7 @@ class TrainingProgress:
         mode: str | None = None,
         interval: float = INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        seen: set[str] | None = None,
     ):
         self.name, self.budget = name, int(budget)
         self._to_logging = stream is None  # a given stream takes the lines itself
@@ -60,7 +61,7 @@ class TrainingProgress:
         self.round, self.rounds, self.simulations = 0, 1, 0
         self.epoch: int | None = None
         self.loss: float | None = None
-        self._seen: set[str] = set()
+        self._seen: set[str] = set() if seen is None else seen  # messages said already
         self._width = 0
         self._last = ""
 
@@ -157,8 +158,7 @@ def quiet_sampling(name: str = "sbi sampling") -> Iterator[None]:
         try:
             yield
         finally:
-            progress = TrainingProgress(name, 0)
-            progress._seen = _SAID
+            progress = TrainingProgress(name, 0, seen=_SAID)
             for w in caught:
                 progress.say(f"{w.category.__name__}: {w.message}")
 

@@ -109,10 +109,9 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
             f"{', '.join(configs[configs > 1].index)}; allowed: one config per agent "
             "(summarise one run's jobs)"
         )
-    parts = df["problem_id"].str.split("/", expand=True)
-    df = df.assign(task=parts[1], budget=parts[2].astype(int), observation=parts[3].astype(int))
-    if parts.shape[1] > 4:  # seeded observations have no published counterpart
-        df = df[parts[4].isna()]
+    df = df[df["observation_source"] != "seeded"]  # ours have no published counterpart
+    df = df.rename(columns={"num_simulations": "budget", "num_observation": "observation"})
+    df = df.astype({"budget": int, "observation": int})
     # the algorithm's time, as the paper's: training + sampling (not our scoring); a shared
     # training's seconds are on its first run only, so the mean spreads them over its runs
     sampling = df.get("sampling_seconds", pd.Series(0.0, index=df.index)).astype(float)
@@ -122,37 +121,11 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
         .agg(runs=("c2st", "size"), mean_c2st=("c2st", "mean"), seconds_per_run=("seconds", "mean"))
         .reset_index()
     )
-    paper = literature.published("sbibm")
-    paper = paper.assign(agent=paper["algorithm"].map(_agent_names()))
-    ran = df.groupby(["task", "budget"])["observation"].agg(set)  # the paper at the same k
-    paper = paper[
-        [
-            k in ran.get((t, b), ())
-            for t, b, k in zip(paper["task"], paper["num_simulations"], paper["num_observation"])
-        ]
-    ]
-    cells = (
-        paper.groupby(["task", "num_simulations", "agent"])
-        .agg(
-            paper_c2st=("c2st", "mean"),
-            paper_min=("c2st", "min"),
-            paper_max=("c2st", "max"),
-            paper_minutes_per_run=("runtime_minutes", "mean"),
-        )
-        .reset_index()
-        .rename(columns={"num_simulations": "budget"})
-    )
-    out = ours.merge(cells, on=["task", "budget", "agent"], how="left")
+    out = ours.merge(literature.paper_cells(df), on=["task", "budget", "agent"], how="left")
     out["within_paper_range"] = (out["mean_c2st"] >= out["paper_min"]) & (
         out["mean_c2st"] <= out["paper_max"]
     )
     return out[TABLE_COLUMNS].sort_values(["task", "budget", "agent"]).reset_index(drop=True)
-
-
-def _agent_names() -> dict[str, str]:
-    from leaderboard.literature import SBIBM_ALGORITHMS
-
-    return {paper: ours for ours, paper in SBIBM_ALGORITHMS.items()}
 
 
 def markdown(table: pd.DataFrame) -> str:

@@ -129,10 +129,10 @@ def build(
     c2st = c2st_obs = None
     if metric in ("auto", "c2st") and (has_c2st or metric == "c2st"):
         c2st_df = df if ids is None else df[df["problem_id"].isin(ids)]
-        c2st = literature.beside(scoring.c2st_table(c2st_df, best_only=best_only))
+        per_obs = scoring.c2st_per_observation(c2st_df, best_only=best_only)
+        c2st = literature.beside(scoring.c2st_table(c2st_df, best_only=best_only), per_obs)
         if per_observation:
-            per_obs = scoring.c2st_per_observation(c2st_df, best_only=best_only)
-            c2st_obs = literature.per_observation(per_obs, "task", "budget", "observation")
+            c2st_obs = literature.per_observation(per_obs)
     if not kl and not nll and c2st is None:
         failed = int((df["status"] == "failed").sum())
         if failed == len(df):
@@ -184,7 +184,7 @@ def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
     if board.c2st is not None:
         shown = board.c2st if full else board.c2st[C2ST_COLUMNS]
         title = "C2ST per task x budget (mean over observations, 95% bootstrap CI; paper: SBI "
-        out.append((title + "benchmark's mean and range over its 10 observations)", shown))
+        out.append((title + "benchmark's mean and range over the same observations)", shown))
     if board.c2st_per_observation is not None:
         obs = board.c2st_per_observation
         shown = obs if full else obs[[c for c in PER_OBSERVATION_COLUMNS if c in obs.columns]]

@@ -30,6 +30,7 @@ from leaderboard.worker import (
     run_job_with_time_limit,
     thread_env,
     time_limit,
+    worker_env,
     worker_main,
 )
 from testbed.config import check_at_least, check_one_of
@@ -111,7 +112,7 @@ class _Slot:
 
     def __init__(self, ctx, config: LocalConfig):
         self.conn, child = ctx.Pipe()
-        env = {**thread_env(config.threads_per_worker), **compilation_cache_env()}
+        env = worker_env({**thread_env(config.threads_per_worker), **compilation_cache_env()})
         self.process = ctx.Process(
             target=worker_main,
             args=(child, env, tuple(config.imports), os.getpid()),
@@ -306,7 +307,7 @@ class RayExecutor:
                 "executor: got 'ray' but Ray is not installed; allowed: 'local', or "
                 "pip install 'testbed[ray]'"
             ) from None
-        env = thread_env(self.config.threads_per_worker)
+        env = worker_env(thread_env(self.config.threads_per_worker))
         with _stdout_to_stderr():  # Ray's own messages must not mix into our stdout
             started_here = not ray.is_initialized()
             if started_here:

@@ -1,10 +1,10 @@
 """Published results beside ours: the SBI benchmark paper's runs, shown, never mixed in.
 
 `published("sbibm")` gives the paper's per-run results (package data, see
-leaderboard/data/sbibm.csv for the provenance). `beside(c2st_table)` adds, to each row of
-our C2ST ranking whose agent the paper ran, the paper's mean C2ST over its 10 published
-observations and their range; `per_observation(df)` pairs each of our runs with the
-paper's run at the same task, budget and observation.
+leaderboard/data/sbibm.csv for the provenance). `beside(c2st_table, observed)` adds, to
+each row of our C2ST ranking whose agent the paper ran, the paper's mean C2ST and range
+over the same observations as ours (`paper_cells`); `per_observation(df)` pairs each of
+our runs with the paper's run at the same task, budget and observation.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ SBIBM_ALGORITHMS = {
     "rej_abc": "REJ-ABC",
     "smc_abc": "SMC-ABC",
 }
+AGENTS = {paper: ours for ours, paper in SBIBM_ALGORITHMS.items()}  # the paper's -> ours
 
 
 @functools.cache
@@ -43,35 +44,49 @@ def published(name: str = "sbibm") -> pd.DataFrame:
     return _read(name).copy()
 
 
-def _paper_summary() -> pd.DataFrame:
-    """Per (algorithm, task, budget): the paper's mean C2ST over observations and range."""
-    df = published("sbibm")
-    keys = ["algorithm", "task", "num_simulations"]
+def paper_cells(observed: pd.DataFrame) -> pd.DataFrame:
+    """The paper per agent x task x budget over the observations in `observed` (columns
+    agent, task, budget, observation: the runs we have), so both sides average the same
+    observations: paper_c2st (mean), paper_min, paper_max, paper_minutes_per_run."""
+    keys = ["agent", "task", "budget", "observation"]
+    ours = observed[keys].dropna().drop_duplicates()
+    ours = ours.astype({"budget": int, "observation": int})
+    paper = published("sbibm").rename(
+        columns={"num_simulations": "budget", "num_observation": "observation"}
+    )
+    paper["agent"] = paper["algorithm"].map(AGENTS)
+    matched = paper.merge(ours, on=keys)
     return (
-        df.groupby(keys)["c2st"]
-        .agg(paper_c2st="mean", paper_min="min", paper_max="max")
+        matched.groupby(["agent", "task", "budget"])
+        .agg(
+            paper_c2st=("c2st", "mean"),
+            paper_min=("c2st", "min"),
+            paper_max=("c2st", "max"),
+            paper_minutes_per_run=("runtime_minutes", "mean"),
+        )
         .reset_index()
     )
 
 
-def beside(table: pd.DataFrame) -> pd.DataFrame:
+def beside(table: pd.DataFrame, observed: pd.DataFrame) -> pd.DataFrame:
     """`table` (a C2ST ranking: agent, task, budget, ...) with the paper's paper_c2st,
-    paper_min and paper_max where the paper ran that agent on that task and budget."""
-    out = table.copy()
-    out["algorithm"] = out["agent"].map(SBIBM_ALGORITHMS)
-    summary = _paper_summary().rename(columns={"num_simulations": "budget"})
-    merged = out.merge(summary, on=["algorithm", "task", "budget"], how="left")
-    return merged.drop(columns=["algorithm"])
+    paper_min and paper_max over the observations of `observed` (see `paper_cells`) where
+    the paper ran that agent on that task and budget."""
+    cells = paper_cells(observed).drop(columns=["paper_minutes_per_run"])
+    return table.merge(cells, on=["agent", "task", "budget"], how="left")
 
 
-def per_observation(df: pd.DataFrame, task: str, budget: str, observation: str) -> pd.DataFrame:
-    """Our C2ST rows (columns agent, label, `task`, `budget`, `observation`, c2st) beside
-    the paper's C2ST at the same task, budget and observation (paper_c2st)."""
-    paper = published("sbibm")[["algorithm", "task", "num_simulations", "num_observation"]]
-    paper = paper.assign(paper_c2st=published("sbibm")["c2st"])
-    ours = df.assign(algorithm=df["agent"].map(SBIBM_ALGORITHMS))
-    right = paper.rename(
-        columns={"task": task, "num_simulations": budget, "num_observation": observation}
+def per_observation(df: pd.DataFrame) -> pd.DataFrame:
+    """Our C2ST rows (columns agent, task, budget, observation, c2st, ...) beside the
+    paper's C2ST at the same task, budget and observation (paper_c2st)."""
+    paper = published("sbibm")
+    right = pd.DataFrame(
+        {
+            "agent": paper["algorithm"].map(AGENTS),
+            "task": paper["task"],
+            "budget": paper["num_simulations"],
+            "observation": paper["num_observation"],
+            "paper_c2st": paper["c2st"],
+        }
     )
-    merged = ours.merge(right, on=["algorithm", task, budget, observation], how="left")
-    return merged.drop(columns=["algorithm"])
+    return df.merge(right, on=["agent", "task", "budget", "observation"], how="left")

@@ -279,10 +279,15 @@ def run_job_with_time_limit(job: Mapping[str, Any], seconds: float | None) -> di
     return result
 
 
+def worker_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a worker process: progress as log lines (no status line under the
+    sweep's bar) unless the user chose otherwise."""
+    return {"TESTBED_PROGRESS": os.environ.get("TESTBED_PROGRESS", "lines"), **env}
+
+
 def prepare(env: Mapping[str, str], imports: Iterable[str] = ()) -> None:
     """Sets the worker's environment, then imports the stack and the user's modules."""
     os.environ.update(env)
-    os.environ.setdefault("TESTBED_PROGRESS", "lines")  # no status line under the sweep's bar
     import agents  # noqa: F401
     import generative  # noqa: F401
     import testbed  # noqa: F401

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import warnings
 
 import pytest
@@ -162,3 +163,16 @@ def test_a_bad_setting_stops_the_command_before_any_job(tmp_path, monkeypatch, c
     assert main(argv) == 2
     assert "TESTBED_PROGRESS: got 'bogus'" in capsys.readouterr().err
     assert not db.exists()  # no job stored as failed
+
+
+def test_workers_default_to_log_lines_and_keep_a_users_choice(monkeypatch):
+    from leaderboard.worker import worker_env
+
+    monkeypatch.delenv("TESTBED_PROGRESS", raising=False)
+    assert worker_env({"OMP_NUM_THREADS": "1"}) == {
+        "TESTBED_PROGRESS": "lines",
+        "OMP_NUM_THREADS": "1",
+    }
+    monkeypatch.setenv("TESTBED_PROGRESS", "off")
+    assert worker_env({})["TESTBED_PROGRESS"] == "off"
+    assert os.environ["TESTBED_PROGRESS"] == "off"  # the driver's environment is untouched

@@ -7,8 +7,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import agents
@@ -62,7 +64,19 @@ def test_every_task_ships_ten_published_observations_with_provenance(name):
     assert len({tuple(row) for row in x}) == 10  # ten distinct observations
 
 
-def test_slcp_distractors_observations_contain_slcps_summary():
+def test_missing_package_data_is_an_error_not_a_fallback(monkeypatch, tmp_path):
+    from generative.sbi import task as task_module
+
+    monkeypatch.setattr(task_module, "OBSERVATIONS", tmp_path / "nowhere")
+    task_module.published.cache_clear()
+    try:
+        with pytest.raises(FileNotFoundError, match="observations are missing"):
+            sbi.get_task("gaussian_mixture").observation(3)
+    finally:
+        task_module.published.cache_clear()
+
+
+def test_slcp_distractors_observations_share_slcps_true_parameters():
     # The benchmark built slcp_distractors' observations from slcp's true parameters.
     slcp, dis = sbi.get_task("slcp"), sbi.get_task("slcp_distractors")
     np.testing.assert_allclose(slcp.true_parameters(3), dis.true_parameters(3), rtol=1e-6)
@@ -231,10 +245,25 @@ def _paper(algorithm="NPE", task="two_moons", budget=1000):
     return df[cell].set_index("num_observation")["c2st"]
 
 
+SHARED_RESULTS = Path(__file__).resolve().parents[2] / "shared/reference/sbibm_published"
+
+
+@pytest.mark.skipif(
+    not (SHARED_RESULTS / "main_paper.csv").exists(),
+    reason="the paper's result files (shared/reference/sbibm_published) are not beside the repo",
+)
+def test_shipped_paper_results_are_what_the_script_makes_of_the_source():
+    from experiments.sbibm_results import build
+
+    made = build(SHARED_RESULTS).reset_index(drop=True)
+    pd.testing.assert_frame_equal(made, leaderboard.published("sbibm"), check_dtype=False)
+
+
 def test_beside_adds_the_papers_mean_and_range(sbi_results):
     board = lb_build(sbi_results)
     out = board.c2st.set_index("agent")
-    paper = _paper()
+    paper = _paper()[[1, 2, 3]]  # the paper at the observations we ran, not all ten
+    assert paper.mean() != pytest.approx(_paper().mean())  # (so the test can tell)
     assert out.loc["npe", "paper_c2st"] == pytest.approx(paper.mean())
     assert (out.loc["npe", "paper_min"], out.loc["npe", "paper_max"]) == (paper.min(), paper.max())
     assert math.isnan(out.loc["my_agent", "paper_c2st"])  # the paper never ran it

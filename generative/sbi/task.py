@@ -32,6 +32,12 @@ OBSERVATION_SOURCES = ("sbibm", "seeded")
 def published(task: str) -> tuple[np.ndarray, np.ndarray] | None:
     """The SBI benchmark's ten observations [10, dim_data] and true parameters
     [10, dim_parameters] of `task` (None for a task the benchmark does not have)."""
+    if not OBSERVATIONS.is_dir():  # an install without its package data: never fall back
+        raise FileNotFoundError(
+            f"{OBSERVATIONS}: the SBI benchmark's observations are missing from this "
+            "install; reinstall testbed (pip install -e .) or run python -m "
+            "experiments.sbibm_wheel"
+        )
     path = OBSERVATIONS / f"{task}.json"
     if not path.exists():
         return None
