@@ -14,6 +14,7 @@ from agents import (  # noqa: F401
     ensemble,
     ensemble_plus,
     epinet,
+    gp_posterior,
     hypermodel,
     mlp,
     nuts,

@@ -9,7 +9,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
-from agents.registry import register
+from agents.registry import register, require_classification
 from testbed.base import Data, OffersExactPosterior, OffersOracle, PriorKnowledge
 from testbed.config import check_nonnegative
 from testbed.errors import InputError
@@ -25,7 +25,7 @@ class NoConfig:
 
 @register("uniform", NoConfig)
 def make_uniform(config: NoConfig):
-    """Uniform class probabilities: the Neural Testbed's normaliser."""
+    """Uniform class probabilities: the Neural Testbed's normaliser (regression: f = 0)."""
 
     def agent(data: Data, prior: PriorKnowledge):
         num_classes = prior.num_classes
@@ -105,6 +105,7 @@ def make_average_class_probs(config: AverageClassProbsConfig):
     """
 
     def agent(data: Data, prior: PriorKnowledge):
+        require_classification("average_class_probs", prior)
         y = np.asarray(data.y).reshape(-1).astype(int)
         counts = np.bincount(y, minlength=prior.num_classes)[: prior.num_classes]
         total = counts.sum() + config.pseudo_count * prior.num_classes

@@ -28,7 +28,7 @@ from agents.registry import register
 from agents.training import (
     NetworkConfig,
     ScheduleConfig,
-    softmax_cross_entropy,
+    data_loss,
     temperature_of,
 )
 from testbed.base import Data, PriorKnowledge
@@ -115,7 +115,7 @@ def _structure(hidden, num_classes, input_dim, num_index_samples, kl_method):
         def single(k):
             theta = sample_theta(params, k)
             logits = net.apply(unravel(theta), batch.x) / output_scale
-            nll = jnp.mean(softmax_cross_entropy(logits, batch.y))
+            nll = jnp.mean(data_loss(logits, batch.y))
             return nll + kl_scale * kl(params, theta, prior_params)
 
         return jnp.mean(jax.vmap(single)(jax.random.split(key, num_index_samples)))

@@ -22,9 +22,9 @@ from agents.networks import make_mlp_with_features
 from agents.registry import register
 from agents.training import (
     NetworkConfig,
+    data_loss,
     decay_factor,
     l2_norm_squared,
-    softmax_cross_entropy,
     temperature_of,
 )
 from testbed.base import Data, PriorKnowledge
@@ -68,7 +68,7 @@ def _structure(hidden, num_classes):
 
     def loss(params, batch, key, decay):
         logits, _ = net.apply(params, batch.x)
-        return jnp.mean(softmax_cross_entropy(logits, batch.y)) + decay * l2_norm_squared(params)
+        return jnp.mean(data_loss(logits, batch.y)) + decay * l2_norm_squared(params)
 
     @jax.jit
     def cholesky(params, x, sigma2):

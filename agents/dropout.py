@@ -21,8 +21,8 @@ from agents.registry import register
 from agents.training import (
     NetworkConfig,
     ScheduleConfig,
+    data_loss,
     l2_norm_squared,
-    softmax_cross_entropy,
     temperature_of,
 )
 from testbed.base import Data, PriorKnowledge
@@ -99,7 +99,7 @@ def _dropout_net(hidden, num_classes, rate, dropout_input, first_bias_std, exclu
     net = make_dropout_mlp(hidden, num_classes, rate, dropout_input, first_bias_std)
 
     def loss(params, batch, key, decay):
-        ce = softmax_cross_entropy(net.apply(params, batch.x, key), batch.y)
+        ce = data_loss(net.apply(params, batch.x, key), batch.y)
         if exclude_bias_l2:
             weights = {m: {"w": p["w"]} for m, p in params.items()}
         else:

@@ -22,8 +22,8 @@ from agents.training import (
     RegularizedMLPConfig,
     WeightDecayConfig,
     bootstrap_weights,
+    data_loss,
     l2_norm_squared,
-    softmax_cross_entropy,
 )
 from testbed.base import Data, FiniteSampler, PriorKnowledge
 from testbed.config import check_at_least
@@ -42,7 +42,7 @@ def _ensemble_loss(hidden, num_classes, first_bias_std, num_members):
         logits = apply_ensemble(net, params, batch.x)
         if prior_params is not None:
             logits = logits + prior_scale * apply_ensemble(net, prior_params, batch.x)
-        per_member = jnp.mean(softmax_cross_entropy(logits, batch.y) * weights[:, batch.index], -1)
+        per_member = jnp.mean(data_loss(logits, batch.y) * weights[:, batch.index], -1)
         draws = jax.random.randint(key, (num_members,), 0, num_members)
         counts = jnp.bincount(draws, length=num_members)
         return jnp.dot(counts, per_member) / num_members + decay * l2_norm_squared(params)

@@ -26,8 +26,8 @@ from agents.registry import register
 from agents.training import (
     NetworkConfig,
     check_hidden_sizes,
+    data_loss,
     l2_norm_squared,
-    softmax_cross_entropy,
     temperature_of,
 )
 from testbed.base import Data, PriorKnowledge
@@ -97,7 +97,7 @@ def _structure(hidden, epi_hiddens, add_hiddens, num_classes, input_dim, index_d
 
         def single(z):
             logits = output(params, prior_params, prior_scale, batch.x, z)
-            return jnp.mean(softmax_cross_entropy(logits, batch.y))
+            return jnp.mean(data_loss(logits, batch.y))
 
         return jnp.mean(jax.vmap(single)(zs)) + decay * l2_norm_squared(params)
 

@@ -31,8 +31,8 @@ from agents.training import (
     PriorFunctionConfig,
     RegularizedMLPConfig,
     check_hidden_sizes,
+    data_loss,
     l2_norm_squared,
-    softmax_cross_entropy,
 )
 from testbed.base import Data, PriorKnowledge
 from testbed.config import check_at_least
@@ -117,7 +117,7 @@ def _structure(hidden, prior_hidden, num_classes, input_dim, index_dim, num_samp
 
         def single(k):
             z = index(k)
-            ce = softmax_cross_entropy(forward(params, prior_key, prior_scale, batch.x, z), batch.y)
+            ce = data_loss(forward(params, prior_key, prior_scale, batch.x, z), batch.y)
             return jnp.mean(ce * gaussian_bootstrap(dist, boot[batch.index], z))
 
         per_index = jax.vmap(single)(jax.random.split(key, num_samples))

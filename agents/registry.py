@@ -114,3 +114,12 @@ def sweep(name: str) -> list[ConfiguredAgent]:
 
 def names() -> list[str]:
     return AGENTS.names()
+
+
+def require_classification(agent: str, prior: PriorKnowledge) -> None:
+    """A clear error when a classification-only agent meets a regression problem."""
+    if prior.num_classes < 2:
+        raise InputError(
+            f"agent {agent}: got a regression problem (num_classes = {prior.num_classes}); "
+            "allowed: classification problems (num_classes >= 2)"
+        )

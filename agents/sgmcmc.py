@@ -26,7 +26,7 @@ from jax.flatten_util import ravel_pytree
 
 from agents.networks import make_mlp
 from agents.registry import register
-from agents.training import SGDConfig, run_steps, softmax_cross_entropy, temperature_of
+from agents.training import SGDConfig, data_loss, run_steps, targets, temperature_of
 from testbed.base import Data, FiniteSampler, PriorKnowledge
 from testbed.config import check_at_least, check_nonnegative, check_positive
 from testbed.errors import InputError
@@ -104,7 +104,7 @@ def _structure(num_hidden: int, num_classes: int, input_dim: int):
         return ravel_pytree(net.init(key, dummy))[0]
 
     def loss(theta, batch, decay):
-        ce = softmax_cross_entropy(net.apply(unravel(theta), batch.x), batch.y)
+        ce = data_loss(net.apply(unravel(theta), batch.x), batch.y)
         return jnp.mean(ce) + decay * jnp.sum(jnp.square(theta))
 
     def logits(thetas, x):
@@ -158,7 +158,7 @@ def sample_chain(config: SGMCMCConfig, data: Data, prior: PriorKnowledge) -> jax
         structure,
         theta,
         jnp.asarray(data.x, jnp.float32),
-        jnp.asarray(data.y, jnp.int32).reshape(-1),
+        targets(data.y),
         chain_key,
         hyper,
         config.first_snapshot,

@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.neighbors import KNeighborsClassifier
 
-from agents.registry import register
+from agents.registry import register, require_classification
 from testbed.base import Data, FiniteSampler, PriorKnowledge
 from testbed.config import check_at_least, check_one_of
 from testbed.errors import InputError
@@ -74,6 +74,7 @@ def make_knn(config: KnnConfig):
     """k-nearest-neighbour class frequencies (deterministic)."""
 
     def agent(data: Data, prior: PriorKnowledge):
+        require_classification("knn", prior)
         x, y = with_fake_points(data, prior)
         knn = KNeighborsClassifier(
             n_neighbors=min(len(y), config.num_neighbors), weights=config.weighting
@@ -110,6 +111,7 @@ def make_random_forest(config: RandomForestConfig):
     """Random-forest class probabilities (deterministic given the seed)."""
 
     def agent(data: Data, prior: PriorKnowledge):
+        require_classification("random_forest", prior)
         x, y = with_fake_points(data, prior)
         forest = RandomForestClassifier(
             n_estimators=config.num_trees, criterion=config.criterion, random_state=config.seed

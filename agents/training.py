@@ -88,6 +88,26 @@ def softmax_cross_entropy(logits: jax.Array, y: jax.Array) -> jax.Array:
     return -jnp.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
 
 
+def squared_error(values: jax.Array, y: jax.Array) -> jax.Array:
+    """Per-example squared error [..., b] of real outputs [..., b, 1] and targets y [b]."""
+    return jnp.square(values[..., 0] - y)
+
+
+def data_loss(outputs: jax.Array, y: jax.Array) -> jax.Array:
+    """Every network agent's per-example loss [..., b]: cross entropy for integer labels
+    (classification), squared error for real targets (regression: one output)."""
+    if jnp.issubdtype(y.dtype, jnp.floating):
+        return squared_error(outputs, y)
+    return softmax_cross_entropy(outputs, y)
+
+
+def targets(y: Any) -> jax.Array:
+    """Training targets as the loop takes them: int32 labels or float32 values, [n]."""
+    y = jnp.asarray(y)
+    dtype = jnp.float32 if jnp.issubdtype(y.dtype, jnp.floating) else jnp.int32
+    return y.astype(dtype).reshape(-1)
+
+
 def run_steps(
     update: Callable[[Any, Batch, jax.Array], tuple[Any, jax.Array]],
     state: Any,
@@ -156,7 +176,7 @@ def fit(
     parameters come back unchanged. Returns (params, losses [num_steps]).
     """
     x = jnp.asarray(x, jnp.float32)
-    y = jnp.asarray(y, jnp.int32).reshape(-1)
+    y = targets(y)
     if x.shape[0] == 0 or num_steps <= 0:
         return params, np.zeros((0,), np.float32)
     lr = jnp.asarray(learning_rate, jnp.float32)

@@ -61,7 +61,7 @@ def make_centroid(config: CentroidConfig):
 
 
 if __name__ == "__main__":
-    problem = generative.load("classification_2d/75", num_test_seeds=200, num_enn_samples=100)
+    problem = generative.load("classification_2d/135", num_test_seeds=200, num_enn_samples=100)
     for name in ("uniform", "centroid"):
         quality = testbed.evaluate(agents.load(name), problem)
         print(f"{name:9s} KL {quality['kl_estimate']:.3f}  test accuracy {quality['test_acc']:.2f}")

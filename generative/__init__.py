@@ -1,4 +1,5 @@
-"""Problems: classification environments, simulator tasks, conjugate models, real data.
+"""Problems: classification and GP regression environments, simulator tasks, conjugate
+models, real data.
 
 `load(problem_id)` builds a seeded problem; `sweep_ids(name)` lists a sweep's ids;
 `problem_settings(problem_id)` gives the settings the leaderboard joins on.
@@ -9,6 +10,7 @@ from generative import (  # noqa: F401
     classification,
     coin,
     conjugate,
+    gp_regression,
     real_data,
     sbi,
 )

@@ -27,6 +27,12 @@ from testbed.config import check_at_least, check_one_of, check_positive
 from testbed.evaluation import Evidence, EvidenceScoring
 from testbed.joint_kl import TestBatches, estimator_keys, sample_keys
 from testbed.random_mlp import make_random_mlp
+from testbed.reference_rng import (
+    key_sequence,
+    labels_log_likelihood,
+    reference_stream,
+    sample_labels,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,10 +93,9 @@ def environment_test_batches(
             x = gaussian_inputs(x_key, 1, tau, input_dim)[0]
         else:
             x = polyadic_gaussian_inputs(x_key, 1, tau, input_dim, kappa)[0]
-        logits = net.apply(params, x) / temperature
-        y = jax.random.categorical(y_key, logits, axis=-1)
-        log_p = jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1).sum()
-        return x, y.astype(jnp.int32), log_p
+        probs = jax.nn.softmax(net.apply(params, x) / temperature)
+        y = sample_labels(y_key, probs)
+        return x, y, labels_log_likelihood(probs, y)
 
     return jax.vmap(one_batch)(jax.random.split(key, num_batches))
 
@@ -103,14 +108,16 @@ class ClassificationProblem(EvidenceScoring):
 
     def __init__(self, settings: ClassificationSettings):
         self.settings = s = settings
-        # keys, in order: environment MLP, training data, KL estimator.
-        env_key, train_key, self._estimator_key = jax.random.split(jax.random.PRNGKey(s.seed), 3)
         self._net = environment_net(s.input_dim, s.num_classes, tuple(s.hidden))
-        self._params = self._net.init(env_key, jnp.zeros((1, s.input_dim)))
         self._temperature = jnp.float32(s.temperature)
-        x_key, y_key = jax.random.split(train_key)
-        x = jax.random.normal(x_key, (s.num_train, s.input_dim))
-        y = self._labels(y_key, x)
+        with reference_stream():
+            # the reference's keys, in order: environment MLP, data sampler, KL estimator;
+            # the data sampler's own sequence starts with the training data's key.
+            env_key, data_key, self._estimator_key = key_sequence(s.seed, 3)
+            self._params = self._net.init(env_key, jnp.zeros((1, s.input_dim)))
+            x_key, y_key = jax.random.split(key_sequence(data_key, 1)[0])
+            x = jax.random.normal(x_key, (s.num_train, s.input_dim))
+            y = self._labels(y_key, x)
         self.train_data = Data(x=np.asarray(x), y=np.asarray(y))
 
     def logit_fn(self, x: jax.Array) -> jax.Array:
@@ -120,7 +127,7 @@ class ClassificationProblem(EvidenceScoring):
     def _labels(self, key: jax.Array, x: jax.Array) -> jax.Array:
         if x.shape[0] == 0:
             return jnp.zeros((0,), jnp.int32)
-        return jax.random.categorical(key, self.logit_fn(x), axis=-1).astype(jnp.int32)
+        return sample_labels(key, jax.nn.softmax(self.logit_fn(x)))
 
     @cached_property
     def prior_knowledge(self) -> PriorKnowledge:
@@ -141,28 +148,32 @@ class ClassificationProblem(EvidenceScoring):
     def test_batches(self, key: jax.Array, num_batches: int, tau: int):
         """N test batches: x [N, tau, d], y [N, tau] and the environment's log p(y | x) [N]."""
         s = self.settings
-        return environment_test_batches(
-            self._net, self._params, self._temperature, key,
-            num_batches, tau, s.input_dim, s.test_design, s.kappa,
-        )  # fmt: skip
+        with reference_stream():
+            return environment_test_batches(
+                self._net, self._params, self._temperature, key,
+                num_batches, tau, s.input_dim, s.test_design, s.kappa,
+            )  # fmt: skip
 
     def estimator_batches(self) -> TestBatches:
         """The KL estimator's N test batches and M sampler keys (and, above the Monte-Carlo
         limit of tau, the random-partition key): the Neural Testbed's key order."""
         s = self.settings
-        kl_key, keys = estimator_keys(self._estimator_key, s.num_enn_samples)
-        x, y, env_ll = self.test_batches(kl_key, s.num_test_seeds, s.tau)
-        partition = None if s.tau <= s.max_tau_monte_carlo else jax.random.fold_in(kl_key, 1)
+        with reference_stream():
+            kl_key, keys = estimator_keys(self._estimator_key, s.num_enn_samples)
+            x, y, env_ll = self.test_batches(kl_key, s.num_test_seeds, s.tau)
+            partition = None if s.tau <= s.max_tau_monte_carlo else jax.random.fold_in(kl_key, 1)
         return TestBatches(x, y, keys, env_ll, partition, s.num_classes)
 
     def labelled_inputs(self, num_enn_samples: int = 100) -> LabelledInputs:
         """Test inputs (about 1000) and the training data, scored by the mean predictive
-        over M = 100 functions (as the reference)."""
+        over M = 100 functions (as the reference: batches and keys from PRNGKey(0))."""
         s = self.settings
         num_batches = 1000 // s.tau + 1
-        x, y, _ = self.test_batches(jax.random.PRNGKey(1), num_batches, s.tau)
+        with reference_stream():
+            batch_key, sampler_key = jax.random.split(jax.random.PRNGKey(0))
+            x, y, _ = self.test_batches(batch_key, num_batches, s.tau)
+            keys = sample_keys(sampler_key, num_enn_samples)
         test = (x.reshape(-1, s.input_dim), y.reshape(-1))
-        keys = sample_keys(jax.random.PRNGKey(0), num_enn_samples)
         return LabelledInputs({"test": test, "train": self.train_data}, keys, s.num_classes)
 
     def evidence(self, sampler) -> Evidence:

@@ -17,15 +17,18 @@ def gaussian_inputs(key: jax.Array, num_batches: int, tau: int, input_dim: int) 
 
 
 def polyadic_indices(key: jax.Array, num_batches: int, tau: int, kappa: int, num_points: int):
-    """[N, tau] indices into a pool of `num_points`: kappa distinct-draw anchors, tau picks.
+    """[N, tau] indices into a pool of `num_points`: kappa anchors, tau picks from them.
 
-    Anchors are drawn uniformly (with replacement, as the reference does) from the pool;
-    the tau picks are uniform over the kappa anchors.
+    Batch i uses key i of split(key, N), as the reference's local sampler: kappa anchors
+    uniform over the pool (with replacement), then tau picks uniform over the anchors.
     """
-    anchor_key, pick_key = jax.random.split(key)
-    anchors = jax.random.randint(anchor_key, (num_batches, kappa), 0, num_points)
-    picks = jax.random.randint(pick_key, (num_batches, tau), 0, kappa)
-    return jnp.take_along_axis(anchors, picks, axis=1)
+
+    def one_batch(k):
+        anchor_key, pick_key = jax.random.split(k)
+        anchors = jax.random.randint(anchor_key, (kappa,), 0, num_points)
+        return anchors[jax.random.randint(pick_key, (tau,), 0, kappa)]
+
+    return jax.vmap(one_batch)(jax.random.split(key, num_batches))
 
 
 def polyadic_gaussian_inputs(

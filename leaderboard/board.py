@@ -46,6 +46,7 @@ SHORT_NAMES = {  # terminal headers
     "c2st": "C2ST",
 }
 REAL_PREFIX = "real/"  # real-data problems: ranked on their joint NLL
+REGRESSION_PREFIXES = ("regression/", "regression_test/")  # GP regression: a table of its own
 C2ST_COLUMNS = [
     "label",
     "task",
@@ -75,6 +76,8 @@ class Board:
     nll: dict[int | None, pd.DataFrame] = dataclasses.field(default_factory=dict)
     clean_nll: pd.DataFrame | None = None
     c2st_per_observation: pd.DataFrame | None = None  # ours beside the paper's, per run
+    regression: dict[int | None, pd.DataFrame] = dataclasses.field(default_factory=dict)
+    clean_regression: pd.DataFrame | None = None
 
     @property
     def normalizer(self) -> str | None:
@@ -100,8 +103,10 @@ def build(
     metric: str = "auto",
     per_observation: bool = False,
 ) -> Board:
-    """Loads `results` and ranks: Neural Testbed tables per tau, SBI C2ST table (with the
-    SBI benchmark paper's C2ST beside ours; per observation too with `per_observation`)."""
+    """Loads `results` and ranks: Neural Testbed tables per tau (classification KL, real-data
+    NLL, GP regression KL), SBI C2ST table (with the SBI benchmark paper's C2ST beside
+    ours; per observation too with `per_observation`). Regression is not normalised by
+    default (the reference's normaliser, uniform class probabilities, is a classifier)."""
     if metric not in ("auto", "kl", "c2st"):
         raise bad_value("metric", metric, ["auto", "kl", "c2st"])
     ids = problem_universe(sweep)
@@ -109,18 +114,29 @@ def build(
     if not len(df):
         raise InputError(f"results: {str(results)!r} holds no finished jobs yet")
     real = df["problem_id"].str.startswith(REAL_PREFIX)
+    reg = df["problem_id"].str.startswith(REGRESSION_PREFIXES)
     real_ids = None if ids is None else [i for i in ids if i.startswith(REAL_PREFIX)]
-    other_ids = None if ids is None else [i for i in ids if not i.startswith(REAL_PREFIX)]
-    kl_rows = df[~real & df["kl_estimate"].notna()] if "kl_estimate" in df.columns else []
+    reg_ids = None if ids is None else [i for i in ids if i.startswith(REGRESSION_PREFIXES)]
+    other_ids = None
+    if ids is not None:
+        other_ids = [i for i in ids if not i.startswith((REAL_PREFIX, *REGRESSION_PREFIXES))]
+    has_kl_column = "kl_estimate" in df.columns
+    kl_rows = df[~real & ~reg & df["kl_estimate"].notna()] if has_kl_column else []
     has_kl = len(kl_rows) > 0 or bool(other_ids and metric == "kl")
+    has_reg = bool((has_kl_column and (reg & df["kl_estimate"].notna()).any()) or reg_ids)
     has_nll = bool(real.any() or real_ids)
     has_c2st = "c2st" in df.columns and df["c2st"].notna().any()
     kl: dict[int | None, pd.DataFrame] = {}
     nll: dict[int | None, pd.DataFrame] = {}
     clean = clean_nll = None
     rank = dict(tau=tau, normalize=normalize, best_only=best_only)
-    if metric in ("auto", "kl") and (has_kl or metric == "kl"):
-        clean, kl = _ranked(_kl_rows(df[~real], other_ids), other_ids, **rank)
+    if metric in ("auto", "kl") and (has_kl or (metric == "kl" and not has_reg)):
+        clean, kl = _ranked(_kl_rows(df[~real & ~reg], other_ids), other_ids, **rank)
+    regression: dict[int | None, pd.DataFrame] = {}
+    clean_reg = None
+    if metric in ("auto", "kl") and has_reg:
+        reg_rank = {**rank, "normalize": None if normalize == "uniform" else normalize}
+        clean_reg, regression = _ranked(_kl_rows(df[reg], reg_ids), reg_ids, **reg_rank)
     if metric in ("auto", "kl") and has_nll:
         # real data: the joint NLL ranked by the same rules (the leaderboard's KL column)
         # the scoring rules read the score from the `kl_estimate` column: here, the NLL
@@ -133,7 +149,7 @@ def build(
         c2st = literature.beside(scoring.c2st_table(c2st_df, best_only=best_only), per_obs)
         if per_observation:
             c2st_obs = literature.per_observation(per_obs)
-    if not kl and not nll and c2st is None:
+    if not kl and not nll and not regression and c2st is None:
         failed = int((df["status"] == "failed").sum())
         if failed == len(df):
             raise InputError(
@@ -147,6 +163,7 @@ def build(
         )
     board = Board(df, ids, kl, clean, c2st, os.fspath(results), nll, clean_nll)
     board.c2st_per_observation = c2st_obs
+    board.regression, board.clean_regression = regression, clean_reg
     return board
 
 
@@ -172,12 +189,18 @@ def _kl_rows(df: pd.DataFrame, ids: Sequence[str] | None) -> pd.DataFrame:
 def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
     """(title, table) pairs for display; `full` keeps every column (csv/json output)."""
     out = []
-    for name, ranked in (("joint KL", board.kl), ("joint NLL (real data)", board.nll)):
+    for name, ranked in (
+        ("joint KL", board.kl),
+        ("joint NLL (real data)", board.nll),
+        ("regression KL (GP environments)", board.regression),
+    ):
         for tau, table in ranked.items():
             norm = table.attrs.get("normalizer")
             title = f"{name}, tau={tau}" if tau is not None else name
             title += f" (normalised by {norm})" if norm else " (not normalised)"
             shown = table if full else table[[c for c in KL_COLUMNS if c in table.columns]]
+            if ranked is board.regression and not full:  # no accuracy or ECE for regression
+                shown = shown.drop(columns=["mean_test_acc", "mean_test_ece"], errors="ignore")
             if full:
                 shown = shown.assign(tau=tau)
             out.append((title, shown))

@@ -43,6 +43,13 @@ NLL_NOTE = (
     "Real data have no true likelihood: the score is the joint negative log-likelihood of tau "
     "test labels (lower is better), cleaned and ranked as the KL above."
 )
+REG_NOTE = (
+    "GP regression (the environment is a function drawn from the NNGP of a ReLU network): "
+    "the KL of the true predictive N(f(x), noise^2) to the agent's mixture of its sampled "
+    "functions, each blurred by the known noise, over 1,001 test inputs (lower is better; "
+    "oracle 0, gp_posterior is the Bayes-optimal agent). Not normalised: the reference's "
+    "normaliser is a classifier."
+)
 
 
 def _esc(value: Any) -> str:
@@ -253,18 +260,22 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
     for name, ranked, note in (
         ("Joint KL (Neural Testbed rules)", board.kl, KL_NOTE),
         ("Joint NLL on real data (Neural Testbed rules)", board.nll, NLL_NOTE),
+        ("Gaussian KL on GP regression (Neural Testbed rules)", board.regression, REG_NOTE),
     ):
         if not ranked:
             continue
         parts.append(f"<h2>{html.escape(name)}</h2>")
         parts.append(f'<p class="note">{html.escape(note)}</p>')
-        kind = "kl" if ranked is board.kl else "nll"
+        kind = "kl" if ranked is board.kl else ("nll" if ranked is board.nll else "reg")
         for tau, table in ranked.items():
             norm = table.attrs.get("normalizer")
             heading = f"tau = {tau}" if tau is not None else "all problems"
             heading += f", normalised by {norm}" if norm else ", not normalised"
             parts.append(f"<h3>{html.escape(heading)}</h3>")
-            parts.append(html_table(table, f"{kind}-tau-{tau}", KL_COLUMNS))
+            columns = KL_COLUMNS
+            if kind == "reg":  # no accuracy or ECE for regression
+                columns = [c for c in KL_COLUMNS if c not in ("mean_test_acc", "mean_test_ece")]
+            parts.append(html_table(table, f"{kind}-tau-{tau}", columns))
     if board.kl:
         parts.append(
             _figure(

@@ -3,7 +3,7 @@
 This package imports no other package of the project.
 """
 
-from testbed import accuracy, joint_kl, metrics  # noqa: F401  (register their metrics)
+from testbed import accuracy, joint_kl, metrics, regression_kl  # noqa: F401  (register their metrics)
 from testbed.base import (
     Agent,
     Data,

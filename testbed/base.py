@@ -35,8 +35,9 @@ class PriorKnowledge:
     """What an agent may know about a prediction problem before it sees the data.
 
     Agents use it to scale regularisation (e.g. sqrt(temperature) * input_dim / num_train)
-    and to size their outputs. Simulator problems give a `SimulatorKnowledge`
-    (testbed.simulation) and model-based ones a `ModelKnowledge` (testbed.model) instead.
+    and to size their outputs (num_classes = 1: regression, real outputs [n, 1]). Simulator
+    problems give a `SimulatorKnowledge` (testbed.simulation) and model-based ones a
+    `ModelKnowledge` (testbed.model) instead.
     `extra` is for problem families of users' own: no built-in family or agent uses it,
     and it must not carry the answer.
     """
@@ -47,6 +48,7 @@ class PriorKnowledge:
     tau: int = 1
     temperature: float | None = None
     layers: int | None = None
+    noise_std: float | None = None  # regression: the sd of the targets' Gaussian noise
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 

@@ -26,6 +26,7 @@ EVIDENCE: dict[str, str] = {
     # from the problem's environment
     "label_batches": "test batches x [N, tau, d], y [N, tau] with the environment's log p(y | x)",
     "data_batches": "test batches x [N, tau, d], y [N, tau] of real data (no true likelihood)",
+    "regression_batches": "test batches x [N, tau, d], real y [N, tau] with the true log-lik",
     "label_distribution": "the true label log-probabilities at tau inputs (exact enumeration)",
     "labelled_inputs": "labelled inputs per split for accuracy and calibration",
     "reference_samples": "draws of the reference (or exact) posterior at x_o",

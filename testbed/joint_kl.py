@@ -22,6 +22,7 @@ import scipy.special
 from testbed.base import PRNGKey
 from testbed.metrics.registry import register
 from testbed.random_partition import partition_log_likelihood
+from testbed.reference_rng import reference_stream
 from testbed.sampled_functions import apply_functions
 
 
@@ -183,15 +184,16 @@ def partition_log_likelihoods(
     x = jnp.asarray(x)
     y = jnp.asarray(y, jnp.int32)
     num_batches = y.shape[0]
-    batch_keys = jax.random.split(partition_key, num_batches)
+    with reference_stream():  # the hyperplanes are the estimator's draws: the reference's stream
+        batch_keys = jax.random.split(partition_key, num_batches)
     num_samples = keys.shape[0]
     out = []
     for start in range(0, num_batches, batch_chunk):
         xb, yb = x[start : start + batch_chunk], y[start : start + batch_chunk]
         n = yb.shape[0]
         funcs = _on_batches(sampler, xb, yb, keys, batch_log_probs, num_classes, chunk_size)
-        out.append(
-            _partition_batches(
+        with reference_stream():
+            lls = _partition_batches(
                 funcs.values,
                 yb,
                 batch_keys[start : start + n],
@@ -199,7 +201,7 @@ def partition_log_likelihoods(
                 num_samples,
                 num_hyperplanes,
             )
-        )
+        out.append(lls)
     return jnp.concatenate(out)
 
 

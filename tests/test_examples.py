@@ -31,7 +31,7 @@ def load_example(name: str):
 
 def test_your_own_agent_beats_uniform_and_is_a_finite_sampler():
     load_example("my_agent")
-    problem = generative.load("classification_2d/75", num_test_seeds=200, num_enn_samples=50)
+    problem = generative.load("classification_2d/135", num_test_seeds=200, num_enn_samples=50)
     sampler = agents.load("centroid")(problem.train_data, problem.prior_knowledge)
     assert isinstance(sampler, testbed.FiniteSampler) and sampler.num_functions == 20
     ours = testbed.evaluate(agents.load("centroid"), problem)

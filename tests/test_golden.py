@@ -1,7 +1,9 @@
 """Every number stays the same: Qualities of fixed (agent, problem) pairs against golden values.
 
 The values in tests/golden/qualities.json were recorded by `python tests/golden_cases.py
---record` before the typed-contract refactor. Values must match exactly (up to 1e-9
+--record` before the typed-contract refactor; the classification and real-data cases were
+re-recorded when problems took the Neural Testbed's keys (issue 18: same id, same problem
+as the reference). Values must match exactly (up to 1e-9
 relative), except where the machine's thread count makes float sums differ: C2ST-type
 accuracies (a few of 2,000 test predictions may flip: 0.005) and agents trained by torch
 (1e-4 relative). The cheapest cases run by default, the rest with `-m slow`.

@@ -58,8 +58,8 @@ def test_uniform_kl_closed_form(problem_id):
         agents.load("uniform")(problem.train_data, problem.prior_knowledge), ["joint_kl"]
     )
     # Per batch, d_i = log p(y_i | x_i) + tau log C exactly (the uniform agent has no noise).
-    kl_key, _ = jax.random.split(problem._estimator_key)
-    x, y, env_ll = problem.test_batches(kl_key, s.num_test_seeds, s.tau)
+    batches = problem.estimator_batches()
+    x, env_ll = batches.x, batches.env_loglik
     exact_given_labels = float(np.mean(env_ll)) + s.tau * math.log(2)
     assert q["kl_estimate"] == pytest.approx(exact_given_labels, abs=1e-4)
     # Closed form over labels on the same inputs: sum_t [log C - H(p(.|x_t))].
@@ -193,8 +193,7 @@ def test_tau_above_ten_uses_random_partition():
     )
     # uniform: every cell has the uniform probability, so the estimate is still exact
     # up to the 1e-6 smoothing: d_i = log p(y_i|x_i) + tau log 2.
-    kl_key, _ = jax.random.split(problem._estimator_key)
-    _, _, env_ll = problem.test_batches(kl_key, 20, 50)
+    env_ll = problem.estimator_batches().env_loglik
     assert q["kl_estimate"] == pytest.approx(float(np.mean(env_ll)) + 50 * math.log(2), abs=1e-3)
 
 
@@ -226,7 +225,7 @@ def test_finite_sampler_with_wrong_member_count_is_a_clear_error(traceable):
 
 
 def test_zero_probability_is_clipped_and_flagged():
-    problem = small("classification_2d/250", num_test_seeds=200, num_enn_samples=4)
+    problem = small("classification_2d/252", num_test_seeds=200, num_enn_samples=4)
 
     def always_class_0(x, k):
         return jnp.stack([jnp.zeros(x.shape[0]), jnp.full(x.shape[0], -jnp.inf)], axis=1)

@@ -39,6 +39,7 @@ from testbed.config import check_at_least, check_one_of, check_positive
 from testbed.errors import InputError, bad_value
 from testbed.evaluation import Evidence, EvidenceScoring
 from testbed.joint_kl import TestBatches, estimator_keys, sample_keys
+from testbed.reference_rng import key_sequence, reference_stream
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +111,8 @@ class RealDataProblem(EvidenceScoring):
         )
         self.train_data = Data(x=x_train, y=np.asarray(raw.y_train[:n], np.int32))
         self.x_test, self.y_test = x_test, np.asarray(raw.y_test, np.int32)
-        self._estimator_key = jax.random.PRNGKey(s.seed)
+        with reference_stream():  # the reference's estimator key: PRNGSequence(seed)'s first
+            self._estimator_key = key_sequence(s.seed, 1)[0]
 
     @cached_property
     def prior_knowledge(self) -> PriorKnowledge:
@@ -125,7 +127,8 @@ class RealDataProblem(EvidenceScoring):
 
     def test_indices(self, key: jax.Array, num_batches: int, tau: int) -> np.ndarray:
         """[N, tau] dyadic batches of test-set rows: kappa anchors, tau picks from them."""
-        idx = polyadic_indices(key, num_batches, tau, self.settings.kappa, len(self.y_test))
+        with reference_stream():
+            idx = polyadic_indices(key, num_batches, tau, self.settings.kappa, len(self.y_test))
         return np.asarray(idx)
 
     def test_batches(self, key: jax.Array, num_batches: int, tau: int):
@@ -136,7 +139,8 @@ class RealDataProblem(EvidenceScoring):
     def estimator_batches(self) -> TestBatches:
         """The estimator's N dyadic test batches (no true likelihood) and M sampler keys."""
         s = self.settings
-        kl_key, keys = estimator_keys(self._estimator_key, s.num_enn_samples)
+        with reference_stream():
+            kl_key, keys = estimator_keys(self._estimator_key, s.num_enn_samples)
         x, y = self.test_batches(kl_key, s.num_test_seeds, s.tau)
         return TestBatches(x, y, keys, num_classes=self.spec.num_classes)
 
@@ -157,7 +161,8 @@ class RealDataProblem(EvidenceScoring):
         ):
             rows = self._eval_rows(len(ys), jax.random.PRNGKey(i + 1))
             splits[name] = (np.asarray(xs)[rows], np.asarray(ys)[rows])
-        keys = sample_keys(jax.random.PRNGKey(0), num_enn_samples)
+        with reference_stream():  # the reference's M keys for accuracy and calibration
+            keys = sample_keys(jax.random.split(jax.random.PRNGKey(0))[1], num_enn_samples)
         return LabelledInputs(splits, keys, self.spec.num_classes)
 
     def evidence(self, sampler) -> Evidence:
