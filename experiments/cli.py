@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 EXIT_BAD_INPUT = 2
@@ -40,11 +41,16 @@ def _print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     from rich.table import Table
 
     table = Table(title=escape(title))
-    for c in columns:
-        table.add_column(escape(c))
-    for r in rows:  # text from results and docstrings is shown as it is (no rich markup)
-        table.add_row(*[escape(_fmt(v)) for v in r])
-    Console().print(table)
+    for c in columns:  # never cut a name: wrap it (a terminal) or widen (a pipe or file)
+        table.add_column(escape(c), overflow="fold")
+    cells = [[escape(_fmt(v)) for v in r] for r in rows]
+    for r in cells:  # text from results and docstrings is shown as it is (no rich markup)
+        table.add_row(*r)
+    console = Console()
+    if not console.is_terminal:
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+        console = Console(width=max(80, sum(widths) + 3 * len(widths) + 1))
+    console.print(table)
 
 
 def _fmt(v: Any) -> str:
@@ -53,10 +59,37 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _user_modules(args: argparse.Namespace) -> list[str]:
+    """--import values: module names as given, `.py` paths made absolute (for workers)."""
+    out = []
+    for spec in _split(getattr(args, "imports", None) or []):
+        is_path = spec.endswith(".py") or os.sep in spec
+        out.append(str(Path(spec).expanduser().resolve()) if is_path else spec)
+    return out
+
+
+def _import_user_modules(args: argparse.Namespace) -> None:
+    """Imports the modules named by --import (the user's own agents and problems register
+    there); a module that cannot be imported is a one-line error."""
+    from leaderboard.worker import import_user_module
+    from testbed.errors import InputError
+
+    for spec in _user_modules(args):
+        try:
+            import_user_module(spec)
+        except ImportError as e:
+            raise InputError(
+                f"--import: got {spec!r}; cannot import it ({e}); allowed: a module name "
+                "(importable from here) or a path to a .py file"
+            ) from None
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     import agents
     import generative
     import testbed
+
+    _import_user_modules(args)
 
     if args.what == "agents":
         rows = [[n, agents.AGENTS.get(n).description] for n in agents.names()]
@@ -87,6 +120,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     import agents
     import generative
     import testbed
+
+    _import_user_modules(args)
 
     overrides: dict[str, Any] = _parse_sets(args.set or [])
     if args.seed is not None:
@@ -125,7 +160,7 @@ def _split(values: Sequence[str] | None) -> list[str]:
 def _executor(args: argparse.Namespace) -> Any:
     from leaderboard.executors import DEFAULT_TIMEOUT, InlineExecutor, LocalExecutor, RayExecutor
 
-    imports = tuple(_split(args.imports))
+    imports = tuple(_user_modules(args))
     timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     if args.executor == "inline":
         return InlineExecutor(imports=imports, timeout=timeout)
@@ -160,18 +195,12 @@ def _print_summary(summary: Any, results: str) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    import importlib
-
     from leaderboard.jobs import expand, parse_seeds, sweep_jobs
     from leaderboard.runner import run_sweep
     from leaderboard.store import ResultsStore
     from testbed.errors import InputError
 
-    for name in _split(args.imports):  # the user's own agents / problems register here
-        try:
-            importlib.import_module(name)
-        except ImportError as e:
-            raise InputError(f"--import: got {name!r}; cannot import it ({e})") from None
+    _import_user_modules(args)
     agent_names = _split(args.agent)
     seeds = parse_seeds(args.seeds)
     overrides = _parse_sets(args.set or [])
@@ -308,6 +337,16 @@ def cmd_salvage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_import(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        metavar="MODULE_OR_FILE",
+        help="module name(s) or .py file(s) that register your own agents or problems",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="testbed", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -315,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list agents, problems, sweeps or metrics")
     p.add_argument("what", choices=["agents", "problems", "sweeps", "metrics"])
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_import(p)
     p.set_defaults(fn=cmd_list)
 
     p = sub.add_parser("run", help="train one agent on one problem and print its quality")
@@ -329,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="metrics to compute instead of the problem's own ('default' adds those)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_import(p)
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("sweep", help="run agents over a problem sweep into the results store")
@@ -365,13 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train amortized SBI agents (npe, nle, nre) once per observation, not once per "
         "task x budget (npe: the same numbers, ~10x the training time)",
     )
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        metavar="MODULE",
-        help="module(s) that register your own agents or problems",
-    )
+    _add_import(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
     p.set_defaults(fn=cmd_sweep)

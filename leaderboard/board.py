@@ -105,8 +105,9 @@ def build(
 ) -> Board:
     """Loads `results` and ranks: Neural Testbed tables per tau (classification KL, real-data
     NLL, GP regression KL), SBI C2ST table (with the SBI benchmark paper's C2ST beside
-    ours; per observation too with `per_observation`). Regression is not normalised by
-    default (the reference's normaliser, uniform class probabilities, is a classifier)."""
+    ours; per observation too with `per_observation`). Regression is normalised as the
+    reference does it too: by `uniform`, which on regression is the function f = 0 (the
+    reference's uniform-class-probabilities agent with one output)."""
     if metric not in ("auto", "kl", "c2st"):
         raise bad_value("metric", metric, ["auto", "kl", "c2st"])
     ids = problem_universe(sweep)
@@ -135,8 +136,7 @@ def build(
     regression: dict[int | None, pd.DataFrame] = {}
     clean_reg = None
     if metric in ("auto", "kl") and has_reg:
-        reg_rank = {**rank, "normalize": None if normalize == "uniform" else normalize}
-        clean_reg, regression = _ranked(_kl_rows(df[reg], reg_ids), reg_ids, **reg_rank)
+        clean_reg, regression = _ranked(_kl_rows(df[reg], reg_ids), reg_ids, **rank)
     if metric in ("auto", "kl") and has_nll:
         # real data: the joint NLL ranked by the same rules (the leaderboard's KL column)
         # the scoring rules read the score from the `kl_estimate` column: here, the NLL

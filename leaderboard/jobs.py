@@ -104,8 +104,10 @@ def expand(
     """Jobs for every (agent config, problem id, seed), in a stable order without repeats.
 
     Checks up front that each agent exists and accepts a `seed` when more than seed 0 is
-    asked for, so a typo fails before any job runs. A `seed` override is refused: a job's
-    seed comes from `seeds` (it is part of the job key, not of the config).
+    asked for, so a typo fails before any job runs. An override applies to the agents whose
+    config has that field (`uniform,mlp --set num_batches=500` sets mlp's); a key no agent
+    has is refused. A `seed` override is refused: a job's seed comes from `seeds` (it is
+    part of the job key, not of the config).
     """
     import agents
 
@@ -120,15 +122,28 @@ def expand(
             "--seeds (seeds=...), not --set"
         )
     jobs: dict[str, Job] = {}
+    fields = {
+        n: {f.name for f in dataclasses.fields(agents.AGENTS.get(n).config_cls)}
+        for n in agent_names
+    }
+    unused = sorted(set(overrides or {}) - set().union(*fields.values()))
+    if unused:  # a key applies to the agents that have it; one no agent has is a typo
+        names = ", ".join(agent_names)
+        raise InputError(
+            f"set {unused[0]}: no agent among {names} has this field; allowed: "
+            + "; ".join(
+                f"{n}: {', '.join(sorted(fields[n] - {'seed'})) or '(none)'}" for n in agent_names
+            )
+        )
     for name in agent_names:
-        entry = agents.AGENTS.get(name)
-        has_seed = any(f.name == "seed" for f in dataclasses.fields(entry.config_cls))
+        has_seed = "seed" in fields[name]
         if not has_seed and any(s != 0 for s in seeds):
             raise InputError(
                 f"seeds: got {list(seeds)!r} for agent {name!r}, whose config has no 'seed' "
                 "field; allowed: 0 only"
             )
-        for config in agent_configs(name, overrides, configs=configs):
+        own = {k: v for k, v in (overrides or {}).items() if k in fields[name]}
+        for config in agent_configs(name, own, configs=configs):
             for pid in problem_ids:
                 for seed in seeds:
                     job = Job.make(name, config, pid, seed)

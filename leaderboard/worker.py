@@ -8,16 +8,19 @@ oversubscribe the cores.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import math
 import os
 import platform
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 _VERSIONS: dict[str, str] | None = None
@@ -293,7 +296,33 @@ def prepare(env: Mapping[str, str], imports: Iterable[str] = ()) -> None:
     import testbed  # noqa: F401
 
     for name in imports:
-        importlib.import_module(name)
+        import_user_module(name)
+
+
+def import_user_module(spec: str):
+    """Imports a user's module that registers agents or problems: a module name (found
+    from the working directory too) or a path to a `.py` file (imported under its stem)."""
+    path = Path(spec).expanduser()
+    if spec.endswith(".py") or os.sep in spec:
+        if not path.is_file():
+            raise ImportError(f"no such file: {spec}")
+        name = path.stem
+        if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(
+            path.resolve()
+        ):
+            return sys.modules[name]
+        loader_spec = importlib.util.spec_from_file_location(name, path.resolve())
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = module  # dataclasses and pickling look the module up by name
+        try:
+            loader_spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        return module
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    return importlib.import_module(spec)
 
 
 def _exit_with_parent(parent: int) -> None:

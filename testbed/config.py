@@ -26,8 +26,9 @@ def _describe(tp: Any) -> str:
         return " or ".join(_describe(a) for a in typing.get_args(tp))
     if origin is tuple:
         args = typing.get_args(tp)
-        inner = _describe(args[0]) if args else "any"
-        return f"a tuple of {inner} (e.g. 50,50)"
+        plural = {int: "integers", float: "numbers", str: "strings", bool: "true/false values"}
+        inner = plural.get(args[0], _describe(args[0])) if args else "any values"
+        return f"a comma-separated list of {inner} (e.g. 50,50)"
     if tp is type(None):
         return "None"
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
@@ -67,7 +68,10 @@ def _coerce(tp: Any, value: Any, field: str) -> Any:
         if not isinstance(value, Iterable) or isinstance(value, Mapping):
             raise fail
         inner = args[0] if args else Any
-        return tuple(_coerce(inner, v, field) if inner is not Any else v for v in value)
+        try:
+            return tuple(_coerce(inner, v, field) if inner is not Any else v for v in value)
+        except InputError:  # say what the whole field takes, not what one element does
+            raise fail from None
     if tp is Any:
         return value
     if tp is bool:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import types
 from collections.abc import Sequence
 from typing import Any
+
+import jax
 
 from testbed.base import Agent, Amortized, Oracle, Problem, Quality, SharesTraining
 from testbed.errors import InputError
@@ -47,11 +50,51 @@ class Trained:
         return self if i == 0 else dataclasses.replace(self, seconds=0.0)
 
 
+def block_until_ready(obj: Any, depth: int = 12) -> None:
+    """Waits for every JAX array a predictive holds (in its closures, attributes and
+    containers, `depth` levels down). JAX returns before the work is done (a 500,000-step
+    chain), so without this the training would be timed as evaluation."""
+    seen: set[int] = set()
+
+    def visit(o: Any, d: int) -> None:
+        if d < 0 or id(o) in seen or isinstance(o, str | bytes | type | types.ModuleType):
+            return
+        seen.add(id(o))
+        if isinstance(o, jax.Array):
+            o.block_until_ready()
+            return
+        if isinstance(o, list | tuple | set | frozenset):
+            items = list(o)
+        elif isinstance(o, dict):
+            items = list(o.values())
+        else:
+            items = [c.cell_contents for c in getattr(o, "__closure__", None) or () if _full(c)]
+            if hasattr(o, "__self__"):  # a bound method: its object
+                items.append(o.__self__)
+            attrs = getattr(o, "__dict__", None)
+            if isinstance(attrs, dict):
+                items += list(attrs.values())
+        for item in items:
+            visit(item, d - 1)
+
+    visit(obj, depth)
+
+
+def _full(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
 def train_timed(agent: Agent | Oracle, problem: Problem) -> Trained:
-    """Trains `agent` on `problem` (an Oracle reads the problem instead), timed."""
+    """Trains `agent` on `problem` (an Oracle reads the problem instead), timed until the
+    predictive's arrays are ready."""
     start = time.perf_counter()
     data = None if isinstance(agent, Oracle) else problem.train_data
     predictive = train(agent, problem, data)
+    block_until_ready(predictive)
     return Trained(predictive, data, time.perf_counter() - start)
 
 

@@ -45,6 +45,9 @@ CASES = [
     Case("mlp", SMALL_NET, "classification/200", CLASSIFICATION),
     Case("ensemble+", {**SMALL_NET, "num_ensemble": 4}, "classification/200", CLASSIFICATION),
     Case("dropout", SMALL_NET, "classification_2d/285", CLASSIFICATION),
+    # GP regression (added with issue 18): the sample-based Gaussian KL
+    Case("gp_posterior", {}, "regression_test/0", {"num_test_seeds": 100}),
+    Case("mlp", SMALL_NET, "regression_test/0", {"num_test_seeds": 100}),
     # real data (joint NLL on dyadic batches)
     Case("uniform", {}, "real/iris/10/1", CLASSIFICATION),
     Case("mlp", SMALL_NET, "real/iris/10/1", CLASSIFICATION),

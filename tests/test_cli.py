@@ -36,6 +36,12 @@ def test_list_sweeps_json(capsys):
         (["run", "--agent", "beta_bernoulli", "--problem", "coin/1", "--set", "zz=1"], "zz"),
         (["run", "--agent", "beta_bernoulli", "--problem", "coin/1", "--set", "a=x"], "a: got 'x'"),
         (["run", "--agent", "beta_bernoulli", "--problem", "coin/1", "--set", "a"], "key=value"),
+        (["run", "--agent", "x", "--problem", "coin/1", "--import", "no/such.py"], "--import"),
+        (["list", "agents", "--import", "no_such_module_here"], "no_such_module_here"),
+        (
+            ["run", "--agent", "mlp", "--problem", "coin/1", "--set", "hidden_sizes=abc"],
+            "hidden_sizes: got 'abc'; allowed: a comma-separated list of integers (e.g. 50,50)",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):
@@ -83,3 +89,46 @@ def test_closed_stdout_exits_quietly():
     )
     os.close(write)
     assert proc.returncode == 141 and proc.stderr == ""
+
+
+AGENT_FILE = """
+import dataclasses
+
+import jax.numpy as jnp
+
+import agents
+
+
+@dataclasses.dataclass(frozen=True)
+class Zero:
+    seed: int = 0
+
+
+@agents.register("cli_file_agent", Zero)
+def make(config):
+    "Constant logits, registered from a file."
+    return lambda data, prior: lambda x, key: jnp.zeros((x.shape[0], 2))
+"""
+
+
+def test_import_takes_a_py_file_on_run_and_list(tmp_path, capsys, monkeypatch):
+    """--import accepts a path to a .py file (or a module name found from the working
+    directory) on run and list, as on sweep."""
+    (tmp_path / "cli_agent_file.py").write_text(AGENT_FILE)
+    path = str(tmp_path / "cli_agent_file.py")
+    assert main(["list", "agents", "--import", path]) == 0
+    assert "cli_file_agent" in capsys.readouterr().out
+    argv = ["run", "--agent", "cli_file_agent", "--problem", "classification_2d_test/0"]
+    assert main([*argv, "--import", path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["quality"]["kl_estimate"] > 0
+    monkeypatch.chdir(tmp_path)  # a module name, found from the working directory
+    assert main(["list", "agents", "--import", "cli_agent_file"]) == 0
+
+
+def test_tables_are_never_cut_when_piped(capsys):
+    """Off a terminal the table widens to its content: no name or text ends in an ellipsis."""
+    assert main(["list", "agents"]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out
+    assert "Training-label class frequencies at every input." in out
+    assert "│ average_class_probs │" in out

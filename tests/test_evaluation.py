@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -178,3 +182,26 @@ def test_an_oracle_cannot_be_trained_like_an_agent():
     with pytest.raises(InputError, match="agent oracle reads the problem instead of training"):
         oracle(problem.train_data, problem.prior_knowledge)
     assert oracle.predictive_for(problem) is not None
+
+
+def test_training_clock_waits_for_the_predictives_arrays():
+    """JAX returns before the work is done: a training that is one long device computation
+    is timed as training, not as evaluation (it waits for the arrays the sampler holds)."""
+
+    @jax.jit
+    def long_training(x):
+        return jax.lax.fori_loop(0, 300, lambda i, a: jnp.tanh(a @ a) / 64.0, x)
+
+    x = jnp.ones((512, 512))
+    jax.block_until_ready(long_training(x))  # compiled
+    start = time.perf_counter()
+    jax.block_until_ready(long_training(x))
+    duration = time.perf_counter() - start
+
+    def agent(data, prior):
+        params = {"w": [long_training(x)]}  # nested in containers and a closure
+        return lambda xs, key: jnp.zeros((xs.shape[0], 2)) + 0.0 * params["w"][0][0, 0]
+
+    problem = generative.load("classification_2d_test/0", num_test_seeds=10, num_enn_samples=4)
+    q = testbed.evaluate(agent, problem)
+    assert q["train_seconds"] > 0.5 * duration, (q, duration)

@@ -184,8 +184,8 @@ def test_non_finite_regression_output_is_a_clear_error(problem):
 
 
 def test_regression_has_its_own_ranking_table(tmp_path):
-    """A sweep over classification and regression problems gives separate tables; the
-    regression one is not normalised (the reference's normaliser is a classifier)."""
+    """A sweep over classification and regression problems gives separate tables, each
+    normalised by uniform (on regression: f = 0), as the reference."""
     from leaderboard.board import build, tables
     from leaderboard.executors import InlineExecutor
     from leaderboard.jobs import expand
@@ -198,9 +198,34 @@ def test_regression_has_its_own_ranking_table(tmp_path):
         assert run_sweep(jobs, s, InlineExecutor()).ok == 4
     board = build(tmp_path / "r.db")
     reg = board.regression[1]
-    assert list(reg["agent"]) == ["oracle", "uniform"] and reg.attrs["normalizer"] is None
+    assert list(reg["agent"]) == ["oracle", "uniform"] and reg.attrs["normalizer"] == "uniform"
     assert abs(reg["mean_kl"].iloc[0]) < 1e-5 and reg["num_problems"].tolist() == [1, 1]
+    assert reg["normalized_kl"].iloc[1] == 1.0
     assert board.kl[1].attrs["normalizer"] == "uniform" and len(board.kl[1]) == 2
     titles = [t for t, _ in tables(board)]
-    assert any(t.startswith("regression KL") for t in titles)
+    assert "regression KL (GP environments), tau=1 (normalised by uniform)" in titles
     assert any(t.startswith("joint KL, tau=1 (normalised by uniform)") for t in titles)
+
+
+def test_estimator_is_the_references_for_a_deterministic_agent(problem):
+    """The reference's GaussianSampleKL written out (per batch key: x_key, y_key = split;
+    tau cache indices; noise; M keys from the batch key): for a deterministic agent the keys
+    do not matter, so its value equals ours exactly."""
+    s = problem.settings
+    cache, f = jnp.asarray(problem.x_cache), jnp.asarray(problem.f_cache)
+    shifted = lambda x, key: problem.oracle_predictive()(x, key) + 0.03  # noqa: E731
+
+    def one(key):
+        x_key, y_key = jax.random.split(key)
+        idx = jax.random.randint(x_key, [s.tau], 0, cache.shape[0])
+        noise = jax.random.normal(y_key, [s.tau, 1]) * s.noise_std
+        y = f[idx][:, None] + noise
+        outs = jax.vmap(lambda k: shifted(cache[idx], k))(jax.random.split(key, 7))
+        ll = -0.5 * (jnp.log(2 * jnp.pi * s.noise_std**2) + ((outs - y) ** 2) / s.noise_std**2)
+        true = -0.5 * (jnp.log(2 * jnp.pi * s.noise_std**2) + noise**2 / s.noise_std**2)
+        return jnp.sum(true) - (jax.nn.logsumexp(ll.sum((1, 2))) - jnp.log(7))
+
+    with jax.threefry_partitionable(False):
+        keys = jax.random.split(problem._estimator_key, int(s.num_test_seeds / s.tau) + 1)
+        reference = float(jnp.mean(jax.vmap(one)(keys)))
+    assert problem.evaluate(shifted)["kl_estimate"] == pytest.approx(reference, rel=1e-5)

@@ -475,3 +475,13 @@ def test_thread_env_gives_our_own_thread_pools_the_same_budget(monkeypatch):
     cfg = mlp.MLPConfig(hidden_layers=(4,), max_iter=2)
     mlp.train_many(cfg, x, y, [np.arange(40)] * 4, init_seeds=range(4), key=jax.random.key(0))
     assert started == [1]
+
+
+def test_an_override_applies_to_the_agents_that_have_it():
+    """`uniform,beta_bernoulli --set a=2` sets beta_bernoulli's a and leaves uniform as it
+    is; a key no agent has is a one-line error naming each agent's fields."""
+    jobs = expand(["uniform", "beta_bernoulli"], ["coin/1"], overrides={"a": 2.0})
+    configs = {j.agent: j.config for j in jobs}
+    assert configs["beta_bernoulli"]["a"] == 2.0 and "a" not in configs["uniform"]
+    with pytest.raises(InputError, match="set zz: no agent among uniform, beta_bernoulli"):
+        expand(["uniform", "beta_bernoulli"], ["coin/1"], overrides={"zz": 1})
