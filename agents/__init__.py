@@ -1,6 +1,9 @@
 """Agents: a typed config dataclass + a factory per agent, with hyper-parameter sweeps.
 
 `load(name, **overrides)` gives a configured agent; `sweep(name)` its sweep; `names()`.
+`register` adds an agent (a config class and factory, or a function with keyword
+defaults); `from_sklearn` turns scikit-learn estimators into an ensemble agent. Installed
+packages add agents through the entry-point group `testbed.agents` (loaded on import).
 """
 
 # Importing the agent modules registers them (SBI agents import torch lazily).
@@ -22,6 +25,28 @@ from agents import (  # noqa: F401
     sgmcmc,
     sklearn_agents,
 )
-from agents.registry import AGENTS, ConfiguredAgent, load, names, register, sweep
+from agents.registry import (
+    AGENTS,
+    ConfiguredAgent,
+    fitting,
+    load,
+    load_plugins,
+    names,
+    register,
+    sweep,
+)
+from agents.sklearn_ensemble import from_sklearn
 
-__all__ = ["AGENTS", "ConfiguredAgent", "load", "names", "register", "sweep"]
+__all__ = [
+    "AGENTS",
+    "ConfiguredAgent",
+    "fitting",
+    "from_sklearn",
+    "load",
+    "load_plugins",
+    "names",
+    "register",
+    "sweep",
+]
+
+load_plugins()  # agents of installed packages (entry points `testbed.agents`), last

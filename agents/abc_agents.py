@@ -20,6 +20,7 @@ from scipy.special import logsumexp
 
 from agents.kde import fit_kde
 from agents.registry import register
+from testbed.base import POSTERIOR
 from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
 from testbed.errors import InputError
 from testbed.simulation import SimulationAccess, SimulatorKnowledge, check_access
@@ -101,7 +102,7 @@ def simulate_prior(access, num: int, batch: int, rng: np.random.Generator):
     return theta, x
 
 
-@register("rej_abc", RejABCConfig)
+@register("rej_abc", RejABCConfig, predicts=POSTERIOR)
 def make_rej_abc(config: RejABCConfig):
     """Rejection ABC (top 100 by L2 distance, KDE resampling), as the SBI benchmark runs it."""
 
@@ -248,7 +249,7 @@ def smc_abc(config: SMCABCConfig, access) -> tuple[np.ndarray, np.ndarray, dict]
     return particles, log_w, {"epsilons": epsilons, "population_size": pop}
 
 
-@register("smc_abc", SMCABCConfig)
+@register("smc_abc", SMCABCConfig, predicts=POSTERIOR)
 def make_smc_abc(config: SMCABCConfig):
     """SMC-ABC (populations of 100 / 1,000, epsilon quantile 0.2, kernel scale 0.5, KDE)."""
 

@@ -10,7 +10,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents.registry import register, require_classification
-from testbed.base import Data, OffersExactPosterior, OffersOracle, PriorKnowledge
+from testbed.base import (
+    LABELS,
+    MODEL_POSTERIOR,
+    POSTERIOR,
+    REAL_VALUES,
+    Data,
+    OffersExactPosterior,
+    OffersOracle,
+    PriorKnowledge,
+)
 from testbed.config import check_nonnegative
 from testbed.errors import InputError
 from testbed.random_mlp import sample_logit_fn
@@ -23,7 +32,7 @@ class NoConfig:
     seed: int = 0
 
 
-@register("uniform", NoConfig)
+@register("uniform", NoConfig, predicts=(LABELS, REAL_VALUES))
 def make_uniform(config: NoConfig):
     """Uniform class probabilities: the Neural Testbed's normaliser (regression: f = 0)."""
 
@@ -50,8 +59,12 @@ class ProblemReader:
     what: str  # what the problem must offer, in the error message
     allowed: str
 
+    def serves(self, problem) -> bool:
+        """Whether `problem` offers what this agent reads."""
+        return isinstance(problem, self.offer)
+
     def predictive_for(self, problem):
-        if not isinstance(problem, self.offer):
+        if not self.serves(problem):
             raise InputError(
                 f"agent {self.agent}: problem {type(problem).__name__} offers no {self.what}; "
                 f"allowed: {self.allowed}"
@@ -59,7 +72,7 @@ class ProblemReader:
         return getattr(problem, self.method)()
 
 
-@register("oracle", NoConfig)
+@register("oracle", NoConfig, predicts=(LABELS, REAL_VALUES, POSTERIOR))
 def make_oracle(config: NoConfig) -> ProblemReader:
     """The true environment's predictive (tests and floors only: it reads the problem)."""
     return ProblemReader(
@@ -71,7 +84,7 @@ def make_oracle(config: NoConfig) -> ProblemReader:
     )
 
 
-@register("exact", NoConfig)
+@register("exact", NoConfig, predicts=(POSTERIOR, MODEL_POSTERIOR))
 def make_exact(config: NoConfig) -> ProblemReader:
     """The exact posterior (reads the problem: tests and floors only)."""
     return ProblemReader(
@@ -94,7 +107,7 @@ class AverageClassProbsConfig:
         check_nonnegative("pseudo_count", self.pseudo_count)
 
 
-@register("average_class_probs", AverageClassProbsConfig)
+@register("average_class_probs", AverageClassProbsConfig, predicts=LABELS)
 def make_average_class_probs(config: AverageClassProbsConfig):
     """Training-label class frequencies at every input.
 
@@ -124,7 +137,7 @@ def make_average_class_probs(config: AverageClassProbsConfig):
     return agent
 
 
-@register("prior", NoConfig)
+@register("prior", NoConfig, predicts=LABELS)
 def make_prior(config: NoConfig):
     """A fresh generator MLP per key: the environment's prior, ignoring the data."""
 

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from agents.networks import make_mlp
-from agents.registry import register
+from agents.registry import NETWORK, register
 from agents.training import (
     NetworkConfig,
     ScheduleConfig,
@@ -127,7 +127,7 @@ def _structure(hidden, num_classes, input_dim, num_index_samples, kl_method):
     return jax.jit(init), loss, sample_logits
 
 
-@register("bbb", BBBConfig, sweep=bbb_sweep)
+@register("bbb", BBBConfig, sweep=bbb_sweep, predicts=NETWORK)
 def make_bbb(config: BBBConfig):
     """Bayes by backprop: each key draws one weight vector from the variational posterior."""
 

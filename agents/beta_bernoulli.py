@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents.registry import register
-from testbed.base import Data, PriorKnowledge
+from testbed.base import LABELS, Data, PriorKnowledge
 from testbed.config import check_positive
 
 
@@ -38,7 +38,7 @@ def posterior(config: BetaBernoulliConfig, data: Data) -> tuple[float, float]:
     return config.a + heads, config.b + len(np.asarray(data.y)) - heads
 
 
-@register("beta_bernoulli", BetaBernoulliConfig)
+@register("beta_bernoulli", BetaBernoulliConfig, predicts=LABELS)
 def make(config: BetaBernoulliConfig):
     """Conjugate Beta-Bernoulli agent (binary targets, inputs ignored)."""
 

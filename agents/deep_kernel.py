@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.networks import make_mlp_with_features
-from agents.registry import register
+from agents.registry import NETWORK, register
 from agents.training import (
     NetworkConfig,
     data_loss,
@@ -85,7 +85,7 @@ def _structure(hidden, num_classes):
     return jax.jit(net.init), loss, cholesky, sample_logits
 
 
-@register("deep_kernel", DeepKernelConfig, sweep=deep_kernel_sweep)
+@register("deep_kernel", DeepKernelConfig, sweep=deep_kernel_sweep, predicts=NETWORK)
 def make_deep_kernel(config: DeepKernelConfig):
     """Bayesian linear head on a trained MLP's normalised features; one head draw per key."""
 

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.networks import make_dropout_mlp
-from agents.registry import register
+from agents.registry import NETWORK, register
 from agents.training import (
     NetworkConfig,
     ScheduleConfig,
@@ -109,7 +109,7 @@ def _dropout_net(hidden, num_classes, rate, dropout_input, first_bias_std, exclu
     return jax.jit(net.init), loss, jax.jit(net.apply)
 
 
-@register("dropout", DropoutConfig, sweep=dropout_sweep)
+@register("dropout", DropoutConfig, sweep=dropout_sweep, predicts=NETWORK)
 def make_dropout(config: DropoutConfig):
     """MC dropout MLP: each key is one dropout mask (one function for all inputs)."""
 

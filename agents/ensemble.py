@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.networks import apply_ensemble, init_ensemble, make_mlp
-from agents.registry import register
+from agents.registry import NETWORK, register
 from agents.training import (
     NetworkConfig,
     RegularizedMLPConfig,
@@ -129,7 +129,7 @@ def ensemble_sweep() -> list[EnsembleConfig]:
     return sweep
 
 
-@register("ensemble", EnsembleConfig, sweep=ensemble_sweep)
+@register("ensemble", EnsembleConfig, sweep=ensemble_sweep, predicts=NETWORK)
 def make_ensemble(config: EnsembleConfig):
     """Deep ensemble of K MLPs trained together; each key picks one member."""
 

@@ -18,7 +18,7 @@ import dataclasses
 import math
 
 from agents.ensemble import EnsembleConfig, train_ensemble
-from agents.registry import register
+from agents.registry import NETWORK, register
 from agents.training import BOOTSTRAP, PriorFunctionConfig
 from testbed.base import Data, PriorKnowledge
 
@@ -47,7 +47,7 @@ def ensemble_plus_sweep() -> list[EnsemblePlusConfig]:
     return sweep
 
 
-@register("ensemble+", EnsemblePlusConfig, sweep=ensemble_plus_sweep)
+@register("ensemble+", EnsemblePlusConfig, sweep=ensemble_plus_sweep, predicts=NETWORK)
 def make_ensemble_plus(config: EnsemblePlusConfig):
     """Ensemble with randomized prior functions (and bootstrapping); one member per key."""
 

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.networks import init_ensemble, make_mlp
-from agents.registry import register
+from agents.registry import NETWORK, register
 from agents.training import (
     NetworkConfig,
     check_hidden_sizes,
@@ -108,7 +108,7 @@ def _structure(hidden, epi_hiddens, add_hiddens, num_classes, input_dim, index_d
     return jax.jit(init), loss, sample_logits
 
 
-@register("epinet", EpinetConfig, sweep=epinet_sweep)
+@register("epinet", EpinetConfig, sweep=epinet_sweep, predicts=NETWORK)
 def make_epinet(config: EpinetConfig):
     """Epinet (Osband et al. 2021) on an MLP base network; one index z per key."""
 

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.linalg
 
 from agents.registry import register
-from testbed.base import Data, PriorKnowledge
+from testbed.base import REAL_VALUES, Data, PriorKnowledge
 from testbed.config import check_at_least, check_positive
 from testbed.errors import InputError
 from testbed.nngp import nngp_kernel
@@ -77,7 +77,7 @@ class GPPosteriorSampler:
         return (mean + root @ z)[:, None].astype(np.float32)
 
 
-@register("gp_posterior", GPPosteriorConfig)
+@register("gp_posterior", GPPosteriorConfig, predicts=REAL_VALUES)
 def make_gp_posterior(config: GPPosteriorConfig):
     """Exact GP posterior under the regression environments' prior (Bayes-optimal)."""
 

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from agents.networks import make_linear_index_prior, make_mlp
-from agents.registry import register
+from agents.registry import NETWORK, register
 from agents.training import (
     BOOTSTRAP,
     PriorFunctionConfig,
@@ -130,7 +130,7 @@ def _structure(hidden, prior_hidden, num_classes, input_dim, index_dim, num_samp
     return jax.jit(init), loss, sample_logits
 
 
-@register("hypermodel", HypermodelConfig, sweep=hypermodel_sweep)
+@register("hypermodel", HypermodelConfig, sweep=hypermodel_sweep, predicts=NETWORK)
 def make_hypermodel(config: HypermodelConfig):
     """Linear hypermodel over MLP weights with an additive random prior; one z per key."""
 

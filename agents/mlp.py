@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from agents.ensemble import train_ensemble
-from agents.registry import register
+from agents.registry import NETWORK, register
 from agents.training import RegularizedMLPConfig, WeightDecayConfig
 from testbed.base import Data, PriorKnowledge
 
@@ -36,7 +36,7 @@ def mlp_sweep() -> list[MLPConfig]:
     return sweep
 
 
-@register("mlp", MLPConfig, sweep=mlp_sweep)
+@register("mlp", MLPConfig, sweep=mlp_sweep, predicts=NETWORK)
 def make_mlp_agent(config: MLPConfig):
     """A single MLP with weight decay: a point estimate (the paper's normaliser)."""
 
@@ -60,7 +60,12 @@ def logistic_regression_sweep() -> list[LogisticRegressionConfig]:
     ]
 
 
-@register("logistic_regression", LogisticRegressionConfig, sweep=logistic_regression_sweep)
+@register(
+    "logistic_regression",
+    LogisticRegressionConfig,
+    sweep=logistic_regression_sweep,
+    predicts=NETWORK,
+)
 def make_logistic_regression(config: LogisticRegressionConfig):
     """Softmax regression trained with Adam and weight decay (no hidden layers)."""
 

@@ -18,7 +18,7 @@ from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer import MCMC, NUTS
 
 from agents.registry import register
-from testbed.base import Data
+from testbed.base import MODEL_POSTERIOR, Data
 from testbed.config import check_at_least, check_in_range, check_one_of
 from testbed.errors import InputError
 from testbed.model import ModelKnowledge
@@ -81,7 +81,7 @@ def diagnostics(theta: np.ndarray, seconds: float, divergences: int) -> dict[str
     return out
 
 
-@register("nuts", NutsConfig)
+@register("nuts", NutsConfig, predicts=MODEL_POSTERIOR)
 def make(config: NutsConfig):
     """NumPyro NUTS on the problem's JAX model (exactly the reference's prior)."""
 

@@ -1,23 +1,64 @@
-"""The agent registry: name -> (config dataclass, factory, hyper-parameter sweep).
+"""The agent registry: name -> (config dataclass, factory, hyper-parameter sweep, what it
+predicts).
 
 An agent factory is `make(config) -> Agent`, where the Agent is
 `(train_data, prior_knowledge) -> predictive`. `load(name, **overrides)` returns a
 `ConfiguredAgent`: the agent with its name and validated config attached, so runners can
 record and hash exactly what ran.
+
+Two ways to register (see README, "Write your own agent"):
+
+- a config dataclass and a factory: `@register("centroid", CentroidConfig)` on
+  `make(config) -> agent`;
+- a plain agent function with keyword defaults: `@register("my_agent")` on
+  `def my_agent(train_data, prior_knowledge, *, lr=1e-3, seed=0) -> predictive`. Its
+  settings become a frozen config dataclass derived from the signature (types from the
+  annotations, else from the defaults), so `load("my_agent", lr=0.01)`, `--set lr=0.01`,
+  `--seeds`, job keys and sweeps work as for any agent.
+
+`predicts=` says what the agent predicts (names of `testbed.base.PREDICTIONS`: `labels`,
+`real_values`, `posterior`, `model_posterior`); `testbed.evaluate` refuses a problem that
+needs another kind before training and names the agents that fit. An agent that does not
+say is not checked.
+
+Installed packages add agents through the entry-point group `testbed.agents`
+(`load_plugins`, run when `agents` is imported): each entry point names a module (importing
+it registers its agents) or a callable (`pkg.module:setup`, called with no arguments). A
+plugin that fails to load gives one warning and is left out.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.metadata
+import inspect
 import json
-from collections.abc import Callable
+import logging
+import re
+import types
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from testbed.base import Amortized, Oracle, PriorKnowledge
-from testbed.config import config_as_dict, with_overrides
+from testbed.base import (
+    LABELS,
+    REAL_VALUES,
+    Amortized,
+    Oracle,
+    PriorKnowledge,
+    check_predictions,
+)
+from testbed.config import config_as_dict, field_types, with_overrides
 from testbed.errors import InputError
 from testbed.registry import Registry
+
+log = logging.getLogger("testbed.agents")
+
+# Network agents predict both: a classification and a regression head.
+NETWORK = (LABELS, REAL_VALUES)
+ENTRY_POINT_GROUP = "testbed.agents"
+
+Sweep = Callable[[], Iterable[Any]] | Iterable[Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,23 +68,143 @@ class AgentEntry:
     make: Callable[[Any], Any]
     sweep: Callable[[], list[Any]] | None
     description: str
+    predicts: frozenset[str] | None = None  # None: not declared (not checked)
 
 
 AGENTS: Registry[AgentEntry] = Registry("agent")
+_REGISTERED: set[int] = set()  # ids of the registered factories and functions (plugins)
 
 
-def register(name: str, config_cls: type, sweep: Callable[[], list[Any]] | None = None):
-    """Decorator on `make(config) -> Agent`: registers agent `name` with its config class.
+def register(
+    name: str,
+    config_cls: type | None = None,
+    sweep: Sweep | None = None,
+    *,
+    predicts: str | Iterable[str] | None = None,
+):
+    """Decorator that registers agent `name`.
 
-    `sweep() -> list[config]` is the agent's hyper-parameter sweep (default: one config).
+    With `config_cls`, it decorates a factory `make(config) -> agent`. Without, it
+    decorates the agent function itself, `fn(train_data, prior_knowledge, *, setting=default,
+    ...) -> predictive`: the settings (keyword parameters with defaults after the first
+    two) become a frozen config dataclass derived from the signature.
+
+    `sweep` is the agent's hyper-parameter sweep: `() -> list` or a list, of configs or of
+    dicts of settings that differ from the defaults (default: the default config alone).
+    `predicts` is what the agent predicts: `"labels"`, `"real_values"`, `"posterior"`,
+    `"model_posterior"` or several (default: not declared, not checked). The decorated
+    object is returned unchanged.
     """
+    kinds = check_predictions(f"agent {name}: predicts", predicts)
+    sweep_fn = sweep if sweep is None or callable(sweep) else _fixed(list(sweep))
 
-    def add(make: Callable[[Any], Any]):
-        doc = (make.__doc__ or config_cls.__doc__ or "").strip().splitlines()
-        AGENTS.register(name, AgentEntry(name, config_cls, make, sweep, doc[0] if doc else ""))
-        return make
+    def add(obj: Callable[..., Any]):
+        if config_cls is None:
+            cls, make = config_from_signature(name, obj), _function_factory(obj)
+        else:
+            cls, make = config_cls, obj
+        doc = (obj.__doc__ or cls.__doc__ or "").strip().splitlines()
+        AGENTS.register(name, AgentEntry(name, cls, make, sweep_fn, doc[0] if doc else "", kinds))
+        _REGISTERED.add(id(obj))
+        return obj
 
     return add
+
+
+def _fixed(configs: list[Any]) -> Callable[[], list[Any]]:
+    return lambda: list(configs)
+
+
+def _function_factory(fn: Callable[..., Any]) -> Callable[[Any], Any]:
+    """`make(config)` for an agent function: the function with the config's settings."""
+
+    def make(config: Any):
+        settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+
+        def agent(train_data: Any, prior_knowledge: Any) -> Any:
+            return fn(train_data, prior_knowledge, **settings)
+
+        return agent
+
+    make.__doc__, make.__module__ = fn.__doc__, getattr(fn, "__module__", make.__module__)
+    return make
+
+
+_PLAIN = (bool, int, float, str)
+
+
+def _setting_type(agent: str, param: inspect.Parameter) -> tuple[Any, Any]:
+    """The (type, default) of a setting: its annotation, else its default's type."""
+    default = param.default
+    if isinstance(default, list):  # a list default becomes a tuple (configs are frozen)
+        default = tuple(default)
+    if param.annotation is not inspect.Parameter.empty:
+        return param.annotation, default
+    if isinstance(default, _PLAIN):
+        return type(default), default
+    if isinstance(default, tuple) and default:
+        kinds = {type(v) for v in default}
+        if len(kinds) == 1 and kinds <= set(_PLAIN):
+            return tuple[kinds.pop(), ...], default
+    raise InputError(
+        f"agent {agent}: setting {param.name!r} has default {default!r} and no type "
+        "annotation; allowed: a number, string, true/false or tuple default, or an "
+        f"annotation (e.g. {param.name}: float | None = None)"
+    )
+
+
+def _resolved(agent: str, fn: Callable[..., Any], param: inspect.Parameter) -> inspect.Parameter:
+    """`param` with its annotation evaluated when it is a string (`from __future__ import
+    annotations`); only settings are resolved (the data arguments may name anything)."""
+    if not isinstance(param.annotation, str):
+        return param
+    try:
+        annotation = eval(param.annotation, getattr(fn, "__globals__", {}))  # noqa: S307
+    except Exception as e:
+        raise InputError(
+            f"agent {agent}: setting {param.name!r} has annotation {param.annotation!r}, "
+            f"which does not resolve ({e}); allowed: a type (float, int, tuple[int, ...], ...)"
+        ) from None
+    return param.replace(annotation=annotation)
+
+
+def config_from_signature(name: str, fn: Callable[..., Any]) -> type:
+    """A frozen config dataclass from `fn(train_data, prior_knowledge, *, a=1, ...)`: one
+    field per keyword setting, with its default and type (annotation, else the default's)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError) as e:
+        raise InputError(f"agent {name}: cannot read the signature of {fn!r} ({e})") from None
+    params = [_resolved(name, fn, p) if i >= 2 else p for i, p in enumerate(params)]
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    data_args = [p for p in params[:2] if p.kind in positional and p.default is p.empty]
+    if len(data_args) < 2:
+        raise InputError(
+            f"agent {name}: got {getattr(fn, '__name__', fn)}{inspect.signature(fn)}; allowed: "
+            "a function (train_data, prior_knowledge, *, setting=default, ...), or "
+            "register(name, ConfigClass) on a factory make(config)"
+        )
+    fields = []
+    for p in params[2:]:
+        if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            stars = "*" if p.kind is inspect.Parameter.VAR_POSITIONAL else "**"
+            raise InputError(
+                f"agent {name}: setting {stars}{p.name}; allowed: named settings with "
+                "defaults (they become the agent's config)"
+            )
+        if p.default is p.empty:
+            raise InputError(
+                f"agent {name}: setting {p.name!r} has no default; allowed: keyword "
+                f"settings with defaults ({p.name}=...), which become the agent's config"
+            )
+        tp, default = _setting_type(name, p)
+        fields.append((p.name, tp, dataclasses.field(default=default)))
+    camel = "".join(w.capitalize() for w in re.split(r"[^0-9a-zA-Z]+", name) if w)
+    cls = dataclasses.make_dataclass(f"{camel or 'Agent'}Config", fields, frozen=True)
+    cls.__module__ = getattr(fn, "__module__", None) or __name__
+    cls.__doc__ = f"Settings of agent {name}: the keyword defaults of {fn.__qualname__}."
+    field_types(cls)  # an annotation that does not resolve fails here, not at load
+    return cls
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +225,15 @@ class ConfiguredAgent:
     def amortized(self) -> bool:
         """Whether its training does not depend on the observation (its config says so)."""
         return isinstance(self.config, Amortized) and bool(self.config.amortized)
+
+    @property
+    def predicts(self) -> frozenset[str] | None:
+        """What it predicts (its registration says; None: not declared)."""
+        return self.entry.predicts
+
+    def agents_that_fit(self, kind: str, problem: Any = None) -> list[str]:
+        """The registered agents that predict `kind` (for the mismatch message)."""
+        return fitting(kind, problem)
 
     def __call__(self, train_data: Any, prior_knowledge: PriorKnowledge) -> Any:
         return self.build()(train_data, prior_knowledge)
@@ -102,18 +272,54 @@ def configured(name: str, config: Any) -> ConfiguredAgent:
 def load(name: str, **overrides: Any) -> ConfiguredAgent:
     """The agent `name` with its default config and `overrides` (checked by field and type)."""
     entry = AGENTS.get(name)
+    if "seed" in overrides and "seed" not in field_types(entry.config_cls):
+        raise InputError(
+            f"seed: got {overrides['seed']!r} for agent {name}, whose config has no 'seed' "
+            "field (nothing in it is random); allowed: no seed for this agent, settings: "
+            + (", ".join(sorted(field_types(entry.config_cls))) or "(none)")
+        )
     return configured(name, with_overrides(entry.config_cls(), overrides, where=f"agent {name}"))
 
 
 def sweep(name: str) -> list[ConfiguredAgent]:
     """The agent's hyper-parameter sweep (its default config alone if it has none)."""
     entry = AGENTS.get(name)
-    configs = entry.sweep() if entry.sweep is not None else [entry.config_cls()]
+    if entry.sweep is None:
+        return [configured(name, entry.config_cls())]
+    where = f"agent {name}: sweep"
+    configs = [
+        with_overrides(entry.config_cls(), c, where=where) if isinstance(c, Mapping) else c
+        for c in entry.sweep()
+    ]
     return [configured(name, c) for c in configs]
 
 
 def names() -> list[str]:
     return AGENTS.names()
+
+
+def fitting(kind: str, problem: Any = None) -> list[str]:
+    """The registered agents that predict `kind`; with `problem`, an oracle only when the
+    problem offers what it reads."""
+    out = []
+    for name in names():
+        entry = AGENTS.get(name)
+        if not entry.predicts or kind not in entry.predicts:
+            continue
+        if problem is not None and not _serves(entry, problem):
+            continue
+        out.append(name)
+    return out
+
+
+def _serves(entry: AgentEntry, problem: Any) -> bool:
+    """False for an oracle agent whose reader says the problem lacks what it reads."""
+    try:
+        built = entry.make(entry.config_cls())
+    except Exception:
+        return True
+    serves = getattr(built, "serves", None)
+    return not (isinstance(built, Oracle) and callable(serves)) or bool(serves(problem))
 
 
 def require_classification(agent: str, prior: PriorKnowledge) -> None:
@@ -123,3 +329,49 @@ def require_classification(agent: str, prior: PriorKnowledge) -> None:
             f"agent {agent}: got a regression problem (num_classes = {prior.num_classes}); "
             "allowed: classification problems (num_classes >= 2)"
         )
+
+
+# ----- plugins: agents of installed packages -----
+
+_PLUGINS_SEEN: set[tuple[str, str]] = set()
+
+
+def load_plugins(group: str = ENTRY_POINT_GROUP) -> list[str]:
+    """Loads the agents of installed packages: each entry point of `group` names a module
+    (imported: its `register` calls run) or a callable (`pkg.mod:setup`, called with no
+    arguments unless it is itself a registered agent). Returns the entry points loaded now;
+    one that fails is left out with one warning (a broken plugin never stops the testbed).
+    Each entry point is loaded once per process."""
+    try:
+        points = importlib.metadata.entry_points(group=group)
+    except Exception as e:  # damaged package metadata: say so, go on
+        log.warning("agent plugins: cannot read the %s entry points (%s)", group, _one_line(e))
+        return []
+    loaded = []
+    for point in points:
+        if (point.name, point.value) in _PLUGINS_SEEN:
+            continue
+        _PLUGINS_SEEN.add((point.name, point.value))
+        try:
+            obj = point.load()
+            if not isinstance(obj, types.ModuleType) and id(obj) not in _REGISTERED:
+                if not callable(obj):
+                    raise TypeError(f"{point.value} is neither a module nor a callable")
+                obj()
+        except Exception as e:
+            dist = getattr(getattr(point, "dist", None), "name", None) or "an installed package"
+            log.warning(
+                "agent plugin %r (%s, from %s) left out: %s",
+                point.name,
+                point.value,
+                dist,
+                _one_line(e),
+            )
+            continue
+        loaded.append(point.name)
+    return loaded
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

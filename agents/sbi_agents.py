@@ -6,8 +6,9 @@ observation x_o) and returns a `PosteriorEstimate`. Defaults reproduce the SBI b
 ResNet with 50 hidden features, z-scored theta and x, training batch 10,000 (capped at
 the round's simulations), lr 5e-4, 10% validation, stop after 20 epochs, clip 5; NLE /
 NRE sample with sbi's vectorized slice sampler (100 chains, thin 10, warm-up 100,
-`resample` init from 10,000 candidates) in the prior's unconstrained space. torch and sbi
-are imported inside the agent (their import costs seconds).
+`resample` init from 10,000 candidates) in the prior's unconstrained space, and draw at
+several observations in one batched MCMC call (`SbiMCMC.sample_many`, for amortized runs).
+torch and sbi are imported inside the agent (their import costs seconds).
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from agents.sbi_progress import TrainingProgress
 from agents.sbi_torch import (
     NullTracker,
     SbiDensity,
+    SbiMCMC,
     SbiSamples,
     make_torch_prior,
     make_torch_simulator,
 )
+from testbed.base import POSTERIOR
 from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
 from testbed.errors import InputError
+from testbed.posterior_adapter import batches_mcmc_over_x
 from testbed.simulation import SimulationAccess, SimulatorKnowledge, check_access
 
 
@@ -242,6 +246,11 @@ class MCMCMethod(Method):
             mcmc_parameters=config.mcmc_parameters(),
         )
 
+    def predictive(self, posterior, x_o):
+        """With sbi's vectorized slice sampler, draws at several observations in one call."""
+        batched = batches_mcmc_over_x(posterior)
+        return SbiMCMC(posterior, x_o) if batched else SbiSamples(posterior, x_o)
+
 
 class NLEMethod(MCMCMethod):
     def inference(self, config: NLEConfig, torch_prior, tracker):
@@ -335,37 +344,37 @@ def _make(method: Method, name: str):
     return make
 
 
-@register("npe", NPEConfig)
+@register("npe", NPEConfig, predicts=POSTERIOR)
 def make_npe(config: NPEConfig):
     """NPE via sbi (NSF flow, the SBI benchmark's settings); amortized, has log_prob."""
     return _make(NPE_METHOD, "npe")(config)
 
 
-@register("snpe", SNPEConfig)
+@register("snpe", SNPEConfig, predicts=POSTERIOR)
 def make_snpe(config: SNPEConfig):
     """SNPE-C via sbi: 10 rounds of NPE with the atomic loss (the benchmark's settings)."""
     return _make(NPE_METHOD, "snpe")(config)
 
 
-@register("nle", NLEConfig)
+@register("nle", NLEConfig, predicts=POSTERIOR)
 def make_nle(config: NLEConfig):
     """NLE via sbi (MAF likelihood, vectorized slice-sampling MCMC as in the benchmark)."""
     return _make(NLE_METHOD, "nle")(config)
 
 
-@register("snle", SNLEConfig)
+@register("snle", SNLEConfig, predicts=POSTERIOR)
 def make_snle(config: SNLEConfig):
     """SNLE via sbi: 10 rounds of NLE, each from the last MCMC posterior."""
     return _make(NLE_METHOD, "snle")(config)
 
 
-@register("nre", NREConfig)
+@register("nre", NREConfig, predicts=POSTERIOR)
 def make_nre(config: NREConfig):
     """NRE-B via sbi (ResNet classifier, vectorized slice-sampling MCMC as in the benchmark)."""
     return _make(NRE_METHOD, "nre")(config)
 
 
-@register("snre", SNREConfig)
+@register("snre", SNREConfig, predicts=POSTERIOR)
 def make_snre(config: SNREConfig):
     """SNRE-B via sbi: 10 rounds of NRE, each from the last MCMC posterior."""
     return _make(NRE_METHOD, "snre")(config)

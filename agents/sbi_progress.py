@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
 import re
 import sys
 import time
@@ -20,20 +19,10 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from testbed.errors import bad_value
+from testbed.progress import INTERVAL, MODES, log, progress_mode, said
 
-log = logging.getLogger("testbed.progress")
-MODES = ("auto", "lines", "off")
-INTERVAL = 10.0  # seconds between log lines off a terminal
+__all__ = ["INTERVAL", "MODES", "TrainingProgress", "progress_mode", "quiet_sampling"]
 EPOCH = re.compile(r"Epochs trained:\s*(\d+)")
-
-
-def progress_mode(environ=os.environ) -> str:
-    """`TESTBED_PROGRESS` checked: auto, lines or off."""
-    mode = environ.get("TESTBED_PROGRESS", "auto").strip().lower() or "auto"
-    if mode not in MODES:
-        raise bad_value("TESTBED_PROGRESS", mode, MODES)
-    return mode
 
 
 class TrainingProgress:
@@ -103,6 +92,7 @@ class TrainingProgress:
     def _show(self, force: bool = False) -> None:
         if self.mode == "off":
             return
+        said()  # the heartbeat of the enclosing activity (testbed.progress) waits
         now = self.clock()
         if self.mode == "terminal":
             if force or now - self._said >= 0.2:

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from agents.sbi_progress import quiet_sampling
-from testbed.posterior_adapter import seeded_global_rngs
+from testbed.posterior_adapter import sample_mcmc_many, seeded_global_rngs
 from testbed.simulation import SimulationAccess, SimulatorKnowledge
 
 SEED_HIGH = 2**31 - 1
@@ -156,6 +156,18 @@ class SbiSamples:
                 (int(num_samples),), x=self._x(x_o), show_progress_bars=False
             )
         return np.asarray(out.detach().cpu(), np.float64)
+
+
+class SbiMCMC(SbiSamples):
+    """An `sbi` MCMC posterior (NLE / NRE) whose sampler batches over observations
+    (`slice_np_vectorized`): also draws at several observations in one call."""
+
+    def sample_many(self, x_os, num_samples: int, seed: int) -> np.ndarray:
+        """`num_samples` draws at each row of `x_os` [n, dim_x] -> [n, num_samples, dim_theta]
+        from one batched MCMC run (the posterior's chains, thinning, warm-up and init per
+        observation; `testbed.posterior_adapter.sample_mcmc_many`)."""
+        with quiet_sampling():
+            return sample_mcmc_many(self.posterior, x_os, num_samples, seed)
 
 
 class SbiDensity(SbiSamples):

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from agents.networks import make_mlp
-from agents.registry import register
+from agents.registry import NETWORK, register
 from agents.training import SGDConfig, data_loss, run_steps, targets, temperature_of
 from testbed.base import Data, FiniteSampler, PriorKnowledge
 from testbed.config import check_at_least, check_nonnegative, check_positive
@@ -167,7 +167,7 @@ def sample_chain(config: SGMCMCConfig, data: Data, prior: PriorKnowledge) -> jax
     )
 
 
-@register("sgmcmc", SGMCMCConfig, sweep=sgmcmc_sweep)
+@register("sgmcmc", SGMCMCConfig, sweep=sgmcmc_sweep, predicts=NETWORK)
 def make_sgmcmc(config: SGMCMCConfig):
     """SGHMC (momentum 0.9) or SGLD (momentum 0) snapshots; each key picks one."""
 

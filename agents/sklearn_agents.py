@@ -16,7 +16,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.neighbors import KNeighborsClassifier
 
 from agents.registry import register, require_classification
-from testbed.base import Data, FiniteSampler, PriorKnowledge
+from testbed.base import LABELS, Data, FiniteSampler, PriorKnowledge
 from testbed.config import check_at_least, check_one_of
 from testbed.errors import InputError
 
@@ -69,7 +69,7 @@ def knn_sweep() -> list[KnnConfig]:
     ]
 
 
-@register("knn", KnnConfig, sweep=knn_sweep)
+@register("knn", KnnConfig, sweep=knn_sweep, predicts=LABELS)
 def make_knn(config: KnnConfig):
     """k-nearest-neighbour class frequencies (deterministic)."""
 
@@ -106,7 +106,7 @@ def random_forest_sweep() -> list[RandomForestConfig]:
     ]
 
 
-@register("random_forest", RandomForestConfig, sweep=random_forest_sweep)
+@register("random_forest", RandomForestConfig, sweep=random_forest_sweep, predicts=LABELS)
 def make_random_forest(config: RandomForestConfig):
     """Random-forest class probabilities (deterministic given the seed)."""
 

@@ -3,7 +3,17 @@
 The reference (neural_testbed `CategoricalKLSampledXSampledY`) maps over the M sampler
 keys separately for every one of the N test batches. Ours applies each key once to all
 N * tau inputs (jitted, chunked `lax.map`) and evaluates a K-member ensemble once per
-member. Prints the seconds of each and the ratio. Usage:
+member. Each case is timed in fresh processes (the first problem of a shape, as a
+script or notebook meets it; imports and the test batches apart):
+
+- reference: first call (it compiles; JAX's cache is off, as in the reference) and a
+  second call in the same process (warm);
+- ours cold: first call with an empty compilation cache;
+- ours cached: first call with that cache warm (testbed's default cache, see
+  testbed/compilation_cache.py), and a second call in the same process (warm).
+
+Prints the seconds of each and the ratios reference / ours (cold and cached against the
+reference's first call, warm against its second). Usage:
 
     .venv/bin/python benchmarks/bench_joint_kl.py [--num-batches 1000] [--num-samples 1000]
     .venv/bin/python benchmarks/bench_joint_kl.py --full-sweep   # classification_2d, uniform
@@ -13,6 +23,11 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import jax
@@ -40,14 +55,14 @@ def reference_loop(sampler, x, y, keys):
     return jnp.stack([_reference_batch(sampler, x[i], y[i], keys) for i in range(x.shape[0])])
 
 
-def timed(fn, *args):
-    """(output, seconds of the first call incl. compilation, seconds of a second call)."""
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    cold = time.perf_counter() - start
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    return out, cold, time.perf_counter() - start
+def timed(fn, *args, calls: int = 2):
+    """(output, [seconds of each call]); the first call includes compilation."""
+    seconds = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        out = jax.block_until_ready(fn(*args))
+        seconds.append(time.perf_counter() - start)
+    return out, seconds
 
 
 def make_samplers(num_members: int):
@@ -68,30 +83,68 @@ def make_samplers(num_members: int):
     return ensemble, member_sampler, fresh_sampler
 
 
-def bench_estimator(num_batches: int, num_samples: int, tau: int) -> None:
+CASES = (
+    "opaque sampler (100-member MLP)",
+    "fresh MLP per key (prior agent)",
+    "FiniteSampler (K=100 members)",
+)
+
+
+def worker(args) -> None:
+    """One fresh process: the test batches, then `args.calls` timed calls of one case's
+    reference or ours; one JSON line out (the batch log-likelihoods' sum to compare)."""
     problem = generative.load("classification_2d/250")
-    x, y, env_ll = problem.test_batches(jax.random.PRNGKey(0), num_batches, tau)
-    keys = sample_keys(jax.random.PRNGKey(1), num_samples)
+    x, y, env_ll = problem.test_batches(jax.random.PRNGKey(0), args.num_batches, args.tau)
+    keys = sample_keys(jax.random.PRNGKey(1), args.num_samples)
     ensemble, member_sampler, fresh_sampler = make_samplers(100)
-    print(f"joint KL, N={num_batches} batches x M={num_samples} samples, tau={tau}")
-    print("seconds for one evaluation; cold = first call incl. compilation (as in a sweep)")
+    ref_sampler, our_sampler = {
+        CASES[0]: (member_sampler, member_sampler),
+        CASES[1]: (fresh_sampler, fresh_sampler),
+        CASES[2]: (member_sampler, ensemble),
+    }[CASES[args.case]]
+    if args.worker == "ref":
+        out, seconds = timed(reference_loop, ref_sampler, x, y, keys, calls=args.calls)
+    else:
+        out, seconds = timed(joint_log_likelihoods, our_sampler, x, y, keys, calls=args.calls)
+    kl = summarize_kl(env_ll, out)["kl_estimate"]
+    print(json.dumps({"seconds": seconds, "kl": kl, "loglik": np.asarray(out).tolist()}))
+
+
+def fresh(args, kind: str, case: int, calls: int, cache: str) -> dict:
+    """Runs `worker` in a new process with TESTBED_JAX_CACHE=cache."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["TESTBED_JAX_CACHE"] = cache
+    cmd = [
+        sys.executable, __file__, "--worker", kind, "--case", str(case), "--calls", str(calls),
+        "--num-batches", str(args.num_batches), "--num-samples", str(args.num_samples),
+        "--tau", str(args.tau),
+    ]  # fmt: skip
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{kind} worker failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_estimator(args) -> None:
+    print(f"joint KL, N={args.num_batches} batches x M={args.num_samples} samples, tau={args.tau}")
+    print("seconds of one evaluation in a fresh process; ratio = reference / ours")
     print(
-        f"{'sampler':<34}{'ref cold':>9}{'ours cold':>10}{'ratio':>7}"
-        f"{'ref warm':>10}{'ours warm':>10}{'ratio':>7}"
+        f"{'sampler':<34}{'ref first':>10}{'ref warm':>9} |{'ours cold':>10}{'ratio':>7} |"
+        f"{'cached':>7}{'ratio':>7} |{'warm':>6}{'ratio':>7}"
     )
-    cases = [
-        ("opaque sampler (100-member MLP)", member_sampler, member_sampler),
-        ("fresh MLP per key (prior agent)", fresh_sampler, fresh_sampler),
-        ("FiniteSampler (K=100 members)", member_sampler, ensemble),
-    ]
-    for name, ref_sampler, our_sampler in cases:
-        ref, ref_cold, ref_warm = timed(reference_loop, ref_sampler, x, y, keys)
-        ours, our_cold, our_warm = timed(joint_log_likelihoods, our_sampler, x, y, keys)
-        np.testing.assert_allclose(ref, ours, rtol=1e-4, atol=1e-4)
-        kl = summarize_kl(env_ll, ours)["kl_estimate"]
+    for case, name in enumerate(CASES):
+        ref = fresh(args, "ref", case, 2, "off")
+        with tempfile.TemporaryDirectory(prefix="bench-kl-cache-") as cache:
+            cold = fresh(args, "ours", case, 1, cache)
+            cached = fresh(args, "ours", case, 2, cache)
+        np.testing.assert_allclose(ref["loglik"], cached["loglik"], rtol=1e-4, atol=1e-4)
+        r_first, r_warm = ref["seconds"]
+        ours_cold, (ours_cached, ours_warm) = cold["seconds"][0], cached["seconds"]
         print(
-            f"{name:<34}{ref_cold:>9.2f}{our_cold:>10.2f}{ref_cold / our_cold:>6.1f}x"
-            f"{ref_warm:>10.2f}{our_warm:>10.2f}{ref_warm / our_warm:>6.1f}x  (KL {kl:.4f})"
+            f"{name:<34}{r_first:>9.2f}s{r_warm:>8.2f}s |{ours_cold:>9.2f}s"
+            f"{r_first / ours_cold:>6.1f}x |{ours_cached:>6.2f}s{r_first / ours_cached:>6.1f}x |"
+            f"{ours_warm:>5.2f}s{r_warm / ours_warm:>6.1f}x  (KL {cached['kl']:.4f})",
+            flush=True,
         )
 
 
@@ -115,11 +168,16 @@ def main() -> None:
     parser.add_argument("--full-sweep", action="store_true")
     parser.add_argument("--sweep", default="classification_2d")
     parser.add_argument("--agent", default="uniform")
+    parser.add_argument("--worker", choices=("ref", "ours"), help=argparse.SUPPRESS)
+    parser.add_argument("--case", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--calls", type=int, default=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.full_sweep:
+    if args.worker:
+        worker(args)
+    elif args.full_sweep:
         bench_full_sweep(args.sweep, args.agent)
     else:
-        bench_estimator(args.num_batches, args.num_samples, args.tau)
+        bench_estimator(args)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,20 @@
 Same data (Gaussian toy: theta ~ N(0, I), x ~ N(theta, I), an estimator with its spread
 inflated by `--scale`), same classifier settings (sbi's MLP defaults: hidden (10 d_theta)^2,
 adam, early stopping with patience 50, max_iter 1000), N_cal calibration pairs, H null
-trials, evaluation on 10,000 draws at x_o. Prints both p-values, wall and CPU seconds, and
-the ratio. `--sbi-null-trials k` times only k of sbi's H null trainings and scales that
-time by H / k (printed as an extrapolation).
+trials, evaluation on 10,000 draws at x_o. One call = train the 1 + H classifiers and
+compute the p-value at x_o. Ours in three columns, each against sbi in the same run:
+
+- cold: first call in a fresh process with an empty compilation cache;
+- cached: first call in a fresh process whose compilation cache is warm (testbed's
+  default cache, see testbed/compilation_cache.py);
+- warm: a second call (a new LC2ST on the same data) in that process.
+
+Our fresh-process cases run in subprocesses (imports timed apart, not in the ratios).
+sbi runs in this process (it compiles nothing) with torch's default threads
+(`--sbi-threads n` sets n). `--sbi-null-trials k` times only k of its H null trainings and
+scales that time by H / k (printed as an extrapolation). Prints both
+p-values, wall and CPU seconds, the ratios and the time per epoch (early stopping makes
+epoch counts random).
 
     .venv/bin/python benchmarks/bench_lc2st.py                      # N_cal 10,000, H 100
     .venv/bin/python benchmarks/bench_lc2st.py --sbi-null-trials 10
@@ -14,6 +25,11 @@ time by H / k (printed as an extrapolation).
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 
@@ -40,31 +56,75 @@ def since(start):
     return wall - start[0], cpu - start[1]
 
 
+def worker(args) -> None:
+    """One fresh process: import, then `args.calls` timed calls; one JSON line out."""
+    start = time.perf_counter()
+    from testbed.metrics import LC2ST
+
+    imported = time.perf_counter() - start
+    theta, x, post, theta_o, x_o = toy(args.num_cal, args.scale)
+    out = {"import": imported, "wall": [], "cpu": []}
+    for _ in range(args.calls):
+        t = clock()
+        test = LC2ST(theta, x, post, num_trials_null=args.trials).train()
+        out["p_value"] = test.p_value(theta_o, x_o)
+        wall, cpu = since(t)
+        out["wall"].append(wall)
+        out["cpu"].append(cpu)
+        epochs = np.concatenate([test.trained_clfs.n_iter, test.trained_clfs_null.n_iter])
+        out["epochs"] = int(np.sum(epochs))
+        out["null_epochs"] = test.trained_clfs_null.n_iter.tolist()
+    print(json.dumps(out), flush=True)
+
+
+def fresh(args, calls: int, cache: str) -> dict:
+    """Runs `worker` in a new process with TESTBED_JAX_CACHE=cache."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["TESTBED_JAX_CACHE"] = cache
+    cmd = [
+        sys.executable, __file__, "--worker", "--num-cal", str(args.num_cal),
+        "--trials", str(args.trials), "--scale", str(args.scale), "--calls", str(calls),
+    ]  # fmt: skip
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"worker failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-cal", type=int, default=10_000)
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--scale", type=float, default=1.2, help="estimator spread factor")
     parser.add_argument("--sbi-null-trials", type=int, default=None)
+    parser.add_argument("--sbi-threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--calls", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    theta, x, post, theta_o, x_o = toy(args.num_cal, args.scale)
+    if args.worker:
+        worker(args)
+        return
 
-    from testbed.metrics import LC2ST
-
-    start = clock()
-    ours = LC2ST(theta, x, post, num_trials_null=args.trials).train()
-    p_ours = ours.p_value(theta_o, x_o)
-    wall, cpu = since(start)
-    epochs = np.concatenate([ours.trained_clfs.n_iter, ours.trained_clfs_null.n_iter])
+    with tempfile.TemporaryDirectory(prefix="bench-lc2st-cache-") as cache:
+        cold = fresh(args, 1, cache)
+        cached = fresh(args, 2, cache)
     print(
-        f"ours: p = {p_ours:.3f}, {wall:.1f}s wall {cpu:.1f}s cpu (incl. compilation); "
-        f"epochs per classifier median {np.median(epochs):.0f}, max {epochs.max()}",
+        f"ours: p = {cached['p_value']:.3f}; cold {cold['wall'][0]:.1f}s wall "
+        f"{cold['cpu'][0]:.1f}s cpu, cached {cached['wall'][0]:.1f}s wall "
+        f"{cached['cpu'][0]:.1f}s cpu, warm {cached['wall'][1]:.1f}s wall "
+        f"{cached['cpu'][1]:.1f}s cpu (import {cold['import']:.1f}s apart); epochs per "
+        f"classifier median {np.median(cached['null_epochs']):.0f}, max "
+        f"{max(cached['null_epochs'])}",
         flush=True,
     )
 
     import torch
     from sbi.diagnostics import LC2ST as SbiLC2ST
 
+    if args.sbi_threads > 0:
+        torch.set_num_threads(args.sbi_threads)
+
+    theta, x, post, theta_o, x_o = toy(args.num_cal, args.scale)
     k = args.sbi_null_trials or args.trials
     t = lambda a: torch.as_tensor(np.array(a))  # noqa: E731
     with warnings.catch_warnings():
@@ -89,12 +149,14 @@ def main() -> None:
         flush=True,
     )
     # early stopping makes the epoch counts random: also compare the time per null epoch
-    ours_null = ours.trained_clfs_null.n_iter
-    per_epoch = (null_wall / np.sum(ref_null)) / (wall / np.sum(epochs))
+    warm = cached["wall"][1]
+    per_epoch = (null_wall / np.sum(ref_null)) / (warm / cached["epochs"])
     print(
-        f"N_cal={args.num_cal} H={args.trials}: ratio sbi / ours = {r_wall / wall:.1f}x wall, "
-        f"{r_cpu / cpu:.1f}x cpu; mean null epochs ours {np.mean(ours_null):.0f} sbi "
-        f"{np.mean(ref_null):.0f}, wall per epoch ratio {per_epoch:.1f}x"
+        f"N_cal={args.num_cal} H={args.trials}: ratio sbi / ours = "
+        f"{r_wall / cold['wall'][0]:.1f}x cold, {r_wall / cached['wall'][0]:.1f}x cached, "
+        f"{r_wall / warm:.1f}x warm (wall); {r_cpu / cached['cpu'][1]:.1f}x cpu warm; mean "
+        f"null epochs ours {np.mean(cached['null_epochs']):.0f} sbi {np.mean(ref_null):.0f}, "
+        f"wall per epoch ratio {per_epoch:.1f}x (warm)"
     )
 
 

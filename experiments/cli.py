@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -95,11 +96,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows = [[n, agents.AGENTS.get(n).description] for n in agents.names()]
         cols = ["agent", "description"]
     elif args.what == "problems":
+        sweeps = generative.family_sweeps()
         rows = [
-            [f.name + "/...", f.description]
+            [f.name, f.id_form, _example(generative, sweeps[f.name]), ", ".join(sweeps[f.name]),
+             f.description]
             for f in map(generative.FAMILIES.get, generative.FAMILIES)
-        ]
-        cols = ["problem family", "description"]
+        ]  # fmt: skip
+        cols = ["family", "id form", "example", "sweeps", "description"]
     elif args.what == "sweeps":
         rows = [[n, len(generative.sweep_ids(n))] for n in generative.sweep_names()]
         cols = ["sweep", "problems"]
@@ -116,6 +119,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _example(generative: Any, sweeps: list[str]) -> str:
+    """An example id of a family: the first id of its test sweep (runs quickly, offline),
+    else of its first sweep ('' without sweeps)."""
+    tests = [s for s in sweeps if s.endswith("_test")]
+    ids = generative.sweep_ids((tests or sweeps)[0]) if sweeps else []
+    return ids[0] if ids else ""
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import agents
     import generative
@@ -128,13 +139,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides["seed"] = args.seed
     agent = agents.load(args.agent, **overrides)
     problem = generative.load(args.problem)
+    from testbed.evaluate import check_prediction
+
+    check_prediction(agent, problem, args.problem)  # the id in the message, before training
     metrics = _split(args.metrics) if args.metrics else None
     if metrics and "default" in metrics:  # the problem's own metrics, plus the others named
         defaults = list(getattr(problem, "metrics", ()))
         metrics = list(
             dict.fromkeys(m for n in metrics for m in (defaults if n == "default" else [n]))
         )
-    quality = testbed.evaluate(agent, problem, metrics=metrics)
+    from testbed.progress import activity
+
+    with activity(f"{agent.name} on {args.problem}", timed=False):
+        quality = testbed.evaluate(agent, problem, metrics=metrics)
     if args.json:
         out = {
             "agent": agent.name,
@@ -234,7 +251,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             store,
             executor,
             retry_failed=args.retry_failed,
-            progress=not args.quiet and sys.stderr.isatty(),
+            progress=not args.quiet,
             share_training=not args.train_per_job,
         )
     if args.json:
@@ -260,9 +277,13 @@ def cmd_failures(args: argparse.Namespace) -> int:
             )
     df = load(args.results, problem_universe(args.sweep))
     cols = ["key", "agent", "problem_id", "agent_seed", "attempts", "finished_at", "error"]
+    if args.format in ("csv", "json"):  # the stored traceback too (None: timeout, dead worker)
+        cols.append("traceback")
     failed = df.loc[df["status"] == "failed", cols].reset_index(drop=True)
     if args.format == "table":
         _print_table(f"failed jobs ({len(failed)})", cols, failed.values.tolist())
+        if len(failed):
+            print("(tracebacks: --format json, or leaderboard.load(PATH)['traceback'])")
     else:
         print(render(failed, args.format))
     return 0
@@ -271,7 +292,7 @@ def cmd_failures(args: argparse.Namespace) -> int:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from leaderboard import board as lb
     from leaderboard.outputs import check_output_path
-    from leaderboard.tables import fmt_value, render
+    from leaderboard.tables import fmt_cell, render
 
     if args.failures:
         return cmd_failures(args)
@@ -296,8 +317,12 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     tables = lb.tables(board, full=full)
     if args.format == "table":
         for title, table in tables:
-            rows = [[fmt_value(v) for v in r] for r in table.itertuples(index=False)]
+            rows = [
+                [fmt_cell(c, v) for c, v in zip(table.columns, r)]
+                for r in table.itertuples(index=False)
+            ]
             _print_table(title, [lb.SHORT_NAMES.get(c, str(c)) for c in table.columns], rows)
+        print("\n".join(lb.legend(board)))
     elif args.format == "markdown":
         print("\n\n".join(f"### {title}\n\n{render(t, 'markdown')}" for title, t in tables))
     elif args.format == "csv":
@@ -317,7 +342,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     check_output_path("out", args.out, [args.results])  # before anything is read
     normalize = None if args.normalize == "none" else args.normalize
-    board = lb.build(args.results, sweep=args.sweep, normalize=normalize, per_observation=True)
+    board = lb.build(
+        args.results, sweep=args.sweep, normalize=normalize, per_observation=True, unranked_ok=True
+    )
     path = write_report(board, args.out, title=args.title)
     print(f"report: {path.resolve()}")
     return 0
@@ -347,6 +374,16 @@ def _add_import(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_verbosity(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress, only warnings and errors"
+    )
+    group.add_argument(
+        "-v", "--verbose", action="store_true", help="also say each phase and finished job"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="testbed", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -370,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _add_import(p)
+    _add_verbosity(p)
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("sweep", help="run agents over a problem sweep into the results store")
@@ -407,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
         "task x budget (npe: the same numbers, ~10x the training time)",
     )
     _add_import(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_verbosity(p)
     p.add_argument("--json", action="store_true", help="machine-readable summary")
     p.set_defaults(fn=cmd_sweep)
 
@@ -446,11 +484,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _OneLine(logging.Formatter):
-    """`testbed: warning: message` on one line (log records from the testbed's modules)."""
+    """`testbed: warning: message` on one line (log records from the testbed's modules);
+    progress lines carry the time (`testbed: 16:16:39 sweep: 3/7 done, ...`), but not on
+    a terminal's status line."""
 
     def format(self, record: logging.LogRecord) -> str:
         text = " ".join(record.getMessage().split())
         level = "" if record.levelno == logging.INFO else record.levelname.lower() + ": "
+        if record.name == "testbed.progress" and not getattr(record, "status", False):
+            level = time.strftime("%H:%M:%S ", time.localtime(record.created)) + level
         return f"testbed: {level}{text}"
 
 
@@ -464,14 +506,26 @@ class _Stderr(logging.Handler):
             self.handleError(record)
 
 
-def _setup_logging() -> None:
+def _setup_logging(level: int = logging.INFO) -> None:
+    """The `testbed` logger to stderr at `level` (WARNING with --quiet, DEBUG with -v);
+    on a terminal progress keeps one status line (testbed.progress.StatusLine)."""
+    from testbed.progress import StatusLine
+
     logger = logging.getLogger("testbed")
-    if not any(isinstance(h, _Stderr) for h in logger.handlers):
-        handler = _Stderr()
-        handler.setFormatter(_OneLine())
-        logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    for old in [h for h in logger.handlers if isinstance(h, _Stderr | StatusLine)]:
+        logger.removeHandler(old)
+    handler = StatusLine() if sys.stderr.isatty() else _Stderr()
+    handler.setFormatter(_OneLine())
+    logger.addHandler(handler)
+    logger.setLevel(level)
     logger.propagate = False
+
+
+def _verbosity(args: argparse.Namespace) -> int:
+    """The logging level the options ask for."""
+    if getattr(args, "quiet", False):
+        return logging.WARNING
+    return logging.DEBUG if getattr(args, "verbose", False) else logging.INFO
 
 
 NUMBER_OPTIONS = ("--timeout",)  # their value may start with "-" (refused, but by us)
@@ -497,11 +551,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging()
     enable_compilation_cache()
     args = build_parser().parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
+    _setup_logging(_verbosity(args))
     from testbed.errors import InputError
 
     try:
         if args.fn in (cmd_run, cmd_sweep):  # a bad setting fails here, not in every job
-            from agents.sbi_progress import progress_mode
+            from testbed.progress import progress_mode
 
             progress_mode()
         return args.fn(args)

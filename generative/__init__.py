@@ -2,7 +2,8 @@
 models, real data.
 
 `load(problem_id)` builds a seeded problem; `sweep_ids(name)` lists a sweep's ids;
-`problem_settings(problem_id)` gives the settings the leaderboard joins on.
+`problem_settings(problem_id)` gives the settings the leaderboard joins on;
+`require_data(problem_ids)` checks their data is at hand (before a sweep starts).
 """
 
 # Importing the family modules registers them; `sbi` also gives generative.sbi.get_task.
@@ -17,10 +18,12 @@ from generative import (  # noqa: F401
 from generative.registry import (
     FAMILIES,
     SWEEPS,
+    family_sweeps,
     load,
     problem_settings,
     register_family,
     register_sweep,
+    require_data,
     sweep_ids,
     sweep_names,
     training_key,
@@ -29,10 +32,12 @@ from generative.registry import (
 __all__ = [
     "FAMILIES",
     "SWEEPS",
+    "family_sweeps",
     "load",
     "problem_settings",
     "register_family",
     "register_sweep",
+    "require_data",
     "sweep_ids",
     "sweep_names",
     "training_key",

@@ -78,7 +78,12 @@ def _settings(rest: str) -> dict:
     return index_settings("coin", rest, SETTINGS)
 
 
-@register_family("coin", _settings, "biased coin, exact joint KL over tau flips (plumbing)")
+@register_family(
+    "coin",
+    _settings,
+    "biased coin, exact joint KL over tau flips (plumbing)",
+    id_form=f"coin/<i>, i = 0..{len(SETTINGS) - 1}",
+)
 def build(settings: dict) -> CoinProblem:
     return CoinProblem(**settings)
 

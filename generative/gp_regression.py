@@ -197,6 +197,7 @@ def _register(name: str, table: list[dict]) -> None:
         settings,
         f"Neural Testbed GP regression, NNGP of a 2-hidden-layer ReLU MLP ({len(table)} ids)",
         options=("num_test_seeds", "num_enn_samples"),
+        id_form=f"{name}/<i>, i = 0..{len(table) - 1}",
     )(build)
     register_sweep(name)(lambda: [f"{name}/{i}" for i in range(len(table))])
 

@@ -8,7 +8,7 @@ seeded problem from the settings. A sweep is a named, ordered list of problem id
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from testbed.base import Problem
@@ -25,6 +25,11 @@ class ProblemFamily:
     `training_key(settings)`, where given, names the training data: problems with one key
     differ only in what they evaluate (the SBI benchmark's observations of one budget), so
     an amortized agent trained for one serves all.
+    `require_data(list of settings)`, where given, raises one InputError naming the data
+    those problems need that is not at hand (a dataset not prepared, a missing file): a
+    sweep calls it before its first job.
+    `id_form` says how its ids are written (`sbi/<task>/<num_simulations>/<k>[/seeded]`),
+    for `testbed list problems`.
     """
 
     name: str
@@ -33,6 +38,8 @@ class ProblemFamily:
     description: str = ""
     options: tuple[str, ...] = ()
     training_key: Callable[[dict[str, Any]], str] | None = None
+    require_data: Callable[[list[dict[str, Any]]], None] | None = None
+    id_form: str = ""
 
 
 FAMILIES: Registry[ProblemFamily] = Registry("problem family")
@@ -45,12 +52,23 @@ def register_family(
     description: str = "",
     options: tuple[str, ...] = (),
     training_key: Callable[[dict[str, Any]], str] | None = None,
+    require_data: Callable[[list[dict[str, Any]]], None] | None = None,
+    id_form: str = "",
 ):
     """Decorator on `build(settings) -> Problem`: registers the family `name`, whose
     settings named in `options` may be overridden by `load(id, **options)`."""
 
     def add(build: Callable[[dict[str, Any]], Problem]):
-        family = ProblemFamily(name, settings, build, description, tuple(options), training_key)
+        family = ProblemFamily(
+            name,
+            settings,
+            build,
+            description,
+            tuple(options),
+            training_key,
+            require_data,
+            id_form or f"{name}/...",
+        )
         FAMILIES.register(name, family)
         return build
 
@@ -92,6 +110,19 @@ def training_key(problem_id: str) -> str | None:
     return None if family.training_key is None else family.training_key(family.settings(rest))
 
 
+def require_data(problem_ids: Iterable[str]) -> None:
+    """Checks, before anything runs, that the data every problem needs is at hand (real
+    datasets prepared, data files readable): one InputError naming all that is missing
+    and how to get it. Families that need no data are not asked."""
+    by_family: dict[str, list[dict[str, Any]]] = {}
+    for pid in dict.fromkeys(problem_ids):
+        family, rest = split_id(pid)
+        if family.require_data is not None:
+            by_family.setdefault(family.name, []).append(family.settings(rest))
+    for name, settings in by_family.items():
+        FAMILIES.get(name).require_data(settings)
+
+
 def load(problem_id: str, **options: Any) -> Problem:
     """The seeded problem for an id: the same id always gives the same problem.
 
@@ -108,6 +139,16 @@ def load(problem_id: str, **options: Any) -> Problem:
     if unknown:
         raise bad_value(f"option of {family.name} problems", unknown[0], family.options)
     return family.build({**family.settings(rest), **options})
+
+
+def family_sweeps() -> dict[str, list[str]]:
+    """Family name -> the sweeps whose ids are all of that family (in registry order)."""
+    out: dict[str, list[str]] = {name: [] for name in FAMILIES}
+    for sweep in SWEEPS:
+        families = {i.split("/", 1)[0] for i in SWEEPS.get(sweep)()}
+        if len(families) == 1 and (family := families.pop()) in out:
+            out[family].append(sweep)
+    return out
 
 
 def sweep_ids(name: str) -> list[str]:

@@ -44,6 +44,27 @@ MAX_START_FAILURES = 3
 DEFAULT_TIMEOUT = 24 * 3600.0  # per job; the SBI benchmark's slowest runs took over 6 hours
 NO_LIMIT_ABOVE = 1e9  # seconds (~30 years): a longer limit is no limit
 MAX_WAIT = 60.0  # the longest single wait of an executor's loop
+# A worker that finds itself running a sweep while it imports the driver's script (spawn
+# re-runs the script's top level in every worker) exits with this code: the driver then
+# says what to add instead of "workers cannot start".
+MAIN_GUARD_EXIT = 86
+
+
+def _importing_main() -> bool:
+    """True in a spawned worker while it imports the driver's `__main__` (its bootstrap)."""
+    return bool(getattr(mp.current_process(), "_inheriting", False))
+
+
+def main_guard_error() -> InputError:
+    """What to add when workers re-run the driver's script at import."""
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None) or "the script"
+    return InputError(
+        f"workers cannot start: {script} runs the sweep at import, and each local worker "
+        "imports it again (multiprocessing spawn), starting a sweep of its own; allowed: put "
+        'the code that runs the sweep under `if __name__ == "__main__":` (or use '
+        "InlineExecutor)"
+    )
 
 
 def check_timeout(value: Any) -> float | None:
@@ -177,6 +198,8 @@ class LocalExecutor:
     def run(self, jobs: Iterable[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
         """Runs `jobs`, calling `on_result(result)` in this process as each one finishes.
         The next job is taken from `jobs` only when a worker is free for it."""
+        if _importing_main():  # a worker re-running an unguarded script: tell the driver
+            raise SystemExit(MAIN_GUARD_EXIT)
         count = _count(jobs)
         if count == 0:
             return
@@ -207,6 +230,8 @@ class LocalExecutor:
                         if slot.job is not None:
                             on_result(failed_result(slot.job, payload))
                         else:
+                            if slot.process.exitcode == MAIN_GUARD_EXIT:
+                                raise main_guard_error()
                             start_failures += 1
                             if start_failures > MAX_START_FAILURES:
                                 raise InputError(f"workers cannot start: {payload}")

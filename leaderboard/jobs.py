@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -62,10 +64,11 @@ class Job:
 
 
 def agent_configs(
-    agent: str, overrides: Mapping[str, Any] | None = None, *, configs: str = "sweep"
+    agent: str, overrides: Mapping[str, Any] | None = None, *, configs: str = "default"
 ) -> list[dict[str, Any]]:
-    """The agent's configs as dicts: its sweep (`configs='sweep'`) or its default
-    (`'default'`); overrides give exactly one config (the default with them applied)."""
+    """The agent's configs as dicts: its default (`configs='default'`, as the command
+    line's `--configs default`) or its whole hyper-parameter sweep (`'sweep'`); overrides
+    give exactly one config (the default with them applied)."""
     import agents
 
     if configs not in ("sweep", "default"):
@@ -99,15 +102,19 @@ def expand(
     *,
     seeds: Sequence[int] = (0,),
     overrides: Mapping[str, Any] | None = None,
-    configs: str = "sweep",
+    configs: str = "default",
 ) -> list[Job]:
     """Jobs for every (agent config, problem id, seed), in a stable order without repeats.
+
+    `configs='default'` (as the command line) runs each agent's default config;
+    `configs='sweep'` its whole hyper-parameter sweep (`agents.sweep(name)`).
 
     Checks up front that each agent exists and accepts a `seed` when more than seed 0 is
     asked for, so a typo fails before any job runs. An override applies to the agents whose
     config has that field (`uniform,mlp --set num_batches=500` sets mlp's); a key no agent
     has is refused. A `seed` override is refused: a job's seed comes from `seeds` (it is
-    part of the job key, not of the config).
+    part of the job key, not of the config). Last, the data of every problem must be at
+    hand (`generative.require_data`: real datasets prepared, data files readable).
     """
     import agents
 
@@ -140,7 +147,8 @@ def expand(
         if not has_seed and any(s != 0 for s in seeds):
             raise InputError(
                 f"seeds: got {list(seeds)!r} for agent {name!r}, whose config has no 'seed' "
-                "field; allowed: 0 only"
+                "field (nothing to seed); allowed: seed 0 only (--seeds 0), or give the "
+                "agent a seed setting"
             )
         own = {k: v for k, v in (overrides or {}).items() if k in fields[name]}
         for config in agent_configs(name, own, configs=configs):
@@ -148,6 +156,9 @@ def expand(
                 for seed in seeds:
                     job = Job.make(name, config, pid, seed)
                     jobs.setdefault(job.key, job)
+    import generative  # no job starts when a dataset is missing (one error naming them all)
+
+    generative.require_data(problem_ids)
     return list(jobs.values())
 
 
@@ -157,14 +168,34 @@ def sweep_jobs(
     *,
     seeds: Sequence[int] = (0,),
     overrides: Mapping[str, Any] | None = None,
-    configs: str = "sweep",
+    configs: str = "default",
 ) -> list[Job]:
-    """`expand` over the problem ids of the registered sweep `sweep`."""
+    """`expand` over the problem ids of the registered sweep `sweep` (its first
+    TESTBED_SWEEP_LIMIT ones when that is set: `limited`)."""
     import generative
 
-    return expand(
-        agent_names, generative.sweep_ids(sweep), seeds=seeds, overrides=overrides, configs=configs
-    )
+    ids = limited(generative.sweep_ids(sweep), f"sweep {sweep}")
+    return expand(agent_names, ids, seeds=seeds, overrides=overrides, configs=configs)
+
+
+SWEEP_LIMIT = "TESTBED_SWEEP_LIMIT"
+
+
+def limited(problem_ids: Sequence[str], what: str) -> list[str]:
+    """The first N of `problem_ids` when TESTBED_SWEEP_LIMIT=N is set (a quick trial of a
+    long sweep, e.g. the README's commands in the tests), with a warning; else all."""
+    text = os.environ.get(SWEEP_LIMIT, "").strip()
+    if not text:
+        return list(problem_ids)
+    if not text.isdigit() or int(text) < 1:
+        raise InputError(f"{SWEEP_LIMIT}: got {text!r}; allowed: a positive integer, or unset")
+    n = int(text)
+    if n < len(problem_ids):
+        logging.getLogger("testbed.sweep").warning(
+            "%s=%d: running the first %d of the %d problems of %s",
+            SWEEP_LIMIT, n, n, len(problem_ids), what,
+        )  # fmt: skip
+    return list(problem_ids[:n])
 
 
 def _amortized(job: Job) -> bool:

@@ -19,41 +19,79 @@ import numpy as np
 import pandas as pd
 
 from leaderboard import scoring
-from leaderboard.board import C2ST_COLUMNS, KL_COLUMNS, SHORT_NAMES, Board
+from leaderboard.board import (
+    C2ST_COLUMNS,
+    COLUMN_HELP,
+    COMPILE_NOTE,
+    KINDS,
+    SHORT_NAMES,
+    Board,
+    named,
+    runtimes,
+    shown_columns,
+)
 from leaderboard.board import PER_OBSERVATION_COLUMNS as PER_OBS_COLUMNS
 from leaderboard.outputs import check_output_path, write_atomically
-from leaderboard.tables import fmt_value
+from leaderboard.tables import fmt_cell
 
+# Narrow screens: the page never scrolls sideways; a wide table scrolls inside its box.
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+*{box-sizing:border-box}
+body{font-family:system-ui,sans-serif;margin:0 auto;padding:1em;max-width:1100px;color:#222;
+line-height:1.4;overflow-wrap:anywhere}
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.9em}
-th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}
-th{background:#f3f3f3}td.text{text-align:left;font-family:monospace}
-figure{margin:1em 0}figcaption{font-size:.85em;color:#555}img{max-width:100%}
-.note{color:#666;font-size:.9em}
+h3{font-size:1.05em;margin:1em 0 .3em}
+.scroll{overflow-x:auto;max-width:100%;margin:.3em 0 1em}
+table{border-collapse:collapse;font-size:.9em;overflow-wrap:normal}
+th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right;vertical-align:top}
+th{background:#f3f3f3;white-space:nowrap}th[title]{cursor:help}th.text{text-align:left}
+td.text{text-align:left;font-family:monospace;min-width:8em;max-width:36em;
+overflow-wrap:anywhere}
+td.rank{font-weight:600}
+details pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.85em;margin:.3em 0}
+figure{margin:1em 0}figcaption{font-size:.85em;color:#555}img{max-width:100%;height:auto}
+.note{color:#555;font-size:.9em}
+dl.legend{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.1em .8em;
+font-size:.85em;color:#444;margin:.3em 0 1.2em}
+dl.legend dt{font-weight:600;text-align:right}dl.legend dd{margin:0}
 """
 
-
+READING = (
+    "Lower is better for every score this report ranks by: KL (0 = the agent predicts as "
+    "the truth does), joint NLL, C2ST (0.5 = the agent's posterior cannot be told from "
+    "the reference); test accuracy, shown beside, is the one column where higher is "
+    "better. Rank 1 is the best; hover over a column header for its meaning, and each "
+    "ranking's legend is under it."
+)
 KL_NOTE = (
-    "Negative KL clipped to 0; missing or non-finite KL counts 1e6; mean per tau; stderr over "
-    "problem-seed groups (seed % 10); best config per agent (lowest mean KL over all problems)."
+    "Neural Testbed rules, per agent config and problem: negative KL clipped to 0; a "
+    "missing job or a non-finite KL counts 1e6; the mean per tau is divided by the "
+    "normalising agent's (KL/norm: 1 = as good as it); standard error over problem-seed "
+    "groups (seed % 10); the best config per agent (lowest mean KL over all problems) is "
+    "shown, ranked by KL/norm (lower is better)."
 )
 NLL_NOTE = (
-    "Real data have no true likelihood: the score is the joint negative log-likelihood of tau "
-    "test labels (lower is better), cleaned and ranked as the KL above."
+    "Real data have no true likelihood: the score is the joint negative log-likelihood of "
+    "tau test labels (lower is better), cleaned, normalised and ranked by the KL's rules "
+    "(negative clipped to 0, missing or non-finite counts 1e6, best config per agent)."
 )
 REG_NOTE = (
     "GP regression (the environment is a function drawn from the NNGP of a ReLU network): "
     "the KL of the true predictive N(f(x), noise^2) to the agent's mixture of its sampled "
     "functions, each blurred by the known noise, over 1,001 test inputs (lower is better; "
     "oracle 0, gp_posterior is the Bayes-optimal agent). Normalised by uniform, which on "
-    "regression is the function f = 0, as the reference."
+    "regression is the function f = 0, as the reference. Ranked by the KL's rules."
 )
+SECTIONS = {  # kind -> (what is scored, note)
+    "kl": ("KL", KL_NOTE),
+    "nll": ("NLL on real data", NLL_NOTE),
+    "regression": ("Gaussian KL on GP regression", REG_NOTE),
+}
+RUNTIME_NOTE = "Seconds per finished job, medians beside means: " + COMPILE_NOTE + "."
 
 
 def _esc(value: Any) -> str:
-    return html.escape(fmt_value(value), quote=True)
+    return html.escape(str(value), quote=True)
 
 
 def _mpl(text: Any) -> str:
@@ -61,22 +99,84 @@ def _mpl(text: Any) -> str:
     return str(text).replace("$", r"\$")
 
 
-def html_table(df: pd.DataFrame, name: str, columns: list[str] | None = None) -> str:
-    """An escaped HTML table; `name` goes into data-table for tests and styling."""
+def _help(column: str, normalizer: str | None = None) -> str:
+    """What `column` means (a header's tooltip and legend line)."""
+    text = COLUMN_HELP.get(column) or f"the {column} column"
+    if column.startswith("normalized_") and column != "normalized_stderr":
+        if normalizer:
+            named_above = "the normalising agent's (named above the table)"
+            text = text.replace(named_above, f"{normalizer}'s")
+            text = text.replace("the normalising agent", normalizer)
+        else:
+            text += " (not normalised here: the mean itself)"
+    return text
+
+
+def _header(column: str) -> str:
+    return SHORT_NAMES.get(column, str(column))
+
+
+def _tau_phrase(taus: list[Any]) -> str:
+    """'marginal predictions (tau = 1)', 'joint predictions (tau = 10)' or both."""
+    taus = [t for t in taus if t is not None]
+    if not taus:
+        return ""
+    marginal = [t for t in taus if t == 1]
+    joint = [str(t) for t in taus if t != 1]
+    if marginal and joint:
+        return f"marginal (tau = 1) and joint (tau = {', '.join(joint)}) predictions"
+    if marginal:
+        return "marginal predictions (tau = 1)"
+    return f"joint predictions (tau = {', '.join(joint)})"
+
+
+def _cell(column: str, value: Any, cells: dict[str, Any] | None) -> str:
+    if cells and column in cells:
+        return cells[column](value)
+    if column == "rank":
+        return f'<td class="rank">{_esc(fmt_cell(column, value))}</td>'
+    kind = ' class="text"' if isinstance(value, str) else ""
+    return f"<td{kind}>{_esc(fmt_cell(column, value))}</td>"
+
+
+_TEXT = ' class="text"'
+
+
+def html_table(
+    df: pd.DataFrame,
+    name: str,
+    columns: list[str] | None = None,
+    *,
+    normalizer: str | None = None,
+    cells: dict[str, Any] | None = None,
+) -> str:
+    """An escaped HTML table in a box that scrolls sideways when the table is wider than
+    the page; `name` goes into data-table for tests and styling; every header carries
+    its meaning as a tooltip; `cells` maps a column to its own cell renderer."""
     cols = [c for c in (columns or list(df.columns)) if c in df.columns]
-    head = "".join(f"<th>{html.escape(SHORT_NAMES.get(c, str(c)))}</th>" for c in cols)
-    body = []
-    for _, row in df[cols].iterrows():
-        cells = []
-        for c in cols:
-            v = row[c]
-            kind = ' class="text"' if isinstance(v, str) else ""
-            cells.append(f"<td{kind}>{_esc(v)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return (
-        f'<table data-table="{html.escape(name, quote=True)}"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>"
+    text = {c for c in cols if len(df) and isinstance(df[c].iloc[0], str)}  # left-aligned
+    head = "".join(
+        f'<th{_TEXT if c in text else ""} title="{_esc(_help(c, normalizer))}">'
+        f"{html.escape(_header(c))}</th>"
+        for c in cols
     )
+    body = []
+    for values in df[cols].itertuples(index=False):
+        body.append("<tr>" + "".join(_cell(c, v, cells) for c, v in zip(cols, values)) + "</tr>")
+    return (
+        f'<div class="scroll"><table data-table="{_esc(name)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def html_legend(name: str, columns: list[str], normalizer: str | None = None) -> str:
+    """A legend: one line per column header (the rank and agent columns need none)."""
+    lines = [
+        f"<dt>{html.escape(_header(c))}</dt><dd>{html.escape(_help(c, normalizer))}</dd>"
+        for c in dict.fromkeys(columns)
+        if c not in ("label", "agent")
+    ]
+    return f'<dl class="legend" data-legend="{_esc(name)}">{"".join(lines)}</dl>'
 
 
 def _png(fig) -> str:
@@ -142,7 +242,11 @@ def plot_kl_vs_num_train(board: Board):
     if not taus or not temps:
         return None
     fig, axes = plt.subplots(
-        len(taus), len(temps), figsize=(3.6 * len(temps), 2.9 * len(taus)), squeeze=False
+        len(taus),
+        len(temps),
+        figsize=(3.6 * len(temps), 2.9 * len(taus)),
+        squeeze=False,
+        layout="constrained",
     )
     for i, tau in enumerate(taus):
         for j, temp in enumerate(temps):
@@ -155,11 +259,26 @@ def plot_kl_vs_num_train(board: Board):
             ax.set_title(_mpl(f"tau={tau}, temperature={temp}"), fontsize=9)
             ax.set_xlabel("num_train")
             ax.set_ylabel("mean KL")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8)
-        fig.tight_layout(rect=(0, 0.06 + 0.02 * (len(labels) // 4), 1, 1))
+    _legend_below(fig, axes.flat)
     return fig
+
+
+def _legend_below(fig, axes) -> None:
+    """One legend for the figure, outside and below its panels (it never covers them)."""
+    handles, labels = {}, []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label not in handles:
+                handles[label] = handle
+                labels.append(label)
+    if labels:
+        fig.legend(
+            [handles[label] for label in labels],
+            labels,
+            loc="outside lower center",
+            ncol=min(4, len(labels)),
+            fontsize=8,
+        )
 
 
 def plot_c2st_vs_budget(board: Board):
@@ -172,7 +291,9 @@ def plot_c2st_vs_budget(board: Board):
     tasks = sorted(t["task"].unique(), key=str)
     cols = min(4, len(tasks))
     rows = math.ceil(len(tasks) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows), squeeze=False)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(3.6 * cols, 3.0 * rows), squeeze=False, layout="constrained"
+    )
     for ax, task in zip(axes.flat, tasks):
         cell = t[t["task"] == task]
         for i, (label, g) in enumerate(cell.groupby("label", sort=True)):
@@ -212,32 +333,106 @@ def plot_c2st_vs_budget(board: Board):
         ax.set_ylabel("C2ST")
     for ax in list(axes.flat)[len(tasks) :]:
         ax.set_visible(False)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8)
-        fig.tight_layout(rect=(0, 0.08, 1, 1))
+    _legend_below(fig, list(axes.flat)[: len(tasks)])
     return fig
+
+
+RUNTIME_PARTS = {  # column -> bar label
+    "median_train_seconds": "train",
+    "median_evaluation_seconds": "evaluation",
+    "median_wall_seconds": "wall (whole job)",
+}
 
 
 def plot_runtimes(timing: pd.DataFrame):
-    """Mean train and evaluation seconds per agent config (log scale)."""
+    """Median train, evaluation and wall seconds per job for each agent config (log
+    scale); the legend sits above the bars, outside the axes."""
     import matplotlib.pyplot as plt
 
-    cols = [c for c in ("train_seconds", "evaluation_seconds", "wall_seconds") if c in timing]
+    cols = [c for c in RUNTIME_PARTS if c in timing]
     if not len(timing) or not cols:
         return None
     t = timing.iloc[::-1]
-    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.4 * len(t) * len(cols) / 2 + 0.6))
+    height = 1.2 + 0.25 * len(t) * len(cols)
+    fig, ax = plt.subplots(figsize=(7, height), layout="constrained")
     y = np.arange(len(t))
     h = 0.8 / len(cols)
     for i, c in enumerate(cols):
-        ax.barh(y + i * h, np.maximum(t[c].to_numpy(float), 1e-6), height=h, label=c)
+        values = np.maximum(t[c].to_numpy(float), 1e-6)
+        ax.barh(y + i * h, values, height=h, label=RUNTIME_PARTS[c], color=f"C{i}")
     ax.set_yticks(y + h * (len(cols) - 1) / 2, [_mpl(v) for v in t["label"]])
     ax.set_xscale("log")
-    ax.set_xlabel("seconds per job (mean)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.set_xlabel("seconds per job (median over the agent config's finished jobs)")
+    fig.legend(loc="outside upper center", ncol=len(cols), fontsize=8, frameon=False)
     return fig
+
+
+def _section(board: Board, kind: str, attr: str) -> list[str]:
+    """A ranking section: heading, note, one table per tau, a legend, its plots."""
+    ranked = getattr(board, attr)
+    if not ranked:
+        return []
+    what, note = SECTIONS[kind]
+    phrase = _tau_phrase(list(ranked))
+    heading = f"{what}: {phrase}" if phrase else what
+    parts = [f"<h2>{html.escape(heading)}</h2>", f'<p class="note">{html.escape(note)}</p>']
+    norms = {t.attrs.get("normalizer") for t in ranked.values()}
+    norm = next(iter(norms)) if len(norms) == 1 else None
+    columns: list[str] = []
+    for tau, table in ranked.items():
+        table_norm = table.attrs.get("normalizer")
+        if tau is None:
+            title = "all problems"
+        elif tau == 1:
+            title = "tau = 1: marginal predictions (one test input at a time)"
+        else:
+            title = f"tau = {tau}: joint predictions over {tau} test inputs together"
+        title += f"; normalised by {table_norm}" if table_norm else "; not normalised"
+        parts.append(f"<h3>{html.escape(title)}</h3>")
+        shown = named(kind, table)
+        cols = [c for c in shown_columns(kind) if c in shown.columns]
+        columns += cols
+        if len(shown):
+            parts.append(html_table(shown, f"{kind}-tau-{tau}", cols, normalizer=table_norm))
+        else:
+            parts.append('<p class="note">No agent config has a score here.</p>')
+    parts.append(html_legend(kind, columns, norm))
+    if kind == "kl":
+        scored = "KL/norm" if norm else "mean KL"
+        parts.append(
+            _figure(
+                "kl-by-agent",
+                plot_kl_by_agent(board),
+                f"{scored} per agent (bar: mean, whisker: standard error; lower is better), "
+                f"one panel per tau: {phrase or 'all problems'}.",
+            )
+        )
+        fig = plot_kl_vs_num_train(board)
+        if fig is not None:
+            parts.append(
+                _figure(
+                    "kl-vs-num-train",
+                    fig,
+                    "Mean KL (lower is better) against training size, one panel per tau and "
+                    "temperature (best config per agent; problems with a missing or "
+                    "non-finite KL left out).",
+                )
+            )
+    return parts
+
+
+def _traceback_cell(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        return '<td class="text"></td>'
+    last = value.strip().splitlines()[-1]
+    return (
+        f'<td class="text"><details><summary>{html.escape(last[:80])}</summary>'
+        f"<pre>{html.escape(value)}</pre></details></td>"
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def render_report(board: Board, title: str = "testbed leaderboard") -> str:
@@ -251,59 +446,45 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="note">{len(df)} jobs: {counts.get("ok", 0)} ok, '
-        f"{counts.get('failed', 0)} failed; {df['agent'].nunique()} agents, "
-        f"{df['problem_id'].nunique()} problems. Generated {when}.</p>",
+        f'<p class="note">{_count(len(df), "job")}: {counts.get("ok", 0)} ok, '
+        f"{counts.get('failed', 0)} failed; {_count(df['agent'].nunique(), 'agent')}, "
+        f"{_count(df['problem_id'].nunique(), 'problem')}. Generated {when}.</p>",
+        f"<p>{html.escape(READING)}</p>",
     ]
-    for name, ranked, note in (
-        ("Joint KL (Neural Testbed rules)", board.kl, KL_NOTE),
-        ("Joint NLL on real data (Neural Testbed rules)", board.nll, NLL_NOTE),
-        ("Gaussian KL on GP regression (Neural Testbed rules)", board.regression, REG_NOTE),
-    ):
-        if not ranked:
-            continue
-        parts.append(f"<h2>{html.escape(name)}</h2>")
-        parts.append(f'<p class="note">{html.escape(note)}</p>')
-        kind = "kl" if ranked is board.kl else ("nll" if ranked is board.nll else "reg")
-        for tau, table in ranked.items():
-            norm = table.attrs.get("normalizer")
-            heading = f"tau = {tau}" if tau is not None else "all problems"
-            heading += f", normalised by {norm}" if norm else ", not normalised"
-            parts.append(f"<h3>{html.escape(heading)}</h3>")
-            columns = KL_COLUMNS
-            if kind == "reg":  # no accuracy or ECE for regression
-                columns = [c for c in KL_COLUMNS if c not in ("mean_test_acc", "mean_test_ece")]
-            parts.append(html_table(table, f"{kind}-tau-{tau}", columns))
-    if board.kl:
-        parts.append(
-            _figure(
-                "kl-by-agent",
-                plot_kl_by_agent(board),
-                "Normalised KL per agent: marginal (tau=1) against joint predictions.",
-            )
+    ranked_any = board.kl or board.nll or board.regression or board.c2st is not None
+    if not ranked_any:
+        reason = (
+            "No job finished"
+            if not counts.get("ok", 0)
+            else "No finished job has a KL, joint NLL or C2ST"
         )
-        fig = plot_kl_vs_num_train(board)
-        if fig is not None:
-            parts.append(
-                _figure(
-                    "kl-vs-num-train",
-                    fig,
-                    "Mean KL against training size per temperature (best configs).",
-                )
-            )
+        parts.append(
+            f'<p class="note" data-empty="rankings">{reason}, so there is nothing to rank; '
+            "the failed jobs and their reasons are below.</p>"
+        )
+    for kind, attr, _ in KINDS:
+        parts += _section(board, kind, attr)
     if board.c2st is not None:
         parts.append("<h2>C2ST per task and simulation budget (SBI benchmark rules)</h2>")
+        parts.append(
+            '<p class="note">Mean C2ST over observations with a 95% bootstrap interval; 0.5 '
+            "is perfect and lower is better; ranked within each task and budget; the SBI "
+            "benchmark paper's mean and range over the same observations beside ours.</p>"
+        )
         parts.append(html_table(board.c2st, "c2st", C2ST_COLUMNS))
+        parts.append(html_legend("c2st", [c for c in C2ST_COLUMNS if c in board.c2st]))
         fig = plot_c2st_vs_budget(board)
         if fig is not None:
             parts.append(
                 _figure(
                     "c2st-vs-budget",
                     fig,
-                    "Mean C2ST over observations with 95% bootstrap CI (0.5 is perfect); "
-                    "dashed: the SBI benchmark paper's mean and range over its observations.",
+                    "Mean C2ST over observations with 95% bootstrap CI (0.5 is perfect; lower "
+                    "is better); dashed: the SBI benchmark paper's mean and range over its "
+                    "observations.",
                 )
             )
         if board.c2st_per_observation is not None:
@@ -311,15 +492,37 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
             parts.append(
                 html_table(board.c2st_per_observation, "c2st-per-observation", PER_OBS_COLUMNS)
             )
-    timing = scoring.timings(df)
+    timing = runtimes(df)
     parts.append("<h2>Runtimes</h2>")
-    parts.append(html_table(timing, "timings", [c for c in timing.columns if c != "agent"]))
-    fig = plot_runtimes(timing)
-    if fig is not None:
-        parts.append(_figure("runtimes", fig, "Mean seconds per job for each agent config."))
-    fails = scoring.failures(df)
+    parts.append(f'<p class="note">{html.escape(RUNTIME_NOTE)}</p>')
+    if len(timing):
+        shown = [c for c in timing.columns if c not in ("agent", "config_key")]
+        parts.append(html_table(timing, "timings", shown))
+        parts.append(html_legend("timings", shown))
+        fig = plot_runtimes(timing)
+        if fig is not None:
+            parts.append(
+                _figure(
+                    "runtimes",
+                    fig,
+                    "Median seconds per job for each agent config (log scale): medians, "
+                    "because " + COMPILE_NOTE + "; the table gives the means too.",
+                )
+            )
+    else:
+        parts.append('<p class="note">No finished jobs.</p>')
+    fail_cols = ["agent", "problem_id", "agent_seed", "attempts", "error", "traceback"]
+    fails = df.loc[df["status"] == "failed", [c for c in fail_cols if c in df]]
     parts.append(f"<h2>Failed jobs ({len(fails)})</h2>")
-    parts.append(html_table(fails, "failures") if len(fails) else "<p>None.</p>")
+    if len(fails):
+        parts.append(
+            '<p class="note">Each failed job with its stored reason; open a traceback to see '
+            "where it raised (<code>testbed leaderboard --failures</code> lists them too, "
+            "<code>--retry-failed</code> on the sweep runs them again).</p>"
+        )
+        parts.append(html_table(fails, "failures", cells={"traceback": _traceback_cell}))
+    else:
+        parts.append("<p>None.</p>")
     configs = df.drop_duplicates("config_key")[["agent", "config_key", "config"]]
     parts.append("<h2>Agent configs</h2>")
     parts.append(html_table(configs, "configs"))

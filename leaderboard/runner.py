@@ -10,6 +10,7 @@ those whose driver is gone.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import sys
@@ -21,6 +22,8 @@ from typing import Any
 from leaderboard.jobs import Job, training_groups
 from leaderboard.store import CLAIMED, DONE, ResultsStore
 from leaderboard.worker import group_dict, member_results
+from testbed.progress import activity, held, listening, progress_mode
+from testbed.progress import log as progress_log
 
 log = logging.getLogger("testbed.sweep")
 STARTUP_ALLOWANCE = 300.0  # seconds a lease outlives the job timeout (a worker's start-up)
@@ -99,47 +102,99 @@ class _Claims:
 
 
 class Progress:
-    """A progress bar (jobs done / failed / ETA) on stderr; silent when disabled."""
+    """What a sweep says while it runs (when `enabled`): on a terminal a progress bar
+    (jobs done / failed / ETA); elsewhere a log line every ~10 s (done, failed, running,
+    ETA; `testbed.progress`, when logging listens). Each finished job is a DEBUG line
+    (`-v`), each failure an INFO line. TESTBED_PROGRESS=off silences it, `lines` gives
+    lines on a terminal too."""
 
     def __init__(self, total: int, enabled: bool = True):
-        self.total, self.ok, self.failed = total, 0, 0
+        self.total, self.ok, self.failed, self.running = total, 0, 0, 0
+        self.start = time.monotonic()
         self._bar = None
-        if enabled and total:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-            from rich.progress import Progress as Bar
+        self._stack = contextlib.ExitStack()
+        if not (enabled and total) or progress_mode() == "off":
+            return
+        if progress_mode() == "auto" and sys.stderr.isatty():
+            self._start_bar(total)
+            self._stack.enter_context(held())  # the bar speaks for the jobs
+        elif listening():
+            self._stack.enter_context(activity(self.describe, timed=False))
 
-            self._bar = Bar(
-                TextColumn("sweep"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("[red]{task.fields[failed]} failed"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=Console(file=sys.stderr),
-                transient=False,
-            )
-            self._task = self._bar.add_task("sweep", total=total, failed=0)
-            self._bar.start()
+    def _start_bar(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import Progress as Bar
 
-    def update(self, status: str) -> None:
+        self._bar = Bar(
+            TextColumn("sweep"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[red]{task.fields[failed]} failed"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=Console(file=sys.stderr),
+            transient=False,
+        )
+        self._task = self._bar.add_task("sweep", total=total, failed=0)
+        self._bar.start()
+
+    def describe(self) -> str:
+        """`sweep: 12/70 done (1 failed), 2 running, 1 min 30 s, ETA 7 min`."""
+        done = self.ok + self.failed
+        elapsed = time.monotonic() - self.start
+        eta = (
+            "ETA unknown" if not done else f"ETA {_duration(elapsed / done * (self.total - done))}"
+        )
+        failed = f" ({self.failed} failed)" if self.failed else ""
+        return (
+            f"sweep: {done}/{self.total} done{failed}, {self.running} running, "
+            f"{_duration(elapsed)}, {eta}"
+        )
+
+    def claimed(self) -> None:
+        self.running += 1
+
+    def update(self, status: str, result: dict[str, Any] | None = None) -> None:
+        self.running = max(0, self.running - 1)
         if status == "ok":
             self.ok += 1
         else:
             self.failed += 1
         if self._bar is not None:
             self._bar.update(self._task, advance=1, failed=self.failed)
+        if result is not None:
+            what = f"{result.get('agent')} on {result.get('problem_id')}"
+            seconds = result.get("wall_seconds")
+            took = (
+                f" ({seconds:.1f} s)" if isinstance(seconds, float) and seconds == seconds else ""
+            )
+            if status == "ok":
+                progress_log.debug("ok: %s%s", what, took)
+            else:
+                progress_log.info("failed: %s%s: %s", what, took, result.get("error"))
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
+        self._stack.close()
+
+
+def _duration(seconds: float) -> str:
+    """`45 s`, `3 min 10 s`, `2 h 05 min`."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 def run_sweep(
@@ -170,7 +225,10 @@ def run_sweep(
     def claim(job: Job, members: int = 1) -> str:
         rerun = attempts.get(job.key, 0) if retry_failed else None
         seconds = None if timeout is None else timeout * members + STARTUP_ALLOWANCE
-        return store.claim(job.key, rerun_failed=rerun, seconds=seconds)
+        outcome = store.claim(job.key, rerun_failed=rerun, seconds=seconds)
+        if outcome == CLAIMED:
+            bar.claimed()
+        return outcome
 
     def on_result(unit: dict[str, Any]) -> None:
         for result in member_results(unit):
@@ -181,7 +239,7 @@ def run_sweep(
             else:
                 summary.failed += 1
                 summary.failures.append((result["key"], str(result.get("error"))))
-            bar.update(result["status"])
+            bar.update(result["status"], result)
 
     try:
         batch = training_groups(remaining) if share_training else remaining

@@ -583,8 +583,10 @@ class ResultsStore:
             )
 
     def dataframe(self, problem_ids: Iterable[str] | None = None):
-        """All rows as a DataFrame: one column per metric, problem settings joined."""
-        return to_dataframe(self.rows(), problem_ids)
+        """All rows as a DataFrame: one column per metric, problem settings joined; a
+        failed job's `error` (one line) and `traceback` (its last 4,000 characters, or
+        None when the job did not raise: a timeout or a dead worker) included."""
+        return to_dataframe(self.rows(tracebacks=True), problem_ids)
 
 
 _WARNED: set[tuple[str, str]] = set()  # (store, key) of the skipped rows already reported
@@ -692,8 +694,14 @@ def settings_table(problem_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+# The DataFrame's columns before its metrics: the base columns, `traceback` after `error`.
+FRAME_COLUMNS = [*BASE_COLUMNS[: BASE_COLUMNS.index("error") + 1], "traceback"]
+FRAME_COLUMNS += BASE_COLUMNS[len(FRAME_COLUMNS) - 1 :]
+
+
 def to_dataframe(rows: list[dict[str, Any]], problem_ids: Iterable[str] | None = None):
-    """Rows -> DataFrame: base columns, one column per metric, then problem settings.
+    """Rows -> DataFrame: base columns (and `traceback`, None when a row has none), one
+    column per metric, then problem settings.
 
     A setting whose name clashes with a base or metric column is joined as
     `setting_<name>`. With `problem_ids`, only rows of those problems are kept.
@@ -706,11 +714,11 @@ def to_dataframe(rows: list[dict[str, Any]], problem_ids: Iterable[str] | None =
     metric_names = sorted({k for r in rows for k in r["metrics"]})
     records = []
     for r in rows:
-        rec = {c: r[c] for c in BASE_COLUMNS}
+        rec = {c: r.get(c) if c == "traceback" else r[c] for c in FRAME_COLUMNS}
         for m in metric_names:
             rec[m] = r["metrics"].get(m, math.nan)
         records.append(rec)
-    df = pd.DataFrame.from_records(records, columns=BASE_COLUMNS + metric_names)
+    df = pd.DataFrame.from_records(records, columns=FRAME_COLUMNS + metric_names)
     settings = settings_table(sorted(set(df["problem_id"])))
     taken = set(df.columns)
     names = sorted({k for s in settings.values() for k in s})
@@ -721,7 +729,8 @@ def to_dataframe(rows: list[dict[str, Any]], problem_ids: Iterable[str] | None =
 
 
 def load(path: str | os.PathLike = DEFAULT_PATH, problem_ids: Iterable[str] | None = None):
-    """The results at `path` as a DataFrame (read-only; problem settings joined)."""
+    """The results at `path` as a DataFrame (read-only; problem settings joined). Failed
+    jobs carry their stored `error` and `traceback` (see `ResultsStore.dataframe`)."""
     with ResultsStore(path, mode="r") as store:
         return store.dataframe(problem_ids)
 

@@ -45,45 +45,21 @@ def thread_env(threads: int = 1) -> dict[str, str]:
     }
 
 
-CACHE_OFF = ("off", "0", "false", "no")
-
-
 def compilation_cache_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """JAX's persistent compilation cache for this machine's testbed processes.
+    """The variables that give a worker testbed's persistent compilation cache
+    (`testbed.compilation_cache.compilation_cache_env`, imported when called: it imports
+    JAX, which a worker must not before its thread variables are set)."""
+    from testbed.compilation_cache import compilation_cache_env as env
 
-    A job's jitted functions then compile once per machine, not once per worker process and
-    sweep (`testbed run --agent mlp` on a classification problem: 10.2 s -> 6.7 s); cached
-    executables are the same code, so numbers do not change. `TESTBED_JAX_CACHE` = a folder
-    (default `$XDG_CACHE_HOME/testbed/jax`, else `~/.cache/testbed/jax`) or `off`; a
-    `JAX_COMPILATION_CACHE_DIR` already set is left alone. No size cap: JAX's LRU eviction
-    keeps an access-time file per entry, and a worker killed between the two writes breaks
-    every later write to the folder; entries are small, and the folder can be deleted.
-    """
-    environ = os.environ if environ is None else environ
-    choice = environ.get("TESTBED_JAX_CACHE", "").strip()
-    if choice.lower() in CACHE_OFF or "JAX_COMPILATION_CACHE_DIR" in environ:
-        return {}
-    cache_home = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return {
-        "JAX_COMPILATION_CACHE_DIR": choice or os.path.join(cache_home, "testbed", "jax"),
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
-    }
+    return env(environ)
 
 
 def enable_compilation_cache() -> dict[str, str]:
-    """Turns the cache of `compilation_cache_env` on for this process (jax.config, which
-    works after JAX is imported, before a compilation) and its children (environment)."""
-    env = compilation_cache_env()
-    if env:
-        import jax
+    """Testbed's cache for this whole process and its children (the command line's;
+    `testbed.compilation_cache.enable_compilation_cache`)."""
+    from testbed.compilation_cache import enable_compilation_cache as enable
 
-        os.environ.update(env)
-        jax.config.update("jax_compilation_cache_dir", env["JAX_COMPILATION_CACHE_DIR"])
-        jax.config.update(
-            "jax_persistent_cache_min_compile_time_secs",
-            float(env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]),
-        )
-    return env
+    return enable()
 
 
 def versions() -> dict[str, str]:
@@ -174,11 +150,16 @@ def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
         return run_group(job)
     import generative
     import testbed
+    from testbed.evaluate import check_prediction
+    from testbed.progress import activity
 
     start = time.perf_counter()
     result = _new_result(job)
     try:
-        _check_quality(result, testbed.evaluate(_agent(job), generative.load(job["problem_id"])))
+        with activity(f"{job['agent']} on {job['problem_id']}", timed=False):
+            agent, problem = _agent(job), generative.load(job["problem_id"])
+            check_prediction(agent, problem, name=job["problem_id"])  # names the id
+            _check_quality(result, testbed.evaluate(agent, problem))
     except Exception as exc:  # the job's failure is data, not a crash of the sweep
         _fail(result, exc)
     result["wall_seconds"] = time.perf_counter() - start
@@ -195,16 +176,20 @@ def group_dict(members: list[dict[str, Any]]) -> dict[str, Any]:
 def run_group(group: Mapping[str, Any]) -> dict[str, Any]:
     """Trains once for all members (same agent config, seed and training key) and scores
     each: one result per member in `results`. A failed training fails every member; a
-    failed scoring only its own."""
+    failed scoring only its own. A posterior that can draw at several observations in one
+    call (NLE / NRE's MCMC) draws at all members' before scoring (`testbed.evaluate.presample`)."""
     import generative
-    from testbed.evaluate import score_trained, train_shared
+    from testbed.evaluate import presample, score_trained, train_shared
+    from testbed.progress import activity
 
     members = group["members"]
     results = [_new_result(m) for m in members]
     start = time.perf_counter()
+    agent, first = members[0]["agent"], members[0]["problem_id"]
     try:
-        problems = [generative.load(m["problem_id"]) for m in members]
-        trained = train_shared(_agent(members[0]), problems)
+        with activity(f"{agent} on {first} (one training for {len(members)})", timed=False):
+            problems = [generative.load(m["problem_id"]) for m in members]
+            trained = presample(train_shared(_agent(members[0]), problems), problems)
     except Exception as exc:
         for result in results:
             _fail(result, exc)
@@ -212,10 +197,11 @@ def run_group(group: Mapping[str, Any]) -> dict[str, Any]:
         return {**group, "results": results}
     for i, (result, problem) in enumerate(zip(results, problems)):
         try:
-            _check_quality(result, score_trained(problem, trained.for_problem(i)))
+            with activity(f"{agent} on {members[i]['problem_id']}", timed=False):
+                _check_quality(result, score_trained(problem, trained.for_problem(i)))
         except Exception as exc:
             _fail(result, exc)
-        result["wall_seconds"] = time.perf_counter() - start  # the first includes training
+        result["wall_seconds"] = time.perf_counter() - start  # the first: training, presample
         start = time.perf_counter()
     return {**group, "results": results}
 

@@ -112,6 +112,52 @@ class GaussianPosterior(Protocol):
 
 Predictive = EpistemicSampler | PosteriorEstimate | Any
 
+# What an agent predicts and what a problem needs: one vocabulary, so a mismatch (a
+# classifier on a simulator problem) is refused before training. An agent declares a set
+# of kinds (`predicts`); a problem needs one (`prediction`, or derived by
+# `testbed.evaluate.needed_prediction` from its prior knowledge and evidence).
+LABELS = "labels"  # an EpistemicSampler of logits [n, C]: classification, real data, coin
+REAL_VALUES = "real_values"  # an EpistemicSampler of real outputs [n, 1]: regression
+POSTERIOR = "posterior"  # a PosteriorEstimate from simulations: sbi, conjugate_sbi
+MODEL_POSTERIOR = "model_posterior"  # a PosteriorEstimate from Data + a ModelKnowledge
+PREDICTIONS: dict[str, str] = {  # kind -> how messages say it
+    LABELS: "labels",
+    REAL_VALUES: "real values",
+    POSTERIOR: "a posterior",
+    MODEL_POSTERIOR: "a posterior of a given model (ModelKnowledge)",
+}
+
+
+def check_predictions(field: str, kinds: Any) -> frozenset[str] | None:
+    """`kinds` (one name or several, None: undeclared) as a frozenset of PREDICTIONS' names,
+    else an InputError naming `field`."""
+    if kinds is None:
+        return None
+    out = frozenset([kinds] if isinstance(kinds, str) else kinds)
+    unknown = sorted(out - set(PREDICTIONS))
+    if unknown or not out:
+        got = unknown[0] if unknown else "nothing"
+        raise InputError(
+            f"{field}: got {got!r}; allowed: one or more of " + ", ".join(map(repr, PREDICTIONS))
+        )
+    return out
+
+
+def say_predictions(kinds: Any) -> str:
+    """`labels or real values`: the kinds in the order of PREDICTIONS, in words."""
+    return " or ".join(PREDICTIONS[k] for k in PREDICTIONS if k in kinds)
+
+
+@runtime_checkable
+class DeclaresPredictions(Protocol):
+    """An agent that says what it predicts (a set of PREDICTIONS' names): `testbed.evaluate`
+    refuses a problem that needs another kind before training. Registered agents declare
+    it through `agents.register(..., predicts=...)`; an agent that does not say is not
+    checked."""
+
+    @property
+    def predicts(self) -> frozenset[str] | None: ...
+
 
 @runtime_checkable
 class Agent(Protocol):

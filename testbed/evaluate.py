@@ -8,6 +8,7 @@ scores its predictive on each; other agents are evaluated problem by problem.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 import types
 from collections.abc import Sequence
@@ -15,10 +16,27 @@ from typing import Any
 
 import jax
 
-from testbed.base import Agent, Amortized, Oracle, Problem, Quality, SharesTraining
+from testbed.base import (
+    LABELS,
+    MODEL_POSTERIOR,
+    POSTERIOR,
+    PREDICTIONS,
+    REAL_VALUES,
+    Agent,
+    Amortized,
+    Oracle,
+    PriorKnowledge,
+    Problem,
+    Quality,
+    SharesTraining,
+    say_predictions,
+)
 from testbed.errors import InputError
 from testbed.evaluation import ScoredProblem, resolve, score
-from testbed.simulation import SimulationAccess
+from testbed.model import ModelKnowledge
+from testbed.posterior_adapter import as_posterior
+from testbed.progress import activity
+from testbed.simulation import SimulationAccess, SimulatorKnowledge
 
 
 def train(agent: Agent | Oracle, problem: Problem, train_data: Any = None) -> Any:
@@ -43,6 +61,7 @@ class Trained:
     data: Any
     seconds: float
     shared: int = 1  # the number of problems this training serves
+    sampling_seconds: float = 0.0  # each problem's share of draws taken before scoring
 
     def for_problem(self, i: int) -> Trained:
         """What problem `i` of those it serves records: the training's seconds on the
@@ -92,10 +111,77 @@ def train_timed(agent: Agent | Oracle, problem: Problem) -> Trained:
     """Trains `agent` on `problem` (an Oracle reads the problem instead), timed until the
     predictive's arrays are ready."""
     start = time.perf_counter()
-    data = None if isinstance(agent, Oracle) else problem.train_data
-    predictive = train(agent, problem, data)
-    block_until_ready(predictive)
+    with activity(f"training {_name(agent)}"):
+        data = None if isinstance(agent, Oracle) else problem.train_data
+        predictive = train(agent, problem, data)
+        block_until_ready(predictive)
     return Trained(predictive, data, time.perf_counter() - start)
+
+
+def _name(agent: Any) -> str:
+    """How progress names an agent: its registered name, else its type."""
+    name = getattr(agent, "name", None)
+    return name if isinstance(name, str) else type(agent).__name__
+
+
+def needed_prediction(problem: Problem) -> str | None:
+    """What `problem` needs an agent to predict (a name of `testbed.base.PREDICTIONS`), or
+    None when it does not say and cannot be told (then agents are not checked).
+
+    A problem may declare it (`prediction = "labels"`); otherwise its prior knowledge and
+    evidence tell: a `ModelKnowledge` (conjugate) needs a model posterior, a
+    `SimulatorKnowledge` (sbi, conjugate_sbi) a posterior, a `PriorKnowledge` with
+    num_classes >= 2 (classification, real data, coin) labels, and one with num_classes = 1
+    real values when the problem scores a `sampler` (regression).
+    """
+    declared = getattr(problem, "prediction", None)
+    if isinstance(declared, str) and declared in PREDICTIONS:
+        return declared
+    try:
+        knowledge = problem.prior_knowledge
+    except Exception:  # a problem that cannot say; its agent's own errors speak
+        return None
+    if isinstance(knowledge, ModelKnowledge):
+        return MODEL_POSTERIOR
+    if isinstance(knowledge, SimulatorKnowledge):
+        return POSTERIOR
+    if not isinstance(knowledge, PriorKnowledge):
+        return None
+    if knowledge.num_classes >= 2:
+        return LABELS
+    offers = getattr(problem, "offers", None) or ()
+    return REAL_VALUES if "sampler" in offers else None
+
+
+def problem_name(problem: Problem) -> str:
+    """The problem's id when it carries one (`problem_id`), else its class (and task)."""
+    pid = getattr(problem, "problem_id", None)
+    if isinstance(pid, str) and pid:
+        return pid
+    task = getattr(getattr(problem, "prior_knowledge", None), "task", "")
+    return type(problem).__name__ + (f" ({task})" if task else "")
+
+
+def check_prediction(agent: Any, problem: Problem, name: str | None = None) -> None:
+    """Refuses, before training, an agent that declares what it predicts (`predicts`) when
+    `problem` needs another kind, naming the registered agents that fit (an agent offering
+    `agents_that_fit(kind, problem)` says which). Agents that declare nothing and oracles
+    (they read the problem and say themselves what it lacks) are not checked. `name` is the
+    problem's id in the message (default: `problem_name(problem)`)."""
+    predicts = getattr(agent, "predicts", None)
+    if not predicts or isinstance(agent, Oracle):
+        return
+    need = needed_prediction(problem)
+    if need is None or need in predicts:
+        return
+    label = getattr(agent, "name", None) or getattr(agent, "__name__", type(agent).__name__)
+    fits = getattr(agent, "agents_that_fit", None)
+    others = list(fits(need, problem)) if callable(fits) else []
+    raise InputError(
+        f"agent {label} predicts {say_predictions(predicts)}; problem "
+        f"{name or problem_name(problem)} needs {PREDICTIONS[need]}; agents that fit: "
+        + (", ".join(others) if others else "(none registered)")
+    )
 
 
 def check_metrics(problem: Problem, metrics: Sequence[str] | None) -> None:
@@ -116,16 +202,18 @@ def score_trained(
     """The Quality of a trained predictive on `problem`, with its training's seconds and
     simulations and the seconds of this evaluation."""
     start = time.perf_counter()
-    if metrics is None:
-        quality = Quality(problem.evaluate(trained.predictive))
-    else:
-        quality = score(problem, trained.predictive, metrics)
+    with activity("scoring"):
+        if metrics is None:
+            quality = Quality(problem.evaluate(trained.predictive))
+        else:
+            quality = score(problem, trained.predictive, metrics)
     if isinstance(trained.data, SimulationAccess):
         quality["num_simulations_used"] = trained.data.num_simulations
     if trained.shared > 1:
         quality["shared_training"] = trained.shared
     quality["train_seconds"] = trained.seconds
-    quality["evaluation_seconds"] = time.perf_counter() - start
+    # draws `presample` took before scoring: this problem's share of that call
+    quality["evaluation_seconds"] = time.perf_counter() - start + trained.sampling_seconds
     return quality
 
 
@@ -140,6 +228,7 @@ def evaluate(
     `SimulationAccess` says how many simulations it used (`num_simulations_used`).
     """
     check_metrics(problem, metrics)
+    check_prediction(agent, problem)
     return score_trained(problem, train_timed(agent, problem), metrics)
 
 
@@ -158,12 +247,15 @@ def evaluate_many(
     """`evaluate` on each problem; an amortized agent on problems with one training key is
     trained once, on the first problem's data, and scored at each. Its training time is
     on the first Quality (the others have train_seconds 0), and every Quality records
-    `shared_training`, the number of problems the training served."""
+    `shared_training`, the number of problems the training served. A posterior that can
+    draw at several observations in one call (NLE / NRE's MCMC) draws at all of them
+    before scoring (`presample`)."""
     for problem in problems:
         check_metrics(problem, metrics)
+        check_prediction(agent, problem)
     if not shares_training(agent, problems):
         return [evaluate(agent, p, metrics) for p in problems]
-    trained = train_shared(agent, problems)
+    trained = presample(train_shared(agent, problems), problems)
     return [score_trained(p, trained.for_problem(i), metrics) for i, p in enumerate(problems)]
 
 
@@ -175,5 +267,42 @@ def train_shared(agent: Agent, problems: Sequence[Problem]) -> Trained:
             "that is not amortized; allowed: problems with one training_key and an agent "
             "whose `amortized` is true"
         )
+    for problem in problems:
+        check_prediction(agent, problem)
     trained = train_timed(agent, problems[0])
     return dataclasses.replace(trained, shared=len(problems))
+
+
+def presample(trained: Trained, problems: Sequence[Problem]) -> Trained:
+    """`trained` holding the posterior draws every problem will ask for, taken in one call
+    when all problems say what they draw (`sample_request`) and the posterior can draw at
+    several observations at once (`can_sample_many`: sbi's vectorized MCMC of NLE / NRE);
+    else `trained` as it is (NPE, one problem, other families).
+
+    The call's seconds are spread evenly: each problem records its share as
+    `sampling_seconds` and in `evaluation_seconds`. Its draws differ from one observation
+    at a time (other chains, one seed derived from the problems' sampling seeds) but are
+    reproducible. A failed call is logged and each problem then samples on its own.
+    """
+    requests = [getattr(p, "sample_request", None) for p in problems]
+    if len(problems) < 2 or any(r is None for r in requests):
+        return trained
+    try:
+        posterior = as_posterior(trained.predictive)
+    except InputError:  # not a posterior: its scoring says so
+        return trained
+    if not posterior.can_sample_many:
+        return trained
+    try:
+        with activity(f"sampling at {len(problems)} observations in one call"):
+            seconds = posterior.presample(requests)
+    except Exception as exc:  # each problem then samples (and fails) on its own
+        logging.getLogger("testbed.evaluate").warning(
+            "batched sampling failed (%s: %s); sampling one observation at a time",
+            type(exc).__name__,
+            exc,
+        )
+        return trained
+    return dataclasses.replace(
+        trained, predictive=posterior, sampling_seconds=seconds / len(problems)
+    )

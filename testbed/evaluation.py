@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from testbed.base import Quality
+from testbed.compilation_cache import with_library_cache
 from testbed.errors import InputError
 
 log = logging.getLogger("testbed.evaluation")
@@ -174,6 +175,7 @@ def resolve(problem: ScoredProblem, metrics: Sequence[str] | None) -> list[Metri
     return chosen
 
 
+@with_library_cache
 def score(problem: ScoredProblem, predictive: Any, metrics: Sequence[str] | None = None) -> Quality:
     """The Quality of `predictive` on `problem`: each metric on one shared Evidence.
 

@@ -20,6 +20,7 @@ import numpy as np
 import scipy.special
 
 from testbed.base import PRNGKey
+from testbed.compilation_cache import with_library_cache
 from testbed.metrics.registry import register
 from testbed.random_partition import partition_log_likelihood
 from testbed.reference_rng import reference_stream
@@ -37,6 +38,7 @@ def batch_log_probs(log_probs: jax.Array, y: jax.Array) -> jax.Array:
     return log_probs.reshape(y.shape + log_probs.shape[-1:])
 
 
+@with_library_cache
 def joint_log_likelihoods(
     sampler: Callable,
     x: jax.Array,
@@ -164,6 +166,7 @@ def _partition_batches(log_probs, y, keys, log_weights, num_samples, num_hyperpl
     )(log_probs, y, keys)
 
 
+@with_library_cache
 def partition_log_likelihoods(
     sampler: Callable,
     x: jax.Array,

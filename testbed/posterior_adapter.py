@@ -8,13 +8,21 @@ Two shapes are accepted, told apart by the signature of `sample`:
 `as_posterior(obj)` wraps either into `AdaptedPosterior` (numpy in and out, seeded, with
 shapes and finiteness checked), so evaluators never branch on where a posterior came from.
 torch is imported only when an sbi-shaped object is used.
+
+Draws at several observations in one call (`sample_many`) come from an object's own
+`sample_many(x_os, num_samples, seed)` or from an sbi MCMC posterior whose sampler batches
+over x (sbi's `sample_batched`, only with `slice_np_vectorized`): the MCMC of NLE / NRE at
+the ten observations of an amortized run (`presample`, used by `testbed.evaluate_many`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-from typing import Any, Literal
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -26,6 +34,17 @@ Style = Literal["sbi", "protocol"]
 # "density" would give a meaningless NLTP, so they are scored on samples alone, as the
 # benchmark does for NLE / NRE (its NLTP is NaN there).
 UNNORMALISED_SBI_POSTERIORS = ("MCMCPosterior", "RejectionPosterior")
+
+
+class SampleRequest(NamedTuple):
+    """The draws a problem takes from a posterior: `num_samples` at `x_o` under `seed`."""
+
+    x_o: Any
+    num_samples: int
+    seed: int
+
+    def key(self) -> tuple[bytes, int, int]:
+        return (np.asarray(self.x_o, np.float64).tobytes(), int(self.num_samples), int(self.seed))
 
 
 def posterior_style(obj: Any) -> Style:
@@ -87,6 +106,36 @@ def seeded_global_rngs(seed: int):
         np.random.set_state(state)  # noqa: NPY002
 
 
+def batches_mcmc_over_x(obj: Any) -> bool:
+    """Whether `obj` is an sbi MCMC posterior whose sampler batches over observations
+    (`sample_batched`; sbi 0.27 allows it only for `slice_np_vectorized`)."""
+    names = {cls.__name__ for cls in type(obj).__mro__}
+    return "MCMCPosterior" in names and getattr(obj, "method", None) == "slice_np_vectorized"
+
+
+def sample_mcmc_many(posterior: Any, x_os: Any, num_samples: int, seed: int) -> np.ndarray:
+    """`num_samples` draws at each row of `x_os` [n, dim_x] -> [n, num_samples, dim_theta],
+    from one `sample_batched` call of an sbi MCMC posterior (`batches_mcmc_over_x`).
+
+    The posterior's own settings hold per observation (method, `num_chains` chains per x,
+    thinning, warm-up, init strategy and its parameters); all n x num_chains chains run
+    side by side on one random stream seeded by `seed`, so the draws at one x differ from
+    those of `posterior.sample` at that x alone (same distribution, other chains).
+    """
+    xs = np.asarray(x_os, np.float32)
+    with seeded_global_rngs(seed) as torch, warnings.catch_warnings():
+        # sbi warns whenever n x num_chains > 100 chains: that is the point here.
+        warnings.filterwarnings("ignore", message=".*for batched sampling, we use num_chains")
+        out = posterior.sample_batched(
+            (int(num_samples),),
+            x=torch.as_tensor(xs.reshape(len(xs), -1)),
+            show_progress_bars=False,
+            # a copy: sbi writes `num_return_samples` into the dict it is given
+            init_strategy_parameters=dict(posterior.init_strategy_parameters or {}),
+        )
+    return np.swapaxes(_to_numpy(out, "posterior samples"), 0, 1)
+
+
 def check_samples(samples: np.ndarray, num: int, dim: int | None, what: str) -> np.ndarray:
     """`samples` if shaped [num, dim] and finite; else an InputError saying what is wrong."""
     want = f"[{num}, {dim if dim is not None else 'dim_theta'}]"
@@ -108,17 +157,31 @@ def check_samples(samples: np.ndarray, num: int, dim: int | None, what: str) -> 
 
 
 class AdaptedPosterior:
-    """A posterior seen through one interface: `sample`, `log_prob`, `sample_batched`.
+    """A posterior seen through one interface: `sample`, `log_prob`, `sample_batched`,
+    `sample_many` (when `can_sample_many`).
 
     `dim_theta` (when given) is checked on every output. `has_log_prob` says whether the
     wrapped object offers normalised densities (sbi's MCMC / rejection posteriors do not).
     """
 
-    def __init__(self, obj: Any, dim_theta: int | None = None, style: Style | None = None):
+    def __init__(
+        self,
+        obj: Any,
+        dim_theta: int | None = None,
+        style: Style | None = None,
+        presampled: dict | None = None,
+    ):
         self.obj = obj
         self.style: Style = style or posterior_style(obj)
         self.dim_theta = dim_theta
         self.has_log_prob = has_normalised_log_prob(obj)
+        self.can_sample_many = (
+            batches_mcmc_over_x(obj)
+            if self.style == "sbi"
+            else callable(getattr(obj, "sample_many", None))
+        )
+        # draws taken before they are asked for (`presample`): request key -> (draws, s)
+        self.presampled: dict = {} if presampled is None else presampled
 
     @staticmethod
     def _quiet(fn) -> dict[str, Any]:
@@ -147,6 +210,62 @@ class AdaptedPosterior:
         return check_samples(
             _to_numpy(out, "posterior samples"), num, self.dim_theta, "posterior samples"
         )
+
+    def sample_timed(self, x_o: Any, num_samples: int, seed: int) -> tuple[np.ndarray, float]:
+        """`sample(x_o, num_samples, seed)` and its seconds. Draws `presample` took for this
+        request come with their share of that batched call's seconds."""
+        hit = self.presampled.get(SampleRequest(x_o, num_samples, seed).key())
+        if hit is not None:
+            draws, seconds = hit
+            draws = check_samples(
+                draws.copy(), int(num_samples), self.dim_theta, "posterior samples"
+            )
+            return draws, seconds
+        start = time.perf_counter()
+        draws = self.sample(x_o, num_samples, seed)
+        return draws, time.perf_counter() - start
+
+    def sample_many(self, x_os: Any, num_samples: int, seed: int) -> np.ndarray:
+        """`num_samples` draws at each row of `x_os` [n, dim_x] in one call, as float64
+        [n, num_samples, dim_theta] (when `can_sample_many`)."""
+        if not self.can_sample_many:
+            raise InputError(
+                f"posterior: {type(self.obj).__name__} cannot draw at several observations in "
+                "one call; allowed: an object with sample_many(x_os, num_samples, seed) or an "
+                "sbi MCMCPosterior with mcmc_method='slice_np_vectorized'"
+            )
+        x_os = np.asarray(x_os, np.float64)
+        x_os = x_os.reshape(len(x_os), -1)
+        num = int(num_samples)
+        if self.style == "sbi":
+            out = sample_mcmc_many(self.obj, x_os, num, seed)
+        else:
+            out = _to_numpy(self.obj.sample_many(x_os, num, seed), "posterior samples")
+        if out.ndim != 3 or out.shape[0] != len(x_os):
+            raise InputError(
+                f"posterior samples: got an array of shape {list(out.shape)} from sample_many; "
+                f"allowed: shape [{len(x_os)}, {num}, dim_theta]"
+            )
+        return np.stack([check_samples(o, num, self.dim_theta, "posterior samples") for o in out])
+
+    def presample(self, requests: Sequence[SampleRequest]) -> float:
+        """Takes the draws of all `requests` (one `num_samples`) in one `sample_many` call
+        and keeps them for `sample_timed`, each with an equal share of the call's seconds;
+        returns the seconds. The call's seed is derived from the requests' seeds, so the
+        same requests give the same draws."""
+        nums = {int(r.num_samples) for r in requests}
+        if len(nums) != 1:
+            raise InputError(
+                f"requests: got num_samples {sorted(nums)}; allowed: one num_samples for all"
+            )
+        seed = int(np.random.SeedSequence([int(r.seed) for r in requests]).generate_state(1)[0])
+        x_os = np.stack([np.asarray(r.x_o, np.float64).reshape(-1) for r in requests])
+        start = time.perf_counter()
+        draws = self.sample_many(x_os, nums.pop(), seed % 2**31)
+        seconds = time.perf_counter() - start
+        for request, d in zip(requests, draws):
+            self.presampled[request.key()] = (d, seconds / len(requests))
+        return seconds
 
     def log_prob(self, theta: Any, x_o: Any) -> np.ndarray:
         """log q(theta | x_o) for each row of theta, [n]."""
@@ -201,5 +320,7 @@ class AdaptedPosterior:
 def as_posterior(obj: Any, dim_theta: int | None = None) -> AdaptedPosterior:
     """`obj` (sbi posterior, our PosteriorEstimate, or already adapted) as an AdaptedPosterior."""
     if isinstance(obj, AdaptedPosterior):
-        return obj if dim_theta is None else AdaptedPosterior(obj.obj, dim_theta, obj.style)
+        if dim_theta is None:
+            return obj
+        return AdaptedPosterior(obj.obj, dim_theta, obj.style, presampled=obj.presampled)
     return AdaptedPosterior(obj, dim_theta)

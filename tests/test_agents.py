@@ -2,7 +2,11 @@
 
 import dataclasses
 import functools
+import json
 import math
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +15,7 @@ import pytest
 
 import agents
 import generative
+import testbed
 from agents.training import (
     Batch,
     batch_indices,
@@ -371,3 +376,200 @@ def test_paper_finding_sgmcmc_wins_on_joint_kl():
     31 % below ensemble's and dropout's; marginal 6 % and 9 %).
     """
     check_paper_finding("sgmcmc")
+
+
+# --- registering agents: functions, kinds, sweeps, plugins --------------------------------
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """A copy of the agent registry: what a test registers does not leak."""
+    monkeypatch.setattr(agents.AGENTS, "_entries", dict(agents.AGENTS._entries))
+    return agents.AGENTS
+
+
+def test_existing_job_keys_do_not_change():
+    """The hash of (name, config) of built-in agents, as before kinds and function agents."""
+    from leaderboard.jobs import Job
+
+    keys = {
+        "uniform": ("8db1e7432e7bb7f2", "a6733a4607c8a39b"),
+        "mlp": ("bbd600af2c3c8a0a", "7fbc2899d58f21ae"),
+        "ensemble+": ("7124bc4aa28269cc", "5972c5e01dc4b130"),
+        "knn": ("84d889d6b0d8aaf4", "069d1d22b988ffa7"),
+        "npe": ("5d4568f7fb5264df", "80d34e19c557ea1e"),
+        "nuts": ("50a390c1029b6a6b", "264b15f5317030bc"),
+    }
+    for name, (key, config_key) in keys.items():
+        agent = agents.load(name)
+        assert agent.key == key, name
+        assert Job.make(name, agent.config_dict(), "coin/0").config_key == config_key, name
+
+
+def test_every_builtin_agent_says_what_it_predicts():
+    entries = [agents.AGENTS.get(n) for n in agents.names()]
+    kinds = {e.name: e.predicts for e in entries if e.make.__module__.startswith("agents.")}
+    assert len(kinds) >= 28 and all(kinds.values()), [n for n, k in kinds.items() if not k]
+    for name in NN_AGENTS + ["uniform"]:
+        assert kinds[name] == {"labels", "real_values"}, name
+    assert kinds["knn"] == kinds["average_class_probs"] == kinds["beta_bernoulli"] == {"labels"}
+    assert kinds["gp_posterior"] == {"real_values"} and kinds["nuts"] == {"model_posterior"}
+    for name in ("npe", "snpe", "nle", "snle", "nre", "snre", "rej_abc", "smc_abc"):
+        assert kinds[name] == {"posterior"}, name
+    assert agents.fitting("model_posterior") == ["exact", "nuts"]
+    sbi = generative.load("sbi/two_moons/1000/1")  # the oracle reads it, exact cannot
+    assert "oracle" in agents.fitting("posterior", sbi)
+    assert "exact" not in agents.fitting("posterior", sbi)
+    with pytest.raises(InputError, match="predicts: got 'logits'; allowed: one or more of"):
+        agents.register("bad_kind_test", predicts="logits")
+
+
+def test_a_function_with_keyword_defaults_is_an_agent(registry):
+    @agents.register("fn_agent_test", predicts="labels", sweep=[{"scale": 2.0}, {"scale": 3.0}])
+    def fn_agent(train_data, prior, *, scale: float = 1.0, widths=[4, 4], tag="a", seed=0):  # noqa: B006
+        """Constant logits, scaled: a test agent."""
+        return lambda x, key: np.full((len(x), prior.num_classes), scale * (seed + 1))
+
+    assert fn_agent.__name__ == "fn_agent" and "fn_agent_test" in agents.names()
+    entry = registry.get("fn_agent_test")
+    assert entry.description == "Constant logits, scaled: a test agent."
+    assert entry.config_cls.__name__ == "FnAgentTestConfig"
+    default = agents.load("fn_agent_test")
+    assert default.config_dict() == {"scale": 1.0, "widths": [4, 4], "tag": "a", "seed": 0}
+    agent = agents.load("fn_agent_test", scale="0.5", widths="8,8", seed=2)  # as --set gives
+    assert (agent.config.scale, agent.config.widths, agent.config.seed) == (0.5, (8, 8), 2)
+    with pytest.raises(InputError, match="agent fn_agent_test: scale: got 'big'"):
+        agents.load("fn_agent_test", scale="big")
+    with pytest.raises(InputError, match="unknown setting 'lr'; allowed: scale, seed, tag"):
+        agents.load("fn_agent_test", lr=1)
+    problem = generative.load("coin/1")
+    sampler = agent(problem.train_data, problem.prior_knowledge)
+    assert np.all(np.asarray(sampler(np.zeros((3, 1)), None)) == 1.5)
+    assert [a.config.scale for a in agents.sweep("fn_agent_test")] == [2.0, 3.0]
+    # the job key is the hash of name + config, as for any agent; jobs, sweeps and seeds
+    from leaderboard.jobs import expand
+
+    jobs = expand(["fn_agent_test"], ["coin/1"], seeds=[0, 1], configs="sweep")
+    assert len(jobs) == 4 and {j.config["scale"] for j in jobs} == {2.0, 3.0}
+    assert len({j.config_key for j in jobs}) == 2
+    assert testbed.evaluate(agents.load("fn_agent_test"), problem)["kl_estimate"] >= 0
+
+
+def test_function_agents_refuse_settings_that_cannot_be_a_config(registry):
+    with pytest.raises(InputError, match="setting 'lr' has no default"):
+        agents.register("no_default_test")(lambda data, prior, *, lr: None)
+    with pytest.raises(InputError, match=r"setting \*\*kw"):
+        agents.register("var_kw_test")(lambda data, prior, **kw: None)
+    with pytest.raises(InputError, match="'f' has default None and no type annotation"):
+        agents.register("none_default_test")(lambda data, prior, *, f=None: None)
+    with pytest.raises(InputError, match=r"allowed: a function \(train_data, prior_knowledge"):
+        agents.register("one_arg_test")(lambda data: None)
+
+    def unresolved(data: "OnlyForTypeCheckers", prior, *, k: "NoSuchType" = 1):  # noqa: F821
+        return None
+
+    with pytest.raises(InputError, match="setting 'k' has annotation 'NoSuchType', which"):
+        agents.register("unresolved_test")(unresolved)
+
+    @agents.register("annotated_none_test")
+    def annotated(data, prior, *, rate: float | None = None):
+        return None
+
+    assert agents.load("annotated_none_test", rate="0.5").config.rate == 0.5
+    assert agents.load("annotated_none_test", rate="none").config.rate is None
+
+
+def test_seeds_on_an_agent_without_a_seed_field_say_so(registry):
+    from leaderboard.jobs import expand
+
+    agents.register("seedless_test")(lambda data, prior, *, k=3: None)
+    with pytest.raises(InputError, match="'seedless_test', whose config has no 'seed' field"):
+        expand(["seedless_test"], ["coin/0"], seeds=[0, 1])
+    with pytest.raises(InputError, match="seed: got 1 for agent seedless_test, whose config"):
+        agents.load("seedless_test", seed=1)
+    assert len(expand(["seedless_test"], ["coin/0"])) == 1
+
+
+def test_expand_runs_the_default_config_by_default_as_the_command_line():
+    from leaderboard.jobs import expand, sweep_jobs
+
+    jobs = expand(["knn"], ["classification_2d_test/0"])
+    assert len(jobs) == 1 and jobs[0].config == {
+        k: v for k, v in agents.load("knn").config_dict().items() if k != "seed"
+    }
+    assert len(expand(["knn"], ["classification_2d_test/0"], configs="sweep")) == 12
+    assert len(sweep_jobs(["knn"], "classification_2d_test")) == 7
+
+
+PLUGIN_MODULE = '''
+import agents
+
+@agents.register("plugin_agent_test", predicts="labels")
+def plugin_agent(train_data, prior, *, c: float = 0.0):
+    """An agent from an installed package."""
+    return lambda x, key: [[c, c]] * len(x)
+'''
+
+SETUP_MODULE = """
+import agents
+
+def setup():
+    agents.register("plugin_setup_test")(lambda data, prior, *, c=1.0: None)
+"""
+
+
+def fake_distribution(root, entry_points: str) -> None:
+    """An installed package as importlib.metadata sees it: a dist-info with entry points."""
+    info = root / "testbed_plugin_test-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: testbed-plugin-test\nVersion: 1.0\n"
+    )
+    (info / "entry_points.txt").write_text(entry_points)
+    (root / "plugin_mod_test.py").write_text(PLUGIN_MODULE)
+    (root / "plugin_setup_test.py").write_text(SETUP_MODULE)
+    (root / "plugin_broken_test.py").write_text("raise ImportError('no module named torchy')\n")
+
+
+ENTRY_POINTS = """[testbed.agents]
+good = plugin_mod_test
+setup = plugin_setup_test:setup
+broken = plugin_broken_test
+"""
+
+
+def test_installed_packages_add_agents_through_entry_points(
+    tmp_path, monkeypatch, caplog, registry
+):
+    fake_distribution(tmp_path, ENTRY_POINTS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("agents.registry._PLUGINS_SEEN", set())
+    for name in ("plugin_mod_test", "plugin_setup_test", "plugin_broken_test"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with caplog.at_level("WARNING", logger="testbed.agents"):
+        loaded = agents.load_plugins()
+    assert sorted(loaded) == ["good", "setup"]
+    assert {"plugin_agent_test", "plugin_setup_test"} <= set(agents.names())
+    assert agents.AGENTS.get("plugin_agent_test").predicts == {"labels"}
+    assert agents.load("plugin_agent_test", c=2).config.c == 2.0
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "broken" in warnings[0].getMessage()
+    assert "no module named torchy" in warnings[0].getMessage()
+    assert agents.load_plugins() == []  # once per process
+
+
+def test_testbed_list_agents_shows_installed_plugins_without_flags(tmp_path):
+    fake_distribution(tmp_path, ENTRY_POINTS)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "list", "agents", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    listed = {row["agent"] for row in json.loads(proc.stdout)}
+    assert {"plugin_agent_test", "plugin_setup_test", "uniform"} <= listed
+    warned = [line for line in proc.stderr.splitlines() if "warning" in line]
+    assert len(warned) == 1 and "plugin 'broken'" in warned[0], proc.stderr

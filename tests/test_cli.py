@@ -28,6 +28,23 @@ def test_list_sweeps_json(capsys):
     assert sweeps["coin"] == 18
 
 
+def test_list_problems_shows_id_forms_examples_and_sweeps(capsys):
+    """Each family says how its ids are written, an example that loads, and its sweeps."""
+    import generative
+
+    assert main(["list", "problems", "--json"]) == 0
+    rows = {r["family"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) >= {"coin", "classification_2d", "regression", "sbi", "conjugate", "real"}
+    assert rows["sbi"]["id form"] == "sbi/<task>/<num_simulations>/<k>[/seeded], k = 1..10"
+    assert rows["sbi"]["example"] == "sbi/two_moons/1000/1"  # from its test sweep
+    assert "sbi_test" in rows["sbi"]["sweeps"] and "sbi_two_moons" in rows["sbi"]["sweeps"]
+    assert rows["classification_2d"]["id form"] == "classification_2d/<i>, i = 0..419"
+    assert rows["real"]["example"] == "real/iris/1/1"
+    for row in rows.values():
+        if row["example"]:  # every example is an id of its family (settings parse)
+            assert generative.problem_settings(row["example"])["family"] == row["family"]
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -73,7 +90,7 @@ def test_unknown_agent_error_names_every_agent(capsys):
 def test_list_json_is_machine_readable(what, capsys):
     assert main(["list", what, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    width = 4 if what == "metrics" else 2  # metrics also say what they need and give
+    width = {"metrics": 4, "problems": 5}.get(what, 2)  # metrics: needs and gives too
     assert rows and all(isinstance(r, dict) and len(r) == width for r in rows)
 
 

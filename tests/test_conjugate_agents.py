@@ -131,8 +131,11 @@ def test_nuts_matches_the_exact_posterior(pid):
 
 
 def test_nuts_needs_a_model_and_valid_settings():
-    with pytest.raises(InputError, match="without a model.*ModelKnowledge"):
+    with pytest.raises(InputError, match="agent nuts predicts a posterior of a given model.*"
+                       "needs labels; agents that fit: "):  # fmt: skip
         testbed.evaluate(agents.load("nuts"), generative.load("coin/0"))
+    with pytest.raises(InputError, match="without a model.*ModelKnowledge"):  # no declaration
+        agents.load("nuts").build()(generative.load("coin/0").train_data, None)
     with pytest.raises(InputError, match="chain_method"):
         agents.load("nuts", chain_method="parallel_magic")
     with pytest.raises(InputError, match="exact posterior"):

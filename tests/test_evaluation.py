@@ -205,3 +205,90 @@ def test_training_clock_waits_for_the_predictives_arrays():
     problem = generative.load("classification_2d_test/0", num_test_seeds=10, num_enn_samples=4)
     q = testbed.evaluate(agent, problem)
     assert q["train_seconds"] > 0.5 * duration, (q, duration)
+
+
+# --- what an agent predicts and what a problem needs -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "problem_id, need",
+    [
+        ("coin/0", "labels"),
+        ("classification_2d/0", "labels"),
+        ("real/iris/1/1", "labels"),
+        ("regression_test/0", "real_values"),
+        ("sbi/two_moons/1000/1", "posterior"),
+        ("conjugate_sbi/beta_binomial/1/1000", "posterior"),
+        ("conjugate/beta_binomial/1", "model_posterior"),
+    ],
+)
+def test_every_family_says_what_it_needs(problem_id, need):
+    from testbed.evaluate import needed_prediction
+
+    assert needed_prediction(generative.load(problem_id)) == need
+
+
+def test_a_mismatch_is_refused_before_training_naming_the_agents_that_fit(monkeypatch):
+    monkeypatch.setattr(agents.AGENTS, "_entries", dict(agents.AGENTS._entries))
+
+    @agents.register("never_trains_test", predicts="posterior")
+    def never(train_data, prior, *, k: int = 1):
+        raise AssertionError("trained although the problem needs labels")
+
+    with pytest.raises(InputError) as err:
+        testbed.evaluate(agents.load("never_trains_test"), generative.load("coin/0"))
+    message = str(err.value)
+    assert message.startswith("agent never_trains_test predicts a posterior; problem ")
+    assert "needs labels; agents that fit: " in message
+    fits = message.split("agents that fit: ")[1].split(", ")
+    assert {"uniform", "mlp", "knn", "beta_bernoulli"} <= set(fits)
+    assert not {"npe", "rej_abc", "nuts", "never_trains_test"} & set(fits)
+    with pytest.raises(InputError, match="agent never_trains_test predicts"):
+        testbed.evaluate_many(agents.load("never_trains_test"), [generative.load("coin/0")])
+
+
+@pytest.mark.parametrize(
+    "agent, problem_id, says",
+    [
+        ("uniform", "sbi/two_moons/1000/1", "predicts labels or real values; problem "),
+        ("rej_abc", "classification_2d/0", "predicts a posterior; problem "),
+        ("npe", "conjugate/beta_binomial/1", "needs a posterior of a given model"),
+        ("knn", "regression_test/0", "needs real values; agents that fit: .*gp_posterior"),
+        ("gp_posterior", "coin/0", "needs labels"),
+    ],
+)
+def test_builtin_mismatches_are_one_clear_error(agent, problem_id, says):
+    with pytest.raises(InputError, match=f"^agent {agent} .*{says}"):
+        testbed.evaluate(agents.load(agent), generative.load(problem_id))
+
+
+def test_the_command_line_names_the_problem_id_and_exits_2(capsys):
+    from experiments.cli import main
+
+    assert main(["run", "--agent", "uniform", "--problem", "sbi/two_moons/1000/1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(
+        "testbed: error: agent uniform predicts labels or real values; problem "
+        "sbi/two_moons/1000/1 needs a posterior; agents that fit: "
+    )
+    fits = set(err.split("agents that fit: ")[1].split(", "))
+    assert {"nle", "npe", "nre", "oracle", "rej_abc", "smc_abc", "snle", "snpe", "snre"} <= fits
+    assert not {"exact", "uniform", "nuts"} & fits  # exact reads closed forms sbi lacks
+    assert main(["run", "--agent", "rej_abc", "--problem", "classification_2d/0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("testbed: error: agent rej_abc predicts a posterior; problem ")
+    assert "classification_2d/0 needs labels; agents that fit: average_class_probs" in err
+
+
+def test_agents_that_declare_nothing_and_oracles_are_not_checked():
+    problem = generative.load("coin/0")
+    q = testbed.evaluate(lambda data, prior: lambda x, key: np.zeros((len(x), 2)), problem)
+    assert q["kl_estimate"] > 0
+    # an oracle reads the problem and says itself what the problem lacks
+    with pytest.raises(InputError, match="agent exact: problem CoinProblem offers no exact"):
+        testbed.evaluate(agents.load("exact"), problem)
+    # a plain callable may declare what it predicts
+    agent = lambda data, prior: None  # noqa: E731
+    agent.predicts = ("posterior",)
+    with pytest.raises(InputError, match="agent <lambda> predicts a posterior; .*needs labels"):
+        testbed.evaluate(agent, problem)

@@ -1,4 +1,5 @@
-"""The examples of README's Architecture section run and give the numbers they should."""
+"""The examples of README's Architecture and "Write your own agent" sections run and give
+the numbers they should."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -63,9 +65,122 @@ def test_your_own_metric_runs_on_a_problem_written_before_it():
     assert exact["energy_distance"] < 0.05 < shifted
 
 
+def test_haiku_agent_is_a_function_whose_settings_are_its_config():
+    example = load_example("my_haiku_agent")
+    entry = agents.AGENTS.get("mc_dropout_haiku")
+    assert entry.predicts == {"labels", "real_values"}
+    default = agents.load("mc_dropout_haiku")
+    assert default.config_dict()["dropout_rate"] == 0.1 and default.config.hidden == (50, 50)
+    # overrides as the command line gives them (strings) are parsed by the derived types
+    agent = agents.load("mc_dropout_haiku", dropout_rate="0.2", num_steps="300", hidden="20,20")
+    assert (agent.config.dropout_rate, agent.config.num_steps) == (0.2, 300)
+    assert agent.config.hidden == (20, 20) and agent.key != default.key
+    with pytest.raises(testbed.InputError, match="num_steps"):
+        agents.load("mc_dropout_haiku", num_steps="many")
+    problem = generative.load("classification_2d/135", num_test_seeds=200, num_enn_samples=50)
+    sampler = agent(problem.train_data, problem.prior_knowledge)
+    x = np.asarray(problem.train_data.x[:5])
+    key, other = jax.random.PRNGKey(3), jax.random.PRNGKey(4)
+    np.testing.assert_array_equal(sampler(x, key), sampler(x, key))  # one key, one function
+    assert not np.allclose(sampler(x, key), sampler(x, other))
+    # one mask for every row: the function at a row does not depend on the other rows
+    np.testing.assert_allclose(sampler(x, key)[:2], sampler(x[:2], key), rtol=1e-5, atol=1e-5)
+    ours = testbed.evaluate(agent, problem)
+    uniform = testbed.evaluate(agents.load("uniform"), problem)
+    assert math.isfinite(ours["kl_estimate"]) and ours["kl_estimate"] < uniform["kl_estimate"]
+    with pytest.raises(testbed.InputError, match="dropout_rate: got 1.5"):
+        testbed.evaluate(agents.load("mc_dropout_haiku", dropout_rate=1.5), problem)
+    assert example.mc_dropout_haiku.__name__ == "mc_dropout_haiku"  # still a plain function
+
+
+def test_haiku_agent_has_a_regression_head_and_refuses_posteriors():
+    load_example("my_haiku_agent")
+    problem = generative.load("regression_test/0", num_test_seeds=100)
+    agent = agents.load("mc_dropout_haiku", num_steps=200)
+    sampler = agent(problem.train_data, problem.prior_knowledge)
+    assert sampler(problem.train_data.x, jax.random.PRNGKey(0)).shape == (10, 1)
+    assert math.isfinite(testbed.evaluate(agent, problem)["kl_estimate"])
+    with pytest.raises(testbed.InputError) as err:
+        testbed.evaluate(agent, generative.load("sbi/two_moons/1000/1"))
+    assert str(err.value).startswith("agent mc_dropout_haiku predicts labels or real values; ")
+    assert "needs a posterior; agents that fit: nle, npe, nre" in str(err.value)
+
+
+def test_sklearn_ensemble_is_a_finite_sampler_of_bagged_trees():
+    load_example("my_sklearn_agent")
+    problem = generative.load("classification_2d/135", num_test_seeds=200, num_enn_samples=50)
+    data, prior = problem.train_data, problem.prior_knowledge
+    sampler = agents.load("bagged_trees", num_members=8)(data, prior)
+    assert isinstance(sampler, testbed.FiniteSampler) and sampler.num_functions == 8
+    assert sampler.all_logits.traceable is False
+    logits = sampler.all_logits(problem.train_data.x[:7])
+    assert logits.shape == (8, 7, 2)
+    probs = np.exp(logits)
+    assert np.all((probs >= 0.01 - 1e-6) & (probs <= 0.99 + 1e-6))
+    assert np.ptp(logits, axis=0).max() > 0  # bootstrap: the members differ
+    ours = testbed.evaluate(agents.load("bagged_trees"), problem)
+    uniform = testbed.evaluate(agents.load("uniform"), problem)
+    assert ours["kl_estimate"] < uniform["kl_estimate"]
+    sweep = agents.sweep("bagged_trees")
+    assert [a.config.max_depth for a in sweep] == [2, 4, 8]
+    assert all(a.config.num_members == 20 for a in sweep)
+
+
+def test_from_sklearn_fake_points_regression_and_clear_errors():
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+    from sklearn.tree import DecisionTreeClassifier
+
+    # a resample that misses a class still gives every class a column (the fake points)
+    data = testbed.Data(np.array([[1.0], [2.0], [3.0]]), np.array([0, 0, 0]))
+    prior = testbed.PriorKnowledge(input_dim=1, num_train=3, num_classes=3)
+    sampler = agents.from_sklearn(DecisionTreeClassifier(), num_members=3)(data, prior)
+    assert sampler.all_logits(np.zeros((4, 1))).shape == (3, 4, 3)
+    # the same seed gives the same members; a zero-argument factory works too
+    again = agents.from_sklearn(DecisionTreeClassifier(), num_members=3)(data, prior)
+    x = np.linspace(-1, 4, 9)[:, None]
+    np.testing.assert_array_equal(sampler.all_logits(x), again.all_logits(x))
+    plain = agents.from_sklearn(lambda: LogisticRegression(), num_members=2, bootstrap=False)
+    assert plain(data, prior).num_functions == 2
+    # regression: a regressor's predict, [K, n, 1]
+    reg = testbed.PriorKnowledge(input_dim=1, num_train=3, num_classes=1, noise_std=0.1)
+    ydata = testbed.Data(data.x, np.array([[1.0], [2.0], [3.0]]))
+    out = agents.from_sklearn(LinearRegression(), num_members=4)(ydata, reg).all_logits(x)
+    assert out.shape == (4, 9, 1) and out.dtype == np.float32
+    with pytest.raises(testbed.InputError, match="classifier .*for a regression problem"):
+        agents.from_sklearn(DecisionTreeClassifier())(ydata, reg)
+    with pytest.raises(testbed.InputError, match="no predict_proba"):
+        agents.from_sklearn(LinearRegression())(data, prior)
+    with pytest.raises(testbed.InputError, match="num_members"):
+        agents.from_sklearn(LinearRegression(), num_members=0)
+    with pytest.raises(testbed.InputError, match="make_estimator"):
+        agents.from_sklearn("a tree")
+
+
+def test_a_script_without_main_guard_is_told_what_to_add(tmp_path):
+    """The local executor's workers import the driver's script again (spawn): a script
+    that starts a sweep at its top level gets one error naming the guard to add."""
+    script = tmp_path / "sweep_no_guard.py"
+    script.write_text(
+        "from leaderboard.executors import LocalExecutor\n"
+        "from leaderboard.jobs import expand\n"
+        "from leaderboard.runner import run_sweep\n"
+        "from leaderboard.store import ResultsStore\n"
+        f"with ResultsStore({str(tmp_path / 'r.db')!r}, mode='w') as store:\n"
+        "    run_sweep(expand(['uniform'], ['coin/0']), store, LocalExecutor(workers=1))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "workers cannot start" in last and str(script) in last
+    assert 'if __name__ == "__main__":' in last
+
+
 def test_examples_run_as_scripts():
-    """`python examples/<name>.py` for each (one fresh interpreter runs the three)."""
-    paths = [str(EXAMPLES / f"{name}.py") for name in ("my_agent", "my_problem", "my_metric")]
+    """`python examples/<name>.py` for each (one fresh interpreter runs them all)."""
+    names = ("my_agent", "my_problem", "my_metric", "my_haiku_agent", "my_sklearn_agent")
+    paths = [str(EXAMPLES / f"{name}.py") for name in names]
     code = "import runpy, sys\nfor p in sys.argv[1:]:\n    runpy.run_path(p, run_name='__main__')"
     proc = subprocess.run(
         [sys.executable, "-c", code, *paths],
@@ -77,3 +192,5 @@ def test_examples_run_as_scripts():
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     assert "centroid" in out and "threshold/0" in out and "energy distance" in out
+    assert "mc_dropout_haiku KL" in out and "refused: agent mc_dropout_haiku" in out
+    assert "bagged_trees KL" in out and "sweep of bagged_trees: 3 ok, 0 failed" in out

@@ -3,10 +3,14 @@
 The values in tests/golden/qualities.json were recorded by `python tests/golden_cases.py
 --record` before the typed-contract refactor; the classification and real-data cases were
 re-recorded when problems took the Neural Testbed's keys (issue 18: same id, same problem
-as the reference). Values must match exactly (up to 1e-9
-relative), except where the machine's thread count makes float sums differ: C2ST-type
-accuracies (a few of 2,000 test predictions may flip: 0.005) and agents trained by torch
-(1e-4 relative). The cheapest cases run by default, the rest with `-m slow`.
+as the reference). Values must match up to float32 rounding (1e-6 relative, 1e-7 absolute:
+XLA picks its CPU kernels by the processor's vector width, so float32 sums differ in the
+last bits between machines; a changed computation moves them far more), except where the
+machine's thread count makes results differ more: C2ST-type accuracies (a few of 2,000 test
+predictions may flip: 0.005), agents trained by torch and GP regression problems (1e-4
+relative: the environment's float32 function draw on an ill-conditioned kernel moved KLs by
+1e-5 relative between the recording machine and an AMD Zen 5, with the same code). The
+cheapest cases run by default, the rest with `-m slow`.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ def _tolerance(case_name: str, key: str) -> tuple[float, float]:
         return 0.0, 0.005
     if case_name.split(" on ")[0] in TORCH_AGENTS:
         return 1e-4, 1e-9
-    return 1e-9, 1e-12
+    if " on regression" in case_name:  # the environment's float32 Cholesky draw amplifies
+        return 1e-4, 1e-9  # the CPU's rounding: 1e-5 relative between two machines here
+    return 1e-6, 1e-7
 
 
 def check(case_name: str, got: dict[str, float]) -> None:

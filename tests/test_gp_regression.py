@@ -204,7 +204,7 @@ def test_regression_has_its_own_ranking_table(tmp_path):
     assert board.kl[1].attrs["normalizer"] == "uniform" and len(board.kl[1]) == 2
     titles = [t for t, _ in tables(board)]
     assert "regression KL (GP environments), tau=1 (normalised by uniform)" in titles
-    assert any(t.startswith("joint KL, tau=1 (normalised by uniform)") for t in titles)
+    assert any(t.startswith("marginal KL, tau=1 (normalised by uniform)") for t in titles)
 
 
 def test_estimator_is_the_references_for_a_deterministic_agent(problem):

@@ -281,3 +281,79 @@ def test_default_chunk_size_balances_cores_on_cpu_and_batches_wide_on_accelerato
     assert [mlp.default_chunk_size(m) for m in (1, 5, 8, 16, 101)] == [1, 1, 2, 4, 8]
     monkeypatch.setattr(mlp.jax, "default_backend", lambda: "gpu")
     assert [mlp.default_chunk_size(m) for m in (1, 5, 101, 500)] == [1, 5, 101, 128]
+
+
+def test_bucket_sizes():
+    """Sizes up to 16 are kept; above, m * 2^k with m < 16: at most 12.5 % padding."""
+    from testbed.metrics.mlp import bucket
+
+    assert [bucket(n) for n in (1, 2, 15, 16, 17, 80, 81, 20_000)] == [
+        1, 2, 15, 16, 18, 80, 88, 20_480,
+    ]  # fmt: skip
+    sizes = [bucket(n) for n in range(1, 5000)]
+    assert all(n <= b <= 1.125 * n for n, b in zip(range(1, 5000), sizes))
+    assert sizes == sorted(sizes) and len(set(sizes)) < 150  # few programs for 5,000 sizes
+
+
+@pytest.mark.parametrize("early_stopping", [False, True])
+def test_padding_to_a_bucket_changes_nothing(monkeypatch, early_stopping):
+    """The same models trained with no padding and with heavy padding (rows of x, each
+    model's rows and its minibatches, validation rows, predictions): same epoch counts,
+    same weights up to float rounding, same predictions."""
+    import jax
+
+    import testbed.metrics.mlp as mlp
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((301, 2)).astype(np.float32)
+    y = (rng.random((5, 301)) < 0.5).astype(np.float32)
+    y[:, :150] = x[:150, 0] > 0
+    rows = [rng.choice(301, 241 - i, replace=False) for i in range(5)]  # uneven models
+    cfg = MLPConfig(
+        hidden_layers=(8, 8), batch_size=32, max_iter=40, tol=3e-3, n_iter_no_change=3,
+        early_stopping=early_stopping,
+    )  # fmt: skip
+    shapes, program = [], mlp.EPOCHS.program
+
+    def recorded(args, static):  # the padded shapes the compiled epoch sees
+        hp, x_chunk, data, state = args
+        shapes.append((x_chunk.shape[-2], data.y.shape[-1], data.rows.shape[-1]))
+        return program(args, static)
+
+    monkeypatch.setattr(mlp.EPOCHS, "program", recorded)
+    runs = []
+    for size in (lambda n: n, lambda n: 2 * n + 3):  # none; more than any bucket
+        monkeypatch.setattr(mlp, "bucket", size)
+        trained = train_many(cfg, x, y, rows, init_seeds=range(5), key=7)
+        runs.append((trained, trained.prob_class1(x)))
+    assert len(set(runs[0][0].n_iter.tolist())) > 1
+    assert shapes[0][:2] == (301, 301) and shapes[-1][:2] == (605, 605)
+    assert shapes[-1][2] > shapes[0][2]  # minibatches padded too
+    (first, prob), *others = runs
+    for trained, other_prob in others:
+        np.testing.assert_array_equal(trained.n_iter, first.n_iter)
+        for a, b in zip(
+            jax.tree_util.tree_leaves(trained.params), jax.tree_util.tree_leaves(first.params)
+        ):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+        assert other_prob.shape == (5, 301)
+        np.testing.assert_allclose(other_prob, prob, rtol=1e-6, atol=1e-7)
+    # an integer key is jax.random.PRNGKey(key): the same shuffles
+    typed = train_many(cfg, x, y, rows, init_seeds=range(5), key=jax.random.PRNGKey(7))
+    np.testing.assert_array_equal(typed.n_iter, first.n_iter)
+
+
+def test_c2st_accuracy_is_the_same_on_and_off_a_bucket_edge(monkeypatch):
+    """A C2ST whose pooled size lands on a bucket edge (no padding) and the same C2ST
+    padded to the next bucket: the same accuracy and AUC for the seed."""
+    import testbed.metrics.mlp as mlp
+
+    a, b = gaussians(0.5, n=320, d=2, seed=3)  # 640 = 10 * 2^6: an edge, no padding
+    assert mlp.bucket(640) == 640
+    cfg = MLPConfig(hidden_layers=(8, 8), max_iter=50)
+    edge = c2st_scores(a, b, mlp_config=cfg), c2st_scores(a, b, mlp_config=cfg, scoring="roc_auc")
+    bucket = mlp.bucket
+    monkeypatch.setattr(mlp, "bucket", lambda n: bucket(n + 1))  # the next bucket up
+    padded = c2st_scores(a, b, mlp_config=cfg), c2st_scores(a, b, mlp_config=cfg, scoring="roc_auc")
+    for want, got in zip(edge, padded):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)

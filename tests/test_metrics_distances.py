@@ -15,7 +15,7 @@ from testbed.metrics import (
     posterior_mean_error,
     posterior_variance_ratio,
 )
-from testbed.metrics.mmd import median_bandwidth
+from testbed.metrics.mmd import median_bandwidth, squared_distances
 
 
 def direct_mmd(x, y, scale):
@@ -59,6 +59,24 @@ def test_median_bandwidth_is_the_lower_median_of_pdist(n, d, shift):
     # torch.median(pdist) semantics: the lower of the two middle distances, in float64
     x = np.random.default_rng(n).standard_normal((n, d)) + shift
     assert median_bandwidth(x) == pytest.approx(lower_median(pdist(x)), rel=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5, 7, 8, 9, 10, 16, 17, 130])
+@pytest.mark.parametrize("n", [2, 3, 512, 513, 1100])
+def test_median_bandwidth_equals_the_straightforward_float32_computation_bit_for_bit(n, d):
+    """The fast selection (squared distances in numpy's summation order, +inf below the
+    diagonal) gives exactly the float32 value of sqrt(sum((a - b)^2)) + lower median, as
+    before it was fast: the same bandwidth, so the same MMD."""
+    if n * d > 200_000:
+        pytest.skip("large enough at smaller sizes")
+    rng = np.random.default_rng(n * 1000 + d)
+    x = (rng.standard_normal((n, d)) * rng.uniform(0.1, 10, d)).astype(np.float32)
+    i, j = np.triu_indices(n, 1)
+    d2 = np.sum((x[i] - x[j]) ** 2, axis=-1)  # float32, numpy's own summation
+    assert d2.dtype == np.float32
+    assert median_bandwidth(x) == float(np.sqrt(np.sort(d2)[(d2.size - 1) // 2]))
+    out = np.empty((n, n), np.float32)
+    assert np.array_equal(squared_distances(x, x, out), np.sum((x[:, None] - x[None]) ** 2, -1))
 
 
 def test_mmd_unbiased_near_zero_for_same_distribution():

@@ -375,3 +375,45 @@ def test_a_misbehaving_agent_is_recorded_as_a_failed_run(monkeypatch, mode, reas
     result = run_job(job)
     assert result["status"] == "failed" and result["metrics"] == {}
     assert re.match(reason, result["error"]), result["error"]
+
+
+# ----- a custom observation: generative.load(id, x_o=...) -----
+
+
+def test_custom_x_o_scores_the_posterior_at_that_observation():
+    task = generative.sbi.get_task("gaussian_linear")
+    x_o = np.full(10, 0.8)  # far from the benchmark's observations
+    p = generative.load("sbi/gaussian_linear/1000/1", x_o=x_o, num_samples=2000)
+    np.testing.assert_array_equal(p.x_o, x_o[None, :])
+    np.testing.assert_array_equal(p.train_data.x_o, x_o[None, :])  # what the agent sees
+    # the reference is the task's posterior at x_o: N(x_o / 2, 0.05 I) for this task
+    ref = p.reference_samples()
+    np.testing.assert_array_equal(ref, task.reference_posterior(x_o, 2000, seed=p.seed))
+    np.testing.assert_allclose(ref.mean(axis=0), x_o / 2, atol=4 * np.sqrt(0.05 / 2000))
+    # no theta* is behind a custom x_o: NLTP is neither a default nor offered
+    assert p.theta_true is None and "nltp" not in p.metrics
+    assert "true_parameters" not in p.offers
+    with pytest.raises(InputError, match="'nltp' needs true_parameters"):
+        p.evaluate(ProtocolPosterior(x_o / 2, 0.05), metrics=["nltp"])
+    q = p.evaluate(ProtocolPosterior(x_o / 2, 0.05), metrics=["mmd", "median_distance"])
+    assert q["mmd"] < 0.01 and "nltp" not in q
+    # x_o = observation k given as [1, dim_x] is the id's own problem
+    same = generative.load("sbi/gaussian_linear/1000/1", x_o=task.observation(1), num_samples=50)
+    plain = generative.load("sbi/gaussian_linear/1000/1", num_samples=50)
+    np.testing.assert_array_equal(same.reference_samples(), plain.reference_samples())
+    assert plain.theta_true is not None and "nltp" in plain.metrics
+
+
+@pytest.mark.parametrize(
+    "x_o, message",
+    [
+        (np.zeros(3), r"x_o: got 'array of shape (3,)'; allowed: shape [2] or [1, 2]"),
+        (np.zeros((2, 2)), r"x_o: got 'array of shape (2, 2)'; allowed: shape [2] or [1, 2]"),
+        ([0.1, np.nan], "x_o: got [0.1, nan]; allowed: finite values"),
+        ("ab", "x_o: got 'a non-numeric str'; allowed: numbers of shape [2]"),
+    ],
+)
+def test_bad_custom_x_o_is_named(x_o, message):
+    with pytest.raises(InputError) as e:
+        generative.load("sbi/two_moons/1000/1", x_o=x_o)
+    assert message in str(e.value)

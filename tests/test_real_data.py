@@ -301,8 +301,8 @@ def test_real_sweep_runs_and_ranks_on_the_leaderboard(tmp_path):
 
 
 def test_tfds_mock_structured_and_image(tmp_path):
-    with tfds.testing.mock_data(num_examples=150):
-        raw = datasets.load_raw("tfds/iris", data_dir=str(tmp_path))
+    with tfds.testing.mock_data(num_examples=150):  # the mock stands in for preparing
+        raw = datasets.load_raw("tfds/iris", data_dir=str(tmp_path), download=True)
     # structured: train = first 120 rows of `train`, test = its last 30 rows
     assert raw.x_train.shape == (120, 4) and raw.x_test.shape == (30, 4)
     assert raw.y_train.max() < 3
@@ -312,6 +312,7 @@ def test_tfds_mock_structured_and_image(tmp_path):
                 "tfds/mnist", tau=10, seed=1, num_train=25, num_test_seeds=50, num_enn_samples=20
             ),
             data_dir=str(tmp_path),
+            download=True,
         )
     assert p.train_data.x.shape == (25, 784) and p.x_test.shape == (40, 784)
     assert p.train_data.x.dtype == np.float32
@@ -329,9 +330,56 @@ def test_tfds_not_prepared_says_how_to_prepare(tmp_path):
     with pytest.raises(InputError) as e:
         datasets.load_raw("tfds/mnist", data_dir=str(tmp_path), download=False)
     msg = str(e.value)
-    assert f"not prepared in {tmp_path}" in msg
+    assert f"not prepared in {tmp_path} (the data_dir given)" in msg
     assert f"tfds build mnist --data_dir={tmp_path} --file_format=array_record" in msg
-    assert "tensorflow-cpu" in msg
+    assert "-e '.[tf]'" in msg and "TESTBED_TFDS_DOWNLOAD=1" in msg
+    assert "\n" not in msg
+
+
+def test_tfds_is_offline_by_default_and_says_where_it_looked(tmp_path, monkeypatch):
+    """From an id, a dataset that is not prepared is an error naming $TFDS_DATA_DIR (or
+    ~/tensorflow_datasets): no download is tried unless TESTBED_TFDS_DOWNLOAD=1."""
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("TESTBED_TFDS_DOWNLOAD", raising=False)
+    tried = []
+    monkeypatch.setattr(tfds, "builder", lambda *a, **k: tried.append(a))
+    with pytest.raises(InputError) as e:
+        generative.load("real/tfds/mnist/1/1")
+    msg = str(e.value)
+    assert f"not prepared in {tmp_path} ($TFDS_DATA_DIR)" in msg and not tried
+    monkeypatch.delenv("TFDS_DATA_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path))  # the default folder, ~/tensorflow_datasets
+    with pytest.raises(InputError, match="TFDS_DATA_DIR is not set"):
+        generative.load("real/tfds/mnist/1/1")
+    monkeypatch.setenv("TESTBED_TFDS_DOWNLOAD", "maybe")
+    with pytest.raises(InputError, match="TESTBED_TFDS_DOWNLOAD: got 'maybe'; allowed: 0"):
+        generative.load("real/tfds/mnist/1/1")
+
+
+@pytest.mark.parametrize(
+    "failure, says",
+    [
+        (ModuleNotFoundError("No module named 'x'"), "needs TensorFlow and packages"),
+        (ConnectionError("Failed to resolve host\nmore"), "ConnectionError: Failed to resolve"),
+    ],
+)
+def test_tfds_download_opt_in_failure_is_plain(tmp_path, monkeypatch, failure, says):
+    """With TESTBED_TFDS_DOWNLOAD=1 a failed preparation says what to do in one line; a
+    missing module is never blamed as such (the fix is the install command)."""
+
+    class Builder:
+        def download_and_prepare(self):
+            raise failure
+
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("TESTBED_TFDS_DOWNLOAD", "1")
+    monkeypatch.setattr(tfds, "builder", lambda *a, **k: Builder())
+    with pytest.raises(InputError) as e:
+        generative.load("real/tfds/mnist/1/1")
+    msg = str(e.value)
+    assert says in msg and "ModuleNotFoundError" not in msg and "\n" not in msg
+    assert f"tfds build mnist --data_dir={tmp_path}" in msg
+    assert "set TESTBED_TFDS_DOWNLOAD=1" not in msg  # it is set: not offered again
 
 
 def test_broken_tfds_folder_is_named_in_the_error(tmp_path):
@@ -357,7 +405,331 @@ def test_corrupted_cache_is_a_clear_error(tmp_path):
 
 def test_num_train_larger_than_prepared_data(tmp_path):
     with tfds.testing.mock_data(num_examples=10), pytest.raises(InputError, match="at most 10"):
-        RealDataProblem(RealDataSettings("tfds/mnist", 1, 1, num_train=11), data_dir=str(tmp_path))
+        RealDataProblem(
+            RealDataSettings("tfds/mnist", 1, 1, num_train=11),
+            data_dir=str(tmp_path),
+            download=True,
+        )
+
+
+def test_prepared_state_from_the_files_alone(tmp_path):
+    spec = datasets.get_spec("tfds/emnist/letters")
+    assert tfds_loader.prepared_state(spec, tmp_path) == "missing"
+    version = tmp_path / "emnist" / "letters" / "3.1.0"
+    version.mkdir(parents=True)
+    (version / "dataset_info.json").write_text("{}")
+    (version / "emnist-train.tfrecord-00000-of-00001").write_bytes(b"")
+    assert tfds_loader.prepared_state(spec, tmp_path) == "other_format"
+    (version / "emnist-train.array_record-00000-of-00001").write_bytes(b"")
+    assert tfds_loader.prepared_state(spec, tmp_path) == "prepared"
+    mnist = datasets.get_spec("tfds/mnist")
+    path = tfds_loader.cache_path(mnist, tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    assert tfds_loader.prepared_state(mnist, tmp_path) == "cached"
+
+
+# Your own data: arrays.
+
+
+def test_from_arrays_is_the_same_problem_as_its_dataset():
+    """A registered dataset's arrays given to from_arrays make the same problem: training
+    inputs, test batches, what the agent is told, the joint NLL."""
+    raw = datasets.load_raw("iris")
+    mine = RealDataProblem.from_arrays(
+        *raw, tau=10, seed=1, num_test_seeds=200, num_enn_samples=100
+    )
+    ref = small("iris", 10)
+    np.testing.assert_array_equal(mine.train_data.x, ref.train_data.x)
+    np.testing.assert_array_equal(mine.x_test, ref.x_test)
+    a, b = mine.estimator_batches(), ref.estimator_batches()
+    np.testing.assert_array_equal(a.x, b.x)
+    np.testing.assert_array_equal(a.y, b.y)
+    assert mine.prior_knowledge == ref.prior_knowledge
+    assert mine.spec.name == "arrays:arrays" and mine.spec.num_classes == 3
+    q = mine.evaluate(uniform_sampler(3))
+    assert q["joint_nll"] == pytest.approx(10 * math.log(3), rel=1e-6)
+
+
+def test_from_arrays_options():
+    raw = datasets.load_raw("wine")
+    p = RealDataProblem.from_arrays(
+        raw.x_train.tolist(),  # lists are fine
+        raw.y_train,
+        raw.x_test,
+        raw.y_test,
+        tau=1,
+        num_train=50,
+        standardize="feature",
+        num_classes=5,
+        name="wine5",
+        num_test_seeds=50,
+        num_enn_samples=10,
+    )
+    assert p.train_data.x.shape == (50, 13) and p.spec.name == "arrays:wine5"
+    # per-feature statistics of the whole training split, as for registered datasets
+    ref = small("wine", 1, standardize="feature", num_train=50)
+    np.testing.assert_allclose(p.train_data.x, ref.train_data.x)
+    assert p.prior_knowledge.num_classes == 5
+    q = p.evaluate(uniform_sampler(5))
+    assert q["joint_nll"] == pytest.approx(math.log(5), rel=1e-6)
+    # images [n, h, w] are flattened; bool inputs become numbers
+    x = np.random.default_rng(0).integers(0, 255, (12, 2, 3)).astype(np.uint8)
+    y = np.arange(12) % 2
+    p = RealDataProblem.from_arrays(x[:8], y[:8], x[8:] > 100, y[8:], tau=2)
+    assert p.train_data.x.shape == (8, 6) and p.x_test.shape == (4, 6)
+    assert p.spec.kind == "structured"  # mixed dtypes: no pixel scaling on either side
+    # uint8 train and test are pixels, scaled to [0, 1] as the TFDS images are
+    p = RealDataProblem.from_arrays(x[:8], y[:8], x[8:], y[8:], tau=2, standardize="feature")
+    assert p.spec.kind == "image"
+    want = preprocessing.preprocess(x[:8].reshape(8, 6), x[8:].reshape(4, 6), "image", "feature")
+    np.testing.assert_allclose(p.train_data.x, want[0], rtol=1e-6)
+    with pytest.raises(InputError, match="from_arrays option: got 'nope'; allowed: .*kappa"):
+        RealDataProblem.from_arrays(x[:8], y[:8], x[8:], y[8:], tau=2, nope=1)
+    with pytest.raises(InputError, match="num_train: got 9; allowed: at most 8"):
+        RealDataProblem.from_arrays(x[:8], y[:8], x[8:], y[8:], tau=2, num_train=9)
+    with pytest.raises(InputError, match="standardize: got 'row'"):
+        RealDataProblem.from_arrays(x[:8], y[:8], x[8:], y[8:], tau=2, standardize="row")
+
+
+X = np.arange(12.0).reshape(6, 2)
+Y = np.array([0, 1, 2, 0, 1, 2])
+
+
+@pytest.mark.parametrize(
+    "args, kw, match",
+    [
+        ((X[:, 0], Y, X, Y), {}, r"x_train: got shape \(6,\); allowed: \[n, d\]"),
+        ((X, Y, X[:, :1], Y), {}, "x_test: got 1 features; allowed: 2 \\(the features of x_train"),
+        ((X, Y, X[:0], Y[:0]), {}, "x_test: got 0 rows; allowed: at least 1"),
+        ((X, Y * 1.0, X, Y), {}, "y_train: got dtype float64; allowed: integer class labels"),
+        ((X, Y - 1, X, Y), {}, "y_train: got label -1; allowed: integers 0..C-1"),
+        ((X, Y[:5], X, Y), {}, "y_train: got 5 labels for 6 rows of x_train"),
+        ((X, Y, X, Y), {"num_classes": 2}, "y_train: got label 2; allowed: integers 0..1"),
+        ((X, Y, X, Y), {"num_classes": 1}, "num_classes: got 1; allowed: an integer >= 2"),
+        ((X, 0 * Y, X, 0 * Y), {}, "labels: got only class 0; allowed: at least two classes"),
+        ((np.where(X > 10, np.nan, X), Y, X, Y), {}, r"x_train: got a NaN .* \(row 5\)"),
+        ((X.astype(str), Y, X, Y), {}, "x_train: got dtype <U32; allowed: numbers"),
+        ((X, Y[:, None, None], X, Y), {}, r"y_train: got shape \(6, 1, 1\); allowed: \[n\]"),
+    ],
+)
+def test_from_arrays_refuses_bad_arrays(args, kw, match):
+    with pytest.raises(InputError, match=match):
+        RealDataProblem.from_arrays(*args, tau=1, **kw)
+
+
+# Your own data: files and `real/file:<path>/...` ids.
+
+
+def write_csv(path, rows, header=None):
+    lines = ([",".join(header)] if header else []) + [",".join(map(str, r)) for r in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_file_id_grammar_and_settings_need_no_file(tmp_path):
+    parse = problems.parse_rest
+    assert parse("file:/a/b.c/data.npz/10/0") == {
+        "dataset": "file:/a/b.c/data.npz",
+        "tau": 10,
+        "seed": 0,
+    }
+    # a folder named like a data file, a num_train, a relative path
+    assert parse("file:/x.csv/y.CSV/1/2/30") == {
+        "dataset": "file:/x.csv/y.CSV",
+        "tau": 1,
+        "seed": 2,
+        "num_train": 30,
+    }
+    assert parse("file:data.npz/1/1")["dataset"] == "file:data.npz"
+    # the settings come from the id alone: a leaderboard reads them without the file
+    s = generative.problem_settings(f"real/file:{tmp_path}/none.npz/10/3")
+    assert (s["source"], s["path"], s["tau"], s["seed"], s["num_train"]) == (
+        "file",
+        f"{tmp_path}/none.npz",
+        10,
+        3,
+        None,
+    )
+    assert problems.problem_id(s["dataset"], 10, 3) == f"real/file:{tmp_path}/none.npz/10/3"
+
+
+@pytest.mark.parametrize(
+    "pid, match",
+    [
+        ("real/file:data.txt/1/1", "'real/file:<path>.npz|.csv/<tau>/<seed>"),
+        ("real/file:data.npz/1", "'real/file:<path>.npz|.csv/<tau>/<seed>"),
+        ("real/file:data.npz/1/x", "with integers after the path"),
+        ("real/file:data.npz/1/1/2/3", "with integers after the path"),
+        ("real/file:data.npz/0/1", "tau: got 0"),
+        ("real/file:data.npz/1/1/0", "num_train: got 0"),
+        ("real/mine.npz/1/1", "dataset: got 'mine.npz'; allowed: .*file:<path>.npz|.csv"),
+    ],
+)
+def test_bad_file_ids(pid, match):
+    with pytest.raises(InputError, match=match):
+        generative.problem_settings(pid)
+
+
+def test_npz_file_is_the_same_problem_as_its_arrays(tmp_path):
+    raw = datasets.load_raw("iris")
+    path = tmp_path / "iris data" / "iris.npz"  # a folder with a space
+    path.parent.mkdir()
+    np.savez(path, **raw._asdict(), notes=np.zeros(3))  # other arrays are ignored
+    opts = {"num_test_seeds": 200, "num_enn_samples": 100}
+    p = generative.load(f"real/file:{path}/10/1", **opts)
+    ref = RealDataProblem.from_arrays(*raw, tau=10, seed=1, **opts)
+    np.testing.assert_array_equal(p.train_data.x, ref.train_data.x)
+    np.testing.assert_array_equal(p.estimator_batches().y, ref.estimator_batches().y)
+    assert p.prior_knowledge == ref.prior_knowledge
+    assert p.spec.source == "file" and p.spec.name == f"file:{path}"
+    assert generative.load(f"real/file:{path}/1/1/7").train_data.x.shape == (7, 4)
+    np.savez(path, **raw._asdict(), num_classes=np.int64(4))  # a declared class count
+    assert generative.load(f"real/file:{path}/1/1").prior_knowledge.num_classes == 4
+
+
+def test_csv_files_label_column_and_split(tmp_path):
+    raw = datasets.load_raw("wine")
+    x = np.concatenate([raw.x_train, raw.x_test])
+    y = np.concatenate([raw.y_train, raw.y_test])
+    # no header: the last column is the label; the test set is the seeded fifth
+    plain = write_csv(tmp_path / "plain.csv", np.column_stack([x, y]).tolist())
+    got = datasets.load_raw(f"file:{plain}")
+    train, test = datasets.offline_split(len(y))
+    np.testing.assert_allclose(got.x_train, x[train])
+    np.testing.assert_array_equal(got.y_test, y[test])
+    assert got.y_train.dtype == np.int32  # 0.0, 1.0, 2.0 read as integers
+    # a header: the column named `label` (anywhere), a `split` column of train/test
+    names = ["label", "split"] + [f"f{j}" for j in range(x.shape[1])]
+    kinds = np.where(np.arange(len(y)) < len(raw.y_train), "train", "test")
+    rows = [[int(a), b, *c] for a, b, c in zip(y, kinds, x)]
+    named = write_csv(tmp_path / "named.csv", rows, header=names)
+    p = generative.load(f"real/file:{named}/1/1", num_test_seeds=50, num_enn_samples=10)
+    ref = RealDataProblem.from_arrays(*raw, tau=1, seed=1, num_test_seeds=50, num_enn_samples=10)
+    np.testing.assert_allclose(p.train_data.x, ref.train_data.x, rtol=1e-6)
+    np.testing.assert_array_equal(p.y_test, ref.y_test)
+    assert p.prior_knowledge == ref.prior_knowledge
+
+
+GOOD_ROWS = [[0.1, 0.2, 0], [0.3, 0.1, 1], [0.5, 0.5, 1], [0.2, 0.9, 0], [0.4, 0.4, 1]]
+
+
+@pytest.mark.parametrize(
+    "name, content, match",
+    [
+        ("none.npz", None, "no such file; allowed: an existing .npz or .csv"),
+        ("bad.npz", b"not a zip", "unreadable .*allowed: an .npz with arrays x_train"),
+        ("keys.npz", {"x_train": X, "y_train": Y}, "no array 'x_test' \\(found: x_train, "),
+        ("float.npz", {"x_train": X, "y_train": Y * 1.0, "x_test": X, "y_test": Y}, "dtype"),
+        ("bad.csv", [*GOOD_ROWS, [0.1, "abc", 0]], "line 6, column 'column 2': got 'abc'"),
+        ("empty.csv", [], "empty; allowed: a comma-separated .csv"),
+        ("ragged.csv", [*GOOD_ROWS, [0.1, 1]], "line 6 has 2 cells, not 3"),
+        ("label.csv", [*GOOD_ROWS, [0.1, 0.2, 1.5]], "line 6, column 'column 3': label '1.5'"),
+        ("nan.csv", [*GOOD_ROWS, [0.1, "nan", 1]], "line 6, column 'column 2': got 'nan'"),
+        ("few.csv", GOOD_ROWS[:4], "4 data rows; allowed: at least 5"),
+        ("split.csv", [["a", "label", "split"], [0.1, 0, "train"], [0.2, 1, "dev"]], "got 'dev'"),
+        ("onesplit.csv", [["a", "label", "split"], [0.1, 0, "train"]], "no row has split 'test'"),
+    ],
+)
+def test_bad_data_files_are_one_line_errors_naming_the_path(tmp_path, name, content, match):
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif isinstance(content, dict):
+        np.savez(path, **content)
+    elif content is not None:
+        write_csv(path, content)
+    with pytest.raises(InputError, match=match) as e:
+        generative.load(f"real/file:{path}/1/1")
+    assert f"data file {path}: " in str(e.value) and "\n" not in str(e.value)
+
+
+def test_relative_file_path_is_read_from_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_csv(tmp_path / "d.csv", GOOD_ROWS * 2)
+    assert generative.load("real/file:d.csv/1/1").train_data.x.shape == (8, 2)
+    with pytest.raises(InputError, match=f"data file e.csv \\(= {tmp_path}/e.csv\\)"):
+        generative.load("real/file:e.csv/1/1")
+
+
+# Checking a sweep's data before it starts.
+
+
+def test_require_data_names_everything_missing_in_one_line(tmp_path, monkeypatch):
+    from leaderboard.jobs import expand
+
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("TESTBED_TFDS_DOWNLOAD", raising=False)
+    good = write_csv(tmp_path / "good.csv", GOOD_ROWS * 2)
+    fine = [f"real/file:{good}/1/1", f"real/file:{good}/10/1/8", "real/iris/1/1", "coin/1"]
+    generative.require_data(fine)
+    assert len(expand(["uniform"], fine)) == 4
+    ids = [
+        *fine,
+        "real/tfds/mnist/1/1",
+        "real/tfds/mnist/10/1",
+        "real/tfds/emnist/letters/1/1",
+        f"real/file:{tmp_path}/gone.npz/1/1",
+        f"real/file:{good}/1/1/9",
+    ]
+    with pytest.raises(InputError) as e:
+        expand(["uniform"], ids)  # no job is made
+    msg = str(e.value)
+    assert msg.startswith("no job started: TFDS datasets not prepared in ")
+    assert f"{tmp_path} ($TFDS_DATA_DIR): tfds/mnist, tfds/emnist/letters;" in msg
+    cmd = f"tfds build mnist emnist/letters --data_dir={tmp_path} --file_format=array_record"
+    assert cmd in msg and "TESTBED_TFDS_DOWNLOAD=1" in msg
+    assert f"data file {tmp_path}/gone.npz: no such file" in msg
+    assert "num_train: got 9 for " in msg and "at most 8" in msg
+    assert "\n" not in msg
+    # a prepared folder (array_record) or the loader's cache counts as present
+    version = tmp_path / "mnist" / "3.0.1"
+    version.mkdir(parents=True)
+    (version / "dataset_info.json").write_text("{}")
+    (version / "mnist-test.array_record-00000-of-00001").write_bytes(b"")
+    with pytest.raises(InputError) as e:
+        generative.require_data(["real/tfds/mnist/1/1", "real/tfds/emnist/letters/1/1"])
+    assert ": tfds/emnist/letters;" in str(e.value) and "mnist," not in str(e.value)
+    # a folder prepared in another format (or half written) is named too
+    version = tmp_path / "emnist" / "letters" / "3.1.0"
+    version.mkdir(parents=True)
+    (version / "dataset_info.json").write_text("{}")
+    with pytest.raises(InputError, match="letters holds no array_record files.*convert_format"):
+        generative.require_data(["real/tfds/mnist/1/1", "real/tfds/emnist/letters/1/1"])
+
+
+def test_cli_run_and_sweep_on_a_file_id(tmp_path, capsys):
+    """`testbed run` and `testbed sweep` (a worker process) take a file id; a missing file
+    or dataset is one line, exit status 2, and no results file."""
+    import json
+
+    from experiments.cli import main
+    from leaderboard.store import load as load_results
+
+    path = tmp_path / "data.npz"
+    np.savez(path, **datasets.load_raw("iris")._asdict())
+    pid = f"real/file:{path}/10/1"
+    assert main(["run", "--agent", "uniform", "--problem", pid, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["quality"]["joint_nll"] == pytest.approx(10 * math.log(3), rel=1e-6)
+    assert out["settings"]["path"] == str(path)
+    results = tmp_path / "results.db"
+    argv = ["sweep", "--agent", "uniform", "--problem", pid, "--results", str(results)]
+    assert main([*argv, "--executor", "local", "--workers", "1", "--quiet"]) == 0
+    rows = load_results(results)
+    assert list(rows["problem_id"]) == [pid] and list(rows["status"]) == ["ok"]
+    assert rows["joint_nll"].iloc[0] == pytest.approx(10 * math.log(3), rel=1e-6)
+    capsys.readouterr()
+    gone = f"real/file:{tmp_path}/gone.csv/1/1"
+    assert main(["run", "--agent", "uniform", "--problem", gone]) == 2
+    err = capsys.readouterr().err
+    assert f"data file {tmp_path}/gone.csv: no such file" in err and err.count("\n") == 1
+    other = tmp_path / "other.db"
+    argv = ["sweep", "--agent", "uniform", "--problem", f"{pid},{gone}", "--results", str(other)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("testbed: error: no job started: data file") and "gone.csv" in err
+    assert not other.exists()
 
 
 # An mlp beats uniform on iris (needs the Neural Testbed agents).

@@ -6,7 +6,9 @@ the guarantee the README's Leaderboard section states.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -385,8 +387,10 @@ def test_every_failure_is_counted_when_more_than_ten(tmp_path, capsys):
     assert out.count("  failed ") == 10
     assert "... and 14 more failed (testbed leaderboard --failures" in out
     assert main(["leaderboard", "--failures", "--results", db, "--format", "csv"]) == 0
-    listed = capsys.readouterr().out.strip().splitlines()
-    assert len(listed) == 25 and all("RuntimeError: deliberate failure" in x for x in listed[1:])
+    listed = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))  # tracebacks: lines
+    assert len(listed) == 24
+    assert all("RuntimeError: deliberate failure" in r["error"] for r in listed)
+    assert all("deliberate failure" in r["traceback"] for r in listed)
 
 
 # ----------------------------------------------------------------------------- job leases

@@ -24,7 +24,7 @@ from agents.abc_agents import (
     smc_abc,
 )
 from agents.kde import KDE, cv_scores, fit_kde, select_bandwidth
-from generative.sbi.problems import PosteriorProblem
+from generative.sbi.problems import PosteriorProblem, ReferencePosterior
 from testbed.errors import InputError
 from testbed.posterior_adapter import as_posterior
 
@@ -71,6 +71,9 @@ def test_neural_agents_wiring(name, overrides, budget):
     assert callable(getattr(post, "log_prob", None)) == has_density
     # the bare sbi posterior scored through the adapter: NLTP only from normalised densities
     assert as_posterior(post.posterior).has_log_prob == has_density
+    # NLE / NRE's vectorized MCMC draws at several observations in one call; NPE does not
+    assert as_posterior(post).can_sample_many == (not has_density)
+    assert as_posterior(post.posterior).can_sample_many == (not has_density)
     if has_density:
         lp = post.log_prob(problem.theta_true, problem.x_o)
         assert lp.shape == (1,) and np.isfinite(lp).all()
@@ -176,6 +179,110 @@ def test_agent_refuses_other_train_data():
     for name in ("npe", "rej_abc", "smc_abc"):
         with pytest.raises(InputError, match="train_data: got object and PriorKnowledge"):
             agents.load(name)(object(), PriorKnowledge(input_dim=2, num_train=10))
+
+
+# ----- NLE / NRE: MCMC at several observations in one call -----
+
+# enough chains (the independent units of MCMC draws) for a loose distribution check
+BATCH_MCMC = {
+    "max_num_epochs": 20,
+    "training_batch_size": 100,
+    "num_chains": 10,
+    "warmup_steps": 10,
+    "thin": 2,
+    "num_candidate_samples": 100,
+}
+
+
+def test_nle_draws_at_many_observations_in_one_call():
+    """sbi's batched MCMC: one set of draws per observation, seeded, in the right order and
+    distributed like one observation at a time. gaussian_mixture's posteriors (near x_o,
+    sd <= 1) at observations 2, 3, 5 lie far apart, so a swap of observations shows."""
+    problems = [PosteriorProblem("gaussian_mixture", 1000, k, num_samples=20) for k in (2, 3, 5)]
+    post = agents.load("nle", **BATCH_MCMC)(problems[0].train_data, problems[0].prior_knowledge)
+    xs = np.concatenate([p.x_o for p in problems])
+    n = 300
+    many = post.sample_many(xs, n, seed=7)
+    assert many.shape == (3, n, 2) and np.isfinite(many).all()
+    assert np.all(np.abs(many) <= 10.0)  # inside the U(-10, 10)^2 prior
+    # reproducible, through our wrapper and sbi's bare posterior alike
+    np.testing.assert_array_equal(many, as_posterior(post.posterior).sample_many(xs, n, seed=7))
+    one = np.stack([post.sample(p.x_o, n, seed=8) for p in problems])
+    # means per observation and dimension: chains are the independent units, so the
+    # standard error of a difference is sqrt(var_a + var_b) / sqrt(num_chains); 5 of them
+    se = np.sqrt((many.var(1) + one.var(1)) / BATCH_MCMC["num_chains"])
+    assert np.all(np.abs(many.mean(1) - one.mean(1)) < 5 * se), (many.mean(1), one.mean(1))
+    assert np.all(np.abs(np.log(many.std(1) / one.std(1))) < np.log(2))  # spreads within 2x
+    # each observation's batched draws lie nearest to its own one-by-one draws
+    gaps = np.linalg.norm(many.mean(1)[:, None] - one.mean(1)[None], axis=-1)
+    np.testing.assert_array_equal(gaps.argmin(1), [0, 1, 2])
+
+
+class _Shifted:
+    """A protocol posterior N(x_o, 0.1^2 I) that can also draw at many x_o in one call."""
+
+    def __init__(self, fail: bool = False):
+        self.fail, self.many_calls, self.sample_calls = fail, [], 0
+
+    def sample(self, x_o, num_samples, seed):
+        self.sample_calls += 1
+        rng = np.random.default_rng(seed)
+        return np.ravel(x_o) + 0.1 * rng.standard_normal((num_samples, 2))
+
+    def sample_many(self, x_os, num_samples, seed):
+        if self.fail:
+            raise RuntimeError("no batch today")
+        self.many_calls.append((np.array(x_os), num_samples, seed))
+        rng = np.random.default_rng(seed)
+        return x_os[:, None, :] + 0.1 * rng.standard_normal((len(x_os), num_samples, 2))
+
+
+class _AmortizedAgent:
+    amortized = True
+
+    def __init__(self, posterior):
+        self.posterior = posterior
+
+    def __call__(self, access, knowledge):
+        return self.posterior
+
+
+def test_amortized_runs_draw_at_all_observations_in_one_call(caplog):
+    """evaluate_many (and a sweep's run_group, through the same `presample`): one batched
+    call, each problem scored on its own draws with an equal share of the call's seconds;
+    reproducible; a failed call falls back to one observation at a time."""
+    from testbed.evaluate import evaluate_many, presample, train_shared
+
+    problems = [PosteriorProblem("gaussian_mixture", 1000, k, num_samples=50) for k in (2, 3, 5)]
+    post = _Shifted()
+    qs = evaluate_many(_AmortizedAgent(post), problems, metrics=["c2st"])
+    assert len(post.many_calls) == 1 and post.sample_calls == 0
+    x_os, num, seed = post.many_calls[0]
+    np.testing.assert_array_equal(x_os, np.concatenate([p.x_o for p in problems]))
+    assert num == 50
+    shares = {q["sampling_seconds"] for q in qs}
+    assert len(shares) == 1 and all(q["evaluation_seconds"] >= q["sampling_seconds"] for q in qs)
+    assert all(q["shared_training"] == 3 for q in qs)
+    # the draws each problem scores are its row of the one call, and reproducible
+    trained = presample(train_shared(_AmortizedAgent(post), problems), problems)
+    assert post.many_calls[1][2] == seed
+    want = post.sample_many(x_os, num, seed)
+    for i, p in enumerate(problems):
+        got = p.evidence(trained.predictive)["posterior_samples"]
+        np.testing.assert_array_equal(got, want[i])
+    # one problem: sampled on its own, as before
+    one = _Shifted()
+    evaluate_many(_AmortizedAgent(one), problems[:1], metrics=["c2st"])
+    assert one.many_calls == [] and one.sample_calls == 1
+    # a posterior without sample_many (NPE) is left as it is
+    plain = train_shared(_AmortizedAgent(ReferencePosterior(problems[0]._task)), problems)
+    assert presample(plain, problems) is plain
+    # a failed batched call: said, and each problem samples on its own
+    broken = _Shifted(fail=True)
+    with caplog.at_level("WARNING", logger="testbed.evaluate"):
+        qs = evaluate_many(_AmortizedAgent(broken), problems, metrics=["c2st"])
+    assert "batched sampling failed (RuntimeError: no batch today)" in caplog.text
+    assert broken.sample_calls == 3 and len(qs) == 3
 
 
 # ----- ABC agents -----

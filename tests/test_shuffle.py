@@ -42,3 +42,14 @@ def test_seeds_give_different_permutations():
     a = np.asarray(permuted_index(jnp.uint32(1), jnp.arange(n), n))
     b = np.asarray(permuted_index(jnp.uint32(2), jnp.arange(n), n))
     assert np.mean(a == b) < 0.02
+
+
+@pytest.mark.parametrize("n", [1, 3, 1001])
+def test_rolled_rounds_give_the_same_permutation(n):
+    """`rolled=True` (a fori_loop over the rounds: a small program, fast to compile) is
+    the same permutation as the unrolled rounds, for a traced n too."""
+    offsets = jnp.arange(n)
+    for seed in (0, 12345, 2**32 - 1):
+        unrolled = np.asarray(permuted_index(jnp.uint32(seed), offsets, n))
+        rolled = jax.jit(lambda s, k: permuted_index(s, offsets, k, rolled=True))
+        np.testing.assert_array_equal(np.asarray(rolled(jnp.uint32(seed), n)), unrolled)

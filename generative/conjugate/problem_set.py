@@ -126,6 +126,7 @@ OPTIONS = ("num_samples", "num_null", "num_test_batches", "use_c2st")  # evaluat
     "conjugate",
     conjugate_settings,
     "conjugate models with exact posteriors and predictives",
+    id_form="conjugate/<model>/<name> or conjugate/wyb/<1..21>",
     options=OPTIONS,
 )
 def build(settings: dict) -> ConjugateProblem:

@@ -66,6 +66,7 @@ def conjugate_sbi_settings(rest: str) -> dict[str, Any]:
     "conjugate_sbi",
     conjugate_sbi_settings,
     "conjugate models as simulators: SBI agents, exact scores",
+    id_form="conjugate_sbi/<conjugate problem>/<num_simulations>",
     options=problem_set.OPTIONS,
 )
 def build(settings: dict[str, Any]) -> ConjugateSimulationProblem:

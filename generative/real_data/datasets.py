@@ -22,11 +22,12 @@ class DatasetSpec:
     """One dataset: where it comes from and its documented sizes.
 
     `name` is the name used in problem ids; `source_name` the name in its source
-    (a TFDS name, or a `sklearn.datasets.load_<name>` function).
+    (a TFDS name, a `sklearn.datasets.load_<name>` function, a file's path, or the name
+    given to `RealDataProblem.from_arrays`).
     """
 
     name: str
-    source: Literal["tfds", "sklearn"]
+    source: Literal["tfds", "sklearn", "file", "arrays"]
     source_name: str
     kind: Literal["structured", "image"]
     num_classes: int
@@ -109,8 +110,13 @@ def load_sklearn(name: str) -> RawDataset:
     return RawDataset(x[train], y[train], x[test], y[test])
 
 
-def load_raw(name: str, data_dir: str | None = None, download: bool = True) -> RawDataset:
-    """The raw arrays of dataset `name` (TFDS datasets read from `data_dir`)."""
+def load_raw(name: str, data_dir: str | None = None, download: bool = False) -> RawDataset:
+    """The raw arrays of dataset `name`: a registered one (TFDS datasets are read from
+    `data_dir`, and prepared first if `download` allows) or `file:<path>` (.npz or .csv)."""
+    if name.startswith("file:"):
+        from generative.real_data.files import load_file
+
+        return load_file(name[len("file:") :])[0]
     spec = get_spec(name)
     if spec.source == "sklearn":
         return load_sklearn(name)

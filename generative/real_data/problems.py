@@ -3,20 +3,24 @@
 Ids: `real/<dataset>/<tau>/<seed>` trains on the whole training split and
 `real/<dataset>/<tau>/<seed>/<num_train>` on its first num_train examples; <dataset> is a
 name of generative.real_data.datasets (`iris`, `digits`, `tfds/mnist`,
-`tfds/emnist/letters`, ...). The seed only sets the estimator's keys (the data are fixed),
-as in the reference. With no true likelihood the score is `joint_nll` (the reference's
-real-data "kl_estimate"): -log mean_m prod_t q_m(y_t | x_t) over N = 1000 dyadic test
-batches (kappa = 2 anchors from the test set, tau picks with replacement) and M = 1000
-sampled functions; tau = 1 gives the marginal NLL. Problems built from ids
-(generative.load) read TFDS data from $TFDS_DATA_DIR (else ~/tensorflow_datasets) and let
-TFDS try to prepare a missing dataset unless TESTBED_TFDS_DOWNLOAD=0.
+`tfds/emnist/letters`, ...) or `file:<path>` for a .npz or .csv file of the user's
+(generative.real_data.files): `real/file:/data/mine.npz/10/0`. A file path may hold '/'
+(it ends at its .npz or .csv suffix: the two or three integer parts after it are tau, seed
+and num_train) but no ','; a relative path is read from the working directory.
+The seed only sets the estimator's keys (the data are fixed), as in the reference. With
+no true likelihood the score is `joint_nll` (the reference's real-data "kl_estimate"):
+-log mean_m prod_t q_m(y_t | x_t) over N = 1000 dyadic test batches (kappa = 2 anchors
+from the test set, tau picks with replacement) and M = 1000 sampled functions; tau = 1
+gives the marginal NLL. Problems built from ids read TFDS data from $TFDS_DATA_DIR (else
+~/tensorflow_datasets) and never download unless TESTBED_TFDS_DOWNLOAD=1;
+`require_data(settings)` checks a sweep's datasets are at hand before its first job.
+`RealDataProblem.from_arrays` makes a problem of in-memory arrays.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from functools import cached_property
 from typing import Literal
 
@@ -24,10 +28,13 @@ import jax
 import numpy as np
 
 from generative.input_designs import polyadic_indices
+from generative.real_data import files, tfds_loader
 from generative.real_data.datasets import (
     DATASETS,
     SKLEARN_DATASETS,
     TFDS_DATASETS,
+    DatasetSpec,
+    RawDataset,
     get_spec,
     load_raw,
 )
@@ -62,14 +69,19 @@ class RealDataSettings:
     num_eval_points: int = 10_000  # test / train points for accuracy, ECE, marginal NLL
 
     def __post_init__(self):
-        spec = get_spec(self.dataset)
         check_at_least("tau", self.tau, 1)
         check_at_least("seed", self.seed, 0)
-        if self.num_train is not None and not 1 <= self.num_train <= spec.num_train:
-            raise InputError(
-                f"num_train: got {self.num_train!r}; allowed: an integer in 1..{spec.num_train} "
-                f"(the size of {self.dataset}'s training split)"
-            )
+        if self.num_train is not None:
+            check_at_least("num_train", self.num_train, 1)
+        if files.is_file_dataset(self.dataset):  # sizes are checked when the file is read
+            files.check_suffix(self.dataset[len(files.FILE_PREFIX) :], "dataset file")
+        elif not self.dataset.startswith(ARRAYS_PREFIX):
+            spec = get_spec(self.dataset)
+            if self.num_train is not None and not 1 <= self.num_train <= spec.num_train:
+                raise InputError(
+                    f"num_train: got {self.num_train!r}; allowed: an integer in "
+                    f"1..{spec.num_train} (the size of {self.dataset}'s training split)"
+                )
         check_at_least("kappa", self.kappa, 1)
         check_at_least("num_test_seeds", self.num_test_seeds, 1)
         check_at_least("num_enn_samples", self.num_enn_samples, 1)
@@ -78,31 +90,90 @@ class RealDataSettings:
         check_at_least("num_eval_points", self.num_eval_points, 1)
 
     @property
-    def train_size(self) -> int:
-        return get_spec(self.dataset).num_train if self.num_train is None else self.num_train
+    def train_size(self) -> int | None:
+        """num_train, else the registered dataset's training size (None for a file or
+        arrays: their size is known once they are read)."""
+        if self.num_train is not None or self.dataset not in DATASETS:
+            return self.num_train
+        return get_spec(self.dataset).num_train
+
+
+ARRAYS_PREFIX = "arrays:"  # datasets given as arrays (RealDataProblem.from_arrays)
 
 
 class RealDataProblem(EvidenceScoring):
     """A real dataset as a problem: train split for the agent, joint NLL on the test split.
 
     TFDS datasets are read from `data_dir` (default $TFDS_DATA_DIR or
-    ~/tensorflow_datasets); `download` allows TFDS to prepare a missing dataset.
+    ~/tensorflow_datasets); `download` lets TFDS prepare a missing dataset (default: what
+    TESTBED_TFDS_DOWNLOAD says, off unless it is 1). `from_arrays` makes one of arrays.
     """
 
     offers = frozenset({"sampler", "data_batches", "labelled_inputs"})
     metrics = ("joint_nll", "accuracy")
 
     def __init__(
-        self, settings: RealDataSettings, data_dir: str | None = None, download: bool = True
+        self,
+        settings: RealDataSettings,
+        data_dir: str | None = None,
+        download: bool | None = None,
     ):
+        if settings.dataset.startswith(ARRAYS_PREFIX):
+            raise InputError(
+                f"dataset: got {settings.dataset!r}; allowed: a registered dataset or "
+                "file:<path>; arrays go through RealDataProblem.from_arrays"
+            )
+        if files.is_file_dataset(settings.dataset):
+            spec, raw = files.file_spec(settings.dataset)
+        else:
+            spec = get_spec(settings.dataset)
+            if download is None and spec.source == "tfds":
+                download = tfds_loader.download_enabled()
+            raw = load_raw(settings.dataset, data_dir=data_dir, download=bool(download))
+        self._setup(settings, spec, raw)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        x_train,
+        y_train,
+        x_test,
+        y_test,
+        *,
+        tau: int,
+        seed: int = 0,
+        num_classes: int | None = None,
+        name: str = "arrays",
+        **settings,
+    ) -> RealDataProblem:
+        """A real-data problem of your own arrays, scored like any `real/...` problem.
+
+        x_train [n, d] and x_test [m, d] are numbers (more axes are flattened), finite, with
+        one feature count; y_train [n] and y_test [m] are integer labels 0..C-1, with C =
+        `num_classes` or the largest label + 1. `settings` are RealDataSettings fields
+        (num_train, standardize, kappa, num_test_seeds, num_enn_samples, temperature,
+        num_eval_points); `name` labels the dataset (`arrays:<name>`).
+        """
+        raw, num_classes = files.check_arrays(x_train, y_train, x_test, y_test, num_classes)
+        spec = files.arrays_spec(ARRAYS_PREFIX + name, "arrays", name, raw, num_classes)
+        allowed = _FIELDS - {"dataset", "tau", "seed"}
+        unknown = sorted(set(settings) - allowed)
+        if unknown:
+            raise bad_value("from_arrays option", unknown[0], ["num_classes", *sorted(allowed)])
+        problem = cls.__new__(cls)
+        problem._setup(
+            RealDataSettings(dataset=spec.name, tau=tau, seed=seed, **settings), spec, raw
+        )
+        return problem
+
+    def _setup(self, settings: RealDataSettings, spec: DatasetSpec, raw: RawDataset) -> None:
         self.settings = s = settings
-        self.spec = spec = get_spec(s.dataset)
-        raw = load_raw(s.dataset, data_dir=data_dir, download=download)
-        n = s.train_size
+        self.spec = spec
+        n = len(raw.y_train) if s.num_train is None else s.num_train
         if n > len(raw.y_train):
             raise InputError(
                 f"num_train: got {n}; allowed: at most {len(raw.y_train)} (the training "
-                f"examples of {s.dataset} found in its prepared data)"
+                f"examples of {s.dataset} found in its data)"
             )
         if len(raw.y_test) == 0:
             raise InputError(f"dataset {s.dataset}: the test split is empty; allowed: >= 1 row")
@@ -178,14 +249,46 @@ class RealDataProblem(EvidenceScoring):
 # Problem ids.
 
 
+FILE_FORM = "'real/file:<path>.npz|.csv/<tau>/<seed>[/<num_train>]'"
+
+
+def parse_file_rest(rest: str) -> dict:
+    """`file:<path>/<tau>/<seed>[/<num_train>]` -> settings fields: the path ends at its
+    .npz or .csv suffix, followed by two or three integers."""
+    parts = rest.split("/")
+    for k in (2, 3):
+        path = "/".join(parts[:-k])[len(files.FILE_PREFIX) :]
+        tail = parts[-k:]
+        if (
+            len(parts) > k
+            and path.lower().endswith(files.SUFFIXES)
+            and all(p.isdigit() and str(int(p)) == p for p in tail)
+        ):
+            fields = {"dataset": files.FILE_PREFIX + path, "tau": int(tail[0])}
+            fields["seed"] = int(tail[1])
+            if k == 3:
+                fields["num_train"] = int(tail[2])
+            return fields
+    raise InputError(
+        f"problem id: got 'real/{rest}'; allowed: {FILE_FORM} (e.g. "
+        "real/file:/data/mine.npz/10/0), with integers after the path"
+    )
+
+
 def parse_rest(rest: str) -> dict:
     """`<dataset>/<tau>/<seed>[/<num_train>]` -> settings fields (InputError if malformed)."""
+    if rest.startswith(files.FILE_PREFIX):
+        return parse_file_rest(rest)
     form = "'real/<dataset>/<tau>/<seed>' or 'real/<dataset>/<tau>/<seed>/<num_train>'"
     if rest in DATASETS:
         raise InputError(f"problem id: got 'real/{rest}'; allowed: {form}")
     names = sorted((n for n in DATASETS if rest.startswith(n + "/")), key=len)
     if not names:
-        raise bad_value("dataset", rest.rsplit("/", 2)[0] if "/" in rest else rest, DATASETS)
+        raise bad_value(
+            "dataset",
+            rest.rsplit("/", 2)[0] if "/" in rest else rest,
+            [*DATASETS, "file:<path>.npz|.csv"],
+        )
     dataset = names[-1]
     parts = rest[len(dataset) + 1 :].split("/")
     if len(parts) not in (2, 3) or not all(p.isdigit() and str(int(p)) == p for p in parts):
@@ -202,27 +305,98 @@ def problem_id(dataset: str, tau: int, seed: int, num_train: int | None = None) 
 
 
 def _settings(rest: str) -> dict:
+    """The settings of an id. A file id's settings come from the id alone (the file is
+    read when the problem is built), so they never depend on the file being at hand."""
     settings = RealDataSettings(**parse_rest(rest))
-    spec = get_spec(settings.dataset)
     out = dataclasses.asdict(settings)
     out["num_train"] = settings.train_size
+    if files.is_file_dataset(settings.dataset):
+        out.update(source="file", path=settings.dataset[len(files.FILE_PREFIX) :])
+        return out
+    spec = get_spec(settings.dataset)
     out.update(input_dim=spec.input_dim, num_classes=spec.num_classes, source=spec.source)
     return out
+
+
+_FIELDS = {f.name for f in dataclasses.fields(RealDataSettings)}
+
+
+def require_data(settings: list[dict]) -> None:
+    """Checks that the data of every problem (settings of `real/...` ids) is at hand,
+    before a sweep's first job: one InputError naming every missing dataset and how to
+    prepare it. Files are read and checked; TFDS datasets are looked for in
+    $TFDS_DATA_DIR (else ~/tensorflow_datasets) and, when TESTBED_TFDS_DOWNLOAD=1,
+    prepared here once each instead."""
+    problems: list[str] = []
+    missing_tfds: list[DatasetSpec] = []
+    seen: set[str] = set()
+    download = None
+    for s in settings:
+        name = s["dataset"]
+        if files.is_file_dataset(name):
+            try:
+                spec = files.file_spec(name)[0]
+            except InputError as e:
+                if name not in seen:
+                    problems.append(str(e))
+            else:
+                if s.get("num_train") is not None and s["num_train"] > spec.num_train:
+                    problems.append(
+                        f"num_train: got {s['num_train']} for {name}; allowed: at most "
+                        f"{spec.num_train} (its training examples)"
+                    )
+            seen.add(name)
+            continue
+        spec = get_spec(name)
+        if spec.source != "tfds" or name in seen:
+            continue
+        seen.add(name)
+        root = tfds_loader.resolve_data_dir(None)
+        state = tfds_loader.prepared_state(spec, root)
+        if state == "other_format":
+            problems.append(
+                f"dataset {name}: {root / spec.source_name} holds no array_record files "
+                "(prepared in another format, or incomplete); allowed: array_record data. "
+                "Convert it: tfds convert_format --dataset_dir=<its version folder> "
+                f"--out_file_format=array_record, or delete it and "
+                f"{tfds_loader.build_command([spec.source_name], root)}"
+            )
+        if state == "missing":
+            download = tfds_loader.download_enabled() if download is None else download
+            if not download:
+                missing_tfds.append(spec)
+                continue
+            try:  # prepared here, once, not by every job at the same time
+                load_raw(name, download=True)
+            except InputError as e:
+                problems.append(str(e))
+    if missing_tfds:
+        root = tfds_loader.resolve_data_dir(None)
+        names = [s.source_name for s in missing_tfds]
+        problems.insert(
+            0,
+            f"TFDS datasets not prepared in {tfds_loader.where_looked(None)}: "
+            f"{', '.join(s.name for s in missing_tfds)}; prepare them once on a machine with "
+            f"network: {tfds_loader.PREPARE_PACKAGES}; then "
+            f"{tfds_loader.build_command(names, root)} (or set TFDS_DATA_DIR to a folder "
+            f"that holds them prepared, or {tfds_loader.DOWNLOAD_ENV}=1 to let TFDS prepare "
+            "them before the sweep)",
+        )
+    if problems:
+        raise InputError("no job started: " + " | ".join(problems))
 
 
 @register_family(
     "real",
     _settings,
-    "real datasets (sklearn offline, TFDS): joint NLL, dyadic",
-    options=("num_test_seeds", "num_enn_samples", "num_eval_points"),
+    "real datasets (sklearn offline, TFDS, file:<path>.npz|.csv): joint NLL, dyadic",
+    options=("num_test_seeds", "num_enn_samples", "num_eval_points", "standardize"),
+    require_data=require_data,
+    id_form="real/<dataset>/<tau>/<seed>[/<num_train>], dataset: iris, tfds/mnist, "
+    "file:<path.npz|.csv>, ...",
 )
 def build(settings: dict) -> RealDataProblem:
-    fields = {f.name for f in dataclasses.fields(RealDataSettings)}
-    download = os.environ.get("TESTBED_TFDS_DOWNLOAD", "1") != "0"
-    return RealDataProblem(
-        RealDataSettings(**{k: v for k, v in settings.items() if k in fields}),
-        download=download,
-    )
+    return RealDataProblem(RealDataSettings(**{k: v for k, v in settings.items() if k in _FIELDS}))
 
 
 # Sweeps, in the reference's loop order: tau -> dataset -> (num_train ->) seed.

@@ -5,11 +5,19 @@ needs no TensorFlow; preparing one (downloading and converting) does. A prepared
 is read once and its flattened arrays are cached as `<data_dir>/testbed_cache/<name>.npz`,
 so later problems load in a fraction of a second. Anything missing or broken raises an
 InputError that says how to fix it.
+
+The testbed never downloads by default: a dataset that is not prepared is an error that
+says where it looked and the command that prepares it. `TESTBED_TFDS_DOWNLOAD=1` (problems
+built from ids) or `download=True` lets TFDS prepare a missing dataset instead (TensorFlow
+and network needed). `prepared_state` tells, from the files alone (no TFDS import), whether
+a dataset is at hand: what a sweep checks before its first job.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import zipfile
 from pathlib import Path
 
@@ -19,24 +27,85 @@ from generative.real_data.datasets import DatasetSpec, RawDataset
 from testbed.errors import InputError
 
 CACHE_FOLDER = "testbed_cache"
+DOWNLOAD_ENV = "TESTBED_TFDS_DOWNLOAD"
+DEFAULT_DATA_DIR = "~/tensorflow_datasets"
+# What preparing needs besides TFDS: the `tf` extra (TensorFlow, and importlib_resources,
+# which TFDS 4.9 imports when it prepares a dataset but does not declare for Python 3.11).
+PREPARE_PACKAGES = "pip install -c constraints.txt -e '.[tf]'"
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
     """`data_dir`, else $TFDS_DATA_DIR, else ~/tensorflow_datasets (TFDS's own default)."""
     if data_dir is None:
-        data_dir = os.environ.get("TFDS_DATA_DIR") or "~/tensorflow_datasets"
+        data_dir = os.environ.get("TFDS_DATA_DIR") or DEFAULT_DATA_DIR
     return Path(data_dir).expanduser()
 
 
-def prepare_instructions(spec: DatasetSpec, data_dir: Path) -> str:
-    """The exact commands that prepare `spec` for this loader."""
-    return (
-        f"prepare it once (TensorFlow and network needed): "
-        f"pip install 'tensorflow-cpu>=2.16' (or pip install -e '.[tf]'); then "
-        f"tfds build {spec.source_name} --data_dir={data_dir} --file_format=array_record; "
-        f"or copy such a prepared folder {data_dir / spec.source_name.split('/')[0]} "
-        f"from another machine (pass its parent as data_dir or set TFDS_DATA_DIR)"
+def where_looked(data_dir: str | os.PathLike | None) -> str:
+    """The folder read and why that one: `<dir> (data_dir)`, `(TFDS_DATA_DIR)` or the default."""
+    root = resolve_data_dir(data_dir)
+    if data_dir is not None:
+        return f"{root} (the data_dir given)"
+    if os.environ.get("TFDS_DATA_DIR"):
+        return f"{root} ($TFDS_DATA_DIR)"
+    return f"{root} (the default {DEFAULT_DATA_DIR}; TFDS_DATA_DIR is not set)"
+
+
+def download_enabled() -> bool:
+    """Whether TESTBED_TFDS_DOWNLOAD lets TFDS prepare missing datasets (default: no)."""
+    value = os.environ.get(DOWNLOAD_ENV, "0").strip().lower()
+    if value in ("", "0", "false", "no"):
+        return False
+    if value in ("1", "true", "yes"):
+        return True
+    raise InputError(
+        f"{DOWNLOAD_ENV}: got {os.environ[DOWNLOAD_ENV]!r}; allowed: 0 (the default: never "
+        "download) or 1 (let TFDS prepare a missing dataset: TensorFlow and network needed)"
     )
+
+
+def build_command(names: list[str], data_dir: Path) -> str:
+    """The `tfds build` command that prepares the TFDS datasets `names` for this loader."""
+    return f"tfds build {' '.join(names)} --data_dir={data_dir} --file_format=array_record"
+
+
+def prepare_instructions(spec: DatasetSpec, data_dir: Path, offer_download: bool = True) -> str:
+    """The exact commands that prepare `spec` for this loader."""
+    download = f", or set {DOWNLOAD_ENV}=1 to let TFDS prepare it when first loaded"
+    return (
+        f"prepare it once on a machine with network: {PREPARE_PACKAGES}; then "
+        f"{build_command([spec.source_name], data_dir)}; or copy such a prepared folder "
+        f"{data_dir / spec.source_name.split('/')[0]} from another machine (pass its parent "
+        f"as data_dir or set TFDS_DATA_DIR){download if offer_download else ''}"
+    )
+
+
+def prepared_state(spec: DatasetSpec, data_dir: Path) -> str:
+    """From the files alone: 'cached' (this loader's cache), 'prepared' (an array_record
+    version folder), 'other_format' (prepared, but not as array_record) or 'missing'."""
+    if cache_path(spec, data_dir).is_file():
+        return "cached"
+    folder = data_dir / spec.source_name
+    versions = sorted(p.parent for p in folder.glob("*/dataset_info.json"))
+    if not versions:
+        return "missing"
+    for version in versions:
+        if any(".array_record" in f.name for f in version.iterdir()):
+            return "prepared"
+    return "other_format"
+
+
+def not_prepared(spec: DatasetSpec, data_dir: Path, looked: str, why: str = "") -> InputError:
+    """The one-line error for a dataset that is not at hand: where, why and how to fix
+    (`why` says why downloading failed, if it was tried)."""
+    how = prepare_instructions(spec, data_dir, offer_download=not why)
+    folder = data_dir / spec.source_name.split("/")[0]
+    if folder.exists():  # something is there, but no readable prepared version
+        how = (
+            f"{folder} exists but holds no readable prepared dataset (incomplete or "
+            f"corrupted): delete it, then {how}"
+        )
+    return InputError(f"dataset {spec.name}: not prepared in {looked}{why}; {how}")
 
 
 def cache_path(spec: DatasetSpec, data_dir: Path) -> Path:
@@ -46,15 +115,18 @@ def cache_path(spec: DatasetSpec, data_dir: Path) -> Path:
 def load_tfds(
     spec: DatasetSpec,
     data_dir: str | os.PathLike | None = None,
-    download: bool = True,
+    download: bool = False,
     cache: bool = True,
 ) -> RawDataset:
-    """The raw arrays of a TFDS dataset: from the cache, else read (and cached)."""
+    """The raw arrays of a TFDS dataset: from the cache, else read (and cached).
+
+    A dataset that is not prepared is an InputError saying where it looked and how to
+    prepare it, unless `download` lets TFDS prepare it (TensorFlow and network needed)."""
     root = resolve_data_dir(data_dir)
     path = cache_path(spec, root)
     if cache and path.exists():
         return read_cache(path, spec)
-    raw = read_tfds(spec, root, download=download)
+    raw = read_tfds(spec, root, download=download, looked=where_looked(data_dir))
     if cache:
         write_cache(path, raw)
     return raw
@@ -95,8 +167,10 @@ def corrupted(path: Path, why: str) -> InputError:
     )
 
 
-def _builder(spec: DatasetSpec, data_dir: Path, download: bool):
+def _builder(spec: DatasetSpec, data_dir: Path, download: bool, looked: str):
     """A TFDS builder for a prepared dataset, preparing it first if `download` allows."""
+    if not download and prepared_state(spec, data_dir) == "missing":
+        raise not_prepared(spec, data_dir, looked)  # nothing there: no need to ask TFDS
     import tensorflow_datasets as tfds
     import tensorflow_datasets.structured  # noqa: F401  (registers iris, wine_quality, ...)
 
@@ -108,30 +182,32 @@ def _builder(spec: DatasetSpec, data_dir: Path, download: bool):
         pass
     except Exception as e:  # files found but unreadable (a broken dataset_info.json, ...)
         raise InputError(
-            f"dataset {spec.name}: the prepared TFDS files in {data_dir} could not be opened "
+            f"dataset {spec.name}: the prepared TFDS files in {looked} could not be opened "
             f"({type(e).__name__}: {str(e)[:200]}); allowed: an intact prepared dataset. "
             f"Delete {data_dir / spec.source_name.split('/')[0]} and "
             f"{prepare_instructions(spec, data_dir)}"
         ) from None
-    how = prepare_instructions(spec, data_dir)
-    folder = data_dir / spec.source_name.split("/")[0]
-    if folder.exists():  # something is there, but TFDS found no readable prepared version
-        how = (
-            f"{folder} exists but holds no readable prepared dataset (incomplete or "
-            f"corrupted): delete it, then {how}"
-        )
     if not download:
-        raise InputError(
-            f"dataset {spec.name}: not prepared in {data_dir} and download=False; {how}"
-        )
-    try:
+        raise not_prepared(spec, data_dir, looked)
+    try:  # TFDS's progress lines go to stderr: stdout may be a JSON answer
         builder = tfds.builder(spec.source_name, data_dir=str(data_dir), file_format="array_record")
-        builder.download_and_prepare()
-    except Exception as e:  # no network, no TensorFlow, a failed download: say how to fix
+        with contextlib.redirect_stdout(sys.stderr):
+            builder.download_and_prepare()
+    except ModuleNotFoundError:  # TensorFlow (or a package TFDS prepares with) is missing
+        raise not_prepared(
+            spec,
+            data_dir,
+            looked,
+            ", and preparing it here failed: preparing TFDS data needs TensorFlow and "
+            "packages that are not all installed",
+        ) from None
+    except Exception as e:  # no network, a failed download: say how to fix
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise InputError(
-            f"dataset {spec.name}: not prepared in {data_dir} and could not be downloaded "
-            f"({type(e).__name__}: {reason[:200]}); {how}"
+        raise not_prepared(
+            spec,
+            data_dir,
+            looked,
+            f", and preparing it here failed ({type(e).__name__}: {reason[:200]}; network needed)",
         ) from None
     return builder
 
@@ -162,13 +238,15 @@ def _features(row: dict, spec: DatasetSpec) -> np.ndarray:
     return np.asarray(features, np.float64).reshape(-1)
 
 
-def read_tfds(spec: DatasetSpec, data_dir: Path, download: bool = True) -> RawDataset:
+def read_tfds(
+    spec: DatasetSpec, data_dir: Path, download: bool = False, looked: str | None = None
+) -> RawDataset:
     """Reads a TFDS dataset and splits it as the reference does.
 
     Structured datasets have one `train` split: train = its first num_train rows, test = its
     last num_test rows. Image datasets use the `train` and `test` splits as they are.
     """
-    builder = _builder(spec, data_dir, download)
+    builder = _builder(spec, data_dir, download, looked or str(data_dir))
     file_format = getattr(getattr(builder, "info", None), "file_format", None)
     if file_format is not None and str(getattr(file_format, "value", file_format)) not in (
         "array_record",

@@ -7,13 +7,15 @@ The problem scores the agent's posterior at x_o against the task's reference pos
 as the SBI benchmark does: C2ST (headline, sbibm semantics), MMD, NLTP = -log q(theta* |
 x_o) when the posterior has a density, the median distance of posterior-predictive
 simulations to x_o, and sampling time. With `lc2st=True` an amortized posterior is also
-scored without a reference by L-C2ST on held-out simulations.
+scored without a reference by L-C2ST on held-out simulations. With `x_o=[...]` (shape
+[dim_x] or [1, dim_x], finite) the problem scores the posterior at that observation
+instead of observation k: its reference posterior is the task's at x_o, and NLTP is left
+out (no theta* is behind a custom x_o).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 import zlib
 from typing import Any
 
@@ -24,7 +26,7 @@ from generative.sbi.task import OBSERVATION_SOURCES, Task
 from generative.sbi.tasks import get_task, task_names
 from testbed.errors import InputError, bad_value
 from testbed.evaluation import MISSING, Evidence, EvidenceScoring
-from testbed.posterior_adapter import as_posterior
+from testbed.posterior_adapter import SampleRequest, as_posterior
 from testbed.simulation import SimulationAccess, Simulator, SimulatorKnowledge
 
 BUDGETS = (1_000, 10_000, 100_000)
@@ -102,6 +104,7 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
     lc2st_num_calibration: int = 10_000
     lc2st_num_null: int = 100
     observation_source: str = "sbibm"  # the benchmark's observation k, or "seeded" (ours)
+    x_o: Any = None  # a custom observation [dim_x] or [1, dim_x]; None: observation k
 
     def __post_init__(self):
         self._task = self.simulator = get_task(self.task)
@@ -113,8 +116,14 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise bad_value(name, value, "an integer >= 1")
         k, source = self.num_observation, self.observation_source
-        self.x_o = self._task.observation(k, source)
-        self.theta_true = self._task.true_parameters(k, source)
+        self.custom_x_o = self.x_o is not None
+        if self.custom_x_o:  # any observation: the reference posterior is the task's at it
+            self.x_o = self._task.check_observation(self.x_o)[None, :]
+            self.theta_true = None
+            self.offers = type(self).offers - {"true_parameters"}
+        else:
+            self.x_o = self._task.observation(k, source)
+            self.theta_true = self._task.true_parameters(k, source)
         self._reference: np.ndarray | None = None
 
     @property
@@ -136,9 +145,16 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
         return self._reference
 
     @property
+    def sample_request(self) -> SampleRequest:
+        """The draws `posterior_samples` takes at x_o (so an amortized run can take those of
+        all its observations in one batched call: `testbed.evaluate.presample`)."""
+        return SampleRequest(self.x_o, self.num_samples, self.seed + 1)
+
+    @property
     def metrics(self) -> tuple[str, ...]:
         """The benchmark's scores, plus L-C2ST when the problem was built with lc2st=True."""
-        names = ("c2st", "mmd", "outside_support_fraction", "nltp")
+        names = ("c2st", "mmd", "outside_support_fraction")
+        names += () if self.custom_x_o else ("nltp",)  # no theta* behind a custom x_o
         names += ("median_distance",) if self.median_distance else ()
         return names + (("lc2st",) if self.lc2st else ())
 
@@ -151,9 +167,8 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
             return as_posterior(predictive, dim_theta=task.dim_parameters)
 
         def samples(ev):
-            start = time.perf_counter()
-            draws = ev["posterior"].sample(self.x_o, self.num_samples, seed=seed + 1)
-            ev.diagnostics["sampling_seconds"] = time.perf_counter() - start
+            draws, seconds = ev["posterior"].sample_timed(*self.sample_request)
+            ev.diagnostics["sampling_seconds"] = seconds
             return draws
 
         def log_prob(ev):
@@ -175,19 +190,22 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
             ok = np.isfinite(xs).all(axis=1)
             return theta[ok], xs[ok]
 
+        providers = {
+            "posterior": posterior,
+            "amortized_posterior": posterior,
+            "posterior_samples": samples,
+            "posterior_log_prob": log_prob,
+            "reference_samples": lambda _: self.reference_samples(),
+            "true_parameters": lambda _: self.theta_true,
+            "observation": lambda _: self.x_o,
+            "prior_log_prob": lambda _: task.log_prior,
+            "posterior_predictive": predictive_simulations,
+            "prior_simulations": prior_simulations,
+        }
+        if self.custom_x_o:
+            del providers["true_parameters"]
         return Evidence(
-            {
-                "posterior": posterior,
-                "amortized_posterior": posterior,
-                "posterior_samples": samples,
-                "posterior_log_prob": log_prob,
-                "reference_samples": lambda _: self.reference_samples(),
-                "true_parameters": lambda _: self.theta_true,
-                "observation": lambda _: self.x_o,
-                "prior_log_prob": lambda _: task.log_prior,
-                "posterior_predictive": predictive_simulations,
-                "prior_simulations": prior_simulations,
-            },
+            providers,
             options={
                 "c2st": {"z_score_data": self.c2st_z_score},
                 "lc2st": {
@@ -244,6 +262,7 @@ def sbi_settings(rest: str) -> dict[str, Any]:
     "sbi",
     sbi_settings,
     "SBI benchmark tasks: posterior at x_o vs reference (C2ST)",
+    id_form="sbi/<task>/<num_simulations>/<k>[/seeded], k = 1..10",
     options=(
         "num_samples",
         "c2st_z_score",
@@ -251,6 +270,7 @@ def sbi_settings(rest: str) -> dict[str, Any]:
         "lc2st",
         "lc2st_num_calibration",
         "lc2st_num_null",
+        "x_o",
     ),
     training_key=sbi_training_key,
 )

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import jax
 import numpy as np
 
+from testbed.compilation_cache import with_library_cache
 from testbed.config import check_at_least, check_in_range, check_one_of
 from testbed.errors import InputError
 from testbed.metrics.c2st import complement_rows, kfold_test_rows
@@ -149,6 +150,7 @@ class LC2ST:
     def _null_draw(self, trial: int) -> tuple[np.ndarray, np.ndarray]:
         raise InputError("permutation: got False; allowed: True (LC2ST_NF has a base null)")
 
+    @with_library_cache
     def _train(self, trials: list[int], seed: int | None) -> TrainedMLPs:
         """Trains trials (-1 = observed data, t >= 0 = null trial t) x folds x ensemble."""
         n = self.x.shape[0]

@@ -18,11 +18,22 @@ the last minibatch short, and stopping after more than `n_iter_no_change` epochs
 a `tol` improvement of the training loss, or, with `early_stopping`, of the accuracy on a
 stratified validation split (best weights restored). Each model stops on its own rule;
 finished models are frozen while the others go on.
+
+Shapes are padded to buckets (`bucket`: at most 12.5 % larger, eight sizes an octave): the
+rows of the data, each model's rows in whole minibatches and its validation rows, so
+nearby sample sizes share one compiled program. The padding is inert: padded rows are never
+indexed (the data is z-scored on the host before; the shuffle permutes a model's own rows),
+padded minibatches have weight 0 and update nothing (they still cost their compute), and the
+epoch's loss is summed step by step, so a model's numbers do not depend on the padding
+(tested; bit for bit on our CPU). The compiled programs are kept in testbed's cache folder
+(`StoredPrograms`), so a fresh process neither compiles nor traces them again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from functools import partial
@@ -32,13 +43,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from testbed import shuffle
+from testbed.compilation_cache import StoredPrograms, with_library_cache
 from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
 from testbed.cores import thread_budget
 from testbed.errors import InputError
 from testbed.shuffle import mix32, permuted_index
 
 Params = tuple[tuple[jax.Array, jax.Array], ...]
-UNROLL = 1
+BUCKET_BITS = 3  # shape buckets: 2^3 = 8 sizes an octave (see `bucket`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,17 +266,20 @@ def _epoch(bsz: int, shapes, hp: Hyper, x, y, rows, n_train, word, epoch, params
 
     Epoch e's order is the keyed permutation seeded by hash(word, e), computed on the
     device (a few integer operations a row, nothing from the host), so a model's training
-    depends only on its own word, whichever models train beside it.
+    depends only on its own word, whichever models train beside it. Minibatches past the
+    model's rows (a shorter model in a chunk, or `rows` padded to a bucket size) are inert:
+    no update, loss weight 0; the epoch's loss is summed step by step, so adding them
+    changes no bit of it.
     """
     seed = mix32(word ^ mix32(epoch.astype(jnp.uint32) + jnp.uint32(0x2545F491)))
     position = jnp.arange(rows.shape[0])
-    order = rows[permuted_index(seed, jnp.minimum(position, n_train - 1), n_train)]
+    order = rows[permuted_index(seed, jnp.minimum(position, n_train - 1), n_train, rolled=True)]
     order = order.reshape(-1, bsz)
     counts = jnp.clip(n_train - jnp.arange(order.shape[0]) * bsz, 0, bsz)
     b1, b2 = hp.beta_1, hp.beta_2
 
     def step(carry, inp):
-        params, m, v, t = carry
+        params, m, v, t, total = carry
         xb_t, yb, count = inp
         wb = (jnp.arange(bsz) < count).astype(jnp.float32)
         loss, g = _loss_and_grad(params, xb_t, yb, wb, hp.alpha)
@@ -278,17 +294,16 @@ def _epoch(bsz: int, shapes, hp: Hyper, x, y, rows, n_train, word, epoch, params
 
         new = [adam(*leaves) for leaves in zip(*map(jax.tree_util.tree_leaves, (params, m, v, g)))]
         params, m, v = (jax.tree_util.tree_unflatten(tree, list(a)) for a in zip(*new))
-        return (params, m, v, t1), loss * count
+        return (params, m, v, t1, total + loss * count), None
 
     # per epoch (not per step): flat state <-> layers, rows gathered feature-major [S, d, bsz]
     trees = tuple(_unflatten(a, shapes) for a in (params, m, v))
     tree = jax.tree_util.tree_structure(trees[0])
     xs = jnp.swapaxes(x[order], 1, 2)
-    (params, m, v, t), losses = jax.lax.scan(
-        step, (*trees, t), (xs, y[order], counts), unroll=UNROLL
-    )
+    start = (*trees, t, jnp.zeros((), jnp.float32))
+    (params, m, v, t, total), _ = jax.lax.scan(step, start, (xs, y[order], counts))
     params, m, v = (_flatten_traced(a) for a in (params, m, v))
-    return params, m, v, t, jnp.sum(losses) / jnp.maximum(n_train, 1)
+    return params, m, v, t, total / jnp.maximum(n_train, 1)
 
 
 def _flatten_traced(layers: Params) -> jax.Array:
@@ -304,14 +319,15 @@ def _accuracy(params: Params, x, y, idx, n_valid):
 
 @partial(jax.jit, static_argnames=("batch_size", "early_stopping", "shared_x", "shapes"))
 def _train_epoch(
-    batch_size: int,
-    early_stopping: bool,
-    shared_x: bool,
-    shapes,
     hp: Hyper,
     x,
     data: ModelData,
     s: TrainState,
+    *,
+    batch_size: int,
+    early_stopping: bool,
+    shared_x: bool,
+    shapes,
 ) -> TrainState:
     """One epoch of all models plus scikit-learn's stopping rule (numeric settings traced)."""
     x_axis = None if shared_x else 0
@@ -361,21 +377,66 @@ class TrainedMLPs:
     n_iter: np.ndarray
     loss: np.ndarray
 
+    def prob_class1_host(self, model: int, x: np.ndarray) -> np.ndarray:
+        """[n] probability of class 1 under one model, computed on the host (NumPy,
+        float32): nothing to compile, for a few thousand rows (C2ST's held-out fold)."""
+        h = np.asarray(x, np.float32)
+        layers = [(np.asarray(w)[model], np.asarray(b)[model]) for w, b in self.params]
+        with _one_blas_thread():
+            for w, b in layers[:-1]:
+                h = np.maximum(h @ w + b, 0.0)
+            w, b = layers[-1]
+            z = (h @ w + b)[:, 0]
+        return (1.0 / (1.0 + np.exp(-z))).astype(np.float32)
+
     def take(self, start: int, stop: int | None) -> TrainedMLPs:
         """The models start:stop (a slice of the model axis)."""
         cut = slice(start, stop)
         params = jax.tree_util.tree_map(lambda a: a[cut], self.params)
         return TrainedMLPs(params, self.n_iter[cut], self.loss[cut])
 
-    def prob_class1(self, x) -> jax.Array:
-        """[M, n] probability of class 1 under each model (x [n, d] shared or [M, n, d])."""
+    @with_library_cache
+    def prob_class1(self, x) -> np.ndarray:
+        """[M, n] probability of class 1 under each model (x [n, d] shared or [M, n, d]).
+
+        The rows are padded to `bucket(n)` (one compiled program for nearby n) and the
+        padding cut off again; each row's probability is computed on its own.
+        """
         x = np.asarray(x, np.float32)
-        return _prob_many(self.params, x, None if x.ndim == 2 else 0)
+        n = x.shape[-2]
+        args = (self.params, pad_rows(x, bucket(n)))
+        prob = PROBS.program(args, dict(axis=None if x.ndim == 2 else 0))(*args)
+        return np.asarray(prob)[:, :n]
+
+
+@functools.cache
+def _blas_controller():
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # scikit-learn's dependency; without it, BLAS keeps its threads
+        return None
+    return ThreadpoolController()
+
+
+def _one_blas_thread():
+    """BLAS on one thread for these small products: OpenBLAS's threads spin-wait for
+    cores, and on two busy cores they slowed a held-out fold's 1 ms of products to 8 ms,
+    and the next epochs too (C2ST d = 2: 0.19 s -> 0.12 s a call)."""
+    controller = _blas_controller()
+    if controller is None:
+        return contextlib.nullcontext()
+    return controller.limit(limits=1, user_api="blas")
 
 
 @partial(jax.jit, static_argnames=("axis",))
 def _prob_many(params: Params, x, axis):
     return jax.nn.sigmoid(jax.vmap(logits, in_axes=(0, axis))(params, x))
+
+
+# compiled programs kept across processes in testbed's cache folder (no tracing either)
+_SOURCES = (__file__, shuffle.__file__)
+EPOCHS = StoredPrograms(_train_epoch, "mlp_epoch", _SOURCES)
+PROBS = StoredPrograms(_prob_many, "mlp_prob", _SOURCES)
 
 
 def stratified_validation(y: np.ndarray, fraction: float, rng: np.random.Generator):
@@ -398,9 +459,32 @@ def stratified_validation(y: np.ndarray, fraction: float, rng: np.random.Generat
     return train, val
 
 
+def bucket(n: int) -> int:
+    """The size an axis of n entries is padded to: the smallest m * 2^k >= n with m < 16
+    (n itself up to 16; then 16, 18, 20, ..., 30, 32, 36, ...): at most 12.5 % padding,
+    and one compiled program for all n between two neighbouring sizes."""
+    shift = max(0, int(n).bit_length() - (BUCKET_BITS + 1))
+    return -(-int(n) >> shift) << shift
+
+
+def pad_rows(x: np.ndarray, n: int, axis: int = -2) -> np.ndarray:
+    """x with its row axis (default: the second to last) padded with zeros to n rows."""
+    if x.shape[axis] == n:
+        return x
+    shape = list(x.shape)
+    shape[axis] = n
+    out = np.zeros(shape, x.dtype)
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(0, x.shape[axis])
+    out[tuple(index)] = x
+    return out
+
+
 def _pad(rows: list[np.ndarray], multiple: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices [M, R] (zeros past each model's own) and the counts [M]: R a multiple
+    of `multiple`, `bucket`ed in units of it (an epoch's minibatches)."""
     n_max = max(len(r) for r in rows)
-    n_pad = max(multiple, -(-n_max // multiple) * multiple)
+    n_pad = multiple * bucket(max(1, -(-n_max // multiple)))
     out = np.zeros((len(rows), n_pad), np.int32)
     for i, r in enumerate(rows):
         out[i, : len(r)] = r
@@ -408,7 +492,17 @@ def _pad(rows: list[np.ndarray], multiple: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def _key_words(key) -> tuple[np.uint32, np.uint32]:
-    """Two uint32 words of a JAX key (raw uint32 data or a typed key), read on the host."""
+    """Two uint32 words of a JAX key (raw uint32 data or a typed key), read on the host.
+
+    An integer stands for `jax.random.PRNGKey(key)`: under JAX's default threefry keys and
+    a 32-bit seed its words are (0, key mod 2^32), computed here without the two small
+    programs JAX would compile for them; otherwise JAX makes the key.
+    """
+    if isinstance(key, int | np.integer):
+        seed = int(key)
+        if jax.config.jax_default_prng_impl == "threefry2x32" and -(2**31) <= seed < 2**31:
+            return np.uint32(0), np.uint32(seed % 2**32)
+        key = jax.random.PRNGKey(seed)
     typed = jnp.issubdtype(getattr(key, "dtype", np.uint32), jax.dtypes.prng_key)
     data = jax.random.key_data(key) if typed else key
     words = np.asarray(data, np.uint32).ravel()
@@ -425,6 +519,7 @@ def default_chunk_size(n_models: int) -> int:
     return min(8, max(1, n_models // (2 * thread_budget())))
 
 
+@with_library_cache
 def train_many(
     cfg: MLPConfig,
     x,
@@ -432,7 +527,7 @@ def train_many(
     train_rows: list[np.ndarray],
     *,
     init_seeds,
-    key: jax.Array,
+    key: jax.Array | int,
     val_seed: int = 0,
     chunk_size: int | None = None,
 ) -> TrainedMLPs:
@@ -445,11 +540,13 @@ def train_many(
     thread per core without a barrier between epochs; a chunk in which a model stopped is
     repacked with other chunks' survivors, so a long-running straggler costs one chunk, not
     the whole batch. Results do not depend on the chunking beyond float rounding: each
-    model's shuffles come from its own hash of (key, model index). chunk_size None:
-    `default_chunk_size(M)`.
+    model's shuffles come from its own hash of (key, model index); `key` is a JAX key or
+    an integer seed (= `jax.random.PRNGKey(seed)`). chunk_size None:
+    `default_chunk_size(M)`. Shapes are padded to buckets (`bucket`: the N rows of x and
+    y, each model's rows in minibatches, its validation rows), so one compiled program
+    serves nearby sizes; the padding is inert (rows never indexed, minibatches of weight 0).
     """
     x_host = np.asarray(x, np.float32)
-    x = jax.device_put(x_host)
     y_np = np.asarray(y, np.float32)
     n_models = len(train_rows)
     if n_models == 0 or min(len(r) for r in train_rows) < 2:
@@ -465,6 +562,11 @@ def train_many(
         raise InputError(
             f"x: got {x_host.shape[0]} per-model inputs; allowed: [N, d] shared or "
             f"[{n_models}, N, d] (one a model)"
+        )
+    if x_host.ndim not in (2, 3) or x_host.shape[-2] != y_np.shape[1]:
+        raise InputError(
+            f"x: got shape {x_host.shape} for y of shape {y_np.shape}; allowed: "
+            f"[{y_np.shape[1]}, d] or [{n_models}, {y_np.shape[1]}, d] (the rows of y)"
         )
     if chunk_size is None:
         chunk = default_chunk_size(n_models)
@@ -486,18 +588,28 @@ def train_many(
     batch = min(batch, min(len(r) for r in fit_rows))
     train_idx, n_train = _pad(fit_rows, batch)
     val_idx, n_val = _pad(val_rows, 1)
-    init = _to_trainer_layout(stack_init(x.shape[-1], cfg.hidden_layers, init_seeds))
+    init = _to_trainer_layout(stack_init(x_host.shape[-1], cfg.hidden_layers, init_seeds))
     shapes = tuple(a.shape[1:] for a in init)
     # each model's shuffle word: a hash of (key, model index), on the host
     k0, k1 = _key_words(key)
     words = mix32(k0 ^ mix32(np.arange(n_models, dtype=np.uint32) + k1))
-    data = ModelData(y_np, train_idx, n_train, words, val_idx, n_val)
+    n_rows = bucket(y_np.shape[1])  # the padding rows are never indexed
+    x_host = pad_rows(x_host, n_rows)
+    x = jax.device_put(x_host)
+    data = ModelData(pad_rows(y_np, n_rows, -1), train_idx, n_train, words, val_idx, n_val)
+
+    hp = Hyper.of(cfg)
+    programs: dict[tuple[int, bool], Any] = {}  # by chunk size and shared x
 
     def epoch(state: TrainState, chunk_data: ModelData, x_chunk) -> TrainState:
         shared = x_chunk.ndim == 2
-        return _train_epoch(
-            batch, cfg.early_stopping, shared, shapes, Hyper.of(cfg), x_chunk, chunk_data, state
-        )
+        size = (chunk_data.y.shape[0], shared)
+        if size not in programs:
+            static = dict(
+                batch_size=batch, early_stopping=cfg.early_stopping, shared_x=shared, shapes=shapes
+            )
+            programs[size] = EPOCHS.program((hp, x_chunk, chunk_data, state), static)
+        return programs[size](hp, x_chunk, chunk_data, state)
 
     # every model's state on the host; chunks hold device copies of the models they train
     out = TrainState.start(_flatten(init), cfg.early_stopping)
