@@ -35,6 +35,7 @@ import importlib.metadata
 import inspect
 import json
 import logging
+import os
 import re
 import types
 from collections.abc import Callable, Iterable, Mapping
@@ -48,7 +49,7 @@ from testbed.base import (
     PriorKnowledge,
     check_predictions,
 )
-from testbed.config import config_as_dict, field_types, with_overrides
+from testbed.config import check_seed, config_as_dict, field_types, with_overrides
 from testbed.errors import InputError
 from testbed.registry import Registry
 
@@ -270,14 +271,22 @@ def configured(name: str, config: Any) -> ConfiguredAgent:
 
 
 def load(name: str, **overrides: Any) -> ConfiguredAgent:
-    """The agent `name` with its default config and `overrides` (checked by field and type)."""
+    """The agent `name` with its default config and `overrides` (checked by field and type).
+
+    A seed is an integer >= 0; an agent whose config has no `seed` takes seed 0 only (every
+    agent's default seed: `run --seed 0` is what `sweep --seeds 0` runs)."""
     entry = AGENTS.get(name)
-    if "seed" in overrides and "seed" not in field_types(entry.config_cls):
-        raise InputError(
-            f"seed: got {overrides['seed']!r} for agent {name}, whose config has no 'seed' "
-            "field (nothing in it is random); allowed: no seed for this agent, settings: "
-            + (", ".join(sorted(field_types(entry.config_cls))) or "(none)")
-        )
+    overrides = dict(overrides)
+    if "seed" in overrides:
+        seed = check_seed(f"agent {name}: seed", overrides.pop("seed"))
+        if "seed" in field_types(entry.config_cls):
+            overrides["seed"] = seed
+        elif seed != 0:
+            raise InputError(
+                f"seed: got {seed!r} for agent {name}, whose config has no 'seed' "
+                "field (nothing in it is random); allowed: no seed for this agent, settings: "
+                + (", ".join(sorted(field_types(entry.config_cls))) or "(none)")
+            )
     return configured(name, with_overrides(entry.config_cls(), overrides, where=f"agent {name}"))
 
 
@@ -360,7 +369,9 @@ def load_plugins(group: str = ENTRY_POINT_GROUP) -> list[str]:
                 obj()
         except Exception as e:
             dist = getattr(getattr(point, "dist", None), "name", None) or "an installed package"
-            log.warning(
+            # a sweep's driver has said it; its workers say it only with -v
+            say = log.debug if os.environ.get("TESTBED_WORKER") else log.warning
+            say(
                 "agent plugin %r (%s, from %s) left out: %s",
                 point.name,
                 point.value,

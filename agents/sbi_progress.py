@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from testbed.progress import INTERVAL, MODES, log, progress_mode, said
+from testbed.progress import INTERVAL, MODES, listening, log, progress_mode, said
 
 __all__ = ["INTERVAL", "MODES", "TrainingProgress", "progress_mode", "quiet_sampling"]
 EPOCH = re.compile(r"Epochs trained:\s*(\d+)")
@@ -45,6 +45,10 @@ class TrainingProgress:
         mode = progress_mode() if mode is None else mode
         tty = mode == "auto" and getattr(self.stream, "isatty", lambda: False)()
         self.mode = "off" if mode == "off" else ("terminal" if tty else "lines")
+        if mode == "auto" and self.mode == "lines" and self._to_logging and not listening():
+            # a script or notebook that did not ask for progress (no logging, no terminal):
+            # nothing is said, and sbi's warnings stay Python warnings (`warn`)
+            self.mode = "library"
         self.interval, self.clock = interval, clock
         self.start = self._said = clock()
         self.round, self.rounds, self.simulations = 0, 1, 0
@@ -80,17 +84,31 @@ class TrainingProgress:
     def say(self, text: str) -> None:
         """A message of sbi's (a print or a warning), said once per distinct text."""
         text = " ".join(text.split())
-        if not text or text in self._seen or self.mode == "off":
+        if not text or text in self._seen or self.mode in ("off", "library"):
             return
         self._seen.add(text)
         self._clear()
         self._line(f"{self.name}: {text}")
 
+    def warn(self, caught: warnings.WarningMessage, deprecation: bool = False) -> None:
+        """A warning sbi (or torch) raised: said once (`say`), at DEBUG when it is a
+        `deprecation` inside a library; where nobody listens, raised again as a Python
+        warning (the user's warning filters decide)."""
+        text = f"{caught.category.__name__}: {caught.message}"
+        if deprecation:
+            log.debug("%s: %s", self.name, " ".join(text.split()))
+        elif self.mode == "library":
+            warnings.warn_explicit(
+                caught.message, caught.category, caught.filename, caught.lineno or 0
+            )
+        else:
+            self.say(text)
+
     def close(self) -> None:
         self._clear()
 
     def _show(self, force: bool = False) -> None:
-        if self.mode == "off":
+        if self.mode in ("off", "library"):
             return
         said()  # the heartbeat of the enclosing activity (testbed.progress) waits
         now = self.clock()
@@ -126,14 +144,21 @@ class TrainingProgress:
         """sbi's prints (its epoch counter: with the validation loss read from
         `inference`) and warnings go to this progress, not raw to the terminal."""
         writer = _SbiOutput(self, inference)
-        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(writer):
-            warnings.simplefilter("always")
-            try:
-                yield
-            finally:
-                writer.flush_text()
-                for w in caught:
-                    self.say(f"{w.category.__name__}: {w.message}")
+        caught: list[warnings.WarningMessage] = []
+        try:
+            with (
+                warnings.catch_warnings(record=True) as recorded,
+                contextlib.redirect_stdout(writer),
+            ):
+                warnings.simplefilter("always")
+                try:
+                    yield
+                finally:
+                    writer.flush_text()
+                    caught = list(recorded)
+        finally:  # outside the recording: a warning raised again is not recorded again
+            for w in caught:
+                self.warn(w, deprecation=_deprecation(w))
 
 
 _SAID: set[str] = set()  # warnings said by `quiet_sampling` in this process
@@ -141,16 +166,27 @@ _SAID: set[str] = set()  # warnings said by `quiet_sampling` in this process
 
 @contextlib.contextmanager
 def quiet_sampling(name: str = "sbi sampling") -> Iterator[None]:
-    """Warnings raised while sampling an sbi posterior (torch and nflows deprecations) are
-    said once per process as one log line each, not printed raw at every call."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            yield
-        finally:
-            progress = TrainingProgress(name, 0, seen=_SAID)
-            for w in caught:
-                progress.say(f"{w.category.__name__}: {w.message}")
+    """Warnings raised while sampling an sbi posterior are said once per process as one
+    log line each, not printed raw at every call; deprecations inside torch and nflows
+    (nothing a user can act on) only at DEBUG (`-v`)."""
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as recorded:
+            warnings.simplefilter("always")
+            try:
+                yield
+            finally:
+                caught = list(recorded)
+    finally:  # outside the recording: a warning raised again is not recorded again
+        progress = TrainingProgress(name, 0, seen=_SAID)
+        for w in caught:
+            progress.warn(w, deprecation=_deprecation(w))
+
+
+def _deprecation(caught: warnings.WarningMessage) -> bool:
+    """A deprecation inside torch, nflows or sbi (of an argument we pass, or of their own
+    internals): nothing a user can act on."""
+    return "deprecated" in str(caught.message).lower()
 
 
 class _SbiOutput(io.TextIOBase):

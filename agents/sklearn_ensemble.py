@@ -88,9 +88,13 @@ def from_sklearn(
 
     def agent(train_data: Data, prior_knowledge: PriorKnowledge) -> FiniteSampler:
         regression = prior_knowledge.num_classes < 2
-        x = np.asarray(train_data.x, np.float64).reshape(len(train_data.x), -1)
-        y = np.asarray(train_data.y).reshape(len(x), -1)
-        y = y[:, 0].astype(np.float64) if regression else y[:, 0].astype(int)
+        n = len(train_data.x)  # may be 0 (coin/0): the fake points are then all it sees
+        x = np.asarray(train_data.x, np.float64).reshape(n, prior_knowledge.input_dim)
+        y = np.asarray(train_data.y).reshape(n, -1)[:, 0] if n else np.zeros(0)
+        y = y.astype(np.float64) if regression else y.astype(int)
+        if regression and not n:
+            raise InputError("train_data: got no examples; allowed: a regression problem "
+                             "with at least one training example")  # fmt: skip
         rng = np.random.default_rng(seed)
         members = []
         for _ in range(num_members):

@@ -93,8 +93,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     _import_user_modules(args)
 
     if args.what == "agents":
-        rows = [[n, agents.AGENTS.get(n).description] for n in agents.names()]
-        cols = ["agent", "description"]
+        rows = []
+        for n in agents.names():
+            entry = agents.AGENTS.get(n)
+            # labels, real_values, posterior, ...; None: not declared (never checked)
+            predicts = sorted(entry.predicts) if entry.predicts else None
+            if not args.json:
+                predicts = ", ".join(predicts) if predicts else "(not declared)"
+            rows.append([n, predicts, entry.description])
+        cols = ["agent", "predicts", "description"]
     elif args.what == "problems":
         sweeps = generative.family_sweeps()
         rows = [
@@ -212,6 +219,7 @@ def _print_summary(summary: Any, results: str) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from leaderboard.executors import recorded_interrupts  # Ctrl-C is never lost
     from leaderboard.jobs import expand, parse_seeds, sweep_jobs
     from leaderboard.runner import run_sweep
     from leaderboard.store import ResultsStore
@@ -245,7 +253,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"workers: got {args.workers} with --executor inline, which runs one job at a time "
             "in this process; allowed: --executor local or ray for parallel workers"
         )
-    with ResultsStore(args.results, mode="w") as store:
+    with ResultsStore(args.results, mode="w") as store, recorded_interrupts():
         summary = run_sweep(
             jobs,
             store,
@@ -332,6 +340,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         print(render(pd.concat(kinds, ignore_index=True), "csv"))
     else:
         print(json.dumps({title: json.loads(render(t, "json")) for title, t in tables}, indent=2))
+    note = lb.failures_note(board)  # csv, json, markdown: kept out of the output, on stderr
+    if note:
+        print(note, file=sys.stdout if args.format == "table" else sys.stderr)
     return 0
 
 
@@ -506,7 +517,7 @@ class _Stderr(logging.Handler):
             self.handleError(record)
 
 
-def _setup_logging(level: int = logging.INFO) -> None:
+def setup_logging(level: int = logging.INFO) -> None:
     """The `testbed` logger to stderr at `level` (WARNING with --quiet, DEBUG with -v);
     on a terminal progress keeps one status line (testbed.progress.StatusLine)."""
     from testbed.progress import StatusLine
@@ -545,13 +556,21 @@ def _attach_values(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # e.g. while the stack is still importing
+        print("testbed: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     from leaderboard.worker import enable_compilation_cache
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    _setup_logging()
+    setup_logging()
     enable_compilation_cache()
     args = build_parser().parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
-    _setup_logging(_verbosity(args))
+    setup_logging(_verbosity(args))
     from testbed.errors import InputError
 
     try:

@@ -182,9 +182,11 @@ def figure(table: pd.DataFrame, path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.cli import setup_logging
     from leaderboard.executors import LocalExecutor
     from leaderboard.runner import run_sweep
     from leaderboard.store import ResultsStore
+    from leaderboard.worker import enable_compilation_cache
 
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -202,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="change an agent's default config (e.g. npe.max_num_epochs=20)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    setup_logging()  # hours of work say what they are doing, as `testbed sweep` does
+    enable_compilation_cache()
     try:
         import generative
 
@@ -218,9 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         jobs = jobs_for(tasks, budgets, agent_names, observations, agent_overrides(args.set))
         start = time.perf_counter()
         with ResultsStore(args.results, mode="w") as store:
-            summary = run_sweep(
-                jobs, store, LocalExecutor(workers=args.workers), progress=sys.stderr.isatty()
-            )
+            summary = run_sweep(jobs, store, LocalExecutor(workers=args.workers), progress=True)
         print(
             f"{summary.total} runs: {summary.skipped} already stored, {summary.ok} ok, "
             f"{summary.failed} failed in {time.perf_counter() - start:.0f} s -> {args.results}",

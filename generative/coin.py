@@ -83,6 +83,7 @@ def _settings(rest: str) -> dict:
     _settings,
     "biased coin, exact joint KL over tau flips (plumbing)",
     id_form=f"coin/<i>, i = 0..{len(SETTINGS) - 1}",
+    prediction="labels",
 )
 def build(settings: dict) -> CoinProblem:
     return CoinProblem(**settings)

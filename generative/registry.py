@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from testbed.base import Problem
+from testbed.base import PREDICTIONS, Problem
 from testbed.errors import InputError, bad_value
 from testbed.registry import Registry
 
@@ -30,6 +30,11 @@ class ProblemFamily:
     sweep calls it before its first job.
     `id_form` says how its ids are written (`sbi/<task>/<num_simulations>/<k>[/seeded]`),
     for `testbed list problems`.
+    `prediction` is what its problems need an agent to predict (a name of
+    `testbed.base.PREDICTIONS`: `labels`, `real_values`, `posterior`, `model_posterior`), so
+    a sweep refuses an agent that predicts another kind before any job, without loading a
+    problem (`family_prediction`); None: not declared, not checked (evaluate still checks
+    each problem as it runs).
     """
 
     name: str
@@ -40,6 +45,7 @@ class ProblemFamily:
     training_key: Callable[[dict[str, Any]], str] | None = None
     require_data: Callable[[list[dict[str, Any]]], None] | None = None
     id_form: str = ""
+    prediction: str | None = None
 
 
 FAMILIES: Registry[ProblemFamily] = Registry("problem family")
@@ -54,9 +60,13 @@ def register_family(
     training_key: Callable[[dict[str, Any]], str] | None = None,
     require_data: Callable[[list[dict[str, Any]]], None] | None = None,
     id_form: str = "",
+    prediction: str | None = None,
 ):
     """Decorator on `build(settings) -> Problem`: registers the family `name`, whose
-    settings named in `options` may be overridden by `load(id, **options)`."""
+    settings named in `options` may be overridden by `load(id, **options)` and whose
+    problems need an agent that predicts `prediction` (see ProblemFamily)."""
+    if prediction is not None and prediction not in PREDICTIONS:
+        raise bad_value(f"family {name}: prediction", prediction, [*PREDICTIONS, None])
 
     def add(build: Callable[[dict[str, Any]], Problem]):
         family = ProblemFamily(
@@ -68,6 +78,7 @@ def register_family(
             training_key,
             require_data,
             id_form or f"{name}/...",
+            prediction,
         )
         FAMILIES.register(name, family)
         return build
@@ -108,6 +119,12 @@ def training_key(problem_id: str) -> str | None:
     its family does not say (its problems share nothing)."""
     family, rest = split_id(problem_id)
     return None if family.training_key is None else family.training_key(family.settings(rest))
+
+
+def family_prediction(problem_id: str) -> str | None:
+    """What the problems of `problem_id`'s family need an agent to predict, as the family
+    declares it (None: not declared); no problem is loaded."""
+    return split_id(problem_id)[0].prediction
 
 
 def require_data(problem_ids: Iterable[str]) -> None:

@@ -1,11 +1,19 @@
-"""The leaderboard: results -> the ranking tables of every kind of problem present."""
+"""The leaderboard: results -> the ranking tables of every kind of problem present.
+
+Problems of different families are never pooled: each family (the part of a problem id
+before its first '/') is cleaned and ranked on its own, one table per family and tau, as
+the Neural Testbed ranks each of its sweeps (`classification_2d` and `classification`
+included) on its own. With a sweep, only its problems count.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import os
+import shlex
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -99,9 +107,13 @@ COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     "mean_c2st": "mean C2ST over observations: accuracy of a classifier telling the agent's "
     "posterior samples from the reference posterior's; 0.5 = indistinguishable (perfect), "
     "1 = fully apart; lower is better",
-    "ci_low": "lower end of the 95% bootstrap interval of the mean C2ST",
-    "ci_high": "upper end of the 95% bootstrap interval of the mean C2ST",
-    "num_observations": "observations averaged",
+    "ci_low": "lower end of the 95% bootstrap interval of the mean C2ST over observations; "
+    f"blank below {scoring.MIN_CI_OBSERVATIONS} observations (a bootstrap of so few values "
+    "gives about their range, not a 95% interval)",
+    "ci_high": "upper end of the 95% bootstrap interval of the mean C2ST over observations; "
+    f"blank below {scoring.MIN_CI_OBSERVATIONS} observations",
+    "num_observations": "observations averaged (the interval needs at least "
+    f"{scoring.MIN_CI_OBSERVATIONS})",
     "paper_c2st": "the SBI benchmark paper's C2ST for this agent (mean over the same "
     "observations where this row is a mean)",
     "paper_min": "the paper's lowest C2ST over those observations",
@@ -117,14 +129,17 @@ COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     "config_key": "a hash of the agent and its config",
     "config": "the agent's config (JSON)",
     "problem_id": "problem id",
+    "family": "problem family: the part of the problem id before its first '/'",
     "agent_seed": "the job's seed",
     "error": "the stored reason, in one line",
     "traceback": "the end of the Python traceback (none for a timeout or a dead worker)",
     "attempts": "times the job ran (--retry-failed runs a failed job again)",
     "finished_at": "when the job's result was stored (UTC)",
 }
-REAL_PREFIX = "real/"  # real-data problems: ranked on their joint NLL
-REGRESSION_PREFIXES = ("regression/", "regression_test/")  # GP regression: a table of its own
+REAL_FAMILY = "real"  # real-data problems: ranked on their joint NLL
+REGRESSION_FAMILIES = ("regression", "regression_test")  # GP regression: tables of their own
+REAL_PREFIX = f"{REAL_FAMILY}/"
+REGRESSION_PREFIXES = tuple(f"{f}/" for f in REGRESSION_FAMILIES)
 C2ST_COLUMNS = [
     "task",
     "budget",
@@ -141,26 +156,70 @@ C2ST_COLUMNS = [
 PER_OBSERVATION_COLUMNS = ["label", "task", "budget", "observation", "c2st", "paper_c2st"]
 
 
+def kind_of(family: str) -> str:
+    """How a family's problems are ranked: 'nll' (real data), 'regression' or 'kl'."""
+    if family == REAL_FAMILY:
+        return "nll"
+    return "regression" if family in REGRESSION_FAMILIES else "kl"
+
+
+@dataclasses.dataclass
+class Ranking:
+    """One ranking table: the problems of one family at one tau (None: no tau)."""
+
+    kind: str  # 'kl', 'nll' (real data) or 'regression'
+    family: str
+    tau: int | None
+    table: pd.DataFrame
+
+
 @dataclasses.dataclass
 class Board:
-    """The loaded results and the tables derived from them: joint KL per tau (synthetic
-    problems), joint NLL per tau (real data: no true likelihood), C2ST (posteriors)."""
+    """The loaded results and the tables derived from them: joint KL per family and tau
+    (synthetic problems), joint NLL per tau (real data: no true likelihood), regression
+    KL per family and tau, C2ST (posteriors; tasks of different families kept apart)."""
 
-    df: pd.DataFrame
-    problem_ids: list[str] | None
-    kl: dict[int | None, pd.DataFrame]
-    clean_kl: pd.DataFrame | None
+    df: pd.DataFrame  # the rows that count: all of the results, or the sweep's problems
+    problem_ids: list[str] | None  # the sweep's problem ids (None: whatever ran)
+    rankings: list[Ranking]
+    clean: dict[tuple[str, str], pd.DataFrame]  # (kind, family) -> cleaned rows
     c2st: pd.DataFrame | None
     results: str | None = None  # the results file they came from
-    nll: dict[int | None, pd.DataFrame] = dataclasses.field(default_factory=dict)
-    clean_nll: pd.DataFrame | None = None
     c2st_per_observation: pd.DataFrame | None = None  # ours beside the paper's, per run
-    regression: dict[int | None, pd.DataFrame] = dataclasses.field(default_factory=dict)
-    clean_regression: pd.DataFrame | None = None
+    sweep: str | None = None
+
+    def ranked(self, kind: str) -> list[Ranking]:
+        return [r for r in self.rankings if r.kind == kind]
+
+    def families(self, kind: str) -> list[str]:
+        """The families ranked as `kind`, in display order."""
+        return list(dict.fromkeys(r.family for r in self.ranked(kind)))
+
+    def _view(self, kind: str) -> dict[Any, pd.DataFrame]:
+        """The tables of `kind` by tau, or by (family, tau) when several families are ranked
+        as that kind (a convenience view of `rankings`)."""
+        one = len(self.families(kind)) <= 1
+        return {(r.tau if one else (r.family, r.tau)): r.table for r in self.ranked(kind)}
+
+    def _clean(self, kind: str) -> pd.DataFrame | None:
+        parts = [c for (k, _), c in self.clean.items() if k == kind]
+        return pd.concat(parts, ignore_index=True) if parts else None
+
+    kl = property(lambda self: self._view("kl"))
+    nll = property(lambda self: self._view("nll"))
+    regression = property(lambda self: self._view("regression"))
+    clean_kl = property(lambda self: self._clean("kl"))
+    clean_nll = property(lambda self: self._clean("nll"))
+    clean_regression = property(lambda self: self._clean("regression"))
 
     @property
     def normalizer(self) -> str | None:
-        return next((t.attrs.get("normalizer") for t in self.kl.values()), None)
+        return next((r.table.attrs.get("normalizer") for r in self.ranked("kl")), None)
+
+    @property
+    def num_failed(self) -> int:
+        """Failed jobs among the rows that count."""
+        return int((self.df["status"] == "failed").sum())
 
 
 def problem_universe(sweep: str | None) -> list[str] | None:
@@ -183,11 +242,16 @@ def build(
     per_observation: bool = False,
     unranked_ok: bool = False,
 ) -> Board:
-    """Loads `results` and ranks: Neural Testbed tables per tau (classification KL, real-data
-    NLL, GP regression KL), SBI C2ST table (with the SBI benchmark paper's C2ST beside
-    ours; per observation too with `per_observation`). Regression is normalised as the
-    reference does it too: by `uniform`, which on regression is the function f = 0 (the
-    reference's uniform-class-probabilities agent with one output).
+    """Loads `results` and ranks: Neural Testbed tables per family and tau (classification
+    KL, real-data NLL, GP regression KL), SBI C2ST table (with the SBI benchmark paper's
+    C2ST beside ours; per observation too with `per_observation`). Regression is
+    normalised as the reference does it too: by `uniform`, which on regression is the
+    function f = 0 (the reference's uniform-class-probabilities agent with one output).
+
+    Problems of different families are never pooled: each family is cleaned and ranked
+    apart (its own health, best config per agent and normaliser). With `sweep`, only the
+    sweep's problems count (rows of other problems are left out, not held against
+    anyone's health).
 
     Each ranking gets a `rank` column (1 = best; ties share one; per task x budget for
     C2ST) and the median train / evaluation seconds per problem beside the means. With
@@ -200,63 +264,114 @@ def build(
     df = load(results)
     if not len(df):
         raise InputError(f"results: {str(results)!r} holds no finished jobs yet")
-    real = df["problem_id"].str.startswith(REAL_PREFIX)
-    reg = df["problem_id"].str.startswith(REGRESSION_PREFIXES)
-    real_ids = None if ids is None else [i for i in ids if i.startswith(REAL_PREFIX)]
-    reg_ids = None if ids is None else [i for i in ids if i.startswith(REGRESSION_PREFIXES)]
-    other_ids = None
     if ids is not None:
-        other_ids = [i for i in ids if not i.startswith((REAL_PREFIX, *REGRESSION_PREFIXES))]
-    has_kl_column = "kl_estimate" in df.columns
-    kl_rows = df[~real & ~reg & df["kl_estimate"].notna()] if has_kl_column else []
-    has_kl = len(kl_rows) > 0 or bool(other_ids and metric == "kl")
-    has_reg = bool((has_kl_column and (reg & df["kl_estimate"].notna()).any()) or reg_ids)
-    has_nll = bool(real.any() or real_ids)
-    has_c2st = "c2st" in df.columns and df["c2st"].notna().any()
-    kl: dict[int | None, pd.DataFrame] = {}
-    nll: dict[int | None, pd.DataFrame] = {}
-    clean = clean_nll = None
-    rank = dict(tau=tau, normalize=normalize, best_only=best_only)
-    if metric in ("auto", "kl") and (has_kl or (metric == "kl" and not has_reg)):
-        clean, kl = _ranked(_kl_rows(df[~real & ~reg], other_ids), other_ids, **rank)
-    regression: dict[int | None, pd.DataFrame] = {}
-    clean_reg = None
-    if metric in ("auto", "kl") and has_reg:
-        clean_reg, regression = _ranked(_kl_rows(df[reg], reg_ids), reg_ids, **rank)
-    if metric in ("auto", "kl") and has_nll:
-        # real data: the joint NLL ranked by the same rules (the leaderboard's KL column)
-        # the scoring rules read the score from the `kl_estimate` column: here, the NLL
-        rows = df[real].assign(kl_estimate=df[real]["joint_nll"] if "joint_nll" in df else None)
-        clean_nll, nll = _ranked(rows, real_ids, **rank)
+        df = df[df["problem_id"].isin(set(ids))].reset_index(drop=True)
+        if not len(df):
+            raise InputError(
+                f"results: {str(results)!r} holds no jobs of sweep {sweep!r} yet; allowed: a "
+                f"sweep with stored jobs (testbed sweep --sweep {sweep} --results {results} "
+                "runs it)"
+            )
+    rankings: list[Ranking] = []
+    clean: dict[tuple[str, str], pd.DataFrame] = {}
+    if metric in ("auto", "kl"):
+        rank = dict(normalize=normalize, best_only=best_only)
+        rankings, clean = _rank_families(df, ids, tau, rank)
     c2st = c2st_obs = None
+    has_c2st = "c2st" in df.columns and df["c2st"].notna().any()
     if metric in ("auto", "c2st") and (has_c2st or metric == "c2st"):
-        c2st_df = df if ids is None else df[df["problem_id"].isin(ids)]
-        per_obs = scoring.c2st_per_observation(c2st_df, best_only=best_only)
-        c2st = literature.beside(scoring.c2st_table(c2st_df, best_only=best_only), per_obs)
+        per_obs = scoring.c2st_per_observation(df, best_only=best_only)
+        c2st = _beside_paper(scoring.c2st_table(df, best_only=best_only), per_obs)
         if per_observation:
-            c2st_obs = literature.per_observation(per_obs)
-    for ranked, rows in ((kl, clean), (nll, clean_nll), (regression, clean_reg)):
-        for table_tau, table in ranked.items():
-            _add_rank_and_medians(table, rows, table_tau)
+            c2st_obs = _per_observation_beside_paper(per_obs)
+    for r in rankings:
+        _add_rank_and_medians(r.table, clean[(r.kind, r.family)], r.tau)
     if c2st is not None and len(c2st):
-        by_cell = c2st.groupby(["task", "budget"], sort=False)["mean_c2st"]
+        by_cell = c2st.groupby(["family", "task", "budget"], sort=False)["mean_c2st"]
         c2st["rank"] = by_cell.rank(method="min", na_option="bottom").astype(int)
-    if not kl and not nll and not regression and c2st is None and not unranked_ok:
+    if not rankings and c2st is None and not unranked_ok:
         failed = int((df["status"] == "failed").sum())
         if failed == len(df):
+            where = f"{str(results)!r}" + (f" (sweep {sweep})" if sweep else "")
             raise InputError(
-                f"results: all {failed} jobs in {str(results)!r} failed, so there is nothing "
-                f"to rank; allowed: results with finished jobs (testbed leaderboard --failures "
-                f"--results {results} lists the failures and their reasons)"
+                f"results: all {failed} jobs in {where} failed, so there is nothing "
+                f"to rank; allowed: results with finished jobs ({failures_command(results, sweep)}"
+                " lists the failures and their reasons)"
             )
         raise InputError(
-            f"results: {str(results)!r} has no kl_estimate or c2st metric to rank; allowed: "
-            "results of joint-KL or posterior problems"
+            f"results: {str(results)!r} has no kl_estimate, joint_nll or c2st metric to rank"
+            + ("" if metric == "auto" else f" (--metric {metric})")
+            + "; allowed: results of joint-KL, real-data or posterior problems"
         )
-    board = Board(df, ids, kl, clean, c2st, os.fspath(results), nll, clean_nll)
-    board.c2st_per_observation = c2st_obs
-    board.regression, board.clean_regression = regression, clean_reg
+    board = Board(df, ids, rankings, clean, c2st, os.fspath(results), c2st_obs, sweep)
     return board
+
+
+def _rank_families(
+    df: pd.DataFrame, ids: Sequence[str] | None, tau: int | None, rank: dict[str, Any]
+) -> tuple[list[Ranking], dict[tuple[str, str], pd.DataFrame]]:
+    """The KL-type rankings of `df`, one family at a time (a family with no score in any
+    row has none); with `tau`, only that tau's tables (an error when no family has it)."""
+    family = scoring.family_of(df["problem_id"])
+    rankings: list[Ranking] = []
+    clean: dict[tuple[str, str], pd.DataFrame] = {}
+    present: set[int] = set()
+    for fam in sorted(set(family)):
+        kind = kind_of(fam)
+        rows = df[family == fam]
+        if kind == "nll":  # the scoring rules read the score from `kl_estimate`: the NLL
+            rows = rows.assign(kl_estimate=rows["joint_nll"] if "joint_nll" in rows else math.nan)
+        if "kl_estimate" not in rows.columns or not rows["kl_estimate"].notna().any():
+            continue
+        fam_ids = None if ids is None else [i for i in ids if i.split("/", 1)[0] == fam]
+        cleaned = scoring.clean_kl(_kl_rows(rows, fam_ids), fam_ids)
+        tables = scoring.kl_rankings(cleaned, **rank)
+        present |= {t for t in tables if t is not None}
+        picked = {t: table for t, table in tables.items() if tau is None or t == tau}
+        if picked:
+            clean[(kind, fam)] = cleaned
+            rankings += [Ranking(kind, fam, t, table) for t, table in picked.items()]
+    if tau is not None and not rankings and present:
+        raise bad_value("tau", tau, sorted(present))
+    order = [kind for kind, _, _ in KINDS]
+    rankings.sort(key=lambda r: order.index(r.kind))  # stable: families, then taus, kept
+    return rankings, clean
+
+
+def _beside_paper(table: pd.DataFrame, per_obs: pd.DataFrame) -> pd.DataFrame:
+    """The C2ST ranking with the SBI benchmark paper's mean and range beside the rows of
+    its own problems (family `sbi`) only: another family's task of the same name is not
+    the paper's."""
+    sbi = per_obs[per_obs["family"] == scoring.SBI_FAMILY] if len(per_obs) else per_obs
+    out = literature.beside(table, sbi)
+    if len(out):
+        other = out["family"] != scoring.SBI_FAMILY
+        out.loc[other, ["paper_c2st", "paper_min", "paper_max"]] = math.nan
+    return out
+
+
+def _per_observation_beside_paper(per_obs: pd.DataFrame) -> pd.DataFrame:
+    """Per observation, the paper's C2ST beside our runs of its own problems only."""
+    out = literature.per_observation(per_obs)
+    if len(out):
+        out.loc[out["family"] != scoring.SBI_FAMILY, "paper_c2st"] = math.nan
+    return out
+
+
+def failures_command(results: str | os.PathLike, sweep: str | None = None) -> str:
+    """The command that lists the failed jobs of `results` (of `sweep` when given)."""
+    command = f"testbed leaderboard --failures --results {shlex.quote(os.fspath(results))}"
+    return command + (f" --sweep {shlex.quote(sweep)}" if sweep else "")
+
+
+def failures_note(board: Board) -> str | None:
+    """One line saying how many of the counted jobs failed and how to see why (None when
+    none failed): the rankings count a failed job as missing."""
+    n = board.num_failed
+    if not n or board.results is None:
+        return None
+    jobs = "1 job" if n == 1 else f"{n} jobs"
+    return f"{jobs} failed (their reasons: {failures_command(board.results, board.sweep)})"
 
 
 def _add_rank_and_medians(table: pd.DataFrame, clean: pd.DataFrame, tau: int | None) -> None:
@@ -270,14 +385,6 @@ def _add_rank_and_medians(table: pd.DataFrame, clean: pd.DataFrame, tau: int | N
         medians = rows.groupby(scoring.ENTRY)[metric].median() if metric in rows else {}
         entries = zip(table["agent"], table["config_key"])
         table[f"median_{metric}"] = [float(medians.get(e, math.nan)) for e in entries]
-
-
-def _ranked(rows: pd.DataFrame, ids: Sequence[str] | None, *, tau, normalize, best_only):
-    """(cleaned rows, ranking per tau) of KL-type rows under the Neural Testbed's rules."""
-    clean = scoring.clean_kl(rows, ids)
-    if tau is None:
-        return clean, scoring.kl_rankings(clean, normalize=normalize, best_only=best_only)
-    return clean, {tau: scoring.kl_ranking(clean, tau, normalize=normalize, best_only=best_only)}
 
 
 def _kl_rows(df: pd.DataFrame, ids: Sequence[str] | None) -> pd.DataFrame:
@@ -314,26 +421,41 @@ def named(kind: str, table: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns=NLL_NAMES) if kind == "nll" else table
 
 
+def title(board: Board, ranking: Ranking) -> str:
+    """A ranking table's title: what it scores, its family when several families are
+    ranked as the same kind (`marginal KL on coin, tau=1`), its tau and normaliser."""
+    name = dict((kind, name) for kind, _, name in KINDS)[ranking.kind]
+    # one test input is a marginal prediction, not a joint one
+    said = name.replace("joint ", "marginal ") if ranking.tau == 1 else name
+    if len(board.families(ranking.kind)) > 1:
+        said += f" on {ranking.family}"
+    text = f"{said}, tau={ranking.tau}" if ranking.tau is not None else said
+    norm = ranking.table.attrs.get("normalizer")
+    return text + (f" (normalised by {norm})" if norm else " (not normalised)")
+
+
+C2ST_TITLE = (
+    "C2ST per task x budget (mean over observations, 95% bootstrap CI, none below "
+    f"{scoring.MIN_CI_OBSERVATIONS} observations; paper: SBI benchmark's mean and range over "
+    "the same observations)"
+)
+
+
 def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
-    """(title, table) pairs for display; `full` keeps every column (csv/json output)."""
+    """(title, table) pairs for display; `full` keeps every column and adds the table's
+    family and tau (csv/json output)."""
     out = []
-    for kind, attr, name in KINDS:
-        for tau, table in getattr(board, attr).items():
-            norm = table.attrs.get("normalizer")
-            # one test input is a marginal prediction, not a joint one
-            said = name.replace("joint ", "marginal ") if tau == 1 else name
-            title = f"{said}, tau={tau}" if tau is not None else said
-            title += f" (normalised by {norm})" if norm else " (not normalised)"
-            shown = named(kind, table)
+    for kind, _, _ in KINDS:
+        for ranking in board.ranked(kind):
+            shown = named(kind, ranking.table)
             if not full:
                 shown = shown[[c for c in shown_columns(kind) if c in shown.columns]]
             else:
-                shown = shown.assign(tau=tau)
-            out.append((title, shown))
+                shown = shown.assign(family=ranking.family, tau=ranking.tau)
+            out.append((title(board, ranking), shown))
     if board.c2st is not None:
         shown = board.c2st if full else board.c2st[[c for c in C2ST_COLUMNS if c in board.c2st]]
-        title = "C2ST per task x budget (mean over observations, 95% bootstrap CI; paper: SBI "
-        out.append((title + "benchmark's mean and range over the same observations)", shown))
+        out.append((C2ST_TITLE, shown))
     if board.c2st_per_observation is not None:
         obs = board.c2st_per_observation
         shown = obs if full else obs[[c for c in PER_OBSERVATION_COLUMNS if c in obs.columns]]
@@ -348,6 +470,7 @@ TERMINAL_LEGEND = (  # the headers explained under the terminal's tables (the re
     "normalized_nll",
     "mean_nll",
     "mean_c2st",
+    "ci_low",
     "median_train_seconds",
     "pct_health",
     "num_problems",

@@ -9,6 +9,12 @@ share one training (`worker.group_dict`) is one job whose limit is the timeout p
 
 Executors take an iterable of job dicts and pull the next job only when a worker is free:
 the sweep driver claims each job just then (see `leaderboard.runner`).
+
+Ctrl-C: while an executor runs (or inside `recorded_interrupts()`), SIGINT in the driver is
+recorded as well as raised, so a KeyboardInterrupt that Python drops (raised inside a gc
+callback, as JAX registers one, or a `__del__`) is raised again at the next safe point;
+a result that has arrived is stored before the interrupt stops the sweep. Local workers
+start with SIGINT blocked and then ignore it: the driver alone answers Ctrl-C.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ import dataclasses
 import math
 import multiprocessing as mp
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import wait
@@ -85,6 +93,134 @@ def check_timeout(value: Any) -> float | None:
     return None if seconds >= NO_LIMIT_ABOVE else seconds
 
 
+class Interrupts:
+    """Ctrl-C (SIGINT) in a sweep's driver, recorded so that it cannot be lost.
+
+    Python raises KeyboardInterrupt in whatever the main thread runs when the signal
+    arrives; raised inside a gc callback (JAX's `_xla_gc_callback`), a `__del__` or a
+    weakref callback, it is printed as "Exception ignored in: ..." and dropped, and a
+    sweep used to go on to its end. While installed (`recorded_interrupts`), the handler
+    also sets `pending` and writes a byte to a pipe (`fileno`: an executor waits on it
+    with its workers, so a dropped interrupt still wakes it); `check()` raises it again.
+    Inside `deferred()` (storing a finished job's result) it is only recorded, and raised
+    when the block ends. A dropped KeyboardInterrupt is not printed: it is raised again.
+    """
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._deferred = 0
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+
+    def fileno(self) -> int:
+        return self._read
+
+    def handle(self, signum: int, frame: Any) -> None:
+        """The SIGINT handler (main thread)."""
+        self.pending = True
+        try:
+            os.write(self._write, b"\0")
+        except OSError:  # the pipe is full: it already wakes the waits
+            pass
+        if not self._deferred:
+            raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raises KeyboardInterrupt when one was recorded (and not raised yet)."""
+        if self.pending:
+            self.pending = False
+            self._drain()
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Ctrl-C waits until the block ends (e.g. while a result is committed)."""
+        self._deferred += 1
+        try:
+            yield
+        finally:
+            self._deferred -= 1
+        self.check()
+
+    def unraisable(self, previous: Callable[[Any], None]) -> Callable[[Any], None]:
+        """A `sys.unraisablehook` silent about a KeyboardInterrupt that Python drops
+        while one is pending (it is raised again), else `previous`."""
+
+        def hook(unraisable: Any) -> None:
+            if self.pending and issubclass(unraisable.exc_type, KeyboardInterrupt):
+                return
+            previous(unraisable)
+
+        return hook
+
+    def _drain(self) -> None:
+        try:
+            while os.read(self._read, 4096):
+                pass
+        except OSError:  # empty (EAGAIN) or closed
+            pass
+
+    def close(self) -> None:
+        for fd in (self._read, self._write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+_INTERRUPTS: Interrupts | None = None  # the installed recorder (main thread), if any
+
+
+@contextlib.contextmanager
+def recorded_interrupts() -> Iterator[Interrupts]:
+    """Records Ctrl-C while inside (see `Interrupts`); a recorded interrupt that was not
+    raised is raised when the block ends. Nested uses share the outer recorder. Installed
+    only in the main thread over Python's default handler: a SIGINT that is ignored, or
+    has a handler of the caller's, is left as it is (the recorder then records nothing)."""
+    global _INTERRUPTS
+    if _INTERRUPTS is not None and threading.current_thread() is threading.main_thread():
+        yield _INTERRUPTS
+        _INTERRUPTS.check()
+        return
+    interrupts = Interrupts()
+    installed = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+    if not installed:
+        try:
+            yield interrupts
+        finally:
+            interrupts.close()
+        return
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = interrupts.unraisable(previous_hook)
+    signal.signal(signal.SIGINT, interrupts.handle)
+    _INTERRUPTS = interrupts
+    try:
+        yield interrupts
+        interrupts.check()
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = previous_hook
+        _INTERRUPTS = None
+        interrupts.close()
+
+
+def _start_without_sigint(process: Any) -> None:
+    """Starts `process` with SIGINT blocked in this thread. The mask is inherited through
+    fork and exec, so the new interpreter cannot be interrupted (no KeyboardInterrupt
+    traceback from a worker still importing) until `worker_main` ignores SIGINT and
+    unblocks it. A Ctrl-C meanwhile is not lost here: it waits until the mask is
+    restored, or another thread of this process takes it."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _count(jobs: Iterable[Any]) -> int | None:
     try:
         return len(jobs)  # type: ignore[arg-type]
@@ -104,11 +240,15 @@ class InlineExecutor:
     def run(self, jobs: Iterable[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
         from leaderboard.worker import prepare
 
-        prepare({}, self.imports)
-        for job in jobs:
-            if on_start is not None:
-                on_start(job)
-            on_result(run_job_with_time_limit(job, time_limit(job, self.timeout)))
+        with recorded_interrupts() as interrupts:
+            prepare({}, self.imports)
+            for job in jobs:
+                interrupts.check()
+                if on_start is not None:
+                    on_start(job)
+                result = run_job_with_time_limit(job, time_limit(job, self.timeout))
+                with interrupts.deferred():  # a finished job is stored, then Ctrl-C stops
+                    on_result(result)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +284,7 @@ class _Slot:
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            self.process.start()
+            _start_without_sigint(self.process)
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -163,13 +303,15 @@ class _Slot:
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.conn.send(job)
 
-    def ask_to_stop(self) -> None:
-        """Tells an idle worker to exit (a busy or starting one is killed by `stop`)."""
+    def ask_to_stop(self) -> bool:
+        """Tells an idle worker to exit; False for a busy or starting one (`stop` kills it)."""
         if self.process.is_alive() and self.job is None and self.ready:
             try:
                 self.conn.send(None)
+                return True
             except OSError:
                 pass
+        return False
 
     def stop(self, deadline: float | None = None) -> None:
         """Waits for the worker until `deadline` (monotonic), then kills it."""
@@ -203,12 +345,19 @@ class LocalExecutor:
         count = _count(jobs)
         if count == 0:
             return
+        with recorded_interrupts() as interrupts:
+            self._run(jobs, count, on_result, on_start, interrupts)
+
+    def _run(self, jobs, count, on_result: OnResult, on_start, interrupts: Interrupts) -> None:
         ctx = mp.get_context(self.config.start_method)
         source: Iterator[dict[str, Any]] | None = iter(jobs)
-        slots = [_Slot(ctx, self.config) for _ in range(min(self.workers, count or self.workers))]
+        slots: list[_Slot] = []
         start_failures = 0
         try:
+            for _ in range(min(self.workers, count or self.workers)):
+                slots.append(_Slot(ctx, self.config))
             while source is not None or any(s.job is not None for s in slots):
+                interrupts.check()
                 for slot in slots:
                     if source is not None and slot.ready and slot.job is None:
                         job = next(source, None)
@@ -220,15 +369,18 @@ class LocalExecutor:
                             on_start(job)
                 if source is None and all(s.job is None for s in slots):
                     break
-                wait(self._waitables(slots), timeout=self._next_deadline(slots))
+                wait(self._waitables(slots) + [interrupts], timeout=self._next_deadline(slots))
+                interrupts.check()
                 for i, slot in enumerate(slots):
                     kind, payload = self._poll(slot)
                     if kind == "result":
                         slot.job, slot.deadline = None, None
-                        on_result(payload)
+                        with interrupts.deferred():  # stored first, then Ctrl-C stops
+                            on_result(payload)
                     elif kind == "failed":  # dead, hung, or failed to start
                         if slot.job is not None:
-                            on_result(failed_result(slot.job, payload))
+                            with interrupts.deferred():
+                                on_result(failed_result(slot.job, payload))
                         else:
                             if slot.process.exitcode == MAIN_GUARD_EXIT:
                                 raise main_guard_error()
@@ -238,12 +390,11 @@ class LocalExecutor:
                         slot.job = None
                         slot.stop()
                         slots[i] = _Slot(ctx, self.config)
-        finally:
-            for slot in slots:
-                slot.ask_to_stop()
+        finally:  # idle workers exit when asked; busy or starting ones (Ctrl-C) are killed
+            asked = [slot.ask_to_stop() for slot in slots]
             deadline = time.monotonic() + 2.0
-            for slot in slots:
-                slot.stop(deadline)
+            for slot, exits in zip(slots, asked):
+                slot.stop(deadline if exits else None)
 
     @staticmethod
     def _waitables(slots: list[_Slot]) -> list[Any]:
@@ -350,7 +501,8 @@ class RayExecutor:
                         "address of a running Ray cluster, or none to start a local one"
                     ) from None
             try:
-                self._run(ray, jobs, env, on_result, on_start)
+                with recorded_interrupts() as interrupts:
+                    self._run(ray, jobs, env, on_result, on_start, interrupts)
             finally:
                 if started_here:
                     ray.shutdown()
@@ -362,39 +514,50 @@ class RayExecutor:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         return max(1, cpus // self.config.threads_per_worker)
 
-    def _run(self, ray, jobs, env, on_result: OnResult, on_start) -> None:
+    def _run(self, ray, jobs, env, on_result: OnResult, on_start, interrupts: Interrupts) -> None:
         task = ray.remote(num_cpus=self.config.threads_per_worker, max_retries=0)(_ray_task)
         limit = self._limit(ray)
         source: Iterator[dict[str, Any]] | None = iter(jobs)
         flight: dict[Any, tuple[dict[str, Any], float]] = {}
-        while source is not None or flight:
-            while source is not None and len(flight) < limit:
-                job = next(source, None)
-                if job is None:
-                    source = None
-                    break
-                ref = task.remote(job, env, tuple(self.config.imports))
-                flight[ref] = (job, time.monotonic())
-                if on_start is not None:
-                    on_start(job)
-            ready, _ = ray.wait(list(flight), num_returns=1, timeout=0.5)
-            for ref in ready:
-                job, _ = flight.pop(ref)
-                try:
-                    on_result(ray.get(ref))
-                except ray.exceptions.RayError as e:
-                    reason = " ".join(str(e).split())[:1000]
-                    on_result(failed_result(job, f"ray task failed: {type(e).__name__}: {reason}"))
-            if self.config.timeout is None:
-                continue
-            now = time.monotonic()
-            for ref, (job, t0) in list(flight.items()):
-                seconds = time_limit(job, self.config.timeout)
-                if now - t0 > seconds:
+        try:
+            while source is not None or flight:
+                interrupts.check()
+                while source is not None and len(flight) < limit:
+                    job = next(source, None)
+                    if job is None:
+                        source = None
+                        break
+                    ref = task.remote(job, env, tuple(self.config.imports))
+                    flight[ref] = (job, time.monotonic())
+                    if on_start is not None:
+                        on_start(job)
+                ready, _ = ray.wait(list(flight), num_returns=1, timeout=0.5)
+                for ref in ready:
+                    job, _ = flight.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except ray.exceptions.RayError as e:
+                        reason = " ".join(str(e).split())[:1000]
+                        result = failed_result(
+                            job, f"ray task failed: {type(e).__name__}: {reason}"
+                        )
+                    with interrupts.deferred():  # stored first, then Ctrl-C stops
+                        on_result(result)
+                if self.config.timeout is None:
+                    continue
+                now = time.monotonic()
+                for ref, (job, t0) in list(flight.items()):
+                    seconds = time_limit(job, self.config.timeout)
+                    if now - t0 > seconds:
+                        ray.cancel(ref, force=True)
+                        flight.pop(ref)
+                        reason = f"timed out after {seconds:g} s (task cancelled)"
+                        with interrupts.deferred():
+                            on_result(failed_result(job, reason))
+        finally:  # Ctrl-C or an error: tasks still running stop (on a cluster too)
+            for ref in flight:
+                with contextlib.suppress(Exception):
                     ray.cancel(ref, force=True)
-                    flight.pop(ref)
-                    reason = f"timed out after {seconds:g} s (task cancelled)"
-                    on_result(failed_result(job, reason))
 
 
 @contextlib.contextmanager

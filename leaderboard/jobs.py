@@ -18,6 +18,8 @@ from typing import Any
 
 from testbed.errors import InputError, bad_value
 
+log = logging.getLogger("testbed.sweep")
+
 
 def config_key(agent: str, config: Mapping[str, Any]) -> str:
     """A stable hash of (agent name, config without its seed)."""
@@ -67,23 +69,42 @@ def agent_configs(
     agent: str, overrides: Mapping[str, Any] | None = None, *, configs: str = "default"
 ) -> list[dict[str, Any]]:
     """The agent's configs as dicts: its default (`configs='default'`, as the command
-    line's `--configs default`) or its whole hyper-parameter sweep (`'sweep'`); overrides
-    give exactly one config (the default with them applied)."""
+    line's `--configs default`) or its whole hyper-parameter sweep (`'sweep'`), with
+    `overrides` applied to each. Configs the overrides make alike are kept once (said in a
+    warning: the sweep is smaller than asked)."""
     import agents
+    from testbed.config import config_as_dict, with_overrides
 
     if configs not in ("sweep", "default"):
         raise bad_value("configs", configs, ["sweep", "default"])
-    if overrides:
-        return [agents.load(agent, **overrides).config_dict()]
     if configs == "default":
-        return [agents.load(agent).config_dict()]
-    return [c.config_dict() for c in agents.sweep(agent)]
+        return [agents.load(agent, **(overrides or {})).config_dict()]
+    sweep = agents.sweep(agent)
+    where = f"agent {agent}"
+    out = [config_as_dict(with_overrides(c.config, overrides or {}, where=where)) for c in sweep]
+    distinct = _distinct(out)
+    if len(distinct) < len(_distinct([c.config_dict() for c in sweep])):
+        said = " ".join(f"{k}={v}" for k, v in (overrides or {}).items())
+        log.warning(
+            "the %d configs of %s's sweep are %d distinct after --set %s",
+            len(out), agent, len(distinct), said,
+        )  # fmt: skip
+    return distinct
+
+
+def _distinct(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`configs` without repeats, in order (a sweep may list a config twice, as the
+    reference's mlp sweep does: one job runs it)."""
+    return list({json.dumps(c, sort_keys=True, default=str): c for c in configs}.values())
 
 
 def parse_seeds(text: str | Sequence[int]) -> list[int]:
     """Agent seeds from `0,1,2`, `0-4` (inclusive) or a list of integers."""
     if not isinstance(text, str):
-        return [int(s) for s in text]
+        given = [int(s) for s in text]
+        if any(s < 0 for s in given):
+            raise bad_value("seeds", list(text), "integers >= 0")
+        return list(dict.fromkeys(given))
     seeds: list[int] = []
     try:
         for part in [p.strip() for p in text.split(",") if p.strip()]:
@@ -128,6 +149,7 @@ def expand(
             f"set seed: got {overrides['seed']!r}; allowed: agent seeds are given by "
             "--seeds (seeds=...), not --set"
         )
+    seeds = parse_seeds(seeds)
     jobs: dict[str, Job] = {}
     fields = {
         n: {f.name for f in dataclasses.fields(agents.AGENTS.get(n).config_cls)}
@@ -146,7 +168,7 @@ def expand(
         has_seed = "seed" in fields[name]
         if not has_seed and any(s != 0 for s in seeds):
             raise InputError(
-                f"seeds: got {list(seeds)!r} for agent {name!r}, whose config has no 'seed' "
+                f"seeds: got {list(seeds)!r} for agent {name}, whose config has no 'seed' "
                 "field (nothing to seed); allowed: seed 0 only (--seeds 0), or give the "
                 "agent a seed setting"
             )
@@ -156,10 +178,48 @@ def expand(
                 for seed in seeds:
                     job = Job.make(name, config, pid, seed)
                     jobs.setdefault(job.key, job)
+    check_fit(agent_names, problem_ids)
     import generative  # no job starts when a dataset is missing (one error naming them all)
 
     generative.require_data(problem_ids)
     return list(jobs.values())
+
+
+def check_fit(agent_names: Iterable[str], problem_ids: Sequence[str]) -> None:
+    """Refuses, before any job, an agent that predicts another kind than a problem family
+    needs (both as registered: no problem is loaded unless one is refused, to name the
+    agents that fit it). Agents and families that declare nothing are not checked; for one
+    problem the message is `testbed.evaluate.check_prediction`'s."""
+    import agents
+    import generative
+    from generative.registry import split_id
+    from testbed.base import PREDICTIONS
+    from testbed.evaluate import check_prediction, say_predictions
+
+    families: dict[str, tuple[Any, list[str]]] = {}
+    for pid in problem_ids:
+        family = split_id(pid)[0]
+        families.setdefault(family.name, (family, []))[1].append(pid)
+    for name in agent_names:
+        predicts = agents.AGENTS.get(name).predicts
+        for family, ids in families.values():
+            need = family.prediction
+            if not predicts or need is None or need in predicts:
+                continue
+            first = generative.load(ids[0])
+            if len(ids) == 1:
+                check_prediction(agents.load(name), first, ids[0])  # raises but for oracles
+            shown = ", ".join(ids) if len(ids) <= 3 else f"{ids[0]}, ..., {ids[-1]}"
+            where = (
+                f"problem {ids[0]} needs"
+                if len(ids) == 1
+                else f"{len(ids)} problems of family {family.name} ({shown}) need"
+            )
+            fits = agents.fitting(need, first)
+            raise InputError(
+                f"agent {name} predicts {say_predictions(predicts)}; {where} "
+                f"{PREDICTIONS[need]}; agents that fit: {', '.join(fits) or '(none registered)'}"
+            )
 
 
 def sweep_jobs(
@@ -191,7 +251,7 @@ def limited(problem_ids: Sequence[str], what: str) -> list[str]:
         raise InputError(f"{SWEEP_LIMIT}: got {text!r}; allowed: a positive integer, or unset")
     n = int(text)
     if n < len(problem_ids):
-        logging.getLogger("testbed.sweep").warning(
+        log.warning(
             "%s=%d: running the first %d of the %d problems of %s",
             SWEEP_LIMIT, n, n, len(problem_ids), what,
         )  # fmt: skip

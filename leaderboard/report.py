@@ -82,6 +82,11 @@ REG_NOTE = (
     "oracle 0, gp_posterior is the Bayes-optimal agent). Normalised by uniform, which on "
     "regression is the function f = 0, as the reference. Ranked by the KL's rules."
 )
+FAMILY_NOTE = (
+    "Problems of different families are ranked apart (each family has its own tables, "
+    "health, best config per agent and normaliser), as the Neural Testbed ranks each of "
+    "its sweeps on its own."
+)
 SECTIONS = {  # kind -> (what is scored, note)
     "kl": ("KL", KL_NOTE),
     "nll": ("NLL on real data", NLL_NOTE),
@@ -198,19 +203,22 @@ def _figure(name: str, fig, caption: str) -> str:
 
 
 def plot_kl_by_agent(board: Board):
-    """Normalised KL per agent with seed-group stderr, one panel per tau (marginal vs joint)."""
+    """Normalised KL per agent with seed-group stderr, one panel per family and tau
+    (marginal vs joint); families are never pooled."""
     import matplotlib.pyplot as plt
 
-    taus = list(board.kl)
-    fig, axes = plt.subplots(1, len(taus), figsize=(4.5 * len(taus), 0.5 + 0.45 * _rows(board)))
+    ranked = board.ranked("kl")
+    rows = max((len(r.table) for r in ranked), default=1)
+    fig, axes = plt.subplots(1, len(ranked), figsize=(4.5 * len(ranked), 0.9 + 0.45 * rows))
     axes = np.atleast_1d(axes)
-    for ax, tau in zip(axes, taus):
-        t = board.kl[tau].iloc[::-1]
+    for ax, r in zip(axes, ranked):
+        t = r.table.iloc[::-1]
         y = np.arange(len(t))
         ax.barh(y, t["normalized_kl"], xerr=t["normalized_stderr"].fillna(0), color="#4c72b0")
         ax.set_yticks(y, [_mpl(v) for v in t["label"]])
-        ax.set_title(_mpl("marginal (tau=1)" if tau == 1 else f"joint (tau={tau})"))
-        norm = board.kl[tau].attrs.get("normalizer")
+        said = "marginal (tau=1)" if r.tau == 1 else f"joint (tau={r.tau})"
+        ax.set_title(_mpl(f"{r.family}: {said}" if r.tau is not None else r.family), fontsize=10)
+        norm = r.table.attrs.get("normalizer")
         ax.set_xlabel(_mpl(f"KL / KL of {norm}" if norm else "mean KL"))
         if norm:
             ax.axvline(1.0, color="#999", lw=0.8, ls="--")
@@ -218,48 +226,51 @@ def plot_kl_by_agent(board: Board):
     return fig
 
 
-def _rows(board: Board) -> int:
-    return max((len(t) for t in board.kl.values()), default=1)
-
-
 def plot_kl_vs_num_train(board: Board):
-    """Mean KL (best config per agent) against training size, one panel per tau x temperature.
-    Problems filled with 1e6 (missing or non-finite) are left out of the lines."""
+    """Mean KL (best config per agent, chosen within each family) against training size,
+    one panel per family x tau x temperature (families never pooled). Problems filled with
+    1e6 (missing or non-finite) are left out of the lines."""
     import matplotlib.pyplot as plt
 
-    clean = board.clean_kl
-    if clean is None or "num_train" not in clean.columns:
+    parts = []
+    for (kind, family), clean in board.clean.items():
+        if kind != "kl" or "num_train" not in clean.columns:
+            continue
+        best = scoring.best_configs(clean)
+        df = clean[[best.get(a) == k for a, k in zip(clean["agent"], clean["config_key"])]]
+        df = df[df["kl_estimate"] < scoring.KL_FILL].assign(family=family)
+        if "tau" not in df.columns or df["tau"].isna().all():
+            df = df.assign(tau=1)
+        if "temperature" not in df.columns or df["temperature"].isna().all():
+            df = df.assign(temperature="n/a")
+        parts.append(df.dropna(subset=["tau", "temperature", "num_train"]))
+    df = pd.concat(parts, ignore_index=True) if parts else None
+    if df is None or not len(df):
         return None
-    best = scoring.best_configs(clean)
-    df = clean[[best.get(a) == k for a, k in zip(clean["agent"], clean["config_key"])]]
-    df = df[df["kl_estimate"] < scoring.KL_FILL]
-    if "tau" not in df.columns:
-        df = df.assign(tau=1)
-    if "temperature" not in df.columns or df["temperature"].isna().all():
-        df = df.assign(temperature="n/a")
-    taus = sorted(df["tau"].dropna().unique())
-    temps = sorted(df["temperature"].dropna().unique(), key=str)
-    if not taus or not temps:
-        return None
+    rows = df[["family", "tau"]].drop_duplicates().sort_values(["family", "tau"])
+    temps = sorted(df["temperature"].unique(), key=str)
     fig, axes = plt.subplots(
-        len(taus),
+        len(rows),
         len(temps),
-        figsize=(3.6 * len(temps), 2.9 * len(taus)),
+        figsize=(3.6 * len(temps), 2.9 * len(rows)),
         squeeze=False,
         layout="constrained",
     )
-    for i, tau in enumerate(taus):
+    for i, (family, tau) in enumerate(rows.itertuples(index=False)):
         for j, temp in enumerate(temps):
             ax = axes[i][j]
-            cell = df[(df["tau"] == tau) & (df["temperature"] == temp)]
+            cell = df[(df["family"] == family) & (df["tau"] == tau) & (df["temperature"] == temp)]
+            if not len(cell):  # this family has no problem at this temperature
+                ax.set_visible(False)
+                continue
             for label, g in cell.groupby("label", sort=True):
                 m = g.groupby("num_train")["kl_estimate"].mean()
                 ax.plot(m.index, m.to_numpy(), marker="o", ms=3, label=_mpl(label))
             ax.set_xscale("symlog", linthresh=1)
-            ax.set_title(_mpl(f"tau={tau}, temperature={temp}"), fontsize=9)
+            ax.set_title(_mpl(f"{family}: tau={tau}, temperature={temp}"), fontsize=9)
             ax.set_xlabel("num_train")
             ax.set_ylabel("mean KL")
-    _legend_below(fig, axes.flat)
+    _legend_below(fig, [ax for ax in axes.flat if ax.get_visible()])
     return fig
 
 
@@ -298,7 +309,9 @@ def plot_c2st_vs_budget(board: Board):
         cell = t[t["task"] == task]
         for i, (label, g) in enumerate(cell.groupby("label", sort=True)):
             g = g.sort_values("budget")
-            err = np.vstack([g["mean_c2st"] - g["ci_low"], g["ci_high"] - g["mean_c2st"]])
+            # no whisker where there is no interval (too few observations)
+            low, high = g["mean_c2st"] - g["ci_low"], g["ci_high"] - g["mean_c2st"]
+            err = np.vstack([low.fillna(0), high.fillna(0)])
             color = f"C{i % 10}"
             ax.errorbar(
                 g["budget"],
@@ -367,33 +380,41 @@ def plot_runtimes(timing: pd.DataFrame):
     return fig
 
 
-def _section(board: Board, kind: str, attr: str) -> list[str]:
-    """A ranking section: heading, note, one table per tau, a legend, its plots."""
-    ranked = getattr(board, attr)
+def _section(board: Board, kind: str) -> list[str]:
+    """A ranking section: heading, note, one table per family and tau (families are never
+    pooled), a legend, its plots."""
+    ranked = board.ranked(kind)
     if not ranked:
         return []
     what, note = SECTIONS[kind]
-    phrase = _tau_phrase(list(ranked))
+    phrase = _tau_phrase(list(dict.fromkeys(r.tau for r in ranked)))
     heading = f"{what}: {phrase}" if phrase else what
     parts = [f"<h2>{html.escape(heading)}</h2>", f'<p class="note">{html.escape(note)}</p>']
-    norms = {t.attrs.get("normalizer") for t in ranked.values()}
+    if len(board.families(kind)) > 1:
+        parts.append(f'<p class="note">{html.escape(FAMILY_NOTE)}</p>')
+    norms = {r.table.attrs.get("normalizer") for r in ranked}
     norm = next(iter(norms)) if len(norms) == 1 else None
     columns: list[str] = []
-    for tau, table in ranked.items():
-        table_norm = table.attrs.get("normalizer")
-        if tau is None:
-            title = "all problems"
-        elif tau == 1:
-            title = "tau = 1: marginal predictions (one test input at a time)"
-        else:
-            title = f"tau = {tau}: joint predictions over {tau} test inputs together"
+    for r in ranked:
+        table_norm = r.table.attrs.get("normalizer")
+        title = f"{r.family} problems"
+        if r.tau == 1:
+            title += ", tau = 1: marginal predictions (one test input at a time)"
+        elif r.tau is not None:
+            title += f", tau = {r.tau}: joint predictions over {r.tau} test inputs together"
         title += f"; normalised by {table_norm}" if table_norm else "; not normalised"
         parts.append(f"<h3>{html.escape(title)}</h3>")
-        shown = named(kind, table)
+        shown = named(kind, r.table)
         cols = [c for c in shown_columns(kind) if c in shown.columns]
         columns += cols
+        # one family of this kind: the table's name says kind and tau as before
+        name = (
+            f"{kind}-tau-{r.tau}"
+            if len(board.families(kind)) == 1
+            else (f"{kind}-{r.family}-tau-{r.tau}")
+        )
         if len(shown):
-            parts.append(html_table(shown, f"{kind}-tau-{tau}", cols, normalizer=table_norm))
+            parts.append(html_table(shown, name, cols, normalizer=table_norm))
         else:
             parts.append('<p class="note">No agent config has a score here.</p>')
     parts.append(html_legend(kind, columns, norm))
@@ -404,7 +425,7 @@ def _section(board: Board, kind: str, attr: str) -> list[str]:
                 "kl-by-agent",
                 plot_kl_by_agent(board),
                 f"{scored} per agent (bar: mean, whisker: standard error; lower is better), "
-                f"one panel per tau: {phrase or 'all problems'}.",
+                f"one panel per problem family and tau: {phrase or 'all problems'}.",
             )
         )
         fig = plot_kl_vs_num_train(board)
@@ -413,9 +434,9 @@ def _section(board: Board, kind: str, attr: str) -> list[str]:
                 _figure(
                     "kl-vs-num-train",
                     fig,
-                    "Mean KL (lower is better) against training size, one panel per tau and "
-                    "temperature (best config per agent; problems with a missing or "
-                    "non-finite KL left out).",
+                    "Mean KL (lower is better) against training size, one panel per problem "
+                    "family, tau and temperature (best config per agent; problems with a "
+                    "missing or non-finite KL left out).",
                 )
             )
     return parts
@@ -435,6 +456,10 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
+def _of_sweep(board: Board) -> str:
+    return f" of sweep {html.escape(board.sweep)}" if board.sweep else ""
+
+
 def render_report(board: Board, title: str = "testbed leaderboard") -> str:
     """The report as one HTML string."""
     import matplotlib
@@ -449,12 +474,13 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="note">{_count(len(df), "job")}: {counts.get("ok", 0)} ok, '
-        f"{counts.get('failed', 0)} failed; {_count(df['agent'].nunique(), 'agent')}, "
+        f'<p class="note">{_count(len(df), "job")}{_of_sweep(board)}: '
+        f"{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed; "
+        f"{_count(df['agent'].nunique(), 'agent')}, "
         f"{_count(df['problem_id'].nunique(), 'problem')}. Generated {when}.</p>",
         f"<p>{html.escape(READING)}</p>",
     ]
-    ranked_any = board.kl or board.nll or board.regression or board.c2st is not None
+    ranked_any = board.rankings or board.c2st is not None
     if not ranked_any:
         reason = (
             "No job finished"
@@ -465,14 +491,16 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
             f'<p class="note" data-empty="rankings">{reason}, so there is nothing to rank; '
             "the failed jobs and their reasons are below.</p>"
         )
-    for kind, attr, _ in KINDS:
-        parts += _section(board, kind, attr)
+    for kind, _, _ in KINDS:
+        parts += _section(board, kind)
     if board.c2st is not None:
         parts.append("<h2>C2ST per task and simulation budget (SBI benchmark rules)</h2>")
         parts.append(
-            '<p class="note">Mean C2ST over observations with a 95% bootstrap interval; 0.5 '
-            "is perfect and lower is better; ranked within each task and budget; the SBI "
-            "benchmark paper's mean and range over the same observations beside ours.</p>"
+            '<p class="note">Mean C2ST over observations with a 95% bootstrap interval '
+            f"(none below {scoring.MIN_CI_OBSERVATIONS} observations: a bootstrap of so few "
+            "values gives about their range, not a 95% interval); 0.5 is perfect and lower "
+            "is better; ranked within each task and budget; the SBI benchmark paper's mean "
+            "and range over the same observations beside ours (its own tasks only).</p>"
         )
         parts.append(html_table(board.c2st, "c2st", C2ST_COLUMNS))
         parts.append(html_legend("c2st", [c for c in C2ST_COLUMNS if c in board.c2st]))
@@ -482,8 +510,9 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
                 _figure(
                     "c2st-vs-budget",
                     fig,
-                    "Mean C2ST over observations with 95% bootstrap CI (0.5 is perfect; lower "
-                    "is better); dashed: the SBI benchmark paper's mean and range over its "
+                    "Mean C2ST over observations with 95% bootstrap CI (none below "
+                    f"{scoring.MIN_CI_OBSERVATIONS} observations; 0.5 is perfect; lower is "
+                    "better); dashed: the SBI benchmark paper's mean and range over its "
                     "observations.",
                 )
             )

@@ -8,7 +8,12 @@ ECE and timings are averaged alongside. Best config per agent = lowest mean clea
 over all problems (taus mixed), as the Neural Testbed selects hyper-parameters.
 
 SBI benchmark (`c2st`): mean C2ST over observations per task x simulation budget, with a
-95% bootstrap confidence interval over observations.
+95% bootstrap confidence interval over observations (none below MIN_CI_OBSERVATIONS: the
+bootstrap of a few values gives about their range, not a 95% interval).
+
+Problems of different families are never pooled: the leaderboard cleans and ranks each
+family's problems apart (`leaderboard.board`), and a C2ST task of one family is never
+averaged with, or ranked against, a task of another (`family_of`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,17 @@ MEAN_METRICS = ("test_acc", "test_ece", "train_seconds", "evaluation_seconds")
 TASK_COLUMNS = ("task", "task_name")
 BUDGET_COLUMNS = ("num_simulations", "budget", "simulation_budget")
 OBSERVATION_COLUMNS = ("num_observation", "observation")
+# Below this many observations a C2ST cell gets no bootstrap interval: resampling n values
+# gives at most C(2n - 1, n) means (3 for n = 2: the interval is just the two values), so
+# its percentiles are about the range of the values, not a 95% interval.
+MIN_CI_OBSERVATIONS = 5
+SBI_FAMILY = "sbi"  # the SBI benchmark's problems (the paper's C2ST is beside these only)
+
+
+def family_of(problem_ids: pd.Series) -> pd.Series:
+    """The problem family of each id: the part before the first '/' (`coin/3` -> `coin`),
+    as `generative.split_id` reads it."""
+    return problem_ids.astype(str).str.split("/", n=1).str[0]
 
 
 def entry_labels(df: pd.DataFrame) -> dict[str, str]:
@@ -211,11 +227,17 @@ def _pick(df: pd.DataFrame, names: Sequence[str], what: str) -> str:
 
 
 def bootstrap_ci(
-    values: np.ndarray, *, num_bootstrap: int = 1000, level: float = 0.95, seed: int = 0
+    values: np.ndarray,
+    *,
+    num_bootstrap: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    min_observations: int = 1,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of `values` (resampled with replacement)."""
+    """Percentile bootstrap interval of the mean of `values` (resampled with replacement);
+    (nan, nan) with fewer than `min_observations` values (or none)."""
     values = np.asarray(values, float)
-    if len(values) == 0:
+    if len(values) == 0 or len(values) < min_observations:
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(values), size=(num_bootstrap, len(values)))
@@ -239,6 +261,32 @@ def _seeded_apart(rows: pd.DataFrame, task: str) -> pd.DataFrame:
     return rows
 
 
+def _families_apart(rows: pd.DataFrame, task: str) -> pd.DataFrame:
+    """`rows` with a `family` column; when they hold posterior problems of more than one
+    family, each task of a family other than the SBI benchmark's is named
+    `<task> (<family>)`, so a task name two families share is never pooled, ranked
+    together or set beside the paper."""
+    rows = rows.assign(family=family_of(rows["problem_id"]))
+    if rows["family"].nunique() < 2:
+        return rows
+    other = rows["family"] != SBI_FAMILY
+    rows[task] = rows[task].astype(object)
+    rows.loc[other, task] = (
+        rows.loc[other, task].astype(str) + " (" + rows.loc[other, "family"] + ")"
+    )
+    return rows
+
+
+def _posterior_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, str, str, str]:
+    """The rows of posterior problems (task, budget and observation known), each task
+    kept apart by family and observation source; and the names of those three columns."""
+    task = _pick(df, TASK_COLUMNS, "task")
+    budget = _pick(df, BUDGET_COLUMNS, "simulation budget")
+    obs = _pick(df, OBSERVATION_COLUMNS, "observation")
+    rows = df[df[task].notna() & df[budget].notna() & df[obs].notna()]
+    return _families_apart(_seeded_apart(rows, task), task), task, budget, obs
+
+
 def c2st_table(
     df: pd.DataFrame,
     *,
@@ -246,31 +294,36 @@ def c2st_table(
     num_bootstrap: int = 1000,
     level: float = 0.95,
     seed: int = 0,
+    min_ci_observations: int = MIN_CI_OBSERVATIONS,
 ) -> pd.DataFrame:
-    """Mean C2ST per agent config x task x budget over observations, with a bootstrap CI.
+    """Mean C2ST per agent config x family x task x budget over observations, with a
+    bootstrap CI (nan below `min_ci_observations` observations).
 
     Agent seeds of one observation are averaged first; a non-finite C2ST is left out of
-    the mean and counted in `num_failed`. Best config per agent: lowest C2ST averaged
-    over its (task, budget) cells.
+    the mean and counted in `num_failed`. Best config per agent and family: lowest C2ST
+    averaged over its (task, budget) cells of that family.
     """
     if "c2st" not in df.columns or df["c2st"].notna().sum() == 0:
         raise InputError("results: no 'c2st' metric; allowed: posterior (SBI) problems")
-    task = _pick(df, TASK_COLUMNS, "task")
-    budget = _pick(df, BUDGET_COLUMNS, "simulation budget")
-    obs = _pick(df, OBSERVATION_COLUMNS, "observation")
-    rows = df[df[task].notna() & df[budget].notna() & df[obs].notna()]  # posterior problems
-    rows = _seeded_apart(rows, task)
+    rows, task, budget, obs = _posterior_rows(df)
     labels = entry_labels(df)
     out = []
-    for (agent, ckey, t, b), g in rows.groupby(ENTRY + [task, budget], sort=True):
+    for (agent, ckey, fam, t, b), g in rows.groupby(ENTRY + ["family", task, budget], sort=True):
         finite = g[np.isfinite(g["c2st"].astype(float))]
         per_obs = finite.groupby(obs)["c2st"].mean().to_numpy()
-        lo, hi = bootstrap_ci(per_obs, num_bootstrap=num_bootstrap, level=level, seed=seed)
+        lo, hi = bootstrap_ci(
+            per_obs,
+            num_bootstrap=num_bootstrap,
+            level=level,
+            seed=seed,
+            min_observations=min_ci_observations,
+        )
         out.append(
             {
                 "agent": agent,
                 "label": labels[ckey],
                 "config_key": ckey,
+                "family": fam,
                 "task": t,
                 "budget": b,
                 "mean_c2st": float(per_obs.mean()) if len(per_obs) else math.nan,
@@ -282,25 +335,24 @@ def c2st_table(
         )
     table = pd.DataFrame(out)
     if best_only and len(table):
-        means = table.groupby(ENTRY)["mean_c2st"].mean().reset_index()
-        means = means.sort_values(["agent", "mean_c2st", "config_key"], kind="stable")
-        best = set(map(tuple, means.drop_duplicates("agent")[ENTRY].values))
-        table = table[[(a, k) in best for a, k in zip(table["agent"], table["config_key"])]]
-    return table.sort_values(["task", "budget", "mean_c2st"], kind="stable").reset_index(drop=True)
+        means = table.groupby([*ENTRY, "family"])["mean_c2st"].mean().reset_index()
+        means = means.sort_values(["agent", "family", "mean_c2st", "config_key"], kind="stable")
+        best = means.drop_duplicates(["agent", "family"])[[*ENTRY, "family"]]
+        table = table.merge(best, on=[*ENTRY, "family"])
+    order = ["family", "task", "budget", "mean_c2st"]
+    return table.sort_values(order, kind="stable").reset_index(drop=True) if len(table) else table
 
 
 def c2st_per_observation(df: pd.DataFrame, *, best_only: bool = True) -> pd.DataFrame:
-    """C2ST per agent config x task x budget x observation (agent seeds averaged), of the
-    best config per agent (as `c2st_table` picks it) unless `best_only` is False."""
-    task = _pick(df, TASK_COLUMNS, "task")
-    budget = _pick(df, BUDGET_COLUMNS, "simulation budget")
-    obs = _pick(df, OBSERVATION_COLUMNS, "observation")
-    rows = _seeded_apart(df[df[task].notna() & df[budget].notna() & df[obs].notna()], task)
+    """C2ST per agent config x family x task x budget x observation (agent seeds averaged),
+    of the best config per agent and family (as `c2st_table` picks it) unless `best_only`
+    is False."""
+    rows, task, budget, obs = _posterior_rows(df)
     rows = rows[np.isfinite(rows["c2st"].astype(float))]
     if best_only:
-        best = c2st_table(df, best_only=True)[ENTRY].drop_duplicates()
-        rows = rows.merge(best, on=ENTRY)
-    keys = [*ENTRY, task, budget, obs]
+        best = c2st_table(df, best_only=True)[[*ENTRY, "family"]].drop_duplicates()
+        rows = rows.merge(best, on=[*ENTRY, "family"])
+    keys = [*ENTRY, "family", task, budget, obs]
     out = rows.groupby(keys, sort=True)["c2st"].mean().reset_index()
     out = out.rename(columns={task: "task", budget: "budget", obs: "observation"})
     labels = entry_labels(df)

@@ -270,8 +270,10 @@ def run_job_with_time_limit(job: Mapping[str, Any], seconds: float | None) -> di
 
 def worker_env(env: Mapping[str, str]) -> dict[str, str]:
     """`env` for a worker process: progress as log lines (no status line under the
-    sweep's bar) unless the user chose otherwise."""
-    return {"TESTBED_PROGRESS": os.environ.get("TESTBED_PROGRESS", "lines"), **env}
+    sweep's bar) unless the user chose otherwise; TESTBED_WORKER marks it a worker (what
+    the driver said already, e.g. a broken agent plugin, it does not say again)."""
+    progress = os.environ.get("TESTBED_PROGRESS", "lines")
+    return {"TESTBED_PROGRESS": progress, "TESTBED_WORKER": "1", **env}
 
 
 def prepare(env: Mapping[str, str], imports: Iterable[str] = ()) -> None:
@@ -323,8 +325,12 @@ def worker_main(conn, env: Mapping[str, str], imports: tuple[str, ...], parent: 
     """Process loop: say `ready`, then answer each job dict with a result; stop on None.
 
     Ctrl-C reaches the whole terminal's process group: a worker ignores it and lets the
-    driver stop it (the driver stores what finished and kills the workers)."""
+    driver stop it (the driver stores what finished and kills the workers). The driver
+    starts it with SIGINT blocked (`executors._start_without_sigint`), so no Ctrl-C
+    interrupts its start-up; ignoring it first discards one that is pending, then it is
+    unblocked (the processes a job starts inherit a clean mask, SIGINT ignored)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     try:
         prepare(env, imports)

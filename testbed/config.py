@@ -2,12 +2,15 @@
 
 Configs are frozen dataclasses; `with_overrides` builds a new one from user overrides
 (Python values or command-line strings) and rejects unknown fields and ill-typed values
-with a message naming the field and what is allowed.
+with a message naming the field and what is allowed. Numbers must be finite (`inf` and
+`nan` are refused) unless a field documents what `inf` means in its metadata:
+`dataclasses.field(default=5.0, metadata={INF: "no clipping"})` takes `inf` (never `nan`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -16,6 +19,8 @@ from typing import Any, Literal, TypeVar
 from testbed.errors import InputError, bad_value
 
 C = TypeVar("C")
+
+INF = "inf"  # field metadata key: what inf means for that field (then inf is allowed)
 
 
 def _describe(tp: Any) -> str:
@@ -121,9 +126,20 @@ def field_types(config_cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(config_cls) if f.init}
 
 
+def _non_finite(value: Any, inf_ok: bool) -> bool:
+    """Whether `value` (a number or a tuple of them) holds nan, or inf when not `inf_ok`."""
+    if isinstance(value, tuple):
+        return any(_non_finite(v, inf_ok) for v in value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return math.isnan(value) or not inf_ok
+    return False
+
+
 def with_overrides(config: C, overrides: Mapping[str, Any], *, where: str = "") -> C:
-    """A copy of `config` with `overrides` applied, each checked against the field's type."""
+    """A copy of `config` with `overrides` applied, each checked against the field's type
+    (numbers finite, unless the field's metadata says what inf means: `INF`)."""
     types_ = field_types(type(config))
+    inf_meaning = {f.name: f.metadata.get(INF) for f in dataclasses.fields(config)}
     prefix = f"{where}: " if where else ""
     changes = {}
     for name, value in overrides.items():
@@ -132,6 +148,11 @@ def with_overrides(config: C, overrides: Mapping[str, Any], *, where: str = "") 
                 f"{prefix}unknown setting {name!r}; allowed: {', '.join(sorted(types_))}"
             )
         changes[name] = _coerce(types_[name], value, f"{prefix}{name}")
+        meaning = inf_meaning[name]
+        if _non_finite(changes[name], meaning is not None):
+            finite = _describe(types_[name]).replace("number", "finite number")
+            also = f", or inf: {meaning}" if meaning is not None else ""
+            raise InputError(f"{prefix}{name}: got {value!r}; allowed: {finite}{also}")
     try:
         return dataclasses.replace(config, **changes)
     except InputError as e:  # a validator in __post_init__: say where
@@ -148,19 +169,38 @@ def config_as_dict(config: Any) -> dict[str, Any]:
 # Validators for __post_init__: each raises an InputError naming the field.
 
 
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(value)
+    except TypeError:  # not a number: the comparison that follows says so
+        return True
+
+
 def check_positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise InputError(f"{name}: got {value!r}; allowed: a number > 0")
+    if not (value > 0 and _finite(value)):
+        raise InputError(f"{name}: got {value!r}; allowed: a finite number > 0")
 
 
 def check_nonnegative(name: str, value: float) -> None:
-    if not value >= 0:
-        raise InputError(f"{name}: got {value!r}; allowed: a number >= 0")
+    if not (value >= 0 and _finite(value)):
+        raise InputError(f"{name}: got {value!r}; allowed: a finite number >= 0")
 
 
 def check_at_least(name: str, value: int, low: int) -> None:
-    if not value >= low:
+    if not (value >= low and _finite(value)):
         raise InputError(f"{name}: got {value!r}; allowed: an integer >= {low}")
+
+
+def check_seed(name: str, value: Any) -> int:
+    """`value` as a seed, an integer >= 0 (a command-line string is parsed), else an
+    InputError naming `name`. One rule for every seed: `--seed`, `--seeds`, `--set seed`."""
+    try:
+        seed = None if isinstance(value, bool) else _coerce(int, value, name)
+    except InputError:
+        seed = None
+    if seed is None or seed < 0:
+        raise InputError(f"{name}: got {value!r}; allowed: an integer >= 0")
+    return seed
 
 
 def check_in_range(name: str, value: float, low: float, high: float) -> None:

@@ -92,11 +92,13 @@ def joint_kl_summary(env_loglik: Any, agent_loglik: Any) -> dict[str, float]:
     d = np.asarray(env_loglik, np.float64) - np.asarray(agent_loglik, np.float64)
     finite = np.isfinite(d)
     clipped = float(np.where(finite, d, d[finite].max()).mean()) if finite.any() else np.inf
+    with np.errstate(invalid="ignore"):  # inf - inf in the spread of non-finite d_i: NaN
+        stderr = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")
     return {
         "mean": float(d.mean()),
         "clipped_mean": clipped,
         "std": float(d.std()) if finite.all() else float("inf"),
-        "stderr": float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan"),
+        "stderr": stderr,
         "pct_finite": float(finite.mean()),
     }
 

@@ -483,11 +483,33 @@ def test_seeds_on_an_agent_without_a_seed_field_say_so(registry):
     from leaderboard.jobs import expand
 
     agents.register("seedless_test")(lambda data, prior, *, k=3: None)
-    with pytest.raises(InputError, match="'seedless_test', whose config has no 'seed' field"):
+    with pytest.raises(InputError, match="^seeds: got \\[0, 1\\] for agent seedless_test, whose "):
         expand(["seedless_test"], ["coin/0"], seeds=[0, 1])
-    with pytest.raises(InputError, match="seed: got 1 for agent seedless_test, whose config"):
+    with pytest.raises(InputError, match="^seed: got 1 for agent seedless_test, whose config"):
         agents.load("seedless_test", seed=1)
     assert len(expand(["seedless_test"], ["coin/0"])) == 1
+    # seed 0 is every agent's seed: run --seed 0 is what sweep --seeds 0 is
+    assert agents.load("seedless_test", seed=0).config_dict() == {"k": 3}
+    assert agents.load("seedless_test", seed="0").config_dict() == {"k": 3}
+
+
+@pytest.mark.parametrize("seed", [-1, "-1", -5])
+def test_negative_seeds_are_refused_everywhere(seed, capsys):
+    from experiments.cli import main
+    from leaderboard.jobs import expand, parse_seeds
+
+    for name in ("mlp", "knn", "npe"):
+        allowed = f"^agent {name}: seed: got .*; allowed: an integer >= 0"
+        with pytest.raises(InputError, match=allowed):
+            agents.load(name, seed=seed)
+    with pytest.raises(InputError, match="^seeds: got .*; allowed: integers >= 0"):
+        parse_seeds([int(seed)])
+    with pytest.raises(InputError, match="^seeds: got .*; allowed: integers >= 0"):
+        expand(["mlp"], ["coin/0"], seeds=[0, int(seed)])
+    argv = ["run", "--agent", "mlp", "--problem", "coin/0", "--seed", str(seed)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("testbed: error: agent mlp: seed: got ")
 
 
 def test_expand_runs_the_default_config_by_default_as_the_command_line():
@@ -556,6 +578,23 @@ def test_installed_packages_add_agents_through_entry_points(
     assert len(warnings) == 1 and "broken" in warnings[0].getMessage()
     assert "no module named torchy" in warnings[0].getMessage()
     assert agents.load_plugins() == []  # once per process
+
+
+def test_a_sweeps_workers_do_not_repeat_the_drivers_plugin_warning(
+    tmp_path, monkeypatch, caplog, registry
+):
+    from leaderboard.worker import worker_env
+
+    fake_distribution(tmp_path, ENTRY_POINTS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("agents.registry._PLUGINS_SEEN", set())
+    for name in ("plugin_mod_test", "plugin_setup_test", "plugin_broken_test"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setenv("TESTBED_WORKER", worker_env({})["TESTBED_WORKER"])
+    with caplog.at_level("DEBUG", logger="testbed.agents"):
+        assert sorted(agents.load_plugins()) == ["good", "setup"]
+    said = [r for r in caplog.records if "plugin 'broken'" in r.getMessage()]
+    assert [r.levelname for r in said] == ["DEBUG"]
 
 
 def test_testbed_list_agents_shows_installed_plugins_without_flags(tmp_path):

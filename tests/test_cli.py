@@ -90,8 +90,11 @@ def test_unknown_agent_error_names_every_agent(capsys):
 def test_list_json_is_machine_readable(what, capsys):
     assert main(["list", what, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    width = {"metrics": 4, "problems": 5}.get(what, 2)  # metrics: needs and gives too
+    width = {"agents": 3, "metrics": 4, "problems": 5}.get(what, 2)  # agents: predicts too
     assert rows and all(isinstance(r, dict) and len(r) == width for r in rows)
+    if what == "agents":  # what each agent predicts, as a list (null: not declared)
+        said = {r["agent"]: r["predicts"] for r in rows}
+        assert said["uniform"] == ["labels", "real_values"] and said["npe"] == ["posterior"]
 
 
 def test_closed_stdout_exits_quietly():

@@ -223,9 +223,28 @@ def test_training_clock_waits_for_the_predictives_arrays():
     ],
 )
 def test_every_family_says_what_it_needs(problem_id, need):
+    from generative.registry import split_id
     from testbed.evaluate import needed_prediction
 
     assert needed_prediction(generative.load(problem_id)) == need
+    assert split_id(problem_id)[0].prediction == need  # what sweeps check without loading
+
+
+def test_every_builtin_family_declares_what_its_problems_need():
+    from generative.registry import FAMILIES
+
+    builtin = [FAMILIES.get(n) for n in FAMILIES]
+    builtin = [f for f in builtin if f.build.__module__.startswith("generative.")]
+    assert len(builtin) >= 11
+    assert not [f.name for f in builtin if f.prediction is None]
+    kinds = {f.name: f.prediction for f in builtin}
+    for name, kind in kinds.items():
+        if name.startswith("classification") or name in ("coin", "real"):
+            assert kind == "labels", name
+        elif name.startswith("regression"):
+            assert kind == "real_values", name
+    assert (kinds["sbi"], kinds["conjugate_sbi"]) == ("posterior", "posterior")
+    assert kinds["conjugate"] == "model_posterior"
 
 
 def test_a_mismatch_is_refused_before_training_naming_the_agents_that_fit(monkeypatch):
@@ -292,3 +311,93 @@ def test_agents_that_declare_nothing_and_oracles_are_not_checked():
     agent.predicts = ("posterior",)
     with pytest.raises(InputError, match="agent <lambda> predicts a posterior; .*needs labels"):
         testbed.evaluate(agent, problem)
+
+
+def _problem_loads(monkeypatch) -> list[str]:
+    """The ids of the problems loaded from now on: a sweep's check reads what families
+    declare (its refusal loads one problem, to name the oracles that serve it)."""
+    loaded, load = [], generative.registry.load
+
+    def counted(problem_id, **options):
+        loaded.append(problem_id)
+        return load(problem_id, **options)
+
+    monkeypatch.setattr(generative.registry, "load", counted)
+    monkeypatch.setattr(generative, "load", counted)
+    return loaded
+
+
+def test_a_sweep_refuses_an_agent_that_does_not_fit_before_any_job(monkeypatch):
+    from leaderboard.jobs import expand, sweep_jobs
+
+    loaded = _problem_loads(monkeypatch)
+    with pytest.raises(InputError) as err:
+        sweep_jobs(["npe"], "classification_2d_test")
+    assert len(loaded) <= 1
+    message = str(err.value)
+    assert message.startswith(
+        "agent npe predicts a posterior; 7 problems of family classification_2d_test "
+        "(classification_2d_test/0, ..., classification_2d_test/6) need labels; agents "
+        "that fit: "
+    )
+    fits = set(message.split("agents that fit: ")[1].split(", "))
+    assert {"uniform", "mlp", "knn", "average_class_probs"} <= fits
+    assert not {"npe", "nuts", "exact"} & fits
+    # the first agent that does not fit is named, among several
+    with pytest.raises(InputError, match="^agent rej_abc predicts a posterior; 2 problems of"):
+        expand(["uniform", "rej_abc"], ["coin/0", "coin/1"])
+    # an oracle declares what it reads: conjugate problems give it nothing
+    with pytest.raises(InputError, match="^agent oracle predicts .*; problem conjugate/"):
+        expand(["oracle"], ["conjugate/beta_binomial/1"])
+    assert len(expand(["npe", "rej_abc", "exact"], ["conjugate_sbi/beta_binomial/1/1000"])) == 3
+
+
+def test_a_sweeps_refusal_says_what_evaluate_says_for_one_problem():
+    from leaderboard.jobs import expand
+    from testbed.evaluate import check_prediction
+
+    for agent, problem_id in [("uniform", "sbi/two_moons/1000/1"), ("npe", "coin/0")]:
+        with pytest.raises(InputError) as swept:
+            expand([agent], [problem_id])
+        with pytest.raises(InputError) as evaluated:
+            check_prediction(agents.load(agent), generative.load(problem_id), problem_id)
+        assert str(swept.value) == str(evaluated.value)
+
+
+def test_families_and_agents_that_declare_nothing_are_not_checked(monkeypatch):
+    from generative.registry import FAMILIES, register_family
+    from leaderboard.jobs import expand
+
+    monkeypatch.setattr(FAMILIES, "_entries", dict(FAMILIES._entries))
+    monkeypatch.setattr(agents.AGENTS, "_entries", dict(agents.AGENTS._entries))
+    register_family("quiet_test", lambda rest: {"rest": rest})(lambda s: None)
+    agents.register("quiet_agent_test")(lambda data, prior, *, k=1: None)
+    loaded = _problem_loads(monkeypatch)
+    assert len(expand(["npe", "uniform"], ["quiet_test/a", "quiet_test/b"])) == 4
+    assert len(expand(["quiet_agent_test"], ["coin/0", "sbi/two_moons/1000/1"])) == 2
+    assert len(expand(["mlp"], generative.sweep_ids("classification_2d"))) == 420
+    assert loaded == []  # a sweep that fits loads no problem
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--agent", "npe", "--sweep", "classification_2d_test"],
+         "agent npe predicts a posterior; 7 problems of family classification_2d_test "),
+        (["--agent", "uniform", "--problem", "sbi/two_moons/1000/1"],
+         "agent uniform predicts labels or real values; problem sbi/two_moons/1000/1 needs a "
+         "posterior; agents that fit: nle, npe"),
+    ],
+)  # fmt: skip
+def test_the_command_line_refuses_such_a_sweep_in_one_line_before_any_job(
+    argv, says, tmp_path, capsys, monkeypatch
+):
+    from experiments.cli import main
+
+    loaded = _problem_loads(monkeypatch)
+    results = tmp_path / "r.db"
+    assert main(["sweep", *argv, "--results", str(results), "--quiet"]) == 2
+    assert len(loaded) <= 1
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and captured.err.startswith(f"testbed: error: {says}")
+    assert not results.exists() and not captured.out  # no store, no job

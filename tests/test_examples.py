@@ -156,6 +156,25 @@ def test_from_sklearn_fake_points_regression_and_clear_errors():
         agents.from_sklearn("a tree")
 
 
+def test_from_sklearn_with_no_training_data_sees_the_fake_points_only():
+    """coin/0 has no training flips: each member is fitted on one fake point per class,
+    so every member predicts 1/2 (as the Neural Testbed's knn and random forest)."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    problem = generative.load("coin/0")
+    assert len(problem.train_data.x) == 0
+    sampler = agents.from_sklearn(DecisionTreeClassifier(), num_members=3)(
+        problem.train_data, problem.prior_knowledge
+    )
+    probs = np.exp(sampler.all_logits(np.zeros((2, 1))))
+    np.testing.assert_allclose(probs, 0.5)
+    reg = testbed.PriorKnowledge(input_dim=1, num_train=0, num_classes=1, noise_std=0.1)
+    with pytest.raises(testbed.InputError, match="train_data: got no examples"):
+        agents.from_sklearn(DecisionTreeClassifier())(
+            testbed.Data(np.zeros((0, 1)), np.zeros(0)), reg
+        )
+
+
 def test_a_script_without_main_guard_is_told_what_to_add(tmp_path):
     """The local executor's workers import the driver's script again (spawn): a script
     that starts a sweep at its top level gets one error naming the guard to add."""

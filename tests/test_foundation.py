@@ -193,3 +193,55 @@ def test_unknown_problem_ids():
         generative.load("coin/18")
     with pytest.raises(InputError, match="family/"):
         generative.load("coin")
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "1e999", float("inf"), float("nan")])
+def test_non_finite_numbers_are_refused_naming_the_field(text):
+    with pytest.raises(InputError, match="^agent mlp: learning_rate: got .*; allowed: a finite"):
+        agents.load("mlp", learning_rate=text)
+    with pytest.raises(InputError, match="^agent beta_bernoulli: a: got .*finite"):
+        agents.load("beta_bernoulli", a=text)
+
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        rate: float | None = None
+        widths: tuple[float, ...] = (1.0,)
+
+    for field, value in (("rate", text), ("widths", text), ("widths", [1.0, text])):
+        if field == "widths" and not isinstance(value, str | list):
+            continue  # a bare float is no list (a type error of its own)
+        with pytest.raises(InputError, match=f"^{field}: got .*; allowed: .*finite"):
+            with_overrides(Cfg(), {field: value})
+
+
+def test_validators_refuse_non_finite_numbers():
+    from testbed.config import check_at_least, check_nonnegative, check_positive
+
+    for check in (check_positive, check_nonnegative):
+        for bad in (math.inf, -math.inf, math.nan):
+            with pytest.raises(InputError, match="^lr: got .*; allowed: a finite number"):
+                check("lr", bad)
+        check("lr", 0.5)
+    with pytest.raises(InputError, match="^steps: got inf; allowed: an integer >= 1"):
+        check_at_least("steps", math.inf, 1)
+
+
+def test_a_field_that_documents_inf_takes_it():
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        max_norm: float = dataclasses.field(default=5.0, metadata={"inf": "no clipping"})
+
+    assert with_overrides(Cfg(), {"max_norm": "inf"}).max_norm == math.inf
+    with pytest.raises(InputError, match="max_norm: got 'nan'; allowed: .*inf: no clipping"):
+        with_overrides(Cfg(), {"max_norm": "nan"})
+
+
+def test_a_family_declares_what_its_problems_need(monkeypatch):
+    from generative.registry import FAMILIES, register_family
+
+    monkeypatch.setattr(FAMILIES, "_entries", dict(FAMILIES._entries))
+    with pytest.raises(InputError, match="family f_test: prediction: got 'logits'; allowed: "):
+        register_family("f_test", lambda rest: {}, prediction="logits")(lambda s: None)
+    register_family("f_test", lambda rest: {}, prediction="labels")(lambda s: None)
+    assert FAMILIES.get("f_test").prediction == "labels"
+    assert FAMILIES.get("coin").prediction == "labels"

@@ -303,10 +303,38 @@ def test_c2st_mean_and_bootstrap_interval():
 
 
 def test_c2st_constant_values_give_a_point_interval_and_nan_is_counted():
-    df = _c2st_frame([0.6, 0.6, 0.6, math.nan])
+    df = _c2st_frame([0.6] * 5 + [math.nan])
     row = scoring.c2st_table(df).iloc[0]
     assert (row["mean_c2st"], row["ci_low"], row["ci_high"]) == (0.6, 0.6, 0.6)
-    assert row["num_failed"] == 1 and row["num_observations"] == 3
+    assert row["num_failed"] == 1 and row["num_observations"] == 5
+
+
+def test_c2st_has_no_interval_below_five_observations(tmp_path, capsys):
+    """A bootstrap of 2 values gives just the two values (of 4, about their range): no
+    95% interval is claimed below MIN_CI_OBSERVATIONS, and the tables say so."""
+    from leaderboard import board as lb
+
+    for n in (2, 4):
+        row = scoring.c2st_table(_c2st_frame([0.6, 0.8, 0.7, 0.9][:n])).iloc[0]
+        assert row["num_observations"] == n and row["mean_c2st"] == pytest.approx(
+            0.7 + 0.05 * (n > 2)
+        )
+        assert math.isnan(row["ci_low"]) and math.isnan(row["ci_high"])
+    row = scoring.c2st_table(_c2st_frame([0.6, 0.8, 0.7, 0.9, 0.65])).iloc[0]
+    assert 0.6 <= row["ci_low"] < row["mean_c2st"] < row["ci_high"] <= 0.9
+    assert scoring.MIN_CI_OBSERVATIONS == 5
+    assert "blank below 5 observations" in lb.COLUMN_HELP["ci_low"]
+    path = tmp_path / "sbi.db"
+    with ResultsStore(path) as s:
+        for k, v in ((1, 0.6), (2, 0.8)):
+            s.record(_result(agent="npe", pid=f"lbfault_sbi/two_moons/1000/{k}", c2st=v))
+    assert main(["leaderboard", "--results", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "none below 5 observations" in out  # the table's title
+    assert "CI low: lower end of the 95% bootstrap interval" in out  # the legend
+    assert main(["leaderboard", "--results", str(path), "--format", "json"]) == 0
+    (rows,) = json.loads(capsys.readouterr().out).values()
+    assert (rows[0]["ci_low"], rows[0]["ci_high"], rows[0]["num_observations"]) == (None, None, 2)
 
 
 # ---------------------------------------------------------------- command line
@@ -575,3 +603,134 @@ def test_real_data_tables_are_headed_as_a_joint_nll(tmp_path, capsys):
     assert main(["leaderboard", "--results", str(path)]) == 0
     out = capsys.readouterr().out
     assert "NLL/norm" in out and "KL/norm" not in out
+
+
+# ---------------------------------------------------------------- families never pooled
+
+
+def _mixed_families(path):
+    """The user trial's file: uniform on the 7 problems of classification_2d_test (all ok)
+    and on coin/4, whose tau is 1 too; ensemble on the sweep only, one job failed."""
+    sweep = [f"classification_2d_test/{i}" for i in range(7)]
+    with ResultsStore(path) as s:
+        for i, pid in enumerate(sweep):
+            s.record(_result(agent="uniform", pid=pid, kl_estimate=0.6 + 0.02 * i, test_acc=0.5))
+            status = "failed" if i == 6 else "ok"
+            kl = math.nan if i == 6 else 0.3
+            s.record(_result(agent="ensemble", pid=pid, status=status, kl_estimate=kl))
+        s.record(_result(agent="uniform", pid="coin/4", kl_estimate=0.05))
+    return sweep
+
+
+def test_a_sweep_counts_only_its_problems_and_families_are_never_pooled(tmp_path):
+    from leaderboard import board as lb
+
+    path = tmp_path / "h.db"
+    _mixed_families(path)
+    uniform_kl = np.mean([0.6 + 0.02 * i for i in range(7)])
+    board = lb.build(path, sweep="classification_2d_test")
+    assert [(r.kind, r.family, r.tau) for r in board.rankings] == [
+        ("kl", "classification_2d_test", 1)
+    ]
+    table = board.kl[1].set_index("agent")
+    assert table.loc["uniform", "pct_health"] == 1.0  # coin/4 is not held against it
+    assert table.loc["uniform", "num_problems"] == 7
+    assert table.loc["uniform", "mean_kl"] == pytest.approx(uniform_kl)
+    assert table.loc["ensemble", "pct_health"] == pytest.approx(6 / 7)  # its failed job
+    assert set(board.df["problem_id"]) == set(generative_sweep("classification_2d_test"))
+
+    board = lb.build(path)  # no sweep: a table per family, never one pooled tau=1 table
+    assert [(r.family, r.tau) for r in board.rankings] == [
+        ("classification_2d_test", 1),
+        ("coin", 1),
+    ]
+    kl = board.kl[("classification_2d_test", 1)].set_index("agent")
+    assert kl.loc["uniform", "mean_kl"] == pytest.approx(uniform_kl)
+    assert kl.loc["uniform", "num_problems"] == 7 and kl.loc["uniform", "pct_health"] == 1.0
+    coin = board.kl[("coin", 1)]
+    assert coin["agent"].tolist() == ["uniform"] and coin["num_problems"].tolist() == [1]
+    titles = [t for t, _ in lb.tables(board)]
+    assert titles == [
+        "marginal KL on classification_2d_test, tau=1 (normalised by uniform)",
+        "marginal KL on coin, tau=1 (normalised by uniform)",
+    ]
+    full = lb.tables(board, full=True)  # csv/json carry the family and tau as fields
+    assert [set(t["family"]) for _, t in full] == [{"classification_2d_test"}, {"coin"}]
+
+
+def generative_sweep(name):
+    import generative
+
+    return generative.sweep_ids(name)
+
+
+def test_the_neural_testbed_sweeps_are_ranked_apart_and_so_are_real_and_regression(tmp_path):
+    """classification_2d and classification are families of their own (the reference ranks
+    each sweep apart); real data and GP regression tables are per family too."""
+    from leaderboard import board as lb
+
+    path = tmp_path / "r.db"
+    with ResultsStore(path) as s:
+        for pid, kl in (("classification_2d/0", 0.2), ("classification/0", 0.8)):
+            s.record(_result(agent="uniform", pid=pid, kl_estimate=kl))
+            s.record(_result(agent="mlp", pid=pid, kl_estimate=kl / 2))
+        for pid, kl in (("regression/0", 0.4), ("regression_test/0", 0.1)):
+            s.record(_result(agent="uniform", pid=pid, kl_estimate=kl))
+        s.record(_result(agent="uniform", pid="real/iris/1/0", joint_nll=1.1))
+    board = lb.build(path)
+    got = [(r.kind, r.family, r.tau, r.table["mean_kl"].tolist()) for r in board.rankings]
+    assert got == [
+        ("kl", "classification", 1, [0.4, 0.8]),
+        ("kl", "classification_2d", 1, [0.1, 0.2]),
+        ("nll", "real", 1, [1.1]),
+        ("regression", "regression", 1, [0.4]),
+        ("regression", "regression_test", 1, [0.1]),
+    ]
+    titles = [t for t, _ in lb.tables(board)]
+    assert (
+        "regression KL (GP environments) on regression_test, tau=1 (normalised by uniform)"
+        in titles
+    )
+    assert "joint NLL (real data), tau=1 (normalised by uniform)" not in titles  # tau 1
+    assert "marginal NLL (real data), tau=1 (normalised by uniform)" in titles  # one family
+
+
+def test_c2st_tasks_of_different_families_are_never_pooled(tmp_path):
+    """A task name two families share is two rows, ranked apart; the SBI benchmark paper's
+    numbers sit beside the benchmark's own problems only."""
+    from leaderboard import board as lb
+
+    path = tmp_path / "c.db"
+    with ResultsStore(path) as s:
+        for k in (1, 2):
+            s.record(_result(agent="npe", pid=f"sbi/two_moons/1000/{k}", c2st=0.7))
+            s.record(_result(agent="npe", pid=f"lbfault_sbi/two_moons/1000/{k}", c2st=0.9))
+    board = lb.build(path, per_observation=True)
+    c2st = board.c2st.set_index("task")
+    assert c2st.loc["two_moons", "mean_c2st"] == pytest.approx(0.7)
+    assert c2st.loc["two_moons (lbfault_sbi)", "mean_c2st"] == pytest.approx(0.9)
+    assert c2st["rank"].tolist() == [1, 1]  # each alone in its cell
+    assert not math.isnan(c2st.loc["two_moons", "paper_c2st"])
+    assert math.isnan(c2st.loc["two_moons (lbfault_sbi)", "paper_c2st"])
+    obs = board.c2st_per_observation
+    assert obs.loc[obs["family"] != "sbi", "paper_c2st"].isna().all()
+    assert obs.loc[obs["family"] == "sbi", "paper_c2st"].notna().all()
+
+
+def test_the_terminal_says_how_many_jobs_failed(tmp_path, capsys):
+    path = tmp_path / "h.db"
+    _mixed_families(path)
+    for argv in ([], ["--sweep", "classification_2d_test"]):
+        assert main(["leaderboard", "--results", str(path), *argv]) == 0
+        out, err = capsys.readouterr()
+        line = f"1 job failed (their reasons: testbed leaderboard --failures --results {path}"
+        assert out.rstrip().splitlines()[-1] == line + " ".join(["", *argv]) + ")", out
+        assert not err
+    for fmt in ("csv", "json", "markdown"):  # machine-readable output: the line on stderr
+        assert main(["leaderboard", "--results", str(path), "--format", fmt]) == 0
+        out, err = capsys.readouterr()
+        assert "failed" not in out and err.strip().startswith("1 job failed (their reasons:")
+    with ResultsStore(path) as s:  # none failed: no line
+        s.record(_result(agent="ensemble", pid="classification_2d_test/6", kl_estimate=0.3))
+    assert main(["leaderboard", "--results", str(path)]) == 0
+    assert "failed (their reasons" not in capsys.readouterr().out

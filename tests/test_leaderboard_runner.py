@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -20,6 +21,7 @@ from leaderboard.jobs import expand
 from leaderboard.runner import run_sweep
 from leaderboard.store import ResultsStore
 from leaderboard.worker import run_job
+from testbed.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -162,8 +164,53 @@ def test_infinite_score_fails_but_infinite_diagnostic_does_not(tmp_path):
 @pytest.mark.slow
 def test_cli_sweep_with_seeds_then_resume_skips_all(tmp_path, capsys):
     db = str(tmp_path / "r.db")
-    argv = ["sweep", "--agent", "uniform", "--sweep", "coin", "--seeds", "0,1", "--quiet"]
+    argv = ["sweep", "--agent", "knn", "--sweep", "coin", "--seeds", "0,1", "--quiet"]
     assert main(argv + ["--results", db]) == 0
     assert "36 jobs: 0 already stored, 36 ok, 0 failed" in capsys.readouterr().out
     assert main(argv + ["--results", db]) == 0
     assert "36 jobs: 36 already stored, 0 ok" in capsys.readouterr().out
+
+
+def test_set_with_configs_sweep_applies_to_every_config_of_the_sweep(caplog):
+    import agents
+    from leaderboard.jobs import agent_configs
+
+    sweep = [a.config_dict() for a in agents.sweep("mlp")]
+    configs = agent_configs("mlp", {"num_batches": "500"}, configs="sweep")
+    assert all(c["num_batches"] == 500 for c in configs)
+    want = {json.dumps({**c, "num_batches": 500}, sort_keys=True) for c in sweep}
+    assert len(configs) == len(want) < len(sweep)  # configs the override makes alike: once
+    assert {json.dumps(c, sort_keys=True) for c in configs} == want
+    said = f"the {len(sweep)} configs of mlp's sweep are {len(want)} distinct after --set "
+    assert said + "num_batches=500" in caplog.text
+    caplog.clear()
+    configs = agent_configs("mlp", {"learning_rate": 0.01}, configs="sweep")
+    distinct = {json.dumps(c, sort_keys=True) for c in sweep}  # the reference lists one twice
+    assert len(configs) == len(distinct) and {c["learning_rate"] for c in configs} == {0.01}
+    assert "distinct" not in caplog.text
+    # the default config takes the override as before; a bad value names the field
+    assert agent_configs("mlp", {"num_batches": 500}) == [
+        agents.load("mlp", num_batches=500).config_dict()
+    ]
+    with pytest.raises(InputError, match="^agent mlp: num_batches: got 'x'"):
+        agent_configs("mlp", {"num_batches": "x"}, configs="sweep")
+
+
+def test_cli_sweep_set_and_configs_sweep_expand_every_config(monkeypatch, capsys, tmp_path):
+    import agents
+    from leaderboard import runner
+
+    ran = []
+
+    def fake_run_sweep(jobs, store, executor, **kwargs):
+        ran.extend(jobs)
+        raise KeyboardInterrupt  # stop before anything runs
+
+    monkeypatch.setattr(runner, "run_sweep", fake_run_sweep)
+    argv = ["sweep", "--agent", "uniform,mlp", "--configs", "sweep", "--set", "num_batches=500"]
+    argv += ["--problem", "classification_2d_test/0", "--executor", "inline", "--quiet"]
+    assert main(argv + ["--results", str(tmp_path / "r.db")]) == 130
+    mlp = [j for j in ran if j.agent == "mlp"]
+    assert len(mlp) > 10 and {j.config["num_batches"] for j in mlp} == {500}
+    assert len(mlp) < len(agents.sweep("mlp")) and [j.agent for j in ran].count("uniform") == 1
+    assert "distinct after --set" in capsys.readouterr().err

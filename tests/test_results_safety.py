@@ -611,28 +611,140 @@ def test_negative_timeouts_get_our_message_and_tiny_ones_time_out(tmp_path, caps
     assert "timed out after 1e-07 s (interrupted)" in capsys.readouterr().out
 
 
-@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
-def test_ctrl_c_stops_a_sweep_with_one_line_and_keeps_what_finished(tmp_path):
-    db, log = tmp_path / "r.db", tmp_path / "runs.log"
+# A module for --import that, in the sweep's driver only, sends SIGINT to its own process
+# from inside a gc callback once the file GC_SIGINT_TRIGGER exists: Python's handler then
+# raises KeyboardInterrupt inside the callback, where it is dropped ("Exception ignored
+# in: <function ...>"), as happens when Ctrl-C lands in JAX's `_xla_gc_callback`.
+GC_INTERRUPT = """
+import gc, multiprocessing, os, signal, time
+
+TRIGGER = os.environ["GC_SIGINT_TRIGGER"]
+fired = []
+
+
+def interrupt_inside_gc(phase, info):
+    if fired or not os.path.exists(TRIGGER):
+        return
+    fired.append(True)
+    os.kill(os.getpid(), signal.SIGINT)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:  # Python runs the SIGINT handler in here
+        pass
+
+
+if multiprocessing.parent_process() is None:  # the driver, not its workers
+    gc.callbacks.append(interrupt_inside_gc)
+    gc.set_threshold(50)  # collect often: the trigger is seen at once
+"""
+
+
+def _interruptible_sweep(tmp_path: Path, name: str, jobs: int = 12) -> tuple:
+    """A sweep of clock jobs in a session of its own (as a terminal's foreground job)."""
+    db, log, trigger = tmp_path / f"{name}.db", tmp_path / f"{name}.log", tmp_path / f"{name}.go"
+    module = tmp_path / "gc_interrupt.py"
+    module.write_text(GC_INTERRUPT)
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}", "LBFAULT_LOG": str(log),
-           "LBFAULT_SLEEP": "0.5"}  # fmt: skip
-    ids = ",".join(f"lbfault/clock-{i}" for i in range(40))
+           "LBFAULT_SLEEP": "0.3", "GC_SIGINT_TRIGGER": str(trigger)}  # fmt: skip
+    ids = ",".join(f"lbfault/clock-{i}" for i in range(jobs))
     proc = subprocess.Popen(
         [sys.executable, "-m", "experiments.cli", "sweep", "--agent", "uniform", "--problem",
-         ids, "--workers", "2", "--import", "leaderboard_faults", "--results", str(db),
-         "--quiet"],
+         ids, "--workers", "2", "--import", "leaderboard_faults", "--import", str(module),
+         "--results", str(db), "--quiet"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
+    return proc, db, log, trigger
+
+
+def _logged(log: Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The driver's worker processes (spawned; not multiprocessing's resource tracker)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == pid and b"spawn_main" in (entry / "cmdline").read_bytes():
+                out.append(int(entry.name))
+        except (OSError, ValueError, IndexError):  # not a process, or it has ended
+            continue
+    return out
+
+
+def _interrupt_at(moment: str, proc, log: Path, trigger: Path) -> None:
+    """Waits for `moment` of the sweep `proc`, then interrupts it as Ctrl-C does."""
     deadline = time.monotonic() + 120
-    while (not log.exists() or len(log.read_text().split()) < 6) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    if moment == "worker start-up":  # a worker exists and is still importing the stack
+        while not _workers_of(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert _logged(log) == 0, "the interrupt must land before any job ran"
+    else:
+        while _logged(log) < 3 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if moment == "inside a gc callback":
+        trigger.touch()  # the driver signals itself from its next gc callback
+    else:
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+
+
+def _check_interrupted(proc, db: Path, moment: str) -> int:
+    """The sweep stopped with one line and status 130, kept its finished jobs and no lease."""
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert err.strip() == "testbed: interrupted" and "Traceback" not in err
+    assert (proc.returncode, err.strip()) == (130, "testbed: interrupted"), (moment, err)
+    assert out == ""
+    if not db.exists():  # interrupted before the store was created
+        return 0
     with ResultsStore(db, mode="r") as s:
-        assert len(s.rows()) >= 3
+        rows = s.rows()
+    assert all(r["status"] == "ok" for r in rows), moment
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM leases").fetchone()[0] == 0
     conn.close()
+    return len(rows)
+
+
+MOMENTS = ("worker start-up", "mid-job", "inside a gc callback")
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
+def test_ctrl_c_stops_a_sweep_with_one_line_and_keeps_what_finished(tmp_path):
+    """Ctrl-C at each moment of a sweep: while its workers start (they print no traceback),
+    mid-job, and when Python drops the KeyboardInterrupt inside a gc callback (the sweep
+    used to run to its end and exit 0). The sweeps run at once, to keep the test short."""
+    sweeps = {moment: _interruptible_sweep(tmp_path, f"s{i}") for i, moment in enumerate(MOMENTS)}
+    waiters = [
+        threading.Thread(target=_interrupt_at, args=(moment, proc, log, trigger))
+        for moment, (proc, _, log, trigger) in sweeps.items()
+    ]
+    for t in waiters:
+        t.start()
+    for t in waiters:
+        t.join()
+    stored = {
+        moment: _check_interrupted(proc, db, moment) for moment, (proc, db, _, _) in sweeps.items()
+    }
+    assert stored["mid-job"] >= 1 and stored["worker start-up"] == 0
+    assert stored["inside a gc callback"] < 12
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
+@pytest.mark.parametrize("repeat", range(4))
+def test_ctrl_c_at_random_moments_always_stops_a_sweep(tmp_path, repeat):
+    """Ctrl-C after a random delay (driver start-up, worker start-up, jobs running), one
+    sweep after another, each at every moment as above."""
+    import random
+
+    for i, moment in enumerate(MOMENTS):
+        proc, db, log, trigger = _interruptible_sweep(tmp_path, f"s{i}")
+        _interrupt_at(moment, proc, log, trigger)
+        _check_interrupted(proc, db, moment)
+    delays = random.Random(repeat).sample(range(500, 10000), 6)
+    for delay in delays:
+        proc, db, _, _ = _interruptible_sweep(tmp_path, f"r{delay}", jobs=40)
+        time.sleep(delay / 1000)
+        os.killpg(proc.pid, signal.SIGINT)
+        _check_interrupted(proc, db, f"after {delay} ms")

@@ -123,12 +123,54 @@ def test_capture_turns_sbis_output_into_progress():
     assert lines[2].endswith("npe on two_moons: UserWarning: not converged")
 
 
-def test_quiet_sampling_says_a_warning_once_per_process(capsys):
+def test_quiet_sampling_says_a_warning_once_per_process(capsys, monkeypatch):
+    monkeypatch.setenv("TESTBED_PROGRESS", "lines")
     for _ in range(3):
         with quiet_sampling():
-            warnings.warn("a deprecation of this test", DeprecationWarning, stacklevel=1)
+            warnings.warn("a warning of this test", UserWarning, stacklevel=1)
     err = capsys.readouterr().err
-    assert err.count("DeprecationWarning: a deprecation of this test") == 1
+    assert err.count("UserWarning: a warning of this test") == 1
+
+
+def _logging_as_a_library_user_has_it(monkeypatch) -> None:
+    """The `testbed` logger as in a fresh process (the command line, run in-process by
+    other tests, sets it up)."""
+    logger = logging.getLogger("testbed")
+    monkeypatch.setattr(logger, "handlers", [])
+    monkeypatch.setattr(logger, "level", logging.NOTSET)
+    monkeypatch.setattr(logger, "propagate", True)
+    monkeypatch.setattr(logging.getLogger("testbed.progress"), "level", logging.NOTSET)
+    logging.Logger.manager._clear_cache()  # isEnabledFor caches levels
+
+
+def test_deprecations_inside_libraries_are_said_only_with_debug(capsys, monkeypatch, caplog):
+    _logging_as_a_library_user_has_it(monkeypatch)
+    monkeypatch.setenv("TESTBED_PROGRESS", "lines")
+    with caplog.at_level(logging.DEBUG, logger="testbed.progress"):
+        with quiet_sampling():
+            warnings.warn("torch.x is deprecated in favor of y", UserWarning, stacklevel=1)
+    assert "torch.x is deprecated" not in capsys.readouterr().err
+    debug = [r for r in caplog.records if "torch.x is deprecated" in r.getMessage()]
+    assert [r.levelname for r in debug] == ["DEBUG"]
+
+
+def test_a_library_user_gets_sbis_warnings_as_python_warnings_once(capsys, monkeypatch):
+    """A script with no logging and no terminal: nothing is printed, and each warning sbi
+    raised during training or sampling is raised again once (not recorded again)."""
+    _logging_as_a_library_user_has_it(monkeypatch)
+    monkeypatch.setenv("TESTBED_PROGRESS", "auto")
+    p = TrainingProgress("npe on two_moons", 1000)
+    assert p.mode == "library"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with p.capture():
+            print("\r", "Training neural network. Epochs trained: 7", end="")
+            warnings.warn("not converged", UserWarning, stacklevel=1)
+        with quiet_sampling("npe sampling"):
+            warnings.warn("sampling is slow", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["not converged", "sampling is slow"]
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
 
 
 def test_mode_from_the_environment():
@@ -171,6 +213,7 @@ def test_workers_default_to_log_lines_and_keep_a_users_choice(monkeypatch):
     monkeypatch.delenv("TESTBED_PROGRESS", raising=False)
     assert worker_env({"OMP_NUM_THREADS": "1"}) == {
         "TESTBED_PROGRESS": "lines",
+        "TESTBED_WORKER": "1",
         "OMP_NUM_THREADS": "1",
     }
     monkeypatch.setenv("TESTBED_PROGRESS", "off")

@@ -128,6 +128,7 @@ OPTIONS = ("num_samples", "num_null", "num_test_batches", "use_c2st")  # evaluat
     "conjugate models with exact posteriors and predictives",
     id_form="conjugate/<model>/<name> or conjugate/wyb/<1..21>",
     options=OPTIONS,
+    prediction="model_posterior",
 )
 def build(settings: dict) -> ConjugateProblem:
     spec = PROBLEMS.get(settings.get("problem"))

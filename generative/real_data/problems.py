@@ -394,6 +394,7 @@ def require_data(settings: list[dict]) -> None:
     require_data=require_data,
     id_form="real/<dataset>/<tau>/<seed>[/<num_train>], dataset: iris, tfds/mnist, "
     "file:<path.npz|.csv>, ...",
+    prediction="labels",
 )
 def build(settings: dict) -> RealDataProblem:
     return RealDataProblem(RealDataSettings(**{k: v for k, v in settings.items() if k in _FIELDS}))

@@ -273,6 +273,7 @@ def sbi_settings(rest: str) -> dict[str, Any]:
         "x_o",
     ),
     training_key=sbi_training_key,
+    prediction="posterior",
 )
 def build(settings: dict[str, Any]) -> PosteriorProblem:
     return PosteriorProblem(**settings)

@@ -387,7 +387,8 @@ class TrainedMLPs:
                 h = np.maximum(h @ w + b, 0.0)
             w, b = layers[-1]
             z = (h @ w + b)[:, 0]
-        return (1.0 / (1.0 + np.exp(-z))).astype(np.float32)
+        with np.errstate(over="ignore"):  # exp(-z) = inf for very negative z: p = 0
+            return (1.0 / (1.0 + np.exp(-z))).astype(np.float32)
 
     def take(self, start: int, stop: int | None) -> TrainedMLPs:
         """The models start:stop (a slice of the model axis)."""
