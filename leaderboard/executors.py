@@ -14,7 +14,9 @@ Ctrl-C: while an executor runs (or inside `recorded_interrupts()`), SIGINT in th
 recorded as well as raised, so a KeyboardInterrupt that Python drops (raised inside a gc
 callback, as JAX registers one, or a `__del__`) is raised again at the next safe point;
 a result that has arrived is stored before the interrupt stops the sweep. Local workers
-start with SIGINT blocked and then ignore it: the driver alone answers Ctrl-C.
+ignore SIGINT once started: the driver alone answers Ctrl-C. (A Ctrl-C while a worker is
+still importing the stack may print that worker's traceback: a spawned interpreter does
+not inherit a blocked signal mask.)
 """
 
 from __future__ import annotations
@@ -208,19 +210,6 @@ def recorded_interrupts() -> Iterator[Interrupts]:
         interrupts.close()
 
 
-def _start_without_sigint(process: Any) -> None:
-    """Starts `process` with SIGINT blocked in this thread. The mask is inherited through
-    fork and exec, so the new interpreter cannot be interrupted (no KeyboardInterrupt
-    traceback from a worker still importing) until `worker_main` ignores SIGINT and
-    unblocks it. A Ctrl-C meanwhile is not lost here: it waits until the mask is
-    restored, or another thread of this process takes it."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        process.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
 def _count(jobs: Iterable[Any]) -> int | None:
     try:
         return len(jobs)  # type: ignore[arg-type]
@@ -284,7 +273,7 @@ class _Slot:
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            _start_without_sigint(self.process)
+            self.process.start()
         finally:
             for k, v in saved.items():
                 if v is None:

@@ -325,12 +325,8 @@ def worker_main(conn, env: Mapping[str, str], imports: tuple[str, ...], parent: 
     """Process loop: say `ready`, then answer each job dict with a result; stop on None.
 
     Ctrl-C reaches the whole terminal's process group: a worker ignores it and lets the
-    driver stop it (the driver stores what finished and kills the workers). The driver
-    starts it with SIGINT blocked (`executors._start_without_sigint`), so no Ctrl-C
-    interrupts its start-up; ignoring it first discards one that is pending, then it is
-    unblocked (the processes a job starts inherit a clean mask, SIGINT ignored)."""
+    driver stop it (the driver stores what finished and kills the workers)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     try:
         prepare(env, imports)
