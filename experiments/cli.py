@@ -557,7 +557,12 @@ def _attach_values(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _main(argv)
+        from leaderboard.executors import recorded_interrupts
+
+        # from the start, a Ctrl-C that Python drops (inside JAX's gc callback while the
+        # stack imports) is recorded and raised again: never lost
+        with recorded_interrupts():
+            return _main(argv)
     except KeyboardInterrupt:  # e.g. while the stack is still importing
         print("testbed: interrupted", file=sys.stderr)
         return 130
@@ -582,9 +587,6 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("testbed: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # e.g. `testbed list agents --json | head`: the reader left
         _silence_stdout()
         return EXIT_BROKEN_PIPE
