@@ -638,6 +638,15 @@ if multiprocessing.parent_process() is None:  # the driver, not its workers
 """
 
 
+# A terminal's foreground job has SIGINT at its default; a test run started in the
+# background of a non-interactive shell (`cmd &`) inherits it ignored, and an ignored signal
+# stays ignored through exec. Reset it, then exec the command.
+AS_A_TERMINAL_STARTS_IT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
 def _interruptible_sweep(tmp_path: Path, name: str, jobs: int = 40) -> tuple:
     """A sweep of clock jobs in a session of its own (as a terminal's foreground job),
     long enough (40 x 0.3 s on 2 workers) to be still running when the interrupt lands
@@ -649,9 +658,9 @@ def _interruptible_sweep(tmp_path: Path, name: str, jobs: int = 40) -> tuple:
            "LBFAULT_SLEEP": "0.3", "GC_SIGINT_TRIGGER": str(trigger)}  # fmt: skip
     ids = ",".join(f"lbfault/clock-{i}" for i in range(jobs))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "experiments.cli", "sweep", "--agent", "uniform", "--problem",
-         ids, "--workers", "2", "--import", "leaderboard_faults", "--import", str(module),
-         "--results", str(db), "--quiet"],
+        [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, "-m", "experiments.cli", "sweep",
+         "--agent", "uniform", "--problem", ids, "--workers", "2", "--import",
+         "leaderboard_faults", "--import", str(module), "--results", str(db), "--quiet"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
