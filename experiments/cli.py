@@ -219,7 +219,6 @@ def _print_summary(summary: Any, results: str) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from leaderboard.executors import recorded_interrupts  # Ctrl-C is never lost
     from leaderboard.jobs import expand, parse_seeds, sweep_jobs
     from leaderboard.runner import run_sweep
     from leaderboard.store import ResultsStore
@@ -253,7 +252,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"workers: got {args.workers} with --executor inline, which runs one job at a time "
             "in this process; allowed: --executor local or ray for parallel workers"
         )
-    with ResultsStore(args.results, mode="w") as store, recorded_interrupts():
+    with ResultsStore(args.results, mode="w") as store:  # Ctrl-C: recorded by `main`
         summary = run_sweep(
             jobs,
             store,

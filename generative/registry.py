@@ -33,7 +33,7 @@ class ProblemFamily:
     `prediction` is what its problems need an agent to predict (a name of
     `testbed.base.PREDICTIONS`: `labels`, `real_values`, `posterior`, `model_posterior`), so
     a sweep refuses an agent that predicts another kind before any job, without loading a
-    problem (`family_prediction`); None: not declared, not checked (evaluate still checks
+    problem (`leaderboard.jobs.check_fit`); None: not declared, not checked (evaluate still checks
     each problem as it runs).
     """
 
@@ -119,12 +119,6 @@ def training_key(problem_id: str) -> str | None:
     its family does not say (its problems share nothing)."""
     family, rest = split_id(problem_id)
     return None if family.training_key is None else family.training_key(family.settings(rest))
-
-
-def family_prediction(problem_id: str) -> str | None:
-    """What the problems of `problem_id`'s family need an agent to predict, as the family
-    declares it (None: not declared); no problem is loaded."""
-    return split_id(problem_id)[0].prediction
 
 
 def require_data(problem_ids: Iterable[str]) -> None:

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import numbers
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -101,10 +102,11 @@ def _distinct(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def parse_seeds(text: str | Sequence[int]) -> list[int]:
     """Agent seeds from `0,1,2`, `0-4` (inclusive) or a list of integers."""
     if not isinstance(text, str):
-        given = [int(s) for s in text]
-        if any(s < 0 for s in given):
-            raise bad_value("seeds", list(text), "integers >= 0")
-        return list(dict.fromkeys(given))
+        given = list(text)
+        if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0
+                   for s in given):  # fmt: skip
+            raise bad_value("seeds", given, "integers >= 0")
+        return list(dict.fromkeys(int(s) for s in given))
     seeds: list[int] = []
     try:
         for part in [p.strip() for p in text.split(",") if p.strip()]:

@@ -493,6 +493,17 @@ def test_seeds_on_an_agent_without_a_seed_field_say_so(registry):
     assert agents.load("seedless_test", seed="0").config_dict() == {"k": 3}
 
 
+@pytest.mark.parametrize("seeds", [["a"], [1.5], [True], [0, None]])
+def test_seeds_that_are_not_integers_get_one_clear_error(seeds):
+    from leaderboard.jobs import expand, parse_seeds
+
+    with pytest.raises(InputError, match="^seeds: got .*; allowed: integers >= 0"):
+        parse_seeds(seeds)
+    with pytest.raises(InputError, match="^seeds: got .*; allowed: integers >= 0"):
+        expand(["mlp"], ["coin/0"], seeds=seeds)
+    assert parse_seeds([2, 0, 2]) == [2, 0]
+
+
 @pytest.mark.parametrize("seed", [-1, "-1", -5])
 def test_negative_seeds_are_refused_everywhere(seed, capsys):
     from experiments.cli import main
@@ -560,14 +571,19 @@ broken = plugin_broken_test
 """
 
 
-def test_installed_packages_add_agents_through_entry_points(
-    tmp_path, monkeypatch, caplog, registry
-):
+def _installed_plugins(tmp_path, monkeypatch) -> None:
+    """The fake package's entry points on the path, none of them loaded yet."""
     fake_distribution(tmp_path, ENTRY_POINTS)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr("agents.registry._PLUGINS_SEEN", set())
     for name in ("plugin_mod_test", "plugin_setup_test", "plugin_broken_test"):
         monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+def test_installed_packages_add_agents_through_entry_points(
+    tmp_path, monkeypatch, caplog, registry
+):
+    _installed_plugins(tmp_path, monkeypatch)
     with caplog.at_level("WARNING", logger="testbed.agents"):
         loaded = agents.load_plugins()
     assert sorted(loaded) == ["good", "setup"]
@@ -585,11 +601,7 @@ def test_a_sweeps_workers_do_not_repeat_the_drivers_plugin_warning(
 ):
     from leaderboard.worker import worker_env
 
-    fake_distribution(tmp_path, ENTRY_POINTS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr("agents.registry._PLUGINS_SEEN", set())
-    for name in ("plugin_mod_test", "plugin_setup_test", "plugin_broken_test"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    _installed_plugins(tmp_path, monkeypatch)
     monkeypatch.setenv("TESTBED_WORKER", worker_env({})["TESTBED_WORKER"])
     with caplog.at_level("DEBUG", logger="testbed.agents"):
         assert sorted(agents.load_plugins()) == ["good", "setup"]
