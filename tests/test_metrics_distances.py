@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from scipy.spatial.distance import pdist
@@ -74,9 +76,42 @@ def test_median_bandwidth_equals_the_straightforward_float32_computation_bit_for
     i, j = np.triu_indices(n, 1)
     d2 = np.sum((x[i] - x[j]) ** 2, axis=-1)  # float32, numpy's own summation
     assert d2.dtype == np.float32
-    assert median_bandwidth(x) == float(np.sqrt(np.sort(d2)[(d2.size - 1) // 2]))
+    want = float(np.sqrt(np.sort(d2)[(d2.size - 1) // 2]))
+    assert median_bandwidth(x) == want
+    # the bracketed selection (the default from 2^21 pairs) gives the same element
+    assert median_bandwidth(x, block=100, pilot=1000, direct_below=0) == want
     out = np.empty((n, n), np.float32)
     assert np.array_equal(squared_distances(x, x, out), np.sum((x[:, None] - x[None]) ** 2, -1))
+
+
+@pytest.mark.parametrize("bracket", ["below", "above", "empty"])
+def test_median_bandwidth_when_the_bracket_misses_the_median(bracket, monkeypatch):
+    """A bracket from the pilot pairs that misses (about 1e-9 by chance) falls back to
+    keeping every pair: still the exact lower median, bit for bit."""
+    mmd_module = importlib.import_module("testbed.metrics.mmd")  # `metrics.mmd` is the function
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((700, 3)).astype(np.float32)
+    i, j = np.triu_indices(len(x), 1)
+    d2 = np.sort(np.sum((x[i] - x[j]) ** 2, axis=-1))
+    want = float(np.sqrt(d2[(d2.size - 1) // 2]))
+    lo, hi = {"below": (d2[0], d2[10]), "above": (d2[-10], d2[-1]), "empty": (1e9, 1e9)}[bracket]
+    monkeypatch.setattr(mmd_module, "_median_bracket", lambda x, pilot: (lo, hi))
+    assert median_bandwidth(x, block=64, direct_below=0) == want
+
+
+def test_median_bandwidth_of_10k_rows_needs_no_quadratic_buffer():
+    """10,000 rows (sbibm's sample size) take the bracket path: the same element as keeping
+    every pair, with a block as the largest allocation instead of the 200 MB of pairs."""
+    import tracemalloc
+
+    x = np.random.default_rng(3).standard_normal((10_000, 2)).astype(np.float32)
+    tracemalloc.start()
+    got = median_bandwidth(x)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 80e6, f"peak {peak / 1e6:.0f} MB"
+    assert got == median_bandwidth(x, direct_below=2**62)  # every pair kept
+    assert got == pytest.approx(np.sqrt(4 * np.log(2)), rel=0.02)  # |x - y|^2 ~ 2 chi2_2
 
 
 def test_mmd_unbiased_near_zero_for_same_distribution():
