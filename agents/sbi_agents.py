@@ -232,7 +232,10 @@ class MCMCMethod(Method):
     """NLE / NRE: the estimator's posterior sampled by sbi's slice sampler."""
 
     def train(self, inference, config, theta, x, proposal, first):
-        inference.append_simulations(theta, x, exclude_invalid_x=True)
+        # sbi warns on every NRE run given exclude_invalid_x=True ("systematically wrong
+        # results"), which holds only when some x is invalid: ask for it only then
+        invalid = not bool(np.isfinite(np.asarray(x)).all())
+        inference.append_simulations(theta, x, exclude_invalid_x=invalid)
         return inference.train(**self.train_kwargs(config, len(theta)))
 
     def train_kwargs(self, config, num: int) -> dict[str, Any]:

@@ -173,6 +173,30 @@ def test_too_many_rounds_for_the_budget():
         agents.load("snpe")(problem.train_data, problem.prior_knowledge)
 
 
+def test_nre_asks_sbi_to_drop_invalid_x_only_when_there_is_some():
+    """sbi warns on every NRE run told exclude_invalid_x=True ("systematically wrong
+    results"); on valid simulations that warning is false, so it is not asked for."""
+    torch = pytest.importorskip("torch")
+    from agents.sbi_agents import NREConfig, NREMethod
+
+    class Recorder:
+        def append_simulations(self, theta, x, exclude_invalid_x):
+            self.exclude = exclude_invalid_x
+
+        def train(self, **kwargs):
+            return "estimator"
+
+    theta = torch.zeros(4, 2)
+    for x, exclude in ((torch.ones(4, 2), False), (torch.tensor([[1.0, float("nan")]] * 4), True)):
+        inference = Recorder()
+        NREMethod().train(inference, NREConfig(), theta, x, None, True)
+        assert inference.exclude is exclude
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _run("nre", FAST_MCMC, 300)
+    assert not [w for w in caught if "systematically wrong" in str(w.message)]
+
+
 def test_agent_refuses_other_train_data():
     from testbed.base import PriorKnowledge
 
