@@ -98,6 +98,39 @@ def test_sbibm_names():
     np.testing.assert_array_equal(
         task.get_simulator(seed=1)(a), task.simulate(a, np.random.default_rng(1))
     )
+    assert task.num_observations == 10
+    assert task.get_labels_parameters() == list(task.labels)
+    torch = pytest.importorskip("torch")
+    dist = task.get_prior_dist()
+    assert isinstance(dist, torch.distributions.Distribution)
+    assert dist.event_shape == (2,)
+
+
+@pytest.mark.parametrize(
+    "task",
+    [sbi.get_task("gaussian_linear"), generative.conjugate.get_task("wyb/1")],
+    ids=["gaussian_linear", "conjugate"],
+)
+def test_unseeded_prior_and_simulator_draw_afresh(task):
+    """sbibm's calls carry no seed: each draws afresh, as sbibm's do, and the prior's and
+    the simulator's draws are not the same numbers (with both at seed 0, gaussian_linear
+    gave x = 2 theta exactly); a seed reproduces."""
+    assert not np.array_equal(task.sample_prior(5), task.sample_prior(5))
+    assert not np.array_equal(task.get_prior()(5), task.get_prior()(5))
+    theta = task.sample_prior(5, seed=3)
+    np.testing.assert_array_equal(theta, task.sample_prior(5, seed=3))
+    np.testing.assert_array_equal(task.simulate(theta, seed=4), task.simulate(theta, seed=4))
+    assert not np.array_equal(task.simulate(theta), task.simulate(theta))
+
+
+def test_gaussian_linear_noise_is_independent_of_the_prior_draw():
+    task = sbi.get_task("gaussian_linear")  # x = theta + N(0, 0.1 I), theta ~ N(0, 0.1 I)
+    prior, simulator = task.get_prior(), task.get_simulator()
+    for draw, simulate in ((prior, simulator), (task.sample_prior, task.simulate)):
+        theta = draw(1000)
+        x = simulate(theta)
+        r = np.corrcoef(theta.ravel(), (x - theta).ravel())[0, 1]
+        assert abs(r) < 6 / np.sqrt(theta.size), r  # 10,000 pairs: sd 0.01; the same: 1
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from generative.sbi.task import Seed, Task, as_rows, make_rng
+from generative.sbi.task import Seed, Task, as_rows, fresh_or_seeded
 from testbed.errors import bad_value
 from testbed.simulation import Support
 
@@ -78,9 +78,10 @@ class ConjugateTask(Task):
     def _reference_posterior(self, x_o, num_samples: int, rng: np.random.Generator):
         return self.family.posterior(self.inputs, self._data(x_o)).sample(num_samples, rng)
 
-    def simulate(self, theta, seed: Seed = 0) -> np.ndarray:
-        """One dataset per row of `theta`, [n, dim_data] (no support check: see above)."""
-        return self._simulate(as_rows(theta, self.dim_parameters, "theta"), make_rng(seed))
+    def simulate(self, theta, seed: Seed | None = None) -> np.ndarray:
+        """One dataset per row of `theta`, [n, dim_data] (no support check: see above);
+        `seed` as the base class's (None: fresh noise)."""
+        return self._simulate(as_rows(theta, self.dim_parameters, "theta"), fresh_or_seeded(seed))
 
     def _observation_pair(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         theta = self.family.prior().sample(1, np.random.default_rng((self.seed, k)))

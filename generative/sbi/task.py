@@ -47,6 +47,14 @@ def published(task: str) -> tuple[np.ndarray, np.ndarray] | None:
     )
 
 
+def fresh_or_seeded(seed: Seed | None) -> np.random.Generator:
+    """A stream for prior draws and simulations: from `seed` (an int or a Generator), or
+    fresh from the OS (None), as sbibm's draws from torch's generator are. A fixed default
+    would make the prior's and the simulator's noise the same numbers: gaussian_linear's
+    `simulate(sample_prior(n))` was exactly 2 theta."""
+    return np.random.default_rng() if seed is None else make_rng(seed)
+
+
 def check_count(num: int, field: str) -> int:
     """`num` as an int >= 1, else an InputError naming `field`."""
     if isinstance(num, bool) or not isinstance(num, int | np.integer) or num < 1:
@@ -120,16 +128,18 @@ class Task(abc.ABC):
         """Lower and upper bounds of the prior support per parameter ([dim] each; +-inf)."""
         return self.support.bounds(self.dim_parameters)
 
-    def sample_prior(self, num: int, seed: Seed = 0) -> np.ndarray:
-        """`num` parameter draws from the prior, [num, dim_parameters]."""
-        return self._sample_prior(check_count(num, "num"), make_rng(seed))
+    def sample_prior(self, num: int, seed: Seed | None = None) -> np.ndarray:
+        """`num` parameter draws from the prior, [num, dim_parameters]; `seed` an int or a
+        Generator to reproduce them, None (default) for fresh ones (`fresh_or_seeded`)."""
+        return self._sample_prior(check_count(num, "num"), fresh_or_seeded(seed))
 
     def log_prior(self, theta) -> np.ndarray:
         """Prior log-density of each row of `theta`, [n] (-inf outside the support)."""
         return self._log_prior(as_rows(theta, self.dim_parameters, "theta"))
 
-    def simulate(self, theta, seed: Seed = 0) -> np.ndarray:
-        """One simulation per row of `theta`, [n, dim_data]; failed ODE solves give NaN rows."""
+    def simulate(self, theta, seed: Seed | None = None) -> np.ndarray:
+        """One simulation per row of `theta`, [n, dim_data]; failed ODE solves give NaN rows.
+        `seed`: an int or a Generator to reproduce them, None (default) for fresh noise."""
         theta = as_rows(theta, self.dim_parameters, "theta")
         outside = ~np.isfinite(self._log_prior(theta))
         if outside.any():
@@ -139,7 +149,7 @@ class Task(abc.ABC):
                 theta[i].tolist(),
                 f"parameters inside the prior support {self.support}",
             )
-        return self._simulate(theta, make_rng(seed))
+        return self._simulate(theta, fresh_or_seeded(seed))
 
     def log_likelihood(self, theta, x_o) -> np.ndarray:
         """log p(x_o | theta) for each row of `theta`, [n]."""
@@ -221,7 +231,7 @@ class Task(abc.ABC):
         num_samples = check_count(num_samples, "num_samples")
         return self._reference_posterior(x_o, num_samples, make_rng(seed))
 
-    # ----- the sbibm package's names (numpy in and out; seeds explicit) -----
+    # ----- the sbibm package's names (numpy in and out; seeds optional, None = fresh) -----
     def get_observation(self, num_observation: int) -> np.ndarray:
         """sbibm's name for `observation(k)`: the benchmark's observation, [1, dim_data]."""
         return self.observation(num_observation)
@@ -237,16 +247,30 @@ class Task(abc.ABC):
         reads its stored draws; ours are drawn fresh, for any number and seed)."""
         return self.reference_posterior(self.observation(num_observation), num_samples, seed)
 
-    def get_prior(self, seed: Seed = 0) -> Callable[[int], np.ndarray]:
+    def get_prior(self, seed: Seed | None = None) -> Callable[[int], np.ndarray]:
         """sbibm's `get_prior()`: `prior(num_samples=1) -> theta [num_samples, dim]`, every
-        call drawing on from one stream started at `seed`."""
-        rng = make_rng(seed)
+        call drawing on from one stream: started at `seed`, or fresh (None, the default)."""
+        rng = fresh_or_seeded(seed)
         return lambda num_samples=1: self.sample_prior(num_samples, rng)
 
-    def get_simulator(self, seed: Seed = 0) -> Callable[[np.ndarray], np.ndarray]:
-        """sbibm's `get_simulator()`: `simulator(theta) -> x`, one stream started at `seed`."""
-        rng = make_rng(seed)
+    def get_simulator(self, seed: Seed | None = None) -> Callable[[np.ndarray], np.ndarray]:
+        """sbibm's `get_simulator()`: `simulator(theta) -> x`, one stream started at `seed`
+        or fresh (None, the default)."""
+        rng = fresh_or_seeded(seed)
         return lambda theta: self.simulate(theta, rng)
+
+    def get_prior_dist(self):
+        """sbibm's `get_prior_dist()`: the prior as a torch Distribution (`torch_prior`)."""
+        return self.torch_prior()
+
+    def get_labels_parameters(self) -> list[str]:
+        """sbibm's `get_labels_parameters()`: the parameters' names (`labels`)."""
+        return list(self.labels)
+
+    @property
+    def num_observations(self) -> int:
+        """sbibm's `num_observations`: the benchmark's observations, k = 1..10."""
+        return NUM_OBSERVATIONS
 
     def torch_prior(self):
         """The prior as a torch Distribution over [dim_parameters] with the right support
