@@ -199,6 +199,7 @@ def _register(name: str, table: list[dict]) -> None:
         options=("num_test_seeds", "num_enn_samples"),
         id_form=f"{name}/<i>, i = 0..{len(table) - 1}",
         prediction="real_values",
+        option_types=RegressionSettings,
     )(build)
     register_sweep(name)(lambda: [f"{name}/{i}" for i in range(len(table))])
 

@@ -8,10 +8,12 @@ seeded problem from the settings. A sweep is a named, ordered list of problem id
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from testbed.base import PREDICTIONS, Problem
+from testbed.config import coerce_fields, field_types
 from testbed.errors import InputError, bad_value
 from testbed.registry import Registry
 
@@ -46,6 +48,7 @@ class ProblemFamily:
     require_data: Callable[[list[dict[str, Any]]], None] | None = None
     id_form: str = ""
     prediction: str | None = None
+    option_types: type | None = None
 
 
 FAMILIES: Registry[ProblemFamily] = Registry("problem family")
@@ -61,10 +64,13 @@ def register_family(
     require_data: Callable[[list[dict[str, Any]]], None] | None = None,
     id_form: str = "",
     prediction: str | None = None,
+    option_types: type | None = None,
 ):
     """Decorator on `build(settings) -> Problem`: registers the family `name`, whose
     settings named in `options` may be overridden by `load(id, **options)` and whose
-    problems need an agent that predicts `prediction` (see ProblemFamily)."""
+    problems need an agent that predicts `prediction` (see ProblemFamily). The options are
+    checked against the field types of the dataclass `option_types` (default: the one
+    `build` is annotated to return)."""
     if prediction is not None and prediction not in PREDICTIONS:
         raise bad_value(f"family {name}: prediction", prediction, [*PREDICTIONS, None])
 
@@ -79,6 +85,7 @@ def register_family(
             require_data,
             id_form or f"{name}/...",
             prediction,
+            option_types,
         )
         FAMILIES.register(name, family)
         return build
@@ -149,7 +156,25 @@ def load(problem_id: str, **options: Any) -> Problem:
         )
     if unknown:
         raise bad_value(f"option of {family.name} problems", unknown[0], family.options)
-    return family.build({**family.settings(rest), **options})
+    return family.build({**family.settings(rest), **typed_options(family, options)})
+
+
+def typed_options(family: ProblemFamily, options: dict[str, Any]) -> dict[str, Any]:
+    """`options` checked against the field types of the family's `option_types` dataclass
+    (else of the dataclass its `build` returns), as agent settings are: `c2st_z_score="no"`
+    becomes False, `lc2st=1.5` is refused naming the option. Options that are not its
+    fields pass as they are."""
+    cls = family.option_types
+    if cls is None:
+        try:
+            cls = typing.get_type_hints(family.build).get("return")
+        except (NameError, TypeError):  # an annotation that does not resolve
+            return options
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        return options
+    fields = set(field_types(cls))
+    typed = {k: v for k, v in options.items() if k in fields}
+    return {**options, **coerce_fields(cls, typed, where=f"option of {family.name} problems")}
 
 
 def family_sweeps() -> dict[str, list[str]]:

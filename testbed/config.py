@@ -135,14 +135,15 @@ def _non_finite(value: Any, inf_ok: bool) -> bool:
     return False
 
 
-def with_overrides(config: C, overrides: Mapping[str, Any], *, where: str = "") -> C:
-    """A copy of `config` with `overrides` applied, each checked against the field's type
-    (numbers finite, unless the field's metadata says what inf means: `INF`)."""
-    types_ = field_types(type(config))
-    inf_meaning = {f.name: f.metadata.get(INF) for f in dataclasses.fields(config)}
+def coerce_fields(config_cls: type, values: Mapping[str, Any], *, where: str = "") -> dict:
+    """`values` of fields of the dataclass `config_cls`, each checked against the field's
+    type (command-line strings parsed; numbers finite, unless the field's metadata says what
+    inf means: `INF`); an unknown name is an InputError listing the fields."""
+    types_ = field_types(config_cls)
+    inf_meaning = {f.name: f.metadata.get(INF) for f in dataclasses.fields(config_cls)}
     prefix = f"{where}: " if where else ""
     changes = {}
-    for name, value in overrides.items():
+    for name, value in values.items():
         if name not in types_:
             raise InputError(
                 f"{prefix}unknown setting {name!r}; allowed: {', '.join(sorted(types_))}"
@@ -153,6 +154,14 @@ def with_overrides(config: C, overrides: Mapping[str, Any], *, where: str = "") 
             finite = _describe(types_[name]).replace("number", "finite number")
             also = f", or inf: {meaning}" if meaning is not None else ""
             raise InputError(f"{prefix}{name}: got {value!r}; allowed: {finite}{also}")
+    return changes
+
+
+def with_overrides(config: C, overrides: Mapping[str, Any], *, where: str = "") -> C:
+    """A copy of `config` with `overrides` applied, each checked against the field's type
+    (numbers finite, unless the field's metadata says what inf means: `INF`)."""
+    prefix = f"{where}: " if where else ""
+    changes = coerce_fields(type(config), overrides, where=where)
     try:
         return dataclasses.replace(config, **changes)
     except InputError as e:  # a validator in __post_init__: say where

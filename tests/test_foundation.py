@@ -186,6 +186,33 @@ def test_quality_is_flat_floats():
         testbed.Quality(c="text")
 
 
+@pytest.mark.parametrize(
+    "problem_id, option, value, expect",
+    [
+        ("sbi/two_moons/1000/1", "c2st_z_score", "no", False),  # was kept as 'no': truthy
+        ("sbi/two_moons/1000/1", "median_distance", "false", False),
+        ("sbi/two_moons/1000/1", "num_samples", "1e3", 1000),
+        ("conjugate/wyb/1", "use_c2st", "yes", True),
+        ("classification_test/0", "num_test_seeds", 7.0, 7),
+        ("sbi/two_moons/1000/1", "lc2st", 1.5, "true or false"),
+        ("sbi/two_moons/1000/1", "num_samples", 2.5, "an integer"),
+        ("conjugate_sbi/beta_binomial/1/1000", "use_c2st", "maybe", "true or false"),
+        ("classification_test/0", "num_test_seeds", "x", "an integer"),  # was a TypeError
+        ("regression_test/0", "num_enn_samples", 2.5, "an integer"),
+        ("real/iris/1/1", "num_test_seeds", "many", "an integer"),
+    ],
+)
+def test_problem_options_are_typed_like_agent_settings(problem_id, option, value, expect):
+    if isinstance(expect, str):
+        with pytest.raises(InputError, match=f"option of .* problems: {option}: .*{expect}"):
+            generative.load(problem_id, **{option: value})
+        return
+    problem = generative.load(problem_id, **{option: value})
+    settings = getattr(problem, "settings", problem)
+    got = getattr(settings, option, getattr(problem, option, None))
+    assert got == expect and type(got) is type(expect)
+
+
 def test_unknown_problem_ids():
     with pytest.raises(InputError, match="problem family: got 'nofamily'"):
         generative.load("nofamily/1")

@@ -69,6 +69,7 @@ def conjugate_sbi_settings(rest: str) -> dict[str, Any]:
     id_form="conjugate_sbi/<conjugate problem>/<num_simulations>",
     options=problem_set.OPTIONS,
     prediction="posterior",
+    option_types=ConjugateProblem,
 )
 def build(settings: dict[str, Any]) -> ConjugateSimulationProblem:
     return ConjugateSimulationProblem(problem_set.build(settings), int(settings["num_simulations"]))

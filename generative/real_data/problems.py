@@ -395,6 +395,7 @@ def require_data(settings: list[dict]) -> None:
     id_form="real/<dataset>/<tau>/<seed>[/<num_train>], dataset: iris, tfds/mnist, "
     "file:<path.npz|.csv>, ...",
     prediction="labels",
+    option_types=RealDataSettings,
 )
 def build(settings: dict) -> RealDataProblem:
     return RealDataProblem(RealDataSettings(**{k: v for k, v in settings.items() if k in _FIELDS}))
