@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -203,6 +204,8 @@ def check_at_least(name: str, value: int, low: int) -> None:
 def check_seed(name: str, value: Any) -> int:
     """`value` as a seed, an integer >= 0 (a command-line string is parsed), else an
     InputError naming `name`. One rule for every seed: `--seed`, `--seeds`, `--set seed`."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)  # numpy integers too
     try:
         seed = None if isinstance(value, bool) else _coerce(int, value, name)
     except InputError:

@@ -184,6 +184,25 @@ def check_prediction(agent: Any, problem: Problem, name: str | None = None) -> N
     )
 
 
+def check_agent_and_problem(agent: Any, problem: Any, field: str = "problem") -> None:
+    """The mistakes a user types first, named: a problem id or an agent name where the
+    object goes, an agent that cannot be called."""
+    if isinstance(problem, str):
+        raise InputError(
+            f"{field}: got {problem!r}, an id; allowed: a problem, e.g. "
+            f"generative.load({problem!r})"
+        )
+    if isinstance(agent, str):
+        raise InputError(
+            f"agent: got {agent!r}, a name; allowed: an agent, e.g. agents.load({agent!r})"
+        )
+    if not callable(agent) and not isinstance(agent, Oracle):
+        raise InputError(
+            f"agent: got {type(agent).__name__}; allowed: a callable "
+            "agent(train_data, prior_knowledge) -> predictive, e.g. agents.load('mlp')"
+        )
+
+
 def check_metrics(problem: Problem, metrics: Sequence[str] | None) -> None:
     """Unknown or unmatched metrics fail here, before any training."""
     if metrics is None:
@@ -227,6 +246,7 @@ def evaluate(
     which is checked before training. On a simulator problem the agent's
     `SimulationAccess` says how many simulations it used (`num_simulations_used`).
     """
+    check_agent_and_problem(agent, problem)
     check_metrics(problem, metrics)
     check_prediction(agent, problem)
     return score_trained(problem, train_timed(agent, problem), metrics)
@@ -250,7 +270,13 @@ def evaluate_many(
     `shared_training`, the number of problems the training served. A posterior that can
     draw at several observations in one call (NLE / NRE's MCMC) draws at all of them
     before scoring (`presample`)."""
-    for problem in problems:
+    if isinstance(problems, str) or not isinstance(problems, Sequence):
+        raise InputError(
+            f"problems: got {type(problems).__name__}; allowed: a list of problems "
+            "(evaluate(agent, problem) takes one)"
+        )
+    for i, problem in enumerate(problems):
+        check_agent_and_problem(agent, problem, f"problems[{i}]")
         check_metrics(problem, metrics)
         check_prediction(agent, problem)
     if not shares_training(agent, problems):

@@ -93,6 +93,33 @@ def test_a_users_metric_runs_on_a_family_it_was_not_written_for():
     }
 
 
+def test_an_id_or_a_name_where_the_object_goes_is_named():
+    """The first mistakes a user types: an InputError saying what to pass instead of an
+    AttributeError or a TypeError from deep inside."""
+    problem = generative.load("coin/0")
+    agent = agents.load("uniform")
+    cases = [
+        (
+            lambda: testbed.evaluate(agent, "coin/0"),
+            r"problem: got 'coin/0', an id.*generative.load",
+        ),
+        (
+            lambda: testbed.evaluate("uniform", problem),
+            r"agent: got 'uniform', a name.*agents.load",
+        ),
+        (lambda: testbed.evaluate(object(), problem), r"agent: got object; allowed: a callable"),
+        (
+            lambda: testbed.evaluate_many(agent, problem),
+            r"problems: got CoinProblem; allowed: a list",
+        ),
+        (lambda: testbed.evaluate_many(agent, [problem, "coin/1"]), r"problems\[1\]: got 'coin/1'"),
+        (lambda: testbed.evaluate_many("uniform", [problem]), r"agent: got 'uniform', a name"),
+    ]
+    for call, message in cases:
+        with pytest.raises(InputError, match=message):
+            call()
+
+
 def test_bad_metrics_are_refused_before_training():
     problem = generative.load("classification_2d/0")
     with pytest.raises(InputError, match="metric: got 'no_such'; allowed: one of: accuracy"):

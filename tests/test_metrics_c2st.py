@@ -220,6 +220,13 @@ def test_accepts_torch_and_sklearn_classifiers():
         (np.zeros((20, 2)), np.zeros((20, 2)), {"n_folds": 1}, "n_folds"),
         (np.zeros((20, 2)), np.zeros((20, 2)), {"scoring": "f1"}, "scoring"),
         (np.zeros((20, 2)), np.zeros((20, 2)), {"classifier": "svm"}, "classifier"),
+        (np.zeros((20, 2)), np.zeros((20, 2)), {"n_folds": 2.5}, "n_folds: got 2.5"),
+        (np.zeros((20, 2)), np.zeros((20, 2)), {"seed": 1.5}, "seed: got 1.5"),
+        (np.zeros((20, 2)), np.zeros((20, 2)), {"seed": -1}, "seed: got -1"),
+        (np.zeros((20, 2)), np.zeros((20, 2)), {"seed": None}, "seed: got None"),
+        (np.zeros((20, 2)), np.zeros((20, 2)), {"mlp_config": {}}, "mlp_config: got dict"),
+        # sbibm's keyword: named, with ours, instead of a TypeError about c2st_scores
+        (np.zeros((20, 2)), np.zeros((20, 2)), {"z_score": False}, "'z_score' is 'z_score_data'"),
     ],
 )
 def test_bad_input_names_the_argument(reference, samples, kwargs, field):
@@ -238,6 +245,9 @@ def test_c2st_pvalue_is_the_binomial_tail():
         k = round(acc * n)
         direct = sum(comb(n, j) for j in range(k, n + 1)) / 2**n
         assert abs(c2st_pvalue(acc, n_ref, n_smp) - direct) < 1e-12
+    for n_ref, n_smp in ((-10, 1000), (10.5, 10), (0, 10), (True, 10)):
+        with pytest.raises(InputError, match="num_reference|num_samples"):
+            c2st_pvalue(0.6, n_ref, n_smp)
     with pytest.raises(InputError, match="accuracy"):
         c2st_pvalue(1.2, 10, 10)
 

@@ -122,6 +122,23 @@ def test_mmd_unbiased_near_zero_for_same_distribution():
     assert mmd(x, y + 1.0) > 0.1
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"scale": 0.0}, "scale: got 0.0"),  # these three gave MMD 0, "identical"
+        ({"scale": -1.0}, "scale: got -1.0"),
+        ({"scale": float("inf")}, "scale: got inf"),
+        ({"scale": float("nan")}, "scale: got nan"),
+        ({"block": 0}, "block: got 0"),  # was a ZeroDivisionError
+        ({"block": 2.5}, "block: got 2.5"),
+    ],
+)
+def test_mmd_refuses_a_bad_scale_or_block(kwargs, message):
+    rng = np.random.default_rng(4)
+    with pytest.raises(InputError, match=message):
+        mmd(rng.standard_normal((30, 2)), rng.standard_normal((30, 2)) + 5, **kwargs)
+
+
 def test_mmd_given_scale_and_bad_input():
     rng = np.random.default_rng(2)
     x, y = rng.standard_normal((50, 2)), rng.standard_normal((60, 2))

@@ -10,13 +10,14 @@ instead (e.g. sbi's default random forest) and then runs through scikit-learn it
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Literal
 
 import numpy as np
 from scipy.stats import binom, rankdata
 
 from testbed.compilation_cache import with_library_cache
-from testbed.config import check_at_least, check_nonnegative, check_one_of
+from testbed.config import check_at_least, check_nonnegative, check_one_of, check_seed
 from testbed.errors import InputError
 from testbed.metrics.inputs import as_samples, same_dim
 from testbed.metrics.mlp import MLPConfig, train_many
@@ -89,7 +90,15 @@ def c2st_scores(
     ref = as_samples(reference, "reference")
     smp = as_samples(samples, "samples")
     same_dim(ref, smp, "reference", "samples")
+    seed = check_seed("seed", seed)
+    if isinstance(n_folds, bool) or not isinstance(n_folds, int | np.integer):
+        raise InputError(f"n_folds: got {n_folds!r}; allowed: an integer >= 2")
     check_at_least("n_folds", n_folds, 2)
+    if mlp_config is not None and not isinstance(mlp_config, MLPConfig):
+        raise InputError(
+            f"mlp_config: got {type(mlp_config).__name__}; allowed: an MLPConfig "
+            "(e.g. MLPConfig.sbibm(dim) with dataclasses.replace) or None"
+        )
     check_one_of("scoring", scoring, ("accuracy", "roc_auc"))
     for name, x in (("reference", ref), ("samples", smp)):
         if x.shape[0] < n_folds:
@@ -144,7 +153,24 @@ def c2st(reference, samples, **kwargs: Any) -> float:
     `noise_scale`, `classifier` ('mlp', 'rf' (sbi's default random forest) or any
     scikit-learn classifier) and `mlp_config` (the JAX MLP's settings).
     """
+    check_keywords("c2st", kwargs, c2st_scores, {"z_score": "z_score_data"})
     return float(np.mean(c2st_scores(reference, samples, **kwargs)))
+
+
+def check_keywords(name: str, kwargs: dict, target: Any, renamed: dict[str, str]) -> None:
+    """An unknown keyword of `name` (passed on to `target`) as an InputError listing the
+    allowed ones; `renamed` maps sbibm's names to ours, said in the message."""
+    allowed = [
+        p.name
+        for p in inspect.signature(inspect.unwrap(target)).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+    for key in kwargs:
+        if key not in allowed:
+            hint = f" (sbibm's {key!r} is {renamed[key]!r} here)" if key in renamed else ""
+            raise InputError(
+                f"{name}: unknown keyword {key!r}{hint}; allowed: {', '.join(allowed)}"
+            )
 
 
 def c2st_pvalue(accuracy: float, num_reference: int, num_samples: int) -> float:
@@ -157,8 +183,10 @@ def c2st_pvalue(accuracy: float, num_reference: int, num_samples: int) -> float:
     """
     if not 0.0 <= accuracy <= 1.0:
         raise InputError(f"accuracy: got {accuracy!r}; allowed: a number in [0, 1]")
+    for name, size in (("num_reference", num_reference), ("num_samples", num_samples)):
+        if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+            raise InputError(f"{name}: got {size!r}; allowed: an integer >= 1")
     n = int(num_reference) + int(num_samples)
-    check_at_least("num_reference + num_samples", n, 2)
     correct = int(np.ceil(accuracy * n - 1e-9))
     return float(binom.sf(correct - 1, n, 0.5))
 

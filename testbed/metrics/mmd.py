@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from testbed.config import check_one_of
+from testbed.config import check_at_least, check_one_of, check_positive
+from testbed.errors import InputError
 from testbed.metrics.c2st import z_score
 from testbed.metrics.inputs import as_samples, same_dim
 from testbed.metrics.registry import register
@@ -180,6 +181,11 @@ def mmd(
     y = as_samples(samples, "samples", min_rows=2)
     same_dim(x, y, "reference", "samples")
     check_one_of("bandwidth", bandwidth, ("reference", "pooled"))
+    if scale is not None:
+        check_positive("scale", scale)  # 0, < 0 or inf gave MMD 0: "identical"
+    if isinstance(block, bool) or not isinstance(block, int | np.integer):
+        raise InputError(f"block: got {block!r}; allowed: an integer >= 1")
+    check_at_least("block", block, 1)
     if z_score_data:
         x, y = z_score(x, y)
     if scale is None:
