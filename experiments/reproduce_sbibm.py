@@ -30,6 +30,7 @@ import pandas as pd
 
 from testbed.errors import InputError
 
+OUTPUTS = ("table.md", "c2st_vs_budget.png")  # written into --out
 SBIBM_AGENTS = ("npe", "snpe", "nle", "snle", "nre", "snre", "rej_abc", "smc_abc")
 TABLE_COLUMNS = [
     "task",
@@ -177,13 +178,14 @@ def figure(table: pd.DataFrame, path: Path) -> None:
         ax.set_ylabel("C2ST")
         ax.legend(fontsize=7, title="ours (solid), paper (dashed)", title_fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")  # path may be a temporary name
     plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.cli import setup_logging
     from leaderboard.executors import LocalExecutor
+    from leaderboard.outputs import check_output_path, write_atomically
     from leaderboard.runner import run_sweep
     from leaderboard.store import ResultsStore
     from leaderboard.worker import enable_compilation_cache
@@ -216,13 +218,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = Path(args.out)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
-        for name in ("table.md", "c2st_vs_budget.png"):
-            if (out / name).is_dir():
-                raise InputError(f"--out: {str(out / name)!r} is a folder; allowed: a file path")
+        for name in OUTPUTS:  # never the results store (or any SQLite file), never a folder
+            check_output_path("--out", out / name, [args.results])
         jobs = jobs_for(tasks, budgets, agent_names, observations, agent_overrides(args.set))
+        executor = LocalExecutor(workers=args.workers)  # refused before the store is made
         start = time.perf_counter()
         with ResultsStore(args.results, mode="w") as store:
-            summary = run_sweep(jobs, store, LocalExecutor(workers=args.workers), progress=True)
+            summary = run_sweep(jobs, store, executor, progress=True)
         print(
             f"{summary.total} runs: {summary.skipped} already stored, {summary.ok} ok, "
             f"{summary.failed} failed in {time.perf_counter() - start:.0f} s -> {args.results}",
@@ -234,10 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"reproduce_sbibm: error: {e}", file=sys.stderr)
         return 2
-    out.mkdir(parents=True, exist_ok=True)
     text = markdown(table)
-    (out / "table.md").write_text(text + "\n")
-    figure(table, out / "c2st_vs_budget.png")
+    write_atomically("--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"))
+    write_atomically("--out", out / OUTPUTS[1], lambda tmp: figure(table, tmp))
     print(text)
     print(f"\ntable and figure: {out.resolve()}", file=sys.stderr)
     return 1 if summary.any_failed else 0

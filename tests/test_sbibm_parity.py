@@ -481,8 +481,10 @@ def test_shipped_observations_are_the_wheels_and_references_agree(sbibm_wheel):
 
 
 # ----------------------------------------------------------------- reproduce_sbibm
-def test_reproduce_sbibm_refuses_bad_input(capsys):
+def test_reproduce_sbibm_refuses_bad_input(capsys, tmp_path):
     from experiments import reproduce_sbibm
+
+    out, store = tmp_path / "out", tmp_path / "out" / "table.md"
 
     for args, message in (
         (["--tasks", "two_moon"], "tasks: got 'two_moon'; allowed: gaussian_linear"),
@@ -493,9 +495,13 @@ def test_reproduce_sbibm_refuses_bad_input(capsys):
         (["--set", "max_num_epochs=3"], "--set: got 'max_num_epochs=3'; allowed: agent.field"),
         (["--agents", "npe", "--set", "nep.max_num_epochs=3"], "agent 'nep', which this run"),
         (["--out", __file__], "--out: got"),
+        # the table would have been written over the results store
+        (["--results", str(store), "--out", str(out)], "which would overwrite results"),
+        (["--workers", "-1", "--results", str(tmp_path / "new.db")], "workers: got -1"),
     ):
         assert reproduce_sbibm.main(args) == 2, args
         assert message in capsys.readouterr().err
+    assert not (tmp_path / "new.db").exists() and not store.exists()  # refused before a store
 
 
 @pytest.mark.slow
