@@ -3,7 +3,9 @@
 sbi prints its epoch counter to stdout and raises warnings; `TrainingProgress` takes both
 (`capture`) and says them through one channel: on a terminal, one status line rewritten in
 place (stderr); elsewhere (a log file, a sweep's worker), a plain log line on the
-`testbed.progress` logger at most every `interval` seconds, and at each round's end.
+`testbed.progress` logger at most every `interval` seconds, and at each round's end. Under
+the `testbed` command on a terminal, the command's status line (`testbed.progress`) is that
+line: the training is its innermost activity, so one writer draws it.
 `TESTBED_PROGRESS` = `auto` (default), `lines` (log lines even on a terminal) or `off`.
 """
 
@@ -19,7 +21,16 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from testbed.progress import INTERVAL, MODES, listening, log, progress_mode, said
+from testbed.progress import (
+    INTERVAL,
+    MODES,
+    activity,
+    listening,
+    log,
+    progress_mode,
+    said,
+    status_line,
+)
 
 __all__ = ["INTERVAL", "MODES", "TrainingProgress", "progress_mode", "quiet_sampling"]
 EPOCH = re.compile(r"Epochs trained:\s*(\d+)")
@@ -57,15 +68,23 @@ class TrainingProgress:
         self._seen: set[str] = set() if seen is None else seen  # messages said already
         self._width = 0
         self._last = ""
+        # the command's terminal status line, if any: it draws our status (see capture)
+        on_line = self.mode == "terminal" and self._to_logging
+        self._status_line = status_line() if on_line else None
 
-    def status(self) -> str:
-        parts = [f"{self.name}: round {self.round}/{self.rounds}"]
+    def detail(self) -> str:
+        """Round, epoch, validation loss and simulations used, e.g. 'round 1/1, epoch 74,
+        validation loss 0.1, 1000/1000 simulations'."""
+        parts = [f"round {self.round}/{self.rounds}"]
         if self.epoch is not None:
             parts.append(f"epoch {self.epoch}")
         if self.loss is not None:
             parts.append(f"validation loss {self.loss:.4g}")
         parts.append(f"{self.simulations}/{self.budget} simulations")
-        return ", ".join(parts) + f" ({self.clock() - self.start:.0f} s)"
+        return ", ".join(parts)
+
+    def status(self) -> str:
+        return f"{self.name}: {self.detail()} ({self.clock() - self.start:.0f} s)"
 
     def begin_round(self, r: int, rounds: int, simulations: int) -> None:
         """Round `r` (1-based) of `rounds` starts with `simulations` used so far."""
@@ -108,8 +127,8 @@ class TrainingProgress:
         self._clear()
 
     def _show(self, force: bool = False) -> None:
-        if self.mode in ("off", "library"):
-            return
+        if self.mode in ("off", "library") or self._status_line is not None:
+            return  # nothing to say, or the command's status line draws `detail`
         said()  # the heartbeat of the enclosing activity (testbed.progress) waits
         now = self.clock()
         if self.mode == "terminal":
@@ -145,8 +164,10 @@ class TrainingProgress:
         `inference`) and warnings go to this progress, not raw to the terminal."""
         writer = _SbiOutput(self, inference)
         caught: list[warnings.WarningMessage] = []
+        drawn = self._status_line is not None  # one writer: the command's status line
         try:
             with (
+                activity(self.detail, timed=False) if drawn else contextlib.nullcontext(),
                 warnings.catch_warnings(record=True) as recorded,
                 contextlib.redirect_stdout(writer),
             ):

@@ -137,6 +137,16 @@ def _heartbeat(me: _Activity, stop: threading.Event, tick: float, hold: float, t
         log.info(" · ".join(a.text() for a in chain), extra={"status": terminal})
 
 
+def fit(text: str, width: int) -> str:
+    """`text` in `width` characters: cut in the middle, keeping its start (what runs) and
+    its end (the innermost activity: an epoch, a loss), which an end cut would lose."""
+    if len(text) <= width:
+        return text
+    first = text.find(" · ")  # the outermost activity whole, when it takes under half
+    head = first if 0 < first <= width // 2 else width // 3
+    return text[:head] + " …" + text[len(text) - (width - head - 2) :]
+
+
 class StatusLine(logging.Handler):
     """For a terminal: records marked `status` rewrite one line in place (stderr); any
     other record clears that line and is printed as a line of its own."""
@@ -153,7 +163,7 @@ class StatusLine(logging.Handler):
         try:
             text = self.format(record)
             if getattr(record, "status", False):  # one line: cut to the terminal's width
-                text = text[: max(20, shutil.get_terminal_size().columns - 1)]
+                text = fit(text, max(20, shutil.get_terminal_size().columns - 1))
                 self.stream.write("\r" + text.ljust(self._width))
                 self._width = len(text)
             else:

@@ -104,6 +104,17 @@ def test_status_line_rewrites_one_line_and_clears_it():
     assert text.endswith("\r" + " " * 14 + "\ra warning\n")
 
 
+def test_a_long_status_line_is_cut_in_the_middle():
+    """The start (what runs) and the end (the innermost activity's epoch and loss) stay."""
+    text = "npe on sbi/two_moons/1000/6 (5 s) · training npe (5 s) · round 1/1, epoch 29, "
+    text += "validation loss 0.03448, 1000/1000 simulations"
+    cut = progress.fit(text, 79)
+    assert len(cut) == 79 and cut.startswith("npe on sbi/two_moons/1000/6 (5 s) …")
+    assert cut.endswith("loss 0.03448, 1000/1000 simulations")
+    assert progress.fit("short", 79) == "short"
+    assert len(progress.fit("x" * 200, 60)) == 60  # no separator: a third kept in front
+
+
 def test_sweep_lines_say_done_failed_running_and_eta(heard, tmp_path, monkeypatch):
     monkeypatch.setattr(progress, "INTERVAL", 0.05)
     monkeypatch.setattr("sys.stderr", io.StringIO())  # not a terminal: lines, no bar

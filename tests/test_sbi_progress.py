@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import time
 import warnings
 
 import pytest
@@ -65,6 +66,49 @@ def test_on_a_terminal_one_line_rewritten_in_place():
     p.say("a message")  # clears the status line, then one log line
     p.close()
     assert stream.getvalue().endswith("a message\n")
+
+
+def test_under_the_commands_status_line_one_writer_draws_the_training(monkeypatch):
+    """`testbed run` on a terminal: the command's status line (the heartbeat of its
+    activities) and the training's progress shared stderr, each writing over the other
+    unaware of its width ('... training npe (8 s)74, 1000/1000 simulations (5 s)'). The
+    training is now the innermost activity: every redraw is the whole chain, padded over
+    the last, with the training's round and epoch in it."""
+    import testbed.progress as progress
+
+    monkeypatch.delenv("TESTBED_PROGRESS", raising=False)
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    line = progress.StatusLine(terminal)
+    logger = logging.getLogger("testbed.progress")
+    old_level = logger.level
+    logger.addHandler(line)
+    logger.setLevel(logging.INFO)
+    monkeypatch.setattr(progress, "TICK", 0.01)
+    monkeypatch.setattr(progress, "_last_detail", [float("-inf")])  # no earlier report
+    wide = os.terminal_size((200, 24))  # the whole line (`fit` cuts narrower terminals)
+    monkeypatch.setattr(progress.shutil, "get_terminal_size", lambda *a, **k: wide)
+    try:
+        with progress.activity("npe on sbi/two_moons/1000/6"), progress.activity("training npe"):
+            p = TrainingProgress("npe on two_moons", 1000)
+            assert p.mode == "terminal"
+            with p.capture():
+                p.begin_round(1, 1, 0)
+                for epoch in range(1, 30):
+                    p.on_epoch(epoch, 1.0 / epoch)
+                    time.sleep(0.005)
+                p.end_round(1000)
+                time.sleep(0.05)
+            p.close()
+    finally:
+        logger.removeHandler(line)
+        logger.setLevel(old_level)
+    draws = [d for d in terminal.getvalue().split("\r") if d.strip()]
+    assert draws, "nothing drawn"
+    for d in draws:  # every redraw is the command's whole line, no piece of one over another
+        assert d.startswith("npe on sbi/two_moons/1000/6 (") and " · training npe (" in d, repr(d)
+    final = "round 1/1, epoch 29, validation loss 0.03448, 1000/1000 simulations"
+    assert any(d.rstrip().endswith(" s) · " + final) for d in draws), draws[-3:]
 
 
 def test_messages_are_said_once_and_off_means_silent():
