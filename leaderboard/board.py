@@ -260,6 +260,8 @@ def build(
     failures)."""
     if metric not in ("auto", "kl", "c2st"):
         raise bad_value("metric", metric, ["auto", "kl", "c2st"])
+    if tau is not None and (isinstance(tau, bool) or not isinstance(tau, int) or tau < 1):
+        raise InputError(f"tau: got {tau!r}; allowed: an integer >= 1, or None (every tau)")
     ids = problem_universe(sweep)
     df = load(results)
     if not len(df):
@@ -284,6 +286,11 @@ def build(
         c2st = _beside_paper(scoring.c2st_table(df, best_only=best_only), per_obs)
         if per_observation:
             c2st_obs = _per_observation_beside_paper(per_obs)
+    if not rankings and normalize not in (None, "uniform"):  # else checked by the ranking
+        raise InputError(
+            f"normalize: got {normalize!r}, but these results have no KL or NLL ranking to "
+            "normalise (C2ST is not normalised); allowed: the default, or none"
+        )
     for r in rankings:
         _add_rank_and_medians(r.table, clean[(r.kind, r.family)], r.tau)
     if c2st is not None and len(c2st):

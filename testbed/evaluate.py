@@ -207,6 +207,11 @@ def check_metrics(problem: Problem, metrics: Sequence[str] | None) -> None:
     """Unknown or unmatched metrics fail here, before any training."""
     if metrics is None:
         return
+    if not isinstance(metrics, str) and not list(metrics):  # a str: `resolve` says so
+        raise InputError(
+            f"metrics: got {metrics!r}; allowed: a list of one or more registered metric "
+            "names (testbed list metrics), or None for the problem's own"
+        )
     if not isinstance(problem, ScoredProblem):
         raise InputError(
             f"metrics: got {list(metrics)!r} for {type(problem).__name__}, which offers "

@@ -130,6 +130,8 @@ def test_bad_metrics_are_refused_before_training():
         testbed.evaluate(NeverTrains(), problem, metrics=["c2st"])
     with pytest.raises(InputError, match="a list of metric names"):
         testbed.evaluate(NeverTrains(), problem, metrics="joint_kl")
+    with pytest.raises(InputError, match=r"metrics: got \[\]; allowed: a list of one or more"):
+        testbed.evaluate(NeverTrains(), problem, metrics=[])  # scored nothing, silently
 
 
 def test_a_metric_the_predictive_cannot_serve_is_left_out(caplog):

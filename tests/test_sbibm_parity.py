@@ -292,6 +292,22 @@ def test_shipped_paper_results_are_what_the_script_makes_of_the_source():
     pd.testing.assert_frame_equal(made, leaderboard.published("sbibm"), check_dtype=False)
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"tau": 0}, "tau: got 0; allowed: an integer >= 1"),
+        ({"tau": -3}, "tau: got -3"),
+        ({"tau": 1.5}, "tau: got 1.5"),
+        ({"normalize": "nobody"}, "normalize: got 'nobody', but these results have no KL"),
+    ],
+)
+def test_settings_that_mean_nothing_for_c2st_are_refused(sbi_results, kwargs, message):
+    """On SBI results these were accepted and ignored; on KL results they are checked."""
+    with pytest.raises(InputError, match=message):
+        lb_build(sbi_results, **kwargs)
+    assert len(lb_build(sbi_results, normalize=None).c2st)  # 'none' still ranks C2ST
+
+
 def test_beside_adds_the_papers_mean_and_range(sbi_results):
     board = lb_build(sbi_results)
     out = board.c2st.set_index("agent")

@@ -251,7 +251,9 @@ class Task(abc.ABC):
         """sbibm's `get_prior()`: `prior(num_samples=1) -> theta [num_samples, dim]`, every
         call drawing on from one stream: started at `seed`, or fresh (None, the default)."""
         rng = fresh_or_seeded(seed)
-        return lambda num_samples=1: self.sample_prior(num_samples, rng)
+        return lambda num_samples=1: self._sample_prior(
+            check_count(num_samples, "num_samples"), rng
+        )
 
     def get_simulator(self, seed: Seed | None = None) -> Callable[[np.ndarray], np.ndarray]:
         """sbibm's `get_simulator()`: `simulator(theta) -> x`, one stream started at `seed`
