@@ -336,7 +336,10 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         import pandas as pd
 
         kinds = [t.assign(table=title) for title, t in tables]
-        print(render(pd.concat(kinds, ignore_index=True), "csv"))
+        rows = pd.concat(kinds, ignore_index=True)
+        # a column missing from one table is NaN there, which made ranks and counts floats
+        ints = {c for t in tables for c in t[1].columns if pd.api.types.is_integer_dtype(t[1][c])}
+        print(render(rows.astype({c: "Int64" for c in ints}), "csv"))
     else:
         print(json.dumps({title: json.loads(render(t, "json")) for title, t in tables}, indent=2))
     note = lb.failures_note(board)  # csv, json, markdown: kept out of the output, on stderr

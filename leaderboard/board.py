@@ -281,7 +281,12 @@ def build(
         rankings, clean = _rank_families(df, ids, tau, rank)
     c2st = c2st_obs = None
     has_c2st = "c2st" in df.columns and df["c2st"].notna().any()
-    if metric in ("auto", "c2st") and (has_c2st or metric == "c2st"):
+    if metric == "c2st" and not has_c2st:
+        raise InputError(
+            f"results: {str(results)!r} has no c2st metric to rank (--metric c2st); allowed: "
+            "results of posterior problems (sbi/..., conjugate_sbi/...), or --metric auto"
+        )
+    if metric in ("auto", "c2st") and has_c2st:
         per_obs = scoring.c2st_per_observation(df, best_only=best_only)
         c2st = _beside_paper(scoring.c2st_table(df, best_only=best_only), per_obs)
         if per_observation:

@@ -381,6 +381,9 @@ def test_leaderboard_formats(results_file, capsys):
         (["sweep", "--agent", ",", "--sweep", "coin"], "agent: got no agent name"),
         (["leaderboard", "--tau", "3"], "tau: got 3"),
         (["leaderboard", "--normalize", "mlp"], "normalize: got 'mlp'"),
+        # was: "c2st rows have no task setting; allowed: a setting named one of: task, ..."
+        (["leaderboard", "--metric", "c2st"], "has no c2st metric to rank (--metric c2st)"),
+        (["leaderboard", "--tau", "0"], "tau: got 0; allowed: an integer >= 1"),
     ],
 )
 def test_bad_input_one_line_exit_2(argv, message, results_file, capsys):

@@ -4,7 +4,9 @@ prior per task, amortized training shared across observations, the paper's resul
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import math
 from pathlib import Path
@@ -332,6 +334,15 @@ def test_per_observation_pairs_each_run_with_the_papers(sbi_results, capsys):
     out = capsys.readouterr().out
     assert "paper C2ST" in out and "per observation" in out
     assert fmt_value(float(_paper()[2])) in out  # as the table shows it
+    args = ["leaderboard", "--results", str(sbi_results), "--per-observation", "--format", "csv"]
+    assert main(args) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    per_obs = [r for r in rows if r["observation"]]
+    # one CSV of both tables: integer columns stay integers ('1', not '1.0') where the
+    # other table lacks them
+    assert len(per_obs) == 6 and {r["observation"] for r in per_obs} == {"1", "2", "3"}
+    ranked = [r["rank"] for r in rows if r["rank"]]
+    assert ranked and all(x.isdigit() for x in ranked), ranked
 
 
 # ----------------------------------------------------------------- amortized sweeps
