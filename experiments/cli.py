@@ -342,9 +342,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         print(render(rows.astype({c: "Int64" for c in ints}), "csv"))
     else:
         print(json.dumps({title: json.loads(render(t, "json")) for title, t in tables}, indent=2))
-    note = lb.failures_note(board)  # csv, json, markdown: kept out of the output, on stderr
-    if note:
-        print(note, file=sys.stdout if args.format == "table" else sys.stderr)
+    for note in (lb.failures_note(board), lb.missing_note(board)):
+        if note:  # csv, json, markdown: kept out of the output, on stderr
+            print(note, file=sys.stdout if args.format == "table" else sys.stderr)
     return 0
 
 

@@ -386,6 +386,22 @@ def failures_note(board: Board) -> str | None:
     return f"{jobs} failed (their reasons: {failures_command(board.results, board.sweep)})"
 
 
+def missing_note(board: Board) -> str | None:
+    """One line saying how many of the sweep's problems have no stored job at all (None
+    without a sweep or when none is missing): the C2ST table shows only what ran."""
+    if board.problem_ids is None or board.sweep is None:
+        return None
+    ran = set(board.df["problem_id"])
+    missing = [p for p in board.problem_ids if p not in ran]
+    if not missing:
+        return None
+    return (
+        f"{len(missing)} of sweep {board.sweep}'s {len(board.problem_ids)} problems have no "
+        f"stored job yet (first: {missing[0]}); testbed sweep --sweep {board.sweep} --results "
+        f"{shlex.quote(str(board.results))} runs them"
+    )
+
+
 def _add_rank_and_medians(table: pd.DataFrame, clean: pd.DataFrame, tau: int | None) -> None:
     """Adds `rank` (by the normalised score, ties share the best rank) and the median
     train / evaluation seconds over the table's problems to a ranking table, in place."""

@@ -310,6 +310,18 @@ def test_settings_that_mean_nothing_for_c2st_are_refused(sbi_results, kwargs, me
     assert len(lb_build(sbi_results, normalize=None).c2st)  # 'none' still ranks C2ST
 
 
+def test_a_sweeps_problems_without_a_job_are_said(sbi_results, capsys):
+    """Results of observations 1..3 at 1,000 read against the whole two_moons sweep: the
+    C2ST table shows what ran, and one line says what did not (it was silent)."""
+    argv = ["leaderboard", "--results", str(sbi_results), "--sweep", "sbi_two_moons"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "27 of sweep sbi_two_moons's 30 problems have no stored job yet" in out
+    assert "(first: sbi/two_moons/1000/4); testbed sweep --sweep sbi_two_moons" in out
+    assert main(["leaderboard", "--results", str(sbi_results)]) == 0  # no sweep: no line
+    assert "no stored job" not in capsys.readouterr().out
+
+
 def test_beside_adds_the_papers_mean_and_range(sbi_results):
     board = lb_build(sbi_results)
     out = board.c2st.set_index("agent")
