@@ -269,12 +269,12 @@ def shares_training(agent: Any, problems: Sequence[Problem]) -> bool:
 def evaluate_many(
     agent: Agent | Oracle, problems: Sequence[Problem], metrics: Sequence[str] | None = None
 ) -> list[Quality]:
-    """`evaluate` on each problem; an amortized agent on problems with one training key is
-    trained once, on the first problem's data, and scored at each. Its training time is
-    on the first Quality (the others have train_seconds 0), and every Quality records
-    `shared_training`, the number of problems the training served. A posterior that can
-    draw at several observations in one call (NLE / NRE's MCMC) draws at all of them
-    before scoring (`presample`)."""
+    """`evaluate` on each problem, in order; an amortized agent is trained once per training
+    key (e.g. once per SBI task and budget) and scored at each of that key's problems, as a
+    sweep groups them. Its training time is on the first Quality of its group (the others
+    have train_seconds 0), and every Quality records `shared_training`, the number of
+    problems the training served. A posterior that can draw at several observations in one
+    call (NLE / NRE's MCMC) draws at all of its group's before scoring (`presample`)."""
     if isinstance(problems, str) or not isinstance(problems, Sequence):
         raise InputError(
             f"problems: got {type(problems).__name__}; allowed: a list of problems "
@@ -284,10 +284,31 @@ def evaluate_many(
         check_agent_and_problem(agent, problem, f"problems[{i}]")
         check_metrics(problem, metrics)
         check_prediction(agent, problem)
-    if not shares_training(agent, problems):
-        return [evaluate(agent, p, metrics) for p in problems]
-    trained = presample(train_shared(agent, problems), problems)
-    return [score_trained(p, trained.for_problem(i), metrics) for i, p in enumerate(problems)]
+    out: list[Quality | None] = [None] * len(problems)
+    for members in training_groups(agent, problems):
+        group = [problems[i] for i in members]
+        if shares_training(agent, group):
+            trained = presample(train_shared(agent, group), group)
+            scored = [
+                score_trained(p, trained.for_problem(j), metrics) for j, p in enumerate(group)
+            ]
+        else:
+            scored = [evaluate(agent, p, metrics) for p in group]
+        for i, quality in zip(members, scored):
+            out[i] = quality
+    return out  # type: ignore[return-value]
+
+
+def training_groups(agent: Any, problems: Sequence[Problem]) -> list[list[int]]:
+    """Indices of `problems` that one training of `agent` serves, by first appearance: one
+    group per training key for an amortized agent, else one problem a group."""
+    if not (isinstance(agent, Amortized) and agent.amortized):
+        return [[i] for i in range(len(problems))]
+    groups: dict[Any, list[int]] = {}
+    for i, p in enumerate(problems):
+        key = p.training_key if isinstance(p, SharesTraining) else ("alone", i)
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
 
 
 def train_shared(agent: Agent, problems: Sequence[Problem]) -> Trained:

@@ -210,7 +210,7 @@ def test_amortized_agent_trains_once_and_scores_as_one_by_one():
     assert shared[0]["c2st"] != shared[1]["c2st"]  # scored at two observations
 
 
-def test_sequential_agents_and_mixed_budgets_train_per_problem():
+def test_sequential_agents_train_per_problem_and_mixed_budgets_per_budget():
     from testbed.evaluate import shares_training
 
     npe, snpe = agents.load("npe", **FAST), agents.load("snpe", **FAST, num_rounds=2)
@@ -223,6 +223,12 @@ def test_sequential_agents_and_mixed_budgets_train_per_problem():
     out = evaluate_many(snpe, _problems([1, 2]), metrics=["c2st"])
     assert all("shared_training" not in q for q in out)
     assert all(q["train_seconds"] > 0 for q in out)
+    # mixed budgets: one training per budget, as a sweep groups them, results in order
+    mixed = _problems([1]) + _problems([1], num_simulations=400) + _problems([2])
+    out = evaluate_many(npe, mixed, metrics=["c2st"])
+    assert [q.get("shared_training") for q in out] == [2, None, 2]
+    assert [q["num_simulations_used"] for q in out] == [300, 400, 300]
+    assert out[0]["train_seconds"] > 0 and out[2]["train_seconds"] == 0
 
 
 def test_evaluate_many_checks_metrics_before_training():
