@@ -498,7 +498,11 @@ TERMINAL_LEGEND = (  # the headers explained under the terminal's tables (the re
     "normalized_nll",
     "mean_nll",
     "mean_c2st",
+    "c2st",
     "ci_low",
+    "num_observations",
+    "paper_c2st",
+    "paper_min",
     "median_train_seconds",
     "pct_health",
     "num_problems",
@@ -512,7 +516,10 @@ def legend(board: Board) -> list[str]:
     lines = ["Lower is better for every ranked score (KL, NLL, C2ST); rank 1 is the best."]
     for column in TERMINAL_LEGEND:
         if column in shown:
-            lines.append(f"{SHORT_NAMES.get(column, column)}: {COLUMN_HELP[column]}")
+            name = SHORT_NAMES.get(column, column)
+            if column == "c2st":  # its short name is mean_c2st's too
+                name = "C2ST (per observation table)"
+            lines.append(f"{name}: {COLUMN_HELP[column]}")
     return lines
 
 
