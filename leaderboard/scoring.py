@@ -216,14 +216,12 @@ def kl_rankings(clean: pd.DataFrame, **kwargs: Any) -> dict[int | None, pd.DataF
     return {int(t): kl_ranking(clean, int(t), **kwargs) for t in sorted(clean["tau"].dropna())}
 
 
-def _pick(df: pd.DataFrame, names: Sequence[str], what: str) -> str:
+def _first(df: pd.DataFrame, names: Sequence[str]) -> pd.Series:
+    """The first of the columns `names` that `df` has (NaN where it has none)."""
     for name in names:
         if name in df.columns:
-            return name
-    raise InputError(
-        f"results: c2st rows have no {what} setting; allowed: a setting named one of: "
-        + ", ".join(names)
-    )
+            return df[name]
+    return pd.Series(math.nan, index=df.index, dtype=object)
 
 
 def bootstrap_ci(
@@ -279,11 +277,21 @@ def _families_apart(rows: pd.DataFrame, task: str) -> pd.DataFrame:
 
 def _posterior_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, str, str, str]:
     """The rows of posterior problems (task, budget and observation known), each task
-    kept apart by family and observation source; and the names of those three columns."""
-    task = _pick(df, TASK_COLUMNS, "task")
-    budget = _pick(df, BUDGET_COLUMNS, "simulation budget")
-    obs = _pick(df, OBSERVATION_COLUMNS, "observation")
-    rows = df[df[task].notna() & df[budget].notna() & df[obs].notna()]
+    kept apart by family and observation source; and the names of those three columns.
+
+    A conjugate model run as a simulator (`conjugate_sbi/<model>/<name>/<budget>`) has no
+    task setting: its problem name is its task, and its one observation is observation 1.
+    Rows with no budget (exact conjugate agents) are left out: they are scored exactly."""
+    task, budget, obs = TASK_COLUMNS[0], BUDGET_COLUMNS[0], OBSERVATION_COLUMNS[0]
+    tasks = _first(df, TASK_COLUMNS)
+    named = tasks.isna() & df["problem"].notna() if "problem" in df.columns else None
+    rows = df.assign(**{task: tasks, budget: _first(df, BUDGET_COLUMNS)})
+    rows[obs] = _first(df, OBSERVATION_COLUMNS)
+    if named is not None and named.any():
+        rows[task] = rows[task].astype(object)
+        rows.loc[named, task] = df.loc[named, "problem"]
+        rows.loc[named & rows[obs].isna(), obs] = 1
+    rows = rows[rows[task].notna() & rows[budget].notna() & rows[obs].notna()]
     return _families_apart(_seeded_apart(rows, task), task), task, budget, obs
 
 
@@ -325,7 +333,7 @@ def c2st_table(
                 "config_key": ckey,
                 "family": fam,
                 "task": t,
-                "budget": b,
+                "budget": int(b) if float(b).is_integer() else b,  # NaN elsewhere: a float
                 "mean_c2st": float(per_obs.mean()) if len(per_obs) else math.nan,
                 "ci_low": lo,
                 "ci_high": hi,

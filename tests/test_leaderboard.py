@@ -14,6 +14,7 @@ import pytest
 
 from experiments.cli import main
 from leaderboard import scoring, store
+from leaderboard.board import build as lb_build
 from leaderboard.jobs import Job, expand, parse_seeds, sweep_jobs
 from leaderboard.runner import todo
 from leaderboard.store import ResultsStore
@@ -338,6 +339,28 @@ def test_c2st_has_no_interval_below_five_observations(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- command line
+
+
+def test_conjugate_results_are_ranked_beside_the_others(tmp_path, capsys):
+    """A conjugate model run as a simulator has no task setting: it stopped leaderboard,
+    report and --export for the whole file ('c2st rows have no task setting'). Its problem
+    name is its task now; exact agents' rows (no budget) stay out of the C2ST table."""
+    path = tmp_path / "r.db"
+    with ResultsStore(path) as s:
+        for name, c2st in (("beta_binomial/1", 0.65), ("wyb/1", 0.7)):
+            s.record(_result(agent="rej_abc", pid=f"conjugate_sbi/{name}/1000", c2st=c2st))
+        s.record(_result(agent="exact", pid="conjugate/wyb/1", c2st=0.5))
+        s.record(_result(agent="uniform", pid="coin/0", kl_estimate=0.5))
+    board = lb_build(path)
+    c2st = board.c2st.set_index("task")
+    assert sorted(c2st.index) == ["beta_binomial/1", "wyb/1"]
+    assert c2st.loc["wyb/1", "mean_c2st"] == 0.7 and c2st.loc["wyb/1", "budget"] == 1000
+    assert board.rankings  # the coin KL table is still there
+    assert main(["leaderboard", "--results", str(path)]) == 0
+    assert "beta_binomial/1" in capsys.readouterr().out
+    report = tmp_path / "r.html"
+    assert main(["report", "--results", str(path), "--out", str(report)]) == 0
+    assert main(["leaderboard", "--results", str(path), "--export", str(tmp_path / "a.csv")]) == 0
 
 
 @pytest.fixture
