@@ -77,9 +77,10 @@ COMPILE_NOTE = (
 MEDIAN_NOTE = "a median: robust to the first jobs' compilation in each worker"
 MEAN_NOTE = "a mean: includes the first jobs' compilation in each worker"
 HEALTH_HELP = (
-    "share of the table's problems where the agent config gave a usable score; a missing "
-    "or failed job, a non-finite score, or a score below -1e-4 (negative beyond rounding) "
-    "counts against it (the Neural Testbed's rule; 100% = all usable)"
+    "share of the agent config's jobs (the family's problems x its seeds) that gave a "
+    "usable score; a missing or failed job, a non-finite score, or a score below -1e-4 "
+    "(negative beyond rounding) counts against it (the Neural Testbed's rule; 100% = all "
+    "usable)"
 )
 COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     "rank": "position in this table: 1 = best (lowest score); ties share a rank",
@@ -336,7 +337,9 @@ def _rank_families(
         if "kl_estimate" not in rows.columns or not rows["kl_estimate"].notna().any():
             continue
         fam_ids = None if ids is None else [i for i in ids if i.split("/", 1)[0] == fam]
-        cleaned = scoring.clean_kl(_kl_rows(rows, fam_ids), fam_ids)
+        # every problem of the family counts, also one where every job failed (leaving it
+        # out made an agent that failed there look fully healthy)
+        cleaned = scoring.clean_kl(rows, fam_ids)
         tables = scoring.kl_rankings(cleaned, **rank)
         present |= {t for t in tables if t is not None}
         picked = {t: table for t, table in tables.items() if tau is None or t == tau}
@@ -413,17 +416,6 @@ def _add_rank_and_medians(table: pd.DataFrame, clean: pd.DataFrame, tau: int | N
         medians = rows.groupby(scoring.ENTRY)[metric].median() if metric in rows else {}
         entries = zip(table["agent"], table["config_key"])
         table[f"median_{metric}"] = [float(medians.get(e, math.nan)) for e in entries]
-
-
-def _kl_rows(df: pd.DataFrame, ids: Sequence[str] | None) -> pd.DataFrame:
-    """Rows that belong to the KL leaderboard: problems where some agent reported a KL
-    (failed jobs of those problems included: they count as missing)."""
-    if "kl_estimate" not in df.columns:
-        raise InputError("results: no 'kl_estimate' metric; allowed: joint-KL problems")
-    kl_problems = set(df.loc[df["kl_estimate"].notna(), "problem_id"])
-    if ids is not None:
-        kl_problems |= set(ids)
-    return df[df["problem_id"].isin(kl_problems)]
 
 
 KINDS = (  # (kind, attribute of Board, title) of the KL-type rankings, in display order

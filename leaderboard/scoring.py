@@ -110,8 +110,12 @@ def clean_kl(df: pd.DataFrame, problem_ids: Sequence[str] | None = None) -> pd.D
         )
         per_problem = pd.concat([per_problem, fill]) if missing else per_problem
         per_problem = per_problem.reindex(universe)
-        total = len(rows) + len(missing)  # as the paper: extras count as bad, not in total
-        bad = int(non_finite.sum()) + bad_negative + extra + len(missing)
+        # health counts jobs: each problem once per agent seed this config ran (a missing
+        # problem counted once for all seeds made 2 ok jobs of 2 seeds x 4 problems 40%)
+        seeds = rows["agent_seed"].nunique() if "agent_seed" in rows and len(rows) else 1
+        absent = max(0, len(universe) * max(seeds, 1) - len(rows))
+        total = len(rows) + absent  # as the paper: extras count as bad, not in total
+        bad = int(non_finite.sum()) + bad_negative + extra + absent
         part = per_problem.rename_axis("problem_id").reset_index()
         part.insert(0, "config_key", ckey)
         part.insert(0, "agent", agent)

@@ -363,6 +363,27 @@ def test_conjugate_results_are_ranked_beside_the_others(tmp_path, capsys):
     assert main(["leaderboard", "--results", str(path), "--export", str(tmp_path / "a.csv")]) == 0
 
 
+def test_health_counts_problems_where_every_job_failed_and_each_seed(tmp_path):
+    """Two ways a ranking looked healthier than its jobs: a problem on which every job
+    failed was left out (100% health over the rest), and a missing problem counted once
+    for all of an agent's seeds (2 ok of 2 seeds x 4 problems was 40%)."""
+    path = tmp_path / "r.db"
+    with ResultsStore(path) as s:
+        for i in range(18):  # raiser fails on coin/12..17 and nobody else ran them
+            ok = i < 12
+            s.record(_result(agent="raiser", pid=f"coin/{i}", status="ok" if ok else "failed",
+                             **({"kl_estimate": 0.2} if ok else {})))  # fmt: skip
+        for seed in (0, 1):  # two seeds, one problem of the 18
+            s.record(_result(agent="seeded", pid="coin/0", seed=seed, kl_estimate=0.1))
+    board = lb_build(path, normalize=None)
+    tables = [t.set_index("agent") for t in board.kl.values()]  # one a tau
+    assert all(t.loc["raiser", "pct_health"] == pytest.approx(12 / 18) for t in tables)
+    assert sum(t.loc["raiser", "num_problems"] for t in tables) == 18
+    assert max(t.loc["raiser", "mean_kl"] for t in tables) > 1e5  # failures count 1e6
+    seeded = [t.loc["seeded", "pct_health"] for t in tables if "seeded" in t.index]
+    assert seeded and all(h == pytest.approx(2 / 36) for h in seeded)
+
+
 @pytest.fixture
 def results_file(tmp_path):
     path = tmp_path / "r.db"
@@ -606,7 +627,7 @@ def test_terminal_tables_rank_and_explain_themselves(results_file, capsys):
     out = capsys.readouterr().out
     assert "rank" in out and "health" in out
     assert "Lower is better for every ranked score" in out
-    assert "health: share of the table's problems" in out  # the legend under the tables
+    assert "health: share of the agent config's jobs" in out  # the legend under the tables
 
 
 def test_real_data_tables_are_headed_as_a_joint_nll(tmp_path, capsys):
