@@ -299,6 +299,11 @@ def import_user_module(spec: str):
             path.resolve()
         ):
             return sys.modules[name]
+        for main in ("__main__", "__mp_main__"):  # the driver's script, which a spawned
+            module = sys.modules.get(main)  # worker has imported already: registering its
+            file = getattr(module, "__file__", None)  # agents twice would be refused
+            if file and Path(file).resolve() == path.resolve():
+                return module
         loader_spec = importlib.util.spec_from_file_location(name, path.resolve())
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[name] = module  # dataclasses and pickling look the module up by name

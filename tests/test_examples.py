@@ -196,6 +196,33 @@ def test_a_script_without_main_guard_is_told_what_to_add(tmp_path):
     assert 'if __name__ == "__main__":' in last
 
 
+def test_a_script_that_registers_an_agent_may_name_itself_in_imports(tmp_path):
+    """A spawned worker has imported the driver's script already (as `__mp_main__`); with
+    the script also in `imports` it was imported again and its agent refused as
+    'registered twice', so the example's own advice failed."""
+    script = tmp_path / "sweep_mine.py"
+    script.write_text(
+        "import agents\n"
+        "from leaderboard.executors import LocalExecutor\n"
+        "from leaderboard.jobs import expand\n"
+        "from leaderboard.runner import run_sweep\n"
+        "from leaderboard.store import ResultsStore\n"
+        "@agents.register('constant_half', predicts='labels')\n"
+        "def constant_half(train_data, prior_knowledge):\n"
+        "    return agents.load('uniform')(train_data, prior_knowledge)\n"
+        "if __name__ == '__main__':\n"
+        f"    with ResultsStore({str(tmp_path / 'r.db')!r}, mode='w') as store:\n"
+        "        s = run_sweep(expand(['constant_half'], ['coin/0']), store,\n"
+        "                      LocalExecutor(workers=1, imports=(__file__,)))\n"
+        "    print('ok', s.ok, 'failed', s.failed)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert "ok 1 failed 0" in proc.stdout
+
+
 def test_examples_run_as_scripts():
     """`python examples/<name>.py` for each (one fresh interpreter runs them all)."""
     names = ("my_agent", "my_problem", "my_metric", "my_haiku_agent", "my_sklearn_agent")
