@@ -609,6 +609,14 @@ def test_csv_files_label_column_and_split(tmp_path):
     np.testing.assert_allclose(p.train_data.x, ref.train_data.x, rtol=1e-6)
     np.testing.assert_array_equal(p.y_test, ref.y_test)
     assert p.prior_knowledge == ref.prior_knowledge
+    # Excel's "CSV UTF-8" starts with a byte-order mark, which hid the `label` header (the
+    # last column became the label); a header named 'Label' / 'Split' is the same column
+    text = named.read_text().replace("label,split", "Label,Split", 1)
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    got = generative.load(f"real/file:{bom}/1/1", num_test_seeds=50, num_enn_samples=10)
+    np.testing.assert_allclose(got.train_data.x, ref.train_data.x, rtol=1e-6)
+    np.testing.assert_array_equal(got.y_test, ref.y_test)
 
 
 GOOD_ROWS = [[0.1, 0.2, 0], [0.3, 0.1, 1], [0.5, 0.5, 1], [0.2, 0.9, 0], [0.4, 0.4, 1]]

@@ -228,7 +228,7 @@ def read_npz(path: Path) -> tuple[RawDataset, int]:
 def read_csv(path: Path) -> tuple[RawDataset, int]:
     where = _where(path)
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:  # Excel's "CSV UTF-8" BOM
             rows = [(i + 1, r) for i, r in enumerate(csv.reader(f)) if any(c.strip() for c in r)]
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise _error(path, f"unreadable ({type(e).__name__}: {e})", ALLOWED_CSV) from None
@@ -245,8 +245,9 @@ def read_csv(path: Path) -> tuple[RawDataset, int]:
         if len(r) != width:
             raise _error(path, f"line {line} has {len(r)} cells, not {width}", ALLOWED_CSV)
     names = header or [f"column {j + 1}" for j in range(width)]
-    label = names.index(LABEL_COLUMN) if LABEL_COLUMN in names else width - 1
-    split = names.index(SPLIT_COLUMN) if SPLIT_COLUMN in names else None
+    lower = [n.lower() for n in names]  # 'Label' and 'SPLIT' are the same columns
+    label = lower.index(LABEL_COLUMN) if LABEL_COLUMN in lower else width - 1
+    split = lower.index(SPLIT_COLUMN) if SPLIT_COLUMN in lower else None
     if split == label:
         raise _error(path, "the label column is the split column", ALLOWED_CSV)
     features = [j for j in range(width) if j not in (label, split)]
