@@ -157,12 +157,13 @@ def figure(table: pd.DataFrame, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     tasks = sorted(table["task"].unique())
-    fig, axes = plt.subplots(1, len(tasks), figsize=(3.8 * len(tasks), 3.2), squeeze=False)
+    colors = {a: f"C{i % 10}" for i, a in enumerate(sorted(table["agent"].unique()))}
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.8 * len(tasks) + 1.4, 3.2), squeeze=False)
     for ax, task in zip(axes.flat, tasks):
         cell = table[table["task"] == task]
-        for i, (agent, g) in enumerate(cell.groupby("agent", sort=True)):
+        for agent, g in cell.groupby("agent", sort=True):
             g = g.sort_values("budget")
-            color = f"C{i % 10}"
+            color = colors[agent]
             ax.plot(g["budget"], g["mean_c2st"], "o-", color=color, ms=4, label=agent)
             p = g.dropna(subset=["paper_c2st"])
             if len(p):
@@ -176,8 +177,18 @@ def figure(table: pd.DataFrame, path: Path) -> None:
         ax.axhline(0.5, color="#999", lw=0.8, ls=":")
         ax.set(xscale="log", ylim=(0.45, 1.02), title=task, xlabel="simulations")
         ax.set_ylabel("C2ST")
-        ax.legend(fontsize=7, title="ours (solid), paper (dashed)", title_fontsize=7)
-    fig.tight_layout()
+    # one legend beside the panels, never over their lines
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    for ax in axes.flat[1:]:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(h)
+                labels.append(label)
+    fig.tight_layout(rect=(0, 0, 1 - 1.4 / fig.get_figwidth(), 1))
+    fig.legend(
+        handles, labels, loc="center right", fontsize=7, title="ours (solid)\npaper (dashed)",
+        title_fontsize=7, frameon=False,
+    )  # fmt: skip
     fig.savefig(path, dpi=110, format="png")  # path may be a temporary name
     plt.close(fig)
 
