@@ -78,11 +78,29 @@ def _import_user_modules(args: argparse.Namespace) -> None:
     for spec in _user_modules(args):
         try:
             import_user_module(spec)
+        except InputError as e:  # e.g. an agent name registered twice: said as it is
+            raise InputError(f"--import {spec}: {e}") from None
         except ImportError as e:
             raise InputError(
                 f"--import: got {spec!r}; cannot import it ({e}); allowed: a module name "
                 "(importable from here) or a path to a .py file"
             ) from None
+        except Exception as e:  # the user's module raised: where, in one line
+            raise InputError(
+                f"--import: {spec!r} raised {type(e).__name__}: {e} ({_where_raised(e)}); "
+                f"allowed: a module that imports without error (python {spec} shows the "
+                "traceback)"
+            ) from None
+
+
+def _where_raised(e: BaseException) -> str:
+    """'file:line' where `e` was raised (a SyntaxError: where the bad code is)."""
+    import traceback
+
+    if isinstance(e, SyntaxError) and e.filename:
+        return f"{e.filename}:{e.lineno}"
+    frames = traceback.extract_tb(e.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown place"
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -49,7 +49,14 @@ def train(agent: Agent | Oracle, problem: Problem, train_data: Any = None) -> An
     if isinstance(agent, Oracle):
         return agent.predictive_for(problem)
     data = problem.train_data if train_data is None else train_data
-    return agent(data, problem.prior_knowledge)
+    predictive = agent(data, problem.prior_knowledge)
+    if predictive is None and isinstance(problem, ScoredProblem):  # our scorers need one
+        # (else a TypeError deep inside them); a user's own problem may take None
+        raise InputError(
+            f"agent {_name(agent)} returned None; allowed: a predictive (a sampler "
+            "`(x, key) -> logits`, a posterior with `sample`, ...; see testbed.base)"
+        )
+    return predictive
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,8 +127,11 @@ def train_timed(agent: Agent | Oracle, problem: Problem) -> Trained:
 
 def _name(agent: Any) -> str:
     """How progress names an agent: its registered name, else its type."""
-    name = getattr(agent, "name", None)
-    return name if isinstance(name, str) else type(agent).__name__
+    for attribute in ("name", "__name__"):  # a registered agent's name, a function's
+        name = getattr(agent, attribute, None)
+        if isinstance(name, str):
+            return name
+    return type(agent).__name__
 
 
 def needed_prediction(problem: Problem) -> str | None:

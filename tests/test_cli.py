@@ -67,6 +67,22 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys):
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_a_plugin_that_raises_is_one_line_exit_2(tmp_path, capsys):
+    """A plugin that raises on import, or does not parse, was a traceback and exit 1."""
+    raising = tmp_path / "raising_plugin.py"
+    raising.write_text("import agents\nx = 1 / 0\n")
+    broken = tmp_path / "broken_plugin.py"
+    broken.write_text("def f(:\n")
+    for path, message in (
+        (raising, f"raised ZeroDivisionError: division by zero ({raising}:2)"),
+        (broken, f"raised SyntaxError: "),  # its wording varies between Pythons
+    ):
+        assert main(["list", "agents", "--import", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+        assert f"({path}:" in err  # where it raised
+
+
 def test_console_script_exit_status():
     proc = subprocess.run(
         [sys.executable, "-m", "experiments.cli", "run", "--agent", "x", "--problem", "coin/1"],

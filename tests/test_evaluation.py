@@ -93,6 +93,16 @@ def test_a_users_metric_runs_on_a_family_it_was_not_written_for():
     }
 
 
+def test_an_agent_that_returns_none_is_named():
+    """Was "'NoneType' object is not callable" from inside the joint-KL estimator."""
+
+    def forgets_to_return(train_data, prior_knowledge):
+        pass
+
+    with pytest.raises(InputError, match="agent forgets_to_return returned None"):
+        testbed.evaluate(forgets_to_return, generative.load("coin/0"))
+
+
 def test_an_id_or_a_name_where_the_object_goes_is_named():
     """The first mistakes a user types: an InputError saying what to pass instead of an
     AttributeError or a TypeError from deep inside."""
