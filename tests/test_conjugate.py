@@ -289,3 +289,20 @@ def test_simulator_task_interface():
         task.observation(11)
     with pytest.raises(InputError, match="x_o: got 'array of shape \\(7,\\)'"):
         task.log_likelihood(theta, np.zeros(7))
+
+
+def test_log_prior_outside_the_support_is_minus_inf_quietly():
+    """ABC draws outside a positive or unit support: numpy warned 'invalid value in log'
+    at every sweep job; the prior's log density there is -inf, silently."""
+    import warnings
+
+    import generative
+
+    for name, outside in (("beta_binomial/1", [[1.5], [-0.2]]), ("gamma_poisson/1", [[-1.0]])):
+        task = generative.conjugate.get_task(name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            lp = task.log_prior(np.array(outside))
+        assert np.all(lp == -np.inf), (name, lp)
+        assert np.isfinite(task.log_prior(task.sample_prior(5, seed=0))).all()
+

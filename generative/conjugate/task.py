@@ -66,7 +66,10 @@ class ConjugateTask(Task):
         return self.family.prior().sample(num, rng)
 
     def _log_prior(self, theta: np.ndarray) -> np.ndarray:
-        return self.family.log_prior(theta)
+        """-inf outside the support, quietly (the log of a negative rate is NaN there)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lp = np.asarray(self.family.log_prior(theta), float)
+        return np.where(np.isnan(lp), -np.inf, lp)
 
     def _simulate(self, theta: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         y = self.family.simulate(theta, self.inputs, rng)
