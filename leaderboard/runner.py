@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import sys
 import time
@@ -22,6 +23,7 @@ from typing import Any
 from leaderboard.jobs import Job, training_groups
 from leaderboard.store import CLAIMED, DONE, ResultsStore
 from leaderboard.worker import group_dict, member_results
+from testbed.errors import InputError
 from testbed.progress import activity, held, listening, progress_mode
 from testbed.progress import log as progress_log
 
@@ -54,6 +56,32 @@ class SweepSummary:
     def any_failed(self) -> bool:
         """Whether some job of the sweep is stored as failed (the CLI exits 1)."""
         return bool(self.failures or self.other_failures)
+
+
+def check_data_unchanged(jobs: Sequence[Job], store: ResultsStore) -> None:
+    """An InputError when a `real/file:...` job's stored results were made from another
+    version of its file (the same path, other contents): they would be reused as if they
+    were of this one. The stored results stay as they are."""
+    from generative.real_data.files import file_digest
+
+    ids = {j.problem_id for j in jobs if j.problem_id.startswith("real/file:")}
+    if not ids:
+        return
+    now = {i: file_digest(i) for i in ids}
+    for row in store.rows():
+        if row["problem_id"] not in ids:
+            continue
+        made = row.get("versions") or {}
+        made = json.loads(made) if isinstance(made, str) else made
+        then = made.get("data_sha256") if isinstance(made, dict) else None
+        current = now[row["problem_id"]]
+        if then and current and then != current:
+            raise InputError(
+                f"{row['problem_id']}: its file changed since its results were stored (sha256 "
+                f"{then[:12]} then, {current[:12]} now), so they would be reused as this "
+                "file's; allowed: a new --results file for the changed data (the stored "
+                "results stay as they are), or the file as it was"
+            )
 
 
 def todo(jobs: Sequence[Job], store: ResultsStore, retry_failed: bool = False) -> list[Job]:
@@ -213,6 +241,7 @@ def run_sweep(
     stored (by this driver or another one).
     """
     start = time.perf_counter()
+    check_data_unchanged(jobs, store)
     attempts = store.attempts("failed") if retry_failed else {}
     remaining = todo(jobs, store, retry_failed)
     summary = SweepSummary(total=len(jobs), skipped=len(jobs) - len(remaining))

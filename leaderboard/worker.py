@@ -98,13 +98,19 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _new_result(job: Mapping[str, Any]) -> dict[str, Any]:
+    from generative.real_data.files import file_digest
+
+    made_with = versions()
+    digest = file_digest(job["problem_id"])
+    if digest is not None:  # the user's data file as this result saw it
+        made_with["data_sha256"] = digest
     return {
         **job,
         "status": "ok",
         "error": None,
         "traceback": None,
         "metrics": {},
-        "versions": versions(),
+        "versions": made_with,
         "host": socket.gethostname(),
     }
 

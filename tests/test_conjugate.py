@@ -305,4 +305,3 @@ def test_log_prior_outside_the_support_is_minus_inf_quietly():
             lp = task.log_prior(np.array(outside))
         assert np.all(lp == -np.inf), (name, lp)
         assert np.isfinite(task.log_prior(task.sample_prior(5, seed=0))).all()
-

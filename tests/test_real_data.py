@@ -1,5 +1,6 @@
 """Real-data problems: datasets, preprocessing, dyadic batches, joint NLL, ids, TFDS path."""
 
+import json
 import math
 
 import jax
@@ -792,3 +793,40 @@ def test_real_vs_synthetic_runs_on_a_toy_sweep(tmp_path):
     r = result["all"]["pearson"]
     assert -1 <= r["low"] <= r["estimate"] <= r["high"] <= 1
     assert len(out.read_text().strip().splitlines()) == 1 + 3 * 2  # header + configs x problems
+
+
+def test_a_changed_data_file_is_not_scored_with_its_old_results(tmp_path, monkeypatch, capsys):
+    """Results of `real/file:<path>/...` are of the file as it was: with other contents at
+    the same path, a sweep into the same results refuses (it reused the old scores and
+    said '1 already stored'); the stored row stays, and the file as it was runs on."""
+    from experiments.cli import main
+    from leaderboard.store import ResultsStore
+
+    rng = np.random.default_rng(0)
+
+    def save(num_classes, num_features):
+        np.savez(
+            tmp_path / "data.npz",
+            x_train=rng.normal(size=(40, num_features)),
+            y_train=np.arange(40) % num_classes,
+            x_test=rng.normal(size=(10, num_features)),
+            y_test=np.arange(10) % num_classes,
+        )
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["sweep", "-q", "--agent", "uniform", "--problem", "real/file:data.npz/1/0"]
+    argv += ["--results", "r.db"]
+    save(2, 3)
+    first = (tmp_path / "data.npz").read_bytes()
+    assert main(argv) == 0
+    with ResultsStore(tmp_path / "r.db") as store:
+        (row,) = store.rows()
+    assert len(json.loads(row["versions"])["data_sha256"]) == 64
+    save(4, 7)  # other data at the same path
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "real/file:data.npz/1/0: its file changed since its results were stored" in err
+    (tmp_path / "data.npz").write_bytes(first)  # the file as it was: nothing to run
+    assert main(argv) == 0
+    assert "1 already stored" in capsys.readouterr().out

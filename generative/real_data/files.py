@@ -25,6 +25,7 @@ A file is read once per process (cached by path, size and modification time).
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
 import os
 import zipfile
@@ -54,6 +55,21 @@ MIN_CSV_ROWS = 5  # the seeded 80/20 split needs n // 5 >= 1 test rows
 
 def is_file_dataset(name: str) -> bool:
     return isinstance(name, str) and name.startswith(FILE_PREFIX)
+
+
+def file_digest(problem_id: str) -> str | None:
+    """The sha256 of the data file of a `real/file:<path>/...` problem id (None for other
+    ids, or a file that cannot be read): a result is of the file as it was, and a sweep
+    refuses to reuse it once the file at that path changed."""
+    if not problem_id.startswith("real/" + FILE_PREFIX):
+        return None
+    from generative.real_data.problems import parse_rest
+
+    try:
+        path = Path(parse_rest(problem_id[len("real/") :])["dataset"][len(FILE_PREFIX) :])
+        return hashlib.sha256(path.expanduser().read_bytes()).hexdigest()
+    except (InputError, OSError):
+        return None
 
 
 def check_suffix(path: str, field: str = "path") -> None:
