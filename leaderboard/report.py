@@ -476,7 +476,7 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="note">{_count(len(df), "job")}{_of_sweep(board)}: '
         f"{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed; "
-        f"{_count(df['agent'].nunique(), 'agent')}, "
+        f"{_count(df['agent'].nunique(), 'agent')}{_unranked_agents(df)}, "
         f"{_count(df['problem_id'].nunique(), 'problem')}. Generated {when}.</p>",
         f"<p>{html.escape(READING)}</p>",
     ]
@@ -557,6 +557,17 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
     parts.append(html_table(configs, "configs"))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _unranked_agents(df: pd.DataFrame) -> str:
+    """' (2 with no finished job: a, b; not in the rankings, their failures below)', or ''
+    when every agent finished a job: an agent that failed everywhere has no score to rank."""
+    finished = set(df.loc[df["status"] == "ok", "agent"])
+    none = sorted(set(df["agent"]) - finished)
+    if not none:
+        return ""
+    names = html.escape(", ".join(none))
+    return f" ({len(none)} with no finished job: {names}; not ranked, their failures below)"
 
 
 def write_report(board: Board, out: str | os.PathLike, title: str = "testbed leaderboard") -> Path:

@@ -303,6 +303,18 @@ def test_a_marginal_only_report_never_speaks_of_joint_predictions(tmp_path):
     assert "joint" not in page.captions["kl-by-agent"].lower()
 
 
+def test_the_header_names_agents_that_finished_no_job(tmp_path):
+    """An agent that failed on every problem has no score to rank: the header counted it
+    among the agents while the tables showed the others, with no word why."""
+    db = tmp_path / "r.db"
+    with ResultsStore(db) as s:
+        for i in range(3):
+            _record(s, "uniform", f"coin/{i}", kl_estimate=0.2)
+            _record(s, "nanner", f"coin/{i}", status="failed", error="non-finite metrics")
+    text = render_report(lb.build(db))
+    assert "2 agents (1 with no finished job: nanner; not ranked, their failures below)" in text
+
+
 def _legends_clear(fig) -> None:
     """Every legend of `fig` is drawn clear of every panel and every bar."""
     fig.canvas.draw()
