@@ -164,6 +164,8 @@ def typed_options(family: ProblemFamily, options: dict[str, Any]) -> dict[str, A
     (else of the dataclass its `build` returns), as agent settings are: `c2st_z_score="no"`
     becomes False, `lc2st=1.5` is refused naming the option. Options that are not its
     fields pass as they are."""
+    if not options:
+        return options
     cls = family.option_types
     if cls is None:
         try:

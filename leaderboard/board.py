@@ -281,11 +281,11 @@ def build(
         rank = dict(normalize=normalize, best_only=best_only)
         rankings, clean = _rank_families(df, ids, tau, rank)
     c2st = c2st_obs = None
-    has_c2st = "c2st" in df.columns and df["c2st"].notna().any()
+    has_c2st = scoring.has_posterior_c2st(df)  # an exact conjugate agent's has no budget
     if metric == "c2st" and not has_c2st:
         raise InputError(
             f"results: {str(results)!r} has no c2st metric to rank (--metric c2st); allowed: "
-            "results of posterior problems (sbi/..., conjugate_sbi/...), or --metric auto"
+            "results of simulator problems (sbi/..., conjugate_sbi/...), or --metric auto"
         )
     if metric in ("auto", "c2st") and has_c2st:
         per_obs = scoring.c2st_per_observation(df, best_only=best_only)
@@ -312,9 +312,12 @@ def build(
                 " lists the failures and their reasons)"
             )
         raise InputError(
-            f"results: {str(results)!r} has no kl_estimate, joint_nll or c2st metric to rank"
+            f"results: {str(results)!r} has no kl_estimate, joint_nll or simulator-problem "
+            "c2st to rank"
             + ("" if metric == "auto" else f" (--metric {metric})")
-            + "; allowed: results of joint-KL, real-data or posterior problems"
+            + "; allowed: results of joint-KL, real-data or simulator (sbi/..., "
+            "conjugate_sbi/...) problems (an exact conjugate agent's scores are in its rows: "
+            "leaderboard.load)"
         )
     board = Board(df, ids, rankings, clean, c2st, os.fspath(results), c2st_obs, sweep)
     return board

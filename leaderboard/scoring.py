@@ -299,6 +299,14 @@ def _posterior_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, str, str, str]:
     return _families_apart(_seeded_apart(rows, task), task), task, budget, obs
 
 
+def has_posterior_c2st(df: pd.DataFrame) -> bool:
+    """Whether `df` holds a C2ST of a posterior problem with a task, budget and
+    observation (what `c2st_table` ranks; an exact conjugate agent's C2ST has no budget)."""
+    if "c2st" not in df.columns or not df["c2st"].notna().any():
+        return False
+    return bool(_posterior_rows(df)[0]["c2st"].notna().any())
+
+
 def c2st_table(
     df: pd.DataFrame,
     *,
@@ -315,8 +323,11 @@ def c2st_table(
     the mean and counted in `num_failed`. Best config per agent and family: lowest C2ST
     averaged over its (task, budget) cells of that family.
     """
-    if "c2st" not in df.columns or df["c2st"].notna().sum() == 0:
-        raise InputError("results: no 'c2st' metric; allowed: posterior (SBI) problems")
+    if not has_posterior_c2st(df):
+        raise InputError(
+            "results: no 'c2st' metric of a simulator problem (task x budget x observation); "
+            "allowed: results of sbi/... or conjugate_sbi/... problems"
+        )
     rows, task, budget, obs = _posterior_rows(df)
     labels = entry_labels(df)
     out = []

@@ -361,6 +361,15 @@ def test_conjugate_results_are_ranked_beside_the_others(tmp_path, capsys):
     report = tmp_path / "r.html"
     assert main(["report", "--results", str(path), "--out", str(report)]) == 0
     assert main(["leaderboard", "--results", str(path), "--export", str(tmp_path / "a.csv")]) == 0
+    # only an exact agent's row: its C2ST has no budget, nothing to rank (was a KeyError)
+    exact_only = tmp_path / "exact.db"
+    with ResultsStore(exact_only) as s:
+        s.record(_result(agent="exact", pid="conjugate/wyb/1", c2st=0.5))
+    capsys.readouterr()
+    assert main(["leaderboard", "--results", str(exact_only)]) == 2
+    err = capsys.readouterr().err
+    assert "no kl_estimate, joint_nll or simulator-problem c2st" in err and "Traceback" not in err
+    assert main(["report", "--results", str(exact_only), "--out", str(report)]) == 0
 
 
 def test_health_counts_problems_where_every_job_failed_and_each_seed(tmp_path):

@@ -99,19 +99,24 @@ def test_median_bandwidth_when_the_bracket_misses_the_median(bracket, monkeypatc
     assert median_bandwidth(x, block=64, direct_below=0) == want
 
 
-def test_median_bandwidth_of_10k_rows_needs_no_quadratic_buffer():
+@pytest.mark.parametrize("d", [2, 10])
+def test_median_bandwidth_of_10k_rows_needs_no_quadratic_buffer(d):
     """10,000 rows (sbibm's sample size) take the bracket path: the same element as keeping
-    every pair, with a block as the largest allocation instead of the 200 MB of pairs."""
+    every pair, with blocks and their reused temporaries as the largest allocations
+    instead of the 200 MB of pairs (at d = 10 the temporaries were 164 MB a block)."""
     import tracemalloc
 
-    x = np.random.default_rng(3).standard_normal((10_000, 2)).astype(np.float32)
+    x = np.random.default_rng(3).standard_normal((10_000, d)).astype(np.float32)
     tracemalloc.start()
     got = median_bandwidth(x)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 80e6, f"peak {peak / 1e6:.0f} MB"
     assert got == median_bandwidth(x, direct_below=2**62)  # every pair kept
-    assert got == pytest.approx(np.sqrt(4 * np.log(2)), rel=0.02)  # |x - y|^2 ~ 2 chi2_2
+    # |x - y|^2 ~ 2 chi2_d: the median distance is sqrt(2 * chi2_d's median)
+    from scipy.stats import chi2
+
+    assert got == pytest.approx(np.sqrt(2 * chi2.median(d)), rel=0.02)
 
 
 def test_mmd_unbiased_near_zero_for_same_distribution():

@@ -98,7 +98,7 @@ def test_under_the_commands_status_line_one_writer_draws_the_training(monkeypatc
                     p.on_epoch(epoch, 1.0 / epoch)
                     time.sleep(0.005)
                 p.end_round(1000)
-                time.sleep(0.05)
+                time.sleep(0.3)  # ~30 redraws at TICK 0.01, even on a loaded machine
             p.close()
     finally:
         logger.removeHandler(line)

@@ -25,6 +25,7 @@ A file is read once per process (cached by path, size and modification time).
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import math
 import os
@@ -67,9 +68,18 @@ def file_digest(problem_id: str) -> str | None:
 
     try:
         path = Path(parse_rest(problem_id[len("real/") :])["dataset"][len(FILE_PREFIX) :])
-        return hashlib.sha256(path.expanduser().read_bytes()).hexdigest()
+        path = path.expanduser().resolve()
+        stat = path.stat()
+        return _sha256(str(path), stat.st_mtime_ns, stat.st_size)
     except (InputError, OSError):
         return None
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, mtime_ns: int, size: int) -> str:
+    """A file's sha256, read once per version (path, modification time, size): a sweep's
+    jobs on one file do not read it again each."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def check_suffix(path: str, field: str = "path") -> None:

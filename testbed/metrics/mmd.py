@@ -8,6 +8,7 @@ Kernel sums run blockwise in JAX, so 10k x 10k needs no 10k^2 matrix in memory.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from typing import Literal
 
@@ -51,19 +52,25 @@ def _kernel_sum(a_blocks, a_mask, b, scale, exclude_diagonal: bool):
 
 
 def squared_distances(
-    a: np.ndarray, b: np.ndarray, out: np.ndarray, scratch: np.ndarray | None = None
+    a: np.ndarray, b: np.ndarray, out: np.ndarray, workspace: Sequence[np.ndarray] = ()
 ) -> np.ndarray:
     """|a_i - b_j|^2 into `out` [len(a), len(b)], summed over dimensions in exactly the
     order (and precision) of `np.sum((a[:, None] - b[None]) ** 2, axis=-1)`: numpy's
     pairwise summation (sequential below 8 terms, 8 accumulators up to 128, halves above),
-    one dimension at a time, so no [len(a), len(b), d] temporary is made. `scratch`: an
-    array like `out` to reuse (else one is made)."""
+    one dimension at a time, so no [len(a), len(b), d] temporary is made. `workspace`:
+    flat arrays of at least `out.size` to reuse for the temporaries (`workspace_size(d)`
+    of them; more are made when they run out)."""
+    spare = iter(workspace)
+
+    def fresh() -> np.ndarray:
+        buf = next(spare, None)
+        return np.empty_like(out) if buf is None else buf[: out.size].reshape(out.shape)
 
     def term(k: int, dst: np.ndarray) -> np.ndarray:
         np.subtract(a[:, k, None], b[None, :, k], out=dst)
         return np.multiply(dst, dst, out=dst)
 
-    scratch = np.empty_like(out) if scratch is None else scratch
+    scratch = fresh()
 
     def total(lo: int, n: int, dst: np.ndarray) -> np.ndarray:
         if n < 8:  # 0 + t0 + t1 + ...
@@ -72,7 +79,7 @@ def squared_distances(
                 dst += term(k, scratch)
             return dst
         if n <= 128:
-            r = [term(lo + j, np.empty_like(out)) for j in range(8)]
+            r = [term(lo + j, fresh()) for j in range(8)]
             i = 8
             while i < n - n % 8:
                 for j in range(8):
@@ -86,26 +93,35 @@ def squared_distances(
             return dst
         half = n // 2 - (n // 2) % 8
         total(lo, half, dst)
-        dst += total(lo + half, n - half, np.empty_like(out))
+        dst += total(lo + half, n - half, fresh())
         return dst
 
     return total(0, a.shape[1], out)
 
 
+def workspace_size(d: int) -> int:
+    """The temporaries `squared_distances` takes for `d` dimensions below 129: a scratch,
+    and 8 accumulators from 8 dimensions on."""
+    return 1 if d < 8 else 9
+
+
 def _row_blocks(x: np.ndarray, block: int):
-    """For each block of `block` rows starting at s: the squared distances of its rows i to
-    the rows j > s of x ([rows, n - s - 1], in one reused buffer), with the pairs j <= i
-    set to +inf (they sort last and count nowhere): every pair i < j exactly once."""
-    n = x.shape[0]
-    flat = np.empty(min(block, n) * (n - 1), x.dtype)
-    scratch = np.empty_like(flat)
+    """For blocks of rows starting at s: the squared distances of its rows i to the rows
+    j > s of x ([rows, n - s - 1], in one reused buffer), with the pairs j <= i set to +inf
+    (they sort last and count nowhere): every pair i < j exactly once. The temporaries are
+    reused too (allocating them afresh for each block cost more than the arithmetic at
+    d = 10), and blocks are cut so that all of them take about `2 * block` rows' worth."""
+    n, d = x.shape
+    spares = workspace_size(d)
+    block = max(1, min(n, 2 * block // (1 + spares)))
+    flat = np.empty(block * (n - 1), x.dtype)
+    workspace = [np.empty_like(flat) for _ in range(spares)]
     below = np.tril(np.ones((block, block), bool), -1)  # column j - s - 1 < row i - s
     for s in range(0, n - 1, block):
         a = x[s : s + block]
         shape = (a.shape[0], n - s - 1)
-        size = shape[0] * shape[1]
-        m = flat[:size].reshape(shape)
-        squared_distances(a, x[s + 1 :], m, scratch[:size].reshape(shape))
+        m = flat[: shape[0] * shape[1]].reshape(shape)
+        squared_distances(a, x[s + 1 :], m, workspace)
         w = min(a.shape[0], m.shape[1])
         m[:, :w][below[: a.shape[0], :w]] = np.inf
         yield m
@@ -152,12 +168,7 @@ def median_bandwidth(
         if 0 <= k - below < kept.size:
             kept.partition(k - below)
             return float(np.sqrt(kept[k - below]))
-    sizes = [min(block, n - s) * (n - s - 1) for s in range(0, n - 1, block)]
-    kept = np.empty(sum(sizes), x.dtype)  # with the blocks' +inf pairs: they sort last
-    pos = 0
-    for m in _row_blocks(x, block):  # one buffer reused: copy each block out
-        kept[pos : pos + m.size] = m.ravel()
-        pos += m.size
+    kept = np.concatenate([m.ravel().copy() for m in _row_blocks(x, block)])  # +inf last
     kept.partition(k)
     return float(np.sqrt(kept[k]))
 
