@@ -7,9 +7,13 @@ s = prior_scale / sqrt(T) ('sqrt'), / T ('linear') or 1 ('none'). Loss: cross en
 (times bootstrap weights, Gaussian-index versions as in enn) averaged over
 `num_index_samples` z's, plus l2 * sqrt(T) d / n * (|W|^2 + |b|^2). 2000 steps by default.
 
-Approximations of the reference (its enn internals are not reproduced exactly): b starts
-at Haiku's default MLP init and W at a truncated normal with variance 1 / fan_avg; the
-prior MLP's per-layer generators are Gaussian with unit-norm columns. The reference's
+By default b starts at Haiku's default MLP init and W at a truncated normal with
+variance 1 / fan_avg, and the prior MLP's per-layer generators are Gaussian with unit-norm
+columns (approximations of today's enn). `enn_2021` gives the enn library of October
+2021, behind the Neural Testbed's 2021 figure: b = 0, W ~ TruncatedNormal(1 / sqrt(D))
+(Haiku's Linear default with fan-in D, so every generated weight starts with the same
+spread whatever its layer's fan-in) and the `HyperLinear` prior
+(`networks.make_hyper_linear_prior`). The reference's
 sweep passes temp_scale_prior='lin' which this factory (unlike ensemble+) does read as
 1/T; we use 'linear' with the same meaning ('lin' is accepted as an alias).
 """
@@ -24,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from agents.networks import make_linear_index_prior, make_mlp
+from agents.networks import make_hyper_linear_prior, make_linear_index_prior, make_mlp
 from agents.registry import NETWORK, register
 from agents.training import (
     BOOTSTRAP,
@@ -47,6 +51,7 @@ class HypermodelConfig(RegularizedMLPConfig, PriorFunctionConfig):
     prior_scale: float = 1.0
     prior_hidden_sizes: tuple[int, ...] = (10,)
     num_batches: int = 2000
+    enn_2021: bool = False  # the 2021 enn's initialisation and prior (see module doc)
 
     def __post_init__(self):
         super().__post_init__()
@@ -89,21 +94,27 @@ def gaussian_bootstrap(distribution: str, boot: jax.Array, z: jax.Array) -> jax.
 
 
 @functools.cache
-def _structure(hidden, prior_hidden, num_classes, input_dim, index_dim, num_samples, dist):
+def _structure(
+    hidden, prior_hidden, num_classes, input_dim, index_dim, num_samples, dist, enn_2021
+):
     net = make_mlp(hidden, num_classes)
     dummy = jnp.zeros((1, input_dim), jnp.float32)
     _, unravel = ravel_pytree(net.init(jax.random.PRNGKey(0), dummy))
+    make_index_prior = make_hyper_linear_prior if enn_2021 else make_linear_index_prior
 
     def init(key):
         base_key, w_key, prior_key = jax.random.split(key, 3)
         b = ravel_pytree(net.init(base_key, dummy))[0]
+        shape = (b.shape[0], index_dim)
+        if enn_2021:  # Haiku's Linear default over the index: sd 1 / sqrt(D); zero bias
+            w = jax.random.truncated_normal(w_key, -2.0, 2.0, shape) / math.sqrt(index_dim)
+            return {"w": w, "b": jnp.zeros_like(b)}, prior_key
         std = math.sqrt(2.0 / (b.shape[0] + index_dim))
-        w = std * jax.random.truncated_normal(w_key, -2.0, 2.0, (b.shape[0], index_dim))
-        prior_fn_key = prior_key
-        return {"w": w, "b": b}, prior_fn_key
+        w = std * jax.random.truncated_normal(w_key, -2.0, 2.0, shape)
+        return {"w": w, "b": b}, prior_key
 
     def make_prior(key):
-        return make_linear_index_prior(key, input_dim, prior_hidden, num_classes, index_dim)
+        return make_index_prior(key, input_dim, prior_hidden, num_classes, index_dim)
 
     def forward(params, prior_key, prior_scale, x, z):
         out = net.apply(unravel(params["w"] @ z + params["b"]), x)
@@ -143,6 +154,7 @@ def make_hypermodel(config: HypermodelConfig):
             config.index_dim,
             config.num_index_samples,
             config.distribution,
+            bool(config.enn_2021),
         )
         init_key, train_key, boot_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
         params, prior_key = init(init_key)

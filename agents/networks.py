@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import haiku as hk
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def _bias_init(first_bias_std: float | None, layer: int):
@@ -134,6 +135,47 @@ def make_linear_index_prior(
         h = x
         for layer, (g, (a, b)) in enumerate(zip(gens, slices, strict=True)):
             h = h @ jnp.einsum("iok,k->io", g, z[a:b])
+            if layer < num_layers - 1:
+                h = jax.nn.relu(h)
+        return h
+
+    return prior
+
+
+def make_hyper_linear_prior(
+    key: jax.Array,
+    input_dim: int,
+    hidden: Sequence[int],
+    num_classes: int,
+    index_dim: int,
+):
+    """The hypermodel prior of the enn library of 2021 (`HyperLinear` layers).
+
+    Layer l (fan-in h, fan-out o) owns the chunk z_l of `np.array_split(range(D), L)` (all
+    of z when D < L); its weights are w z_l with w ~ N(0, 1) [o, h, k] normalised to unit
+    norm over k and scaled by 1 / sqrt(h), and its bias b z_l with b ~ N(0, 1) [o, k]
+    normalised over k. ReLU between layers. Returns prior(x [n, d], z [D]) -> [n, C].
+    """
+    sizes = (input_dim, *tuple(hidden), num_classes)
+    num_layers = len(sizes) - 1
+    if index_dim < num_layers:
+        chunks = [(0, index_dim)] * num_layers
+    else:
+        bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.arange(index_dim), num_layers)])
+        chunks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    layers = []
+    for layer, (k, (a, b)) in enumerate(zip(jax.random.split(key, num_layers), chunks)):
+        fan_in, fan_out = sizes[layer], sizes[layer + 1]
+        w_key, b_key = jax.random.split(k)
+        w = jax.random.normal(w_key, (fan_out, fan_in, b - a))
+        w = w / jnp.linalg.norm(w, axis=-1, keepdims=True) / np.sqrt(fan_in)
+        bias = jax.random.normal(b_key, (fan_out, b - a))
+        layers.append((w, bias / jnp.linalg.norm(bias, axis=-1, keepdims=True)))
+
+    def prior(x, z):
+        h = x
+        for layer, ((w, bias), (a, b)) in enumerate(zip(layers, chunks)):
+            h = h @ (w @ z[a:b]).T + bias @ z[a:b]
             if layer < num_layers - 1:
                 h = jax.nn.relu(h)
         return h

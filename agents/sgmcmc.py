@@ -1,8 +1,10 @@
 """`sgmcmc`: SGLD / SGHMC over MLP weights; a key picks one thinned parameter snapshot.
 
 Loss = mean cross entropy + (1 / prior_variance) sqrt(T) d / n * sum w^2 (prior variance
-doubled when `adaptive_prior_variance` and d >= 100). Update (the reference's optax SGLD,
-identity preconditioner): m <- beta m + sqrt(lr) g - sqrt(2 (1 - beta) T_alg / n) xi;
+doubled when `adaptive_prior_variance` and d >= 100; T d / n instead of sqrt(T) d / n with
+`temperature_scaling='linear'`, the reference's form until 2022 and so of its 2021 figure).
+Update (the reference's optax SGLD, identity preconditioner):
+m <- beta m + sqrt(lr) g - sqrt(2 (1 - beta) T_alg / n) xi;
 theta <- theta - sqrt(lr) m; beta = momentum_decay (0 gives SGLD, 0.9 SGHMC). Snapshots
 at steps burn_in, burn_in + every, ... <= num_batches (401 at the defaults: 500,000 steps,
 100,000 burn-in, every 1,000). The whole chain is one jitted scan (burn-in, then a scan
@@ -28,7 +30,7 @@ from agents.networks import make_mlp
 from agents.registry import NETWORK, register
 from agents.training import SGDConfig, data_loss, run_steps, targets, temperature_of
 from testbed.base import Data, FiniteSampler, PriorKnowledge
-from testbed.config import check_at_least, check_nonnegative, check_positive
+from testbed.config import check_at_least, check_nonnegative, check_one_of, check_positive
 from testbed.errors import InputError
 
 
@@ -45,10 +47,12 @@ class SGMCMCConfig(SGDConfig):
     burn_in_time: int = 100_000
     model_saving_frequency: int = 1000
     adaptive_prior_variance: bool = False
+    temperature_scaling: str = "sqrt"  # the prior term's T factor: sqrt(T) or T (2021)
 
     def __post_init__(self):
         super().__post_init__()
         check_positive("prior_variance", self.prior_variance)
+        check_one_of("temperature_scaling", self.temperature_scaling, ("sqrt", "linear"))
         check_nonnegative("alg_temperature", self.alg_temperature)
         if not 0.0 <= self.momentum_decay < 1.0:
             raise InputError(
@@ -149,7 +153,9 @@ def sample_chain(config: SGMCMCConfig, data: Data, prior: PriorKnowledge) -> jax
     variance = config.prior_variance
     if config.adaptive_prior_variance and prior.input_dim >= 100:
         variance *= 2
-    decay = math.sqrt(temperature_of(prior)) * prior.input_dim / n / variance
+    t = temperature_of(prior)
+    t = math.sqrt(t) if config.temperature_scaling == "sqrt" else t
+    decay = t * prior.input_dim / n / variance
     noise_std = math.sqrt(2 * (1 - config.momentum_decay) * config.alg_temperature / n)
     hyper = tuple(
         jnp.float32(v) for v in (config.learning_rate, config.momentum_decay, noise_std, decay)

@@ -9,6 +9,7 @@ models, real data.
 # Importing the family modules registers them; `sbi` also gives generative.sbi.get_task.
 from generative import (  # noqa: F401
     classification,
+    classification_2021,
     coin,
     conjugate,
     gp_regression,

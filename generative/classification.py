@@ -81,11 +81,10 @@ def environment_logits(net, params, temperature, x: jax.Array) -> jax.Array:
     return net.apply(params, x) / temperature
 
 
-@functools.partial(jax.jit, static_argnums=(0, 4, 5, 6, 7, 8))
-def environment_test_batches(
-    net, params, temperature, key, num_batches, tau, input_dim, design, kappa
-):
-    """x [N, tau, d], labels y [N, tau] drawn from the environment, and log p(y | x) [N]."""
+@functools.partial(jax.jit, static_argnums=(0, 4, 5, 6, 7))
+def environment_batches(net, params, temperature, keys, tau, input_dim, design, kappa):
+    """One test batch per key of keys [N]: x [N, tau, d], labels y [N, tau] drawn from the
+    environment, and log p(y | x) [N]; batch i from (x_key, y_key) = split(keys[i])."""
 
     def one_batch(k):
         x_key, y_key = jax.random.split(k)
@@ -97,7 +96,15 @@ def environment_test_batches(
         y = sample_labels(y_key, probs)
         return x, y, labels_log_likelihood(probs, y)
 
-    return jax.vmap(one_batch)(jax.random.split(key, num_batches))
+    return jax.vmap(one_batch)(keys)
+
+
+def environment_test_batches(
+    net, params, temperature, key, num_batches, tau, input_dim, design, kappa
+):
+    """N test batches from the keys split(key, N) (see `environment_batches`)."""
+    keys = jax.random.split(key, num_batches)
+    return environment_batches(net, params, temperature, keys, tau, input_dim, design, kappa)
 
 
 class ClassificationProblem(EvidenceScoring):
@@ -111,14 +118,18 @@ class ClassificationProblem(EvidenceScoring):
         self._net = environment_net(s.input_dim, s.num_classes, tuple(s.hidden))
         self._temperature = jnp.float32(s.temperature)
         with reference_stream():
-            # the reference's keys, in order: environment MLP, data sampler, KL estimator;
-            # the data sampler's own sequence starts with the training data's key.
-            env_key, data_key, self._estimator_key = key_sequence(s.seed, 3)
+            env_key, (x_key, y_key), self._estimator_key = self.instance_keys()
             self._params = self._net.init(env_key, jnp.zeros((1, s.input_dim)))
-            x_key, y_key = jax.random.split(key_sequence(data_key, 1)[0])
             x = jax.random.normal(x_key, (s.num_train, s.input_dim))
             y = self._labels(y_key, x)
         self.train_data = Data(x=np.asarray(x), y=np.asarray(y))
+
+    def instance_keys(self) -> tuple[jax.Array, tuple[jax.Array, jax.Array], jax.Array]:
+        """(environment MLP key, (training x key, training y key), KL estimator key): the
+        reference's keys in order from `hk.PRNGSequence(seed)`; the data sampler's own
+        sequence starts with the training data's key, split into x and y keys."""
+        env_key, data_key, estimator_key = key_sequence(self.settings.seed, 3)
+        return env_key, tuple(jax.random.split(key_sequence(data_key, 1)[0])), estimator_key
 
     def logit_fn(self, x: jax.Array) -> jax.Array:
         """The environment: x [n, d] -> logits [n, C] (divided by the temperature)."""
@@ -238,19 +249,26 @@ SWEEP_SETTINGS = {
 }
 
 
-def _register(name: str, table: list[dict]) -> None:
+def register_classification(
+    name: str,
+    table: list[dict],
+    problem_cls: type[ClassificationProblem] = ClassificationProblem,
+    what: str = "Neural Testbed random-MLP classification",
+) -> None:
+    """Registers the family and the sweep `name`: id `name/i` is row i of `table`."""
+
     def settings(rest: str) -> dict:
         return dataclasses.asdict(ClassificationSettings(**index_settings(name, rest, table)))
 
     def build(settings: dict) -> ClassificationProblem:
         settings = {k: v for k, v in settings.items() if k != "family"}
         settings["hidden"] = tuple(settings.get("hidden", (50, 50)))
-        return ClassificationProblem(ClassificationSettings(**settings))
+        return problem_cls(ClassificationSettings(**settings))
 
     register_family(
         name,
         settings,
-        f"Neural Testbed random-MLP classification ({len(table)} ids)",
+        f"{what} ({len(table)} ids)",
         options=("num_test_seeds", "num_enn_samples"),
         id_form=f"{name}/<i>, i = 0..{len(table) - 1}",
         prediction="labels",
@@ -260,4 +278,4 @@ def _register(name: str, table: list[dict]) -> None:
 
 
 for _name, _table in SWEEP_SETTINGS.items():
-    _register(_name, _table)
+    register_classification(_name, _table)

@@ -17,7 +17,10 @@ import pandas as pd
 from testbed.errors import bad_value
 
 DATA = Path(__file__).resolve().parent / "data"
-SOURCES = {"sbibm": DATA / "sbibm.csv"}
+SOURCES = {
+    "sbibm": DATA / "sbibm.csv",
+    "neural_testbed_2021": DATA / "neural_testbed_2021.csv",
+}
 # our agent names -> the paper's algorithm names
 SBIBM_ALGORITHMS = {
     "npe": "NPE",

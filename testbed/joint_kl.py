@@ -19,12 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.special
 
-from testbed.base import PRNGKey
+from testbed.base import FiniteSampler, PRNGKey
 from testbed.compilation_cache import with_library_cache
 from testbed.metrics.registry import register
-from testbed.random_partition import partition_log_likelihood
+from testbed.random_partition import hyperplanes, partition_log_likelihood
 from testbed.reference_rng import reference_stream
-from testbed.sampled_functions import apply_functions
+from testbed.sampled_functions import apply_functions, key_shape, reduce_per_batch
 
 
 def batch_log_likelihood(log_probs: jax.Array, y: jax.Array) -> jax.Array:
@@ -53,8 +53,16 @@ def joint_log_likelihoods(
     x: [N, tau, d] test inputs, y: [N, tau] integer labels, keys: [M] sampler keys.
     """
     y = jnp.asarray(y, jnp.int32)
+    if len(key_shape(keys)) == 2:  # batch i's own M keys
+        return reduce_per_batch(sampler, x, y, keys, mixture_of_products, num_classes=num_classes)
     funcs = _on_batches(sampler, x, y, keys, batch_log_likelihood, num_classes, chunk_size)
     return mixture_log_likelihood(funcs.values, funcs.log_weights)
+
+
+def mixture_of_products(log_probs: jax.Array, log_weights: jax.Array, y: jax.Array, aux=None):
+    """log sum_f w_f prod_t q_f(y_t) of one batch: log_probs [F, tau, C], y [tau]."""
+    picked = jnp.take_along_axis(log_probs, y[None, :, None], axis=2)[..., 0]
+    return jax.nn.logsumexp(picked.sum(axis=1) + log_weights)
 
 
 def _on_batches(sampler, x, y, keys, fn, num_classes, chunk_size):
@@ -157,15 +165,15 @@ def enumerate_joint_kl(
     return float(total)
 
 
-@functools.partial(jax.jit, static_argnums=(4, 5))
-def _partition_batches(log_probs, y, keys, log_weights, num_samples, num_hyperplanes):
-    """partition_log_likelihood for each batch: log_probs [F, N, tau, C] -> [N]."""
-    return jax.vmap(
-        lambda lp, yb, k: partition_log_likelihood(
-            lp, log_weights, yb, k, num_samples, num_hyperplanes=num_hyperplanes
-        ),
-        in_axes=(1, 0, 0),
-    )(log_probs, y, keys)
+@functools.cache
+def _partition_reduce(num_samples: int) -> Callable:
+    """The random-partition estimate of one batch as a `reduce_per_batch` reduction
+    (aux: the batch's hyperplanes)."""
+
+    def reduce(log_probs, log_weights, y, planes):
+        return partition_log_likelihood(log_probs, log_weights, y, None, num_samples, planes=planes)
+
+    return reduce
 
 
 @with_library_cache
@@ -178,36 +186,32 @@ def partition_log_likelihoods(
     *,
     num_classes: int | None = None,
     num_hyperplanes: int = 7,
-    batch_chunk: int = 100,
-    chunk_size: int = 64,
 ) -> jax.Array:
     """Random-partition estimate of log p_agent(y_1:tau | x_1:tau) for each batch: [N].
 
-    Same inputs as `joint_log_likelihoods`; each batch gets its own hyperplanes (from
-    `partition_key`). Batches are processed in chunks to bound memory for large tau.
+    Same inputs as `joint_log_likelihoods` (keys [M] shared, or [N, M] per batch);
+    `partition_key` is one key (split into one per batch) or [N] keys: batch i's
+    hyperplanes are drawn from key i (`random_partition.hyperplanes`), on the
+    reference's stream. Memory is per batch, for any tau.
     """
-    x = jnp.asarray(x)
     y = jnp.asarray(y, jnp.int32)
-    num_batches = y.shape[0]
-    with reference_stream():  # the hyperplanes are the estimator's draws: the reference's stream
-        batch_keys = jax.random.split(partition_key, num_batches)
-    num_samples = keys.shape[0]
-    out = []
-    for start in range(0, num_batches, batch_chunk):
-        xb, yb = x[start : start + batch_chunk], y[start : start + batch_chunk]
-        n = yb.shape[0]
-        funcs = _on_batches(sampler, xb, yb, keys, batch_log_probs, num_classes, chunk_size)
-        with reference_stream():
-            lls = _partition_batches(
-                funcs.values,
-                yb,
-                batch_keys[start : start + n],
-                funcs.log_weights,
-                num_samples,
-                num_hyperplanes,
-            )
-        out.append(lls)
-    return jnp.concatenate(out)
+    num_batches, tau = y.shape
+    num_features = tau * (num_classes or _num_outputs(sampler, x, keys))
+    with reference_stream():
+        if len(key_shape(partition_key)) == 0:
+            partition_key = jax.random.split(partition_key, num_batches)
+        planes = jax.vmap(lambda k: hyperplanes(k, num_features, num_hyperplanes))(partition_key)
+    reduce = _partition_reduce(key_shape(keys)[-1])
+    return reduce_per_batch(sampler, x, y, keys, reduce, planes, num_classes=num_classes)
+
+
+def _num_outputs(sampler: Callable, x: jax.Array, keys: jax.Array) -> int:
+    """C, the sampler's outputs per input (asked once at one input when not given)."""
+    x0 = jnp.asarray(x)[0, :1]
+    if isinstance(sampler, FiniteSampler):
+        return int(np.shape(sampler.all_logits(x0))[-1])
+    key = keys.reshape((-1,) + keys.shape[len(key_shape(keys)) :])[0]
+    return int(np.shape(sampler(x0, key))[-1])
 
 
 @dataclasses.dataclass(frozen=True)

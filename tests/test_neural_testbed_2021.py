@@ -1,0 +1,126 @@
+"""The 2021 figure's agent forms and the reproduction's summary (normalisation, error bars,
+the reference's cleaning of KLs)."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+
+import agents
+import generative
+from agents.networks import make_hyper_linear_prior
+from agents.sgmcmc import SGMCMCConfig, sample_chain
+from experiments import reproduce_neural_testbed as rnt
+
+
+def test_hyper_linear_prior_is_the_2021_layer():
+    """One layer: prior(x, z) = x (w z)^T + b z, each w[o, h, :] of norm 1/sqrt(d) and each
+    b[o, :] of norm 1 (enn's HyperLinear of 2021)."""
+    d, c, k = 4, 3, 5
+    prior = make_hyper_linear_prior(jax.random.PRNGKey(0), d, (), c, k)
+    eye_z, eye_x = jnp.eye(k), jnp.eye(d)
+    b = jnp.stack([prior(jnp.zeros((1, d)), e)[0] for e in eye_z], axis=-1)  # [C, k]
+    w = jnp.stack([prior(eye_x, e) for e in eye_z], axis=-1) - b[None]  # [d, C, k]
+    np.testing.assert_allclose(jnp.linalg.norm(b, axis=-1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(jnp.linalg.norm(w, axis=-1), 1 / math.sqrt(d), rtol=1e-5)
+    z = jax.random.normal(jax.random.PRNGKey(1), (k,))
+    x = jax.random.normal(jax.random.PRNGKey(2), (7, d))
+    want = x @ jnp.einsum("dck,k->dc", w, z) + b @ z
+    np.testing.assert_allclose(prior(x, z), want, rtol=1e-4, atol=1e-5)
+
+
+def test_hyper_linear_prior_splits_the_index_as_array_split():
+    """Two layers, D = 5: the first layer reads z[0:3], the second z[3:5]."""
+    prior = make_hyper_linear_prior(jax.random.PRNGKey(0), 2, (10,), 2, 5)
+    x = jnp.ones((3, 2))
+    z = jnp.array([0.3, -0.2, 0.5, 0.0, 0.0])
+    assert float(jnp.abs(prior(x, z)).max()) == 0.0  # no second-layer index: output 0
+    z2 = jnp.array([0.0, 0.0, 0.0, 0.4, 0.1])  # hidden units 0: the second layer's bias alone
+    np.testing.assert_allclose(prior(x, z2), prior(-5 * x, z2), atol=1e-6)
+    assert float(jnp.abs(prior(x, z2)).max()) > 0.0
+
+
+def test_hypermodel_2021_starts_with_zero_mean_and_index_scaled_weights():
+    problem = generative.load("classification_2d_2021/0", num_test_seeds=4, num_enn_samples=4)
+    agent = agents.load("hypermodel", enn_2021=True, index_dim=5, num_batches=1)
+    sampler = agent(problem.train_data, problem.prior_knowledge)
+    x = jax.random.normal(jax.random.PRNGKey(0), (50, 2))
+    outs = jnp.stack([sampler(x, k) for k in jax.random.split(jax.random.PRNGKey(1), 100)])
+    # the 2021 init gives every function a large spread (sd of a logit difference well
+    # over 1 at d = 2); today's init starts near one function (sd ~0.1)
+    spread = float(jnp.std(outs[..., 0] - outs[..., 1], axis=0).mean())
+    assert spread > 2.0
+    today = agents.load("hypermodel", num_batches=1)(problem.train_data, problem.prior_knowledge)
+    outs = jnp.stack([today(x, k) for k in jax.random.split(jax.random.PRNGKey(1), 100)])
+    assert float(jnp.std(outs[..., 0] - outs[..., 1], axis=0).mean()) < 1.0
+
+
+def test_sgmcmc_linear_temperature_is_a_rescaled_prior_variance():
+    """T d / (n pv) (2021) equals sqrt(T) d / (n pv') with pv' = pv / sqrt(T)."""
+    problem = generative.load("classification_2d_2021/21")  # T = 0.1
+    t = problem.prior_knowledge.temperature
+    short = dict(num_batches=300, burn_in_time=100, model_saving_frequency=100)
+    linear = SGMCMCConfig(temperature_scaling="linear", prior_variance=0.1, **short)
+    root = SGMCMCConfig(prior_variance=0.1 / math.sqrt(t), **short)
+    a = sample_chain(linear, problem.train_data, problem.prior_knowledge)
+    b = sample_chain(root, problem.train_data, problem.prior_knowledge)
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    c = sample_chain(SGMCMCConfig(**short), problem.train_data, problem.prior_knowledge)
+    assert float(jnp.abs(a - c).max()) > 1e-3
+
+
+def _results(rows):
+    df = pd.DataFrame(rows)
+    df["problem_id"] = [f"classification_2d_2021/{i}" for i in range(len(df))]
+    df["status"] = df.get("status", "ok")
+    df["key"] = df["agent"] + "/" + df["problem_id"]
+    df["config_key"] = df["agent"]
+    df["pct_finite_kl"] = df.get("pct_finite_kl", 1.0)
+    return df
+
+
+def test_summary_normalises_by_mlp_with_seed_group_errors(monkeypatch):
+    rows = []
+    for seed in range(1, 41):  # 20 problems a tau: seeds 1..40 alternate tau 1 / 100
+        tau = 1 if seed % 2 else 100
+        rows.append(dict(agent="mlp", seed=seed, tau=tau, kl_estimate=2.0 + seed % 10 / 10))
+        rows.append(dict(agent="ensemble", seed=seed, tau=tau, kl_estimate=1.0 + seed % 10 / 10))
+    df = _results(rows)
+    monkeypatch.setattr("leaderboard.store.load", lambda path: df)
+    table = rnt.summary_table("x.db").set_index(["agent", "tau"])
+    mlp_mean = np.mean([2.0 + s % 10 / 10 for s in range(1, 41, 2)])
+    ens = table.loc[("ensemble", 1)]
+    assert ens["normalized_kl"] == pytest.approx((mlp_mean - 1.0) / mlp_mean)
+    assert table.loc[("mlp", 1), "normalized_kl"] == pytest.approx(1.0)
+    # odd seeds fall in 5 groups (seed % 10 = 1, 3, 5, 7, 9), group means 1.1, 1.3, ...
+    groups = np.array([1.1, 1.3, 1.5, 1.7, 1.9]) / mlp_mean
+    assert ens["stderr"] == pytest.approx(groups.std(ddof=1) / math.sqrt(5))
+    assert ens["published"] == pytest.approx(0.996)
+
+
+def test_summary_cleans_kls_as_the_reference(monkeypatch):
+    rows = [
+        dict(agent="mlp", seed=1, tau=1, kl_estimate=1.0),
+        dict(agent="mlp", seed=3, tau=1, kl_estimate=1.0),
+        dict(agent="dropout", seed=1, tau=1, kl_estimate=-0.2),  # negative -> 0
+        dict(agent="dropout", seed=3, tau=1, kl_estimate=0.5, pct_finite_kl=0.9),  # -> 1e6
+    ]
+    df = _results(rows)
+    monkeypatch.setattr("leaderboard.store.load", lambda path: df)
+    table = rnt.summary_table("x.db").set_index(["agent", "tau"])
+    assert table.loc[("dropout", 1), "mean_kl"] == pytest.approx(0.5e6)
+
+
+def test_figure_configs_and_refusals():
+    assert rnt.configs("current") == {a: {} for a in rnt.FIGURE_2021}
+    assert rnt.configs("2021")["bbb"] == {"sigma_1": 0.3, "num_batches": 10_000}
+    for name, overrides in rnt.FIGURE_2021.items():  # every override is a field of the agent
+        agents.load(name, **overrides)
+    assert rnt.main(["--agents", "ensemble"]) == 2
+    assert rnt.main(["--agents", "mlp,knn"]) == 2
+    assert rnt.main(["--select", "12"]) == 2
