@@ -1,4 +1,6 @@
-"""Neural SBI agents via the `sbi` package: npe, nle, nre and their 10-round forms.
+"""Neural SBI agents via the `sbi` package: npe, nle, nre and their 10-round forms, and
+sbi 0.27's newer methods: fmpe (flow matching), npse (score-based), nre_c (contrastive
+NRE), bnre (balanced NRE), with snre_c / sbnre, their 10-round forms.
 
 Each agent takes a posterior problem's simulation access (prior, budgeted simulator,
 observation x_o) and returns a `PosteriorEstimate`. Defaults reproduce the SBI benchmark
@@ -8,7 +10,17 @@ the round's simulations), lr 5e-4, 10% validation, stop after 20 epochs, clip 5;
 NRE sample with sbi's vectorized slice sampler (100 chains, thin 10, warm-up 100,
 `resample` init from 10,000 candidates) in the prior's unconstrained space, and draw at
 several observations in one batched MCMC call (`SbiMCMC.sample_many`, for amortized runs).
-torch and sbi are imported inside the agent (their import costs seconds).
+The newer methods keep those settings where they apply (the ratio methods all of them,
+their own loss settings at sbi's defaults); fmpe / npse use sbi's vector-field network
+and batch size (see their configs). sbi trains fmpe / npse on prior simulations only, so
+they have no sequential form.
+
+I.i.d. observation sets (`SimulatorKnowledge.num_iid` = n > 1, x_o [n, dim_x]): NLE / NRE
+and their variants train on single simulations and condition on the whole set through the
+product of likelihoods (sbi's i.i.d. potentials); NPE / FMPE / NPSE train on sets of n
+simulations at one theta (each draw counts against the budget: budget // n training sets)
+through sbi's permutation-invariant embedding (`set_embedding`). torch and sbi are
+imported inside the agent (their import costs seconds).
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ from agents.sbi_torch import (
 )
 from testbed.base import POSTERIOR
 from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
-from testbed.errors import InputError
+from testbed.errors import InputError, bad_value
 from testbed.posterior_adapter import batches_mcmc_over_x
 from testbed.simulation import SimulationAccess, SimulatorKnowledge, check_access
 
@@ -134,6 +146,92 @@ class NREConfig(MCMCConfig):
 
 
 @dataclasses.dataclass(frozen=True)
+class NRECConfig(MCMCConfig):
+    """NRE-C (sbi NRE_C, contrastive NRE; Miller et al. 2022): a classifier telling the
+    joint pair from `num_classes` contrasting parameters plus one independently drawn pair,
+    sampled by MCMC. The benchmark's NRE settings (ResNet, 50 hidden features, batch 10,000
+    capped at the simulations, lr 5e-4, 10% validation, stop after 20 epochs, clip 5, slice
+    sampling as for nre); num_classes 5 and gamma 1 are sbi's defaults."""
+
+    classifier: Literal["resnet", "mlp", "linear"] = "resnet"
+    num_classes: int = 5
+    gamma: float = 1.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_at_least("num_classes", self.num_classes, 1)
+        check_positive("gamma", self.gamma)
+
+
+@dataclasses.dataclass(frozen=True)
+class BNREConfig(MCMCConfig):
+    """BNRE (sbi BNRE, balanced NRE; Delaunoy et al. 2022): NRE-A's binary classifier with a
+    balancing penalty (regularization_strength = 100, sbi's default), sampled by MCMC;
+    otherwise the benchmark's NRE settings (ResNet, 50 hidden features, batch 10,000 capped
+    at the simulations, lr 5e-4, 10% validation, stop after 20 epochs, clip 5, slice
+    sampling as for nre)."""
+
+    classifier: Literal["resnet", "mlp", "linear"] = "resnet"
+    regularization_strength: float = 100.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_nonnegative("regularization_strength", self.regularization_strength)
+
+
+@dataclasses.dataclass(frozen=True)
+class VectorFieldConfig(TrainingConfig):
+    """Settings shared by fmpe and npse: sbi's vector-field network (an MLP of `num_layers`
+    layers of 100 units with a sinusoidal time embedding, z-scored theta and x) trained
+    with sbi's batch size for these losses (200: the flow-matching / denoising losses are
+    noisy, and the benchmark's 10,000 would give one step an epoch); lr 5e-4, 10%
+    validation, stop after 20 epochs, clip 5 as the benchmark. One round only: sbi 0.27
+    has no multi-round training for them."""
+
+    hidden_features: int = 100
+    num_layers: int = 5
+    training_batch_size: int = 200
+    vf_estimator: Literal["mlp", "ada_mlp", "transformer"] = "mlp"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_at_least("num_layers", self.num_layers, 1)
+        if self.num_rounds != 1:
+            raise bad_value(
+                "num_rounds",
+                self.num_rounds,
+                "1 (sbi 0.27 trains FMPE and NPSE on prior simulations only: it has no "
+                "multi-round training for them)",
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class FMPEConfig(VectorFieldConfig):
+    """FMPE (sbi FMPE, flow matching posterior estimation; Dax et al. 2023): a vector field
+    trained by flow matching, sampled by solving its ODE (sbi's zuko solver, atol 1e-6,
+    rtol 1e-5) from the base Gaussian; draws outside the prior are rejected. Has a
+    normalised log_prob (through the ODE). Network and training: `VectorFieldConfig`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NPSEConfig(VectorFieldConfig):
+    """NPSE (sbi NPSE, neural posterior score estimation; Geffner et al. 2023, Sharrock et
+    al. 2024): a score network trained by denoising score matching on a variance-exploding
+    SDE (sbi's default), sampled by `sampling_steps` = 500 Euler-Maruyama steps of the
+    reverse SDE (sbi's defaults; `sample_with='ode'` solves the probability-flow ODE
+    instead); draws outside the prior are rejected. Network and training:
+    `VectorFieldConfig`."""
+
+    sde_type: Literal["ve", "vp", "subvp"] = "ve"
+    sample_with: Literal["sde", "ode"] = "sde"
+    sampling_steps: int = 500
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_at_least("sampling_steps", self.sampling_steps, 2)
+
+
+@dataclasses.dataclass(frozen=True)
 class SNPEConfig(NPEConfig):
     """SNPE-C: NPE over 10 rounds, each simulating from the last round's posterior at x_o."""
 
@@ -154,18 +252,63 @@ class SNREConfig(NREConfig):
     num_rounds: int = 10
 
 
+@dataclasses.dataclass(frozen=True)
+class SNRECConfig(NRECConfig):
+    """SNRE-C: NRE-C over 10 rounds, each simulating from the last MCMC posterior at x_o
+    (sbi trains ratio estimators on later rounds without a correction)."""
+
+    num_rounds: int = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class SBNREConfig(BNREConfig):
+    """SBNRE: BNRE over 10 rounds, each simulating from the last MCMC posterior at x_o."""
+
+    num_rounds: int = 10
+
+
 # ----- the shared training loop -----
 
 
-def round_sizes(budget: int, num_rounds: int) -> list[int]:
-    """Simulations per round: floor(budget / num_rounds) each (sbibm's split)."""
-    per_round = math.floor(budget / num_rounds)
+def round_sizes(budget: int, num_rounds: int, set_size: int = 1) -> list[int]:
+    """Training examples per round: floor(budget / set_size / num_rounds) each (sbibm's
+    split; an example is a set of `set_size` simulations for set-embedding agents)."""
+    examples = budget // set_size
+    per_round = math.floor(examples / num_rounds)
     if per_round < 2:
+        if set_size > 1:
+            raise InputError(
+                f"num_simulations: a budget of {budget} simulations makes {examples} training "
+                f"sets of {set_size} i.i.d. draws in {num_rounds} round(s); allowed: a "
+                f"budget of at least {2 * set_size * num_rounds} for sets of {set_size}"
+            )
         raise InputError(
             f"num_rounds: got {num_rounds}; allowed: at most budget/2 = {budget // 2} "
             f"rounds for a budget of {budget} simulations"
         )
     return [per_round] * num_rounds
+
+
+SET_EMBEDDING_DIM = 20  # trial and set features of the permutation-invariant embedding
+
+
+def set_embedding(dim_x: int, hidden_features: int):
+    """sbi's permutation-invariant embedding of a set [batch, n, dim_x]: a 2-layer MLP per
+    draw (`hidden_features` units, 20 features), the mean over the set with the set size
+    appended, then a 2-layer MLP to 20 features."""
+    from sbi.neural_nets.embedding_nets import FCEmbedding, PermutationInvariantEmbedding
+
+    trial = FCEmbedding(
+        input_dim=dim_x, output_dim=SET_EMBEDDING_DIM, num_layers=2, num_hiddens=hidden_features
+    )
+    return PermutationInvariantEmbedding(
+        trial,
+        trial_net_output_dim=SET_EMBEDDING_DIM,
+        aggregation_fn="mean",
+        num_hiddens=hidden_features,
+        num_layers=2,
+        output_dim=SET_EMBEDDING_DIM,
+    )
 
 
 def _train_kwargs(config: TrainingConfig, num: int) -> dict[str, Any]:
@@ -183,23 +326,36 @@ def _z(config: TrainingConfig) -> str:
     return "independent" if config.z_score else "none"
 
 
+def _embedding_kwargs(embedding) -> dict[str, Any]:
+    """`embedding_net=embedding` when there is one (else sbi's default, the identity)."""
+    return {} if embedding is None else {"embedding_net": embedding}
+
+
 class Method:
     """One neural SBI method: how it builds sbi's inference object, trains a round and
     turns the estimator into a posterior. NPE trains later rounds with the atomic
-    (SNPE-C) loss and has a normalised density; NLE / NRE sample by MCMC."""
+    (SNPE-C) loss and has a normalised density; NLE / NRE sample by MCMC.
 
-    def inference(self, config, torch_prior, tracker): ...
+    `set_input`: given an i.i.d. set, the method trains on sets through a permutation-
+    invariant embedding (posterior estimators); else it trains on single simulations and
+    conditions on the set through the product of likelihoods (likelihood / ratio ones)."""
+
+    set_input = False
+
+    def inference(self, config, torch_prior, tracker, embedding=None): ...
 
     def train(self, inference, config, theta, x, proposal, first: bool): ...
 
     def posterior(self, inference, estimator, config): ...
 
-    def predictive(self, posterior, x_o: np.ndarray):
-        return SbiSamples(posterior, x_o)
+    def predictive(self, posterior, x_o: np.ndarray, shape: tuple[int, ...], config):
+        return SbiSamples(posterior, x_o, shape)
 
 
 class NPEMethod(Method):
-    def inference(self, config: NPEConfig, torch_prior, tracker):
+    set_input = True
+
+    def inference(self, config: NPEConfig, torch_prior, tracker, embedding=None):
         from sbi.inference import NPE
         from sbi.neural_nets import posterior_nn
 
@@ -210,6 +366,7 @@ class NPEMethod(Method):
             hidden_features=config.hidden_features,
             num_transforms=config.num_transforms,
             num_bins=config.num_bins,
+            **_embedding_kwargs(embedding),
         )
         return NPE(
             prior=torch_prior, density_estimator=net, show_progress_bars=True, tracker=tracker
@@ -224,8 +381,62 @@ class NPEMethod(Method):
     def posterior(self, inference, estimator, config):
         return inference.build_posterior(estimator)
 
-    def predictive(self, posterior, x_o):
-        return SbiDensity(posterior, x_o)
+    def predictive(self, posterior, x_o, shape, config):
+        return SbiDensity(posterior, x_o, shape)
+
+
+class VectorFieldMethod(Method):
+    """FMPE / NPSE: a vector field trained on prior simulations (one round), sampled by
+    sbi's ODE / SDE solver; normalised densities through the probability-flow ODE."""
+
+    set_input = True
+
+    def train(self, inference, config, theta, x, proposal, first):
+        inference.append_simulations(theta, x, exclude_invalid_x=True)
+        return inference.train(**_train_kwargs(config, len(theta)))
+
+    def net_kwargs(self, config: VectorFieldConfig, embedding) -> dict[str, Any]:
+        return {
+            "model": config.vf_estimator,
+            "z_score_theta": _z(config),
+            "z_score_x": _z(config),
+            "hidden_features": config.hidden_features,
+            "num_layers": config.num_layers,
+            **_embedding_kwargs(embedding),
+        }
+
+    def predictive(self, posterior, x_o, shape, config):
+        return SbiDensity(posterior, x_o, shape, sample_kwargs=self.sample_kwargs(config))
+
+    def sample_kwargs(self, config) -> dict[str, Any]:
+        return {}
+
+
+class FMPEMethod(VectorFieldMethod):
+    def inference(self, config: FMPEConfig, torch_prior, tracker, embedding=None):
+        from sbi.inference import FMPE
+        from sbi.neural_nets import posterior_flow_nn
+
+        net = posterior_flow_nn(**self.net_kwargs(config, embedding))
+        return FMPE(prior=torch_prior, vf_estimator=net, show_progress_bars=True, tracker=tracker)
+
+    def posterior(self, inference, estimator, config):
+        return inference.build_posterior(estimator, sample_with="ode")
+
+
+class NPSEMethod(VectorFieldMethod):
+    def inference(self, config: NPSEConfig, torch_prior, tracker, embedding=None):
+        from sbi.inference import NPSE
+        from sbi.neural_nets import posterior_score_nn
+
+        net = posterior_score_nn(sde_type=config.sde_type, **self.net_kwargs(config, embedding))
+        return NPSE(prior=torch_prior, vf_estimator=net, show_progress_bars=True, tracker=tracker)
+
+    def posterior(self, inference, estimator, config: NPSEConfig):
+        return inference.build_posterior(estimator, sample_with=config.sample_with)
+
+    def sample_kwargs(self, config: NPSEConfig) -> dict[str, Any]:
+        return {"steps": config.sampling_steps} if config.sample_with == "sde" else {}
 
 
 class MCMCMethod(Method):
@@ -249,14 +460,15 @@ class MCMCMethod(Method):
             mcmc_parameters=config.mcmc_parameters(),
         )
 
-    def predictive(self, posterior, x_o):
-        """With sbi's vectorized slice sampler, draws at several observations in one call."""
-        batched = batches_mcmc_over_x(posterior)
-        return SbiMCMC(posterior, x_o) if batched else SbiSamples(posterior, x_o)
+    def predictive(self, posterior, x_o, shape, config):
+        """With sbi's vectorized slice sampler, draws at several observations in one call
+        (single observations: sbi batches no i.i.d. sets)."""
+        batched = batches_mcmc_over_x(posterior) and shape[0] == 1
+        return SbiMCMC(posterior, x_o, shape) if batched else SbiSamples(posterior, x_o, shape)
 
 
 class NLEMethod(MCMCMethod):
-    def inference(self, config: NLEConfig, torch_prior, tracker):
+    def inference(self, config: NLEConfig, torch_prior, tracker, embedding=None):
         from sbi.inference import NLE
         from sbi.neural_nets import likelihood_nn
 
@@ -272,8 +484,10 @@ class NLEMethod(MCMCMethod):
 
 
 class NREMethod(MCMCMethod):
-    def inference(self, config: NREConfig, torch_prior, tracker):
-        from sbi.inference import NRE
+    trainer = "NRE"  # the sbi.inference class: NRE (= NRE_B), NRE_C, BNRE
+
+    def inference(self, config, torch_prior, tracker, embedding=None):
+        import sbi.inference
         from sbi.neural_nets import classifier_nn
 
         net = classifier_nn(
@@ -282,13 +496,32 @@ class NREMethod(MCMCMethod):
             z_score_x=_z(config),
             hidden_features=config.hidden_features,
         )
-        return NRE(prior=torch_prior, classifier=net, show_progress_bars=True, tracker=tracker)
+        trainer = getattr(sbi.inference, self.trainer)
+        return trainer(prior=torch_prior, classifier=net, show_progress_bars=True, tracker=tracker)
 
     def train_kwargs(self, config: NREConfig, num: int) -> dict[str, Any]:
         return {**_train_kwargs(config, num), "num_atoms": config.num_atoms}
 
 
+class NRECMethod(NREMethod):
+    trainer = "NRE_C"
+
+    def train_kwargs(self, config: NRECConfig, num: int) -> dict[str, Any]:
+        extra = {"num_classes": config.num_classes, "gamma": config.gamma}
+        return {**_train_kwargs(config, num), **extra}
+
+
+class BNREMethod(NREMethod):
+    trainer = "BNRE"
+
+    def train_kwargs(self, config: BNREConfig, num: int) -> dict[str, Any]:
+        extra = {"regularization_strength": config.regularization_strength}
+        return {**_train_kwargs(config, num), **extra}
+
+
 NPE_METHOD, NLE_METHOD, NRE_METHOD = NPEMethod(), NLEMethod(), NREMethod()
+FMPE_METHOD, NPSE_METHOD = FMPEMethod(), NPSEMethod()
+NREC_METHOD, BNRE_METHOD = NRECMethod(), BNREMethod()
 
 
 def run_rounds(
@@ -301,20 +534,28 @@ def run_rounds(
     """Simulate, train and build the posterior for `num_rounds` rounds; returns a predictive.
     Training reports its progress as `name` (agents.sbi_progress).
 
-    Round r > 1 simulates from the round r-1 posterior at x_o (sequential SBI).
+    Round r > 1 simulates from the round r-1 posterior at x_o (sequential SBI). With an
+    i.i.d. set x_o [n, dim_x] (`knowledge.num_iid` = n > 1), a `set_input` method trains
+    on sets of n draws at one theta through `set_embedding` and sees x_o as one set
+    [1, n, dim_x]; the others train on single draws and see x_o as n i.i.d. rows.
     """
     import torch
 
     check_access(access, knowledge)
-    x_o = np.asarray(access.x_o, np.float32).reshape(1, -1)
-    sizes = round_sizes(int(access.budget), config.num_rounds)
+    n = int(knowledge.num_iid)
+    x_o = np.asarray(access.x_o, np.float32).reshape(n, -1)
+    dim_x = x_o.shape[1]
+    sets = method.set_input and n > 1
+    shape = (1, n, dim_x) if sets else (n, dim_x)  # how sbi sees x_o
+    sizes = round_sizes(int(access.budget), config.num_rounds, n if sets else 1)
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     torch.manual_seed(config.seed)
     torch_prior = make_torch_prior(access, knowledge)
-    simulator = make_torch_simulator(access, knowledge)
-    x_o_t = torch.as_tensor(x_o)
-    inference = method.inference(config, torch_prior, NullTracker())
+    simulator = make_torch_simulator(access, knowledge, n if sets else 1)
+    x_o_t = torch.as_tensor(x_o.reshape(shape))
+    embedding = set_embedding(dim_x, config.hidden_features) if sets else None
+    inference = method.inference(config, torch_prior, NullTracker(), embedding)
     proposal = torch_prior
     posterior = None
     progress = TrainingProgress(f"{name} on {knowledge.task}", int(access.budget))
@@ -334,7 +575,7 @@ def run_rounds(
             proposal = posterior
             progress.end_round(access.num_simulations)
     progress.close()
-    return method.predictive(posterior, x_o)
+    return method.predictive(posterior, x_o, shape, config)
 
 
 def _make(method: Method, name: str):
@@ -381,3 +622,39 @@ def make_nre(config: NREConfig):
 def make_snre(config: SNREConfig):
     """SNRE-B via sbi: 10 rounds of NRE, each from the last MCMC posterior."""
     return _make(NRE_METHOD, "snre")(config)
+
+
+@register("fmpe", FMPEConfig, predicts=POSTERIOR)
+def make_fmpe(config: FMPEConfig):
+    """FMPE via sbi (flow matching; ODE sampling); amortized, has log_prob."""
+    return _make(FMPE_METHOD, "fmpe")(config)
+
+
+@register("npse", NPSEConfig, predicts=POSTERIOR)
+def make_npse(config: NPSEConfig):
+    """NPSE via sbi (score-based, VE SDE; 500-step reverse-SDE sampling); amortized."""
+    return _make(NPSE_METHOD, "npse")(config)
+
+
+@register("nre_c", NRECConfig, predicts=POSTERIOR)
+def make_nre_c(config: NRECConfig):
+    """NRE-C via sbi (contrastive ratio estimation, slice-sampling MCMC as nre)."""
+    return _make(NREC_METHOD, "nre_c")(config)
+
+
+@register("snre_c", SNRECConfig, predicts=POSTERIOR)
+def make_snre_c(config: SNRECConfig):
+    """SNRE-C via sbi: 10 rounds of NRE-C, each from the last MCMC posterior."""
+    return _make(NREC_METHOD, "snre_c")(config)
+
+
+@register("bnre", BNREConfig, predicts=POSTERIOR)
+def make_bnre(config: BNREConfig):
+    """BNRE via sbi (balanced ratio estimation, slice-sampling MCMC as nre)."""
+    return _make(BNRE_METHOD, "bnre")(config)
+
+
+@register("sbnre", SBNREConfig, predicts=POSTERIOR)
+def make_sbnre(config: SBNREConfig):
+    """SBNRE via sbi: 10 rounds of BNRE, each from the last MCMC posterior."""
+    return _make(BNRE_METHOD, "sbnre")(config)

@@ -5,6 +5,10 @@ A posterior problem hands its agent a `SimulationAccess` (`prior.sample(num, see
 the prior's support in its `SimulatorKnowledge`. Here that becomes what `sbi` wants (a
 torch prior with a `support`, a torch simulator) and an `sbi` posterior becomes our
 `PosteriorEstimate` (numpy in, numpy out, seeded). torch is imported lazily by callers.
+
+An observation reaches sbi in the shape the method conditions on (`shape`): one
+observation [1, dim_x], an i.i.d. set as n rows [n, dim_x] (likelihood and ratio methods:
+sbi sums over them) or as one set [1, n, dim_x] (set-embedding posterior estimators).
 """
 
 from __future__ import annotations
@@ -98,8 +102,12 @@ def make_torch_prior(access: SimulationAccess, knowledge: SimulatorKnowledge):
     return NumpyPrior()
 
 
-def make_torch_simulator(access: SimulationAccess, knowledge: SimulatorKnowledge):
-    """`theta (torch [n, dim]) -> x (torch [n, dim_data])` through the budgeted simulator."""
+def make_torch_simulator(
+    access: SimulationAccess, knowledge: SimulatorKnowledge, set_size: int = 1
+):
+    """`theta (torch [m, dim]) -> x (torch [m, dim_data])` through the budgeted simulator;
+    with `set_size` n > 1, `x [m, n, dim_data]`: n i.i.d. draws at each theta (m * n
+    simulations)."""
     import torch
 
     kind = knowledge.support.kind
@@ -107,7 +115,11 @@ def make_torch_simulator(access: SimulationAccess, knowledge: SimulatorKnowledge
 
     def simulator(theta):
         arr = clip_to_support(np.asarray(theta.detach().cpu(), np.float64), kind, low, high)
+        if set_size > 1:
+            arr = np.repeat(arr, set_size, axis=0)
         x = np.asarray(access.simulate(arr, torch_seed(torch)), np.float32)
+        if set_size > 1:
+            x = x.reshape(-1, set_size, x.shape[-1])
         return torch.as_tensor(x)
 
     return simulator
@@ -137,23 +149,36 @@ class NullTracker:
 class SbiSamples:
     """An `sbi` posterior as our `PosteriorEstimate` (samples only): numpy, explicit seed.
 
-    Used for MCMC posteriors of NLE / NRE, whose densities are unnormalised.
+    Used for MCMC posteriors of NLE / NRE, whose densities are unnormalised. `shape` is how
+    sbi sees one x_o (default [1, dim_x]; see the module docstring); `sample_kwargs` go to
+    every `posterior.sample` call (e.g. NPSE's number of SDE steps).
     """
 
-    def __init__(self, posterior, x_o: np.ndarray):
+    def __init__(
+        self,
+        posterior,
+        x_o: np.ndarray,
+        shape: tuple[int, ...] | None = None,
+        sample_kwargs: dict | None = None,
+    ):
         self.posterior = posterior
-        self.x_o = np.asarray(x_o, np.float32).reshape(1, -1)
+        self.shape = tuple(shape) if shape is not None else (1, int(np.size(x_o)))
+        self.x_o = np.asarray(x_o, np.float32).reshape(self.shape)
+        self.sample_kwargs = dict(sample_kwargs or {})
 
     def _x(self, x_o):
         import torch
 
-        x = self.x_o if x_o is None else np.asarray(x_o, np.float32).reshape(1, -1)
+        x = self.x_o if x_o is None else np.asarray(x_o, np.float32).reshape(self.shape)
         return torch.as_tensor(x)
 
     def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
         with seeded_global_rngs(seed), quiet_sampling():
             out = self.posterior.sample(
-                (int(num_samples),), x=self._x(x_o), show_progress_bars=False
+                (int(num_samples),),
+                x=self._x(x_o),
+                show_progress_bars=False,
+                **self.sample_kwargs,
             )
         return np.asarray(out.detach().cpu(), np.float64)
 
@@ -177,9 +202,11 @@ class SbiDensity(SbiSamples):
         """One posterior draw per row of `xs` [n, dim_data] -> [n, dim_theta] (amortized)."""
         import torch
 
-        xs = torch.as_tensor(np.asarray(xs, np.float32))
+        xs = torch.as_tensor(np.asarray(xs, np.float32).reshape(-1, *self.shape[1:]))
         with seeded_global_rngs(seed), quiet_sampling():
-            out = self.posterior.sample_batched((1,), x=xs, show_progress_bars=False)
+            out = self.posterior.sample_batched(
+                (1,), x=xs, show_progress_bars=False, **self.sample_kwargs
+            )
         return np.asarray(out[0].detach().cpu(), np.float64)
 
     def log_prob(self, theta, x_o=None) -> np.ndarray:

@@ -7,9 +7,17 @@ interrupted runs resume; amortized agents train once per task and budget), then 
 - `table.md`: per task x budget x agent, our mean C2ST over the observations, the paper's
   mean and range over the same observations, whether ours lies in that range, the seconds a
   run took here (training + 10,000 posterior draws, as the paper timed it; a shared
-  training counted once) beside the paper's minutes a run (it trained per observation);
+  training counted once) and of those the sampling's, beside the paper's minutes a run (it
+  trained per observation);
 - `c2st_vs_budget.png`: C2ST against the simulation budget per task, ours (solid) and the
-  paper's (dashed), as the paper's figure 2.
+  paper's (dashed), as the paper's figure 2; the paper's neural methods (npe, nle, nre)
+  are drawn beside a run of sbi's newer methods only (`--paper-agents`).
+
+sbi 0.27's newer methods run the same way (`fmpe`, `npse`, `nre_c`, `bnre` and the
+sequential `snre_c`, `sbnre`): the paper has no results for them, so their rows have none.
+`--ship PATH` writes this run's finished runs as our shipped results
+(`leaderboard/data/sbibm_ours.csv`, read by `leaderboard.shipped`), shown beside a
+user's own runs by `testbed leaderboard`.
 
 Run:
     python -m experiments.reproduce_sbibm --tasks two_moons,gaussian_linear,slcp \\
@@ -31,7 +39,10 @@ import pandas as pd
 from testbed.errors import InputError
 
 OUTPUTS = ("table.md", "c2st_vs_budget.png")  # written into --out
-SBIBM_AGENTS = ("npe", "snpe", "nle", "snle", "nre", "snre", "rej_abc", "smc_abc")
+PAPER_AGENTS = ("npe", "snpe", "nle", "snle", "nre", "snre", "rej_abc", "smc_abc")
+NEW_AGENTS = ("fmpe", "npse", "nre_c", "snre_c", "bnre", "sbnre")  # sbi 0.27's newer methods
+SBIBM_AGENTS = PAPER_AGENTS + NEW_AGENTS
+PAPER_BESIDE_NEW = ("npe", "nle", "nre")  # the paper's curves beside a run of new methods
 TABLE_COLUMNS = [
     "task",
     "budget",
@@ -43,6 +54,7 @@ TABLE_COLUMNS = [
     "paper_max",
     "within_paper_range",
     "seconds_per_run",
+    "sampling_seconds_per_run",
     "paper_minutes_per_run",
 ]
 
@@ -117,10 +129,16 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
     # the algorithm's time, as the paper's: training + sampling (not our scoring); a shared
     # training's seconds are on its first run only, so the mean spreads them over its runs
     sampling = df.get("sampling_seconds", pd.Series(0.0, index=df.index)).astype(float)
-    df["seconds"] = df["train_seconds"].astype(float) + sampling.fillna(0.0)
+    df["sampling"] = sampling.fillna(0.0)
+    df["seconds"] = df["train_seconds"].astype(float) + df["sampling"]
     ours = (
         df.groupby(["task", "budget", "agent"])
-        .agg(runs=("c2st", "size"), mean_c2st=("c2st", "mean"), seconds_per_run=("seconds", "mean"))
+        .agg(
+            runs=("c2st", "size"),
+            mean_c2st=("c2st", "mean"),
+            seconds_per_run=("seconds", "mean"),
+            sampling_seconds_per_run=("sampling", "mean"),
+        )
         .reset_index()
     )
     out = ours.merge(literature.paper_cells(df), on=["task", "budget", "agent"], how="left")
@@ -134,28 +152,53 @@ def markdown(table: pd.DataFrame) -> str:
     """The summary as a markdown table (C2ST to 3 decimals, times to 2-3 digits)."""
     head = [
         "task", "budget", "agent", "runs", "C2ST (ours)", "C2ST (paper)", "paper range",
-        "in range", "s / run (ours)", "min / run (paper)",
+        "in range", "s / run (ours)", "sampling s / run", "min / run (paper)",
     ]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in table.itertuples(index=False):
         rng = f"{r.paper_min:.3f}-{r.paper_max:.3f}" if np.isfinite(r.paper_min) else ""
+        paper = np.isfinite(r.paper_c2st)
         cells = [
             r.task, f"{r.budget:,}", r.agent, str(r.runs), f"{r.mean_c2st:.3f}",
-            f"{r.paper_c2st:.3f}" if np.isfinite(r.paper_c2st) else "", rng,
-            "yes" if r.within_paper_range else "no", f"{r.seconds_per_run:.3g}",
+            f"{r.paper_c2st:.3f}" if paper else "", rng,
+            ("yes" if r.within_paper_range else "no") if paper else "",
+            f"{r.seconds_per_run:.3g}", f"{r.sampling_seconds_per_run:.3g}",
             f"{r.paper_minutes_per_run:.2g}" if np.isfinite(r.paper_minutes_per_run) else "",
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def figure(table: pd.DataFrame, path: Path) -> None:
-    """C2ST vs budget per task: ours solid with dots, the paper's dashed with its range."""
+def paper_only(table: pd.DataFrame, agents: Sequence[str], observations) -> pd.DataFrame:
+    """Rows for the paper's `agents` that `table` lacks, at its tasks and budgets: the
+    paper's mean and range over `observations`, no result of ours (mean_c2st NaN)."""
+    from leaderboard import literature
+
+    missing = [a for a in agents if a not in set(table["agent"])]
+    if not missing or not len(table):
+        return table.iloc[:0]
+    cells = table[["task", "budget"]].drop_duplicates()
+    observed = pd.DataFrame(
+        [
+            {"agent": a, "task": t, "budget": b, "observation": k}
+            for a in missing
+            for t, b in cells.itertuples(index=False)
+            for k in observations
+        ]
+    )
+    return literature.paper_cells(observed).assign(mean_c2st=np.nan)
+
+
+def figure(table: pd.DataFrame, path: Path, paper: pd.DataFrame | None = None) -> None:
+    """C2ST vs budget per task: ours solid with dots, the paper's dashed with its range
+    (with `paper`: also the paper's curves of agents we did not run, `paper_only`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if paper is not None and len(paper):
+        table = pd.concat([table, paper], ignore_index=True)
     tasks = sorted(table["task"].unique())
     colors = {a: f"C{i % 10}" for i, a in enumerate(sorted(table["agent"].unique()))}
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.8 * len(tasks) + 1.4, 3.2), squeeze=False)
@@ -164,7 +207,9 @@ def figure(table: pd.DataFrame, path: Path) -> None:
         for agent, g in cell.groupby("agent", sort=True):
             g = g.sort_values("budget")
             color = colors[agent]
-            ax.plot(g["budget"], g["mean_c2st"], "o-", color=color, ms=4, label=agent)
+            ours = g.dropna(subset=["mean_c2st"])
+            if len(ours):
+                ax.plot(ours["budget"], ours["mean_c2st"], "o-", color=color, ms=4, label=agent)
             p = g.dropna(subset=["paper_c2st"])
             if len(p):
                 err = np.vstack(
@@ -172,7 +217,7 @@ def figure(table: pd.DataFrame, path: Path) -> None:
                 )
                 ax.errorbar(
                     p["budget"], p["paper_c2st"], yerr=err, fmt="x--", color=color, alpha=0.5,
-                    ms=4, capsize=2,
+                    ms=4, capsize=2, label=None if len(ours) else f"{agent} (paper)",
                 )  # fmt: skip
         ax.axhline(0.5, color="#999", lw=0.8, ls=":")
         ax.set(xscale="log", ylim=(0.45, 1.02), title=task, xlabel="simulations")
@@ -191,6 +236,15 @@ def figure(table: pd.DataFrame, path: Path) -> None:
     )  # fmt: skip
     fig.savefig(path, dpi=110, format="png")  # path may be a temporary name
     plt.close(fig)
+
+
+def _paper_agents(text: str, run: Sequence[str]) -> list[str]:
+    """The paper's algorithms drawn though not run (`--paper-agents`)."""
+    if text == "auto":
+        return [] if set(run) & set(PAPER_AGENTS) else list(PAPER_BESIDE_NEW)
+    if text == "none":
+        return []
+    return _split(text, "--paper-agents", PAPER_AGENTS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -216,6 +270,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--set", action="append", default=[], metavar="AGENT.FIELD=VALUE",
         help="change an agent's default config (e.g. npe.max_num_epochs=20)",
     )  # fmt: skip
+    parser.add_argument(
+        "--paper-agents", default="auto",
+        help="the paper's algorithms drawn (dashed) though not run: comma-separated, 'none',"
+        " or 'auto' (npe,nle,nre when the run has none of the paper's algorithms)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ship", default=None, metavar="CSV",
+        help="also write this run's finished runs as our shipped results (e.g. "
+        "leaderboard/data/sbibm_ours.csv; see leaderboard.shipped)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     setup_logging()  # hours of work say what they are doing, as `testbed sweep` does
     enable_compilation_cache()
@@ -226,6 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         budgets = _split(args.budgets, "budgets", (1_000, 10_000, 100_000), int)
         agent_names = _split(args.agents, "agents", SBIBM_AGENTS)
         observations = _split(args.observations, "observations", range(1, 11), int)
+        paper_agents = _paper_agents(args.paper_agents, agent_names)
         out = Path(args.out)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
@@ -244,12 +309,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         for key, reason in summary.failures[:10]:
             print(f"  failed {key}: {reason}", file=sys.stderr)
         table = summary_table(args.results, {job.key for job in jobs})
+        if args.ship:
+            from leaderboard import shipped
+
+            rows = shipped.from_results(args.results, {job.key for job in jobs})
+            shipped.write(rows, args.ship)
+            print(f"{len(rows)} runs shipped -> {args.ship}", file=sys.stderr)
     except InputError as e:
         print(f"reproduce_sbibm: error: {e}", file=sys.stderr)
         return 2
     text = markdown(table)
+    paper = paper_only(table, paper_agents, observations)
     write_atomically("--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"))
-    write_atomically("--out", out / OUTPUTS[1], lambda tmp: figure(table, tmp))
+    write_atomically("--out", out / OUTPUTS[1], lambda tmp: figure(table, tmp, paper))
     print(text)
     print(f"\ntable and figure: {out.resolve()}", file=sys.stderr)
     return 1 if summary.any_failed else 0

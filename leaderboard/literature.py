@@ -3,7 +3,8 @@
 `published("sbibm")` gives the paper's per-run results (package data, see
 leaderboard/data/sbibm.csv for the provenance). `beside(c2st_table, observed)` adds, to
 each row of our C2ST ranking whose agent the paper ran, the paper's mean C2ST and range
-over the same observations as ours (`paper_cells`); `per_observation(df)` pairs each of
+over the same observations as ours (`paper_cells`), and our own shipped runs of other
+agents as rows of their own (`leaderboard.shipped`); `per_observation(df)` pairs each of
 our runs with the paper's run at the same task, budget and observation.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from leaderboard import shipped
 from testbed.errors import bad_value
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -75,6 +77,7 @@ def beside(table: pd.DataFrame, observed: pd.DataFrame) -> pd.DataFrame:
     """`table` (a C2ST ranking: agent, task, budget, ...) with the paper's paper_c2st,
     paper_min and paper_max over the observations of `observed` (see `paper_cells`) where
     the paper ran that agent on that task and budget."""
+    table = shipped.beside_ours(table, observed)  # our shipped runs, labelled as ours
     cells = paper_cells(observed).drop(columns=["paper_minutes_per_run"])
     return table.merge(cells, on=["agent", "task", "budget"], how="left")
 

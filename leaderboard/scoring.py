@@ -263,6 +263,23 @@ def _seeded_apart(rows: pd.DataFrame, task: str) -> pd.DataFrame:
     return rows
 
 
+def _iid_apart(rows: pd.DataFrame, task: str) -> pd.DataFrame:
+    """Runs at i.i.d. sets of n > 1 draws (`sbi/.../<k>/iid<n>`) as a task of their own,
+    `<task> (iid<n>)`: another posterior than observation k's, never pooled with it or set
+    beside the paper's."""
+    if "num_iid" not in rows.columns:
+        return rows
+    n = pd.to_numeric(rows["num_iid"], errors="coerce")
+    sets = n > 1
+    if not sets.any():
+        return rows
+    rows = rows.copy()
+    rows[task] = rows[task].astype(object)
+    suffix = " (iid" + n[sets].astype(int).astype(str) + ")"
+    rows.loc[sets, task] = rows.loc[sets, task].astype(str) + suffix
+    return rows
+
+
 def _families_apart(rows: pd.DataFrame, task: str) -> pd.DataFrame:
     """`rows` with a `family` column; when they hold posterior problems of more than one
     family, each task of a family other than the SBI benchmark's is named
@@ -296,7 +313,8 @@ def _posterior_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, str, str, str]:
         rows.loc[named, task] = df.loc[named, "problem"]
         rows.loc[named & rows[obs].isna(), obs] = 1
     rows = rows[rows[task].notna() & rows[budget].notna() & rows[obs].notna()]
-    return _families_apart(_seeded_apart(rows, task), task), task, budget, obs
+    rows = _iid_apart(_seeded_apart(rows, task), task)
+    return _families_apart(rows, task), task, budget, obs
 
 
 def has_posterior_c2st(df: pd.DataFrame) -> bool:

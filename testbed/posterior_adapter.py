@@ -136,6 +136,13 @@ def sample_mcmc_many(posterior: Any, x_os: Any, num_samples: int, seed: int) -> 
     return np.swapaxes(_to_numpy(out, "posterior samples"), 0, 1)
 
 
+def observation_rows(x_o: Any) -> np.ndarray:
+    """`x_o` as rows for an sbi posterior: one observation [dim_x] or [1, dim_x] -> [1, dim_x];
+    a set of i.i.d. draws [n, dim_x] stays [n, dim_x] (sbi conditions on all of them)."""
+    x = np.asarray(x_o)
+    return x.reshape(1, -1) if x.ndim < 2 else x.reshape(len(x), -1)
+
+
 def check_samples(samples: np.ndarray, num: int, dim: int | None, what: str) -> np.ndarray:
     """`samples` if shaped [num, dim] and finite; else an InputError saying what is wrong."""
     want = f"[{num}, {dim if dim is not None else 'dim_theta'}]"
@@ -203,7 +210,7 @@ class AdaptedPosterior:
         num = int(num_samples)
         if self.style == "sbi":
             with seeded_global_rngs(seed) as torch:
-                x = self._x_torch(np.reshape(x_o, (1, -1)), torch)
+                x = self._x_torch(observation_rows(x_o), torch)
                 out = self.obj.sample((num,), x=x, **self._quiet(self.obj.sample))
         else:
             out = self.obj.sample(x_o, num, seed)
@@ -282,7 +289,7 @@ class AdaptedPosterior:
             with seeded_global_rngs(0), torch.no_grad():
                 out = self.obj.log_prob(
                     torch.as_tensor(theta, dtype=torch.float32),
-                    x=self._x_torch(np.reshape(x_o, (1, -1)), torch),
+                    x=self._x_torch(observation_rows(x_o), torch),
                 )
         else:
             out = self.obj.log_prob(theta, x_o)

@@ -47,7 +47,9 @@ class Support:
 
 @dataclasses.dataclass(frozen=True)
 class SimulatorKnowledge:
-    """What an SBI agent knows before it simulates: dimensions, support, budget."""
+    """What an SBI agent knows before it simulates: dimensions, support, budget, and how
+    many i.i.d. draws at one theta the observation holds (`num_iid`: x_o is then
+    [num_iid, dim_x]; `dim_x` is one draw's dimension)."""
 
     dim_theta: int
     dim_x: int
@@ -55,6 +57,7 @@ class SimulatorKnowledge:
     budget: int
     task: str = ""
     parameter_names: tuple[str, ...] = ()
+    num_iid: int = 1
 
 
 @runtime_checkable
@@ -89,17 +92,18 @@ class PriorAccess:
 class SimulationAccess:
     """What a posterior problem hands its agent: the prior, a budgeted simulator, x_o.
 
+    x_o is [num_iid, dim_x]: one observation, or `num_iid` i.i.d. draws at one theta.
     `simulate(theta, seed)` runs one simulation per row of theta and counts them in
     `num_simulations`; a call that would take the total past `budget` raises an
     InputError naming the budget (and simulates nothing). The evaluation reads
     `num_simulations` after training (`num_simulations_used`).
     """
 
-    def __init__(self, task: Simulator, budget: int, x_o):
+    def __init__(self, task: Simulator, budget: int, x_o, num_iid: int = 1):
         self._task = task
         self.prior = PriorAccess(task)
         self.budget = int(budget)
-        self.x_o = np.array(x_o, dtype=np.float64).reshape(1, -1)
+        self.x_o = np.array(x_o, dtype=np.float64).reshape(int(num_iid), -1)
         self.num_simulations = 0
 
     @property

@@ -4,7 +4,9 @@ theta = (offset, 9 filter weights); 100 time bins; spike y_t ~ Bernoulli(sigmoid
 with X = [1, stimulus lags 0..8] and stimulus = RandomState(42).randn(100) in float32.
 The summary variant observes X^T y (spike count and spike-triggered sums; sufficient); the
 raw variant observes y. The posterior is log-concave, so a Newton (Laplace) fit is the
-unique mode and a Student-t around it is a safe rejection proposal.
+unique mode and a Student-t around it is a safe rejection proposal. An i.i.d. set of n
+spike trains has likelihood theta . sum_i X^T y_i - n sum_t softplus((X theta)_t): still
+log-concave, sampled the same way.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class BernoulliGLM(Task):
     dim_parameters = NUM_BINS
     dim_data = NUM_BINS
     support = Support("real")
+    supports_iid = True
 
     def _sample_prior(self, num, rng):
         chol = np.linalg.cholesky(prior_precision())
@@ -88,21 +91,34 @@ class BernoulliGLM(Task):
         # log p(y | theta) = theta . X^T y - sum_t softplus((X theta)_t); with only X^T y
         # observed this is the likelihood up to a theta-free constant (the number of spike
         # trains sharing these statistics).
-        s = self.sufficient_statistics(x_o)
-        return theta @ s - _softplus(theta @ design_matrix().T).sum(axis=1)
+        return self._glm_log_likelihood(theta, self.sufficient_statistics(x_o), 1)
+
+    def _log_likelihood_iid(self, theta, xs):
+        stats = sum(self.sufficient_statistics(x) for x in xs)
+        return self._glm_log_likelihood(theta, stats, len(xs))
+
+    @staticmethod
+    def _glm_log_likelihood(theta, stats: np.ndarray, n: int) -> np.ndarray:
+        """theta . stats - n sum_t softplus((X theta)_t): n spike trains with summed X^T y."""
+        return theta @ stats - n * _softplus(theta @ design_matrix().T).sum(axis=1)
 
     def laplace(self, x_o: np.ndarray, num_iterations: int = 100) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mode and negative Hessian there, by Newton's method with step halving
         (the log posterior is strictly concave, so this converges to the unique mode)."""
+        return self._laplace(self.sufficient_statistics(x_o), 1, num_iterations)
+
+    def _laplace(
+        self, s: np.ndarray, n: int, num_iterations: int = 100
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`laplace` for n spike trains with summed statistics s."""
         x, b = design_matrix(), prior_precision()
-        s = self.sufficient_statistics(x_o)
 
         def objective(t):
-            return t @ s - _softplus(x @ t).sum() - 0.5 * t @ b @ t
+            return t @ s - n * _softplus(x @ t).sum() - 0.5 * t @ b @ t
 
         def neg_hessian(t):
             p = 1.0 / (1.0 + np.exp(-(x @ t)))
-            return (x.T * (p * (1 - p))) @ x + b, s - x.T @ p - b @ t
+            return n * (x.T * (p * (1 - p))) @ x + b, s - n * x.T @ p - b @ t
 
         theta = np.zeros(NUM_BINS)
         value = objective(theta)
@@ -120,16 +136,27 @@ class BernoulliGLM(Task):
         return theta, neg_hessian(theta)[0]
 
     def _reference_posterior(self, x_o, num_samples, rng):
-        mode, neg_hess = self.laplace(x_o)
+        return self._rejection(
+            self.laplace(x_o), lambda t: self.log_posterior_unnormalized(t, x_o), num_samples, rng
+        )
+
+    def _reference_posterior_iid(self, xs, num_samples, rng):
+        stats = sum(self.sufficient_statistics(x) for x in xs)
+        return self._rejection(
+            self._laplace(stats, len(xs)),
+            lambda t: self._log_posterior_iid(t, xs),
+            num_samples,
+            rng,
+        )
+
+    @staticmethod
+    def _rejection(laplace_fit, log_target, num_samples, rng):
+        """Exact draws by rejection from a Student-t (df 5) around the mode, scale 1.2x."""
+        mode, neg_hess = laplace_fit
         cov = np.linalg.inv(neg_hess) * 1.2**2
         proposal = StudentT(mode, (cov + cov.T) / 2, df=5.0)
         return rejection_sample(
-            lambda t: self.log_posterior_unnormalized(t, x_o),
-            proposal.sample,
-            proposal.log_prob,
-            num_samples,
-            rng,
-            what="GLM posterior",
+            log_target, proposal.sample, proposal.log_prob, num_samples, rng, what="GLM posterior"
         )
 
 

@@ -2,6 +2,9 @@
 
 All three have exact reference posteriors for any observation. As in the benchmark, 0.1 in
 the Gaussian-linear tasks is a *variance* (covariance 0.1 I), not a standard deviation.
+The two Gaussian-linear tasks also have exact posteriors for i.i.d. sets of n draws (the
+set's mean is sufficient: a normal, or normals truncated to the box); the mixture's is a
+mixture of 2^n truncated normals, not offered.
 """
 
 from __future__ import annotations
@@ -20,6 +23,16 @@ def isotropic_normal_logpdf(x: np.ndarray, mean: np.ndarray, var: float) -> np.n
     return -0.5 * (np.sum((x - mean) ** 2, axis=-1) / var + d * (LOG_2PI + np.log(var)))
 
 
+def isotropic_normal_iid_logpdf(xs: np.ndarray, theta: np.ndarray, var: float) -> np.ndarray:
+    """sum_i log N(xs[i]; theta, var I) for an i.i.d. set xs [n, d], per row of theta [m, d]:
+    the sum of squares about the set's mean plus n times the mean's distance to theta."""
+    n, d = xs.shape
+    mean = xs.mean(axis=0)
+    within = np.sum((xs - mean) ** 2)
+    between = n * np.sum((theta - mean) ** 2, axis=-1)
+    return -0.5 * ((within + between) / var + n * d * (LOG_2PI + np.log(var)))
+
+
 class GaussianLinear(Task):
     """theta ~ N(0, 0.1 I_10); x ~ N(theta, 0.1 I_10); posterior N(x/2, 0.05 I)."""
 
@@ -29,6 +42,7 @@ class GaussianLinear(Task):
     support = Support("real")
     prior_var = 0.1
     noise_var = 0.1
+    supports_iid = True
 
     def _sample_prior(self, num, rng):
         return rng.normal(0.0, np.sqrt(self.prior_var), size=(num, self.dim_parameters))
@@ -54,8 +68,23 @@ class GaussianLinear(Task):
         mean = post_var * x_o / self.noise_var
         return mean, post_var * np.eye(self.dim_parameters)
 
+    def posterior_mean_cov_iid(self, xs) -> tuple[np.ndarray, np.ndarray]:
+        """The exact posterior's mean and covariance for an i.i.d. set xs [n, dim]: precision
+        1 / prior_var + n / noise_var, mean = covariance * sum(xs) / noise_var."""
+        xs = self.check_observations(xs)
+        post_var = 1.0 / (1.0 / self.prior_var + len(xs) / self.noise_var)
+        return post_var * xs.sum(axis=0) / self.noise_var, post_var * np.eye(self.dim_parameters)
+
     def _reference_posterior(self, x_o, num_samples, rng):
         mean, cov = self.posterior_mean_cov(x_o)
+        sd = np.sqrt(cov[0, 0])
+        return mean + sd * rng.standard_normal((num_samples, self.dim_parameters))
+
+    def _log_likelihood_iid(self, theta, xs):
+        return isotropic_normal_iid_logpdf(xs, theta, self.noise_var)
+
+    def _reference_posterior_iid(self, xs, num_samples, rng):
+        mean, cov = self.posterior_mean_cov_iid(xs)
         sd = np.sqrt(cov[0, 0])
         return mean + sd * rng.standard_normal((num_samples, self.dim_parameters))
 
@@ -68,6 +97,7 @@ class GaussianLinearUniform(Task):
     dim_data = 10
     support = Support("box", -1.0, 1.0)
     noise_var = 0.1
+    supports_iid = True
 
     def _sample_prior(self, num, rng):
         return rng.uniform(-1.0, 1.0, size=(num, self.dim_parameters))
@@ -88,6 +118,14 @@ class GaussianLinearUniform(Task):
         mean = np.broadcast_to(x_o, (num_samples, self.dim_parameters))
         return truncated_normal(mean, np.sqrt(self.noise_var), -1.0, 1.0, rng)
 
+    def _log_likelihood_iid(self, theta, xs):
+        return isotropic_normal_iid_logpdf(xs, theta, self.noise_var)
+
+    def _reference_posterior_iid(self, xs, num_samples, rng):
+        # n draws: each coordinate is N(mean of the set, 0.1 / n) truncated to [-1, 1].
+        mean = np.broadcast_to(xs.mean(axis=0), (num_samples, self.dim_parameters))
+        return truncated_normal(mean, np.sqrt(self.noise_var / len(xs)), -1.0, 1.0, rng)
+
 
 class GaussianMixture(Task):
     """theta ~ U(-10, 10)^2; x ~ 0.5 N(theta, I) + 0.5 N(theta, 0.01 I), component per row."""
@@ -98,6 +136,7 @@ class GaussianMixture(Task):
     support = Support("box", -10.0, 10.0)
     scales = (1.0, 0.1)
     weights = (0.5, 0.5)
+    iid_refusal = "its posterior for n draws is a mixture of 2^n truncated normals"
 
     def _sample_prior(self, num, rng):
         return rng.uniform(-10.0, 10.0, size=(num, self.dim_parameters))

@@ -11,6 +11,13 @@ scored without a reference by L-C2ST on held-out simulations. With `x_o=[...]` (
 [dim_x] or [1, dim_x], finite) the problem scores the posterior at that observation
 instead of observation k: its reference posterior is the task's at x_o, and NLTP is left
 out (no theta* is behind a custom x_o).
+
+`sbi/<task>/<num_simulations>/<k>/iid<n>` (n in 1, 10, 100) observes n i.i.d. draws at the
+benchmark's true parameters k (`Task.iid_observation`: observation k, then simulations)
+and scores against the posterior given all n (`Task.reference_posterior_iid`); the agent
+gets x_o [n, dim_x] and `num_iid = n` in its knowledge. Tasks without a trustworthy
+reference for sets refuse such ids in one line, naming those that have one. A set has no
+median distance (one x_o) and no L-C2ST (amortized over single observations).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import numpy as np
 
 from generative.registry import parse_int, register_family, register_sweep
 from generative.sbi.task import OBSERVATION_SOURCES, Task
-from generative.sbi.tasks import get_task, task_names
+from generative.sbi.tasks import get_task, iid_task_names, task_names
 from testbed.errors import InputError, bad_value
 from testbed.evaluation import MISSING, Evidence, EvidenceScoring
 from testbed.posterior_adapter import SampleRequest, as_posterior
@@ -31,10 +38,11 @@ from testbed.simulation import SimulationAccess, Simulator, SimulatorKnowledge
 
 BUDGETS = (1_000, 10_000, 100_000)
 OBSERVATIONS = tuple(range(1, 11))
+IID_SIZES = (1, 10, 100)  # i.i.d. draws per observation set (`.../<k>/iid<n>`)
 NUM_SAMPLES = 10_000  # reference and posterior samples per evaluation (the benchmark's)
 
 
-def simulator_knowledge(task: Any, budget: int) -> SimulatorKnowledge:
+def simulator_knowledge(task: Any, budget: int, num_iid: int = 1) -> SimulatorKnowledge:
     """What an SBI agent is told about a simulator task (`Task` or `ConjugateTask`)."""
     return SimulatorKnowledge(
         dim_theta=task.dim_parameters,
@@ -43,6 +51,7 @@ def simulator_knowledge(task: Any, budget: int) -> SimulatorKnowledge:
         budget=int(budget),
         task=task.name,
         parameter_names=tuple(task.labels),
+        num_iid=int(num_iid),
     )
 
 
@@ -53,24 +62,28 @@ class BudgetedSimulation:
     simulator: Simulator
     num_simulations: int
     x_o: np.ndarray
+    num_iid: int = 1  # x_o holds this many i.i.d. draws at one theta
 
     @property
     def train_data(self) -> SimulationAccess:
         """A fresh budgeted simulation access (one per training run)."""
-        return SimulationAccess(self.simulator, self.num_simulations, self.x_o)
+        return SimulationAccess(self.simulator, self.num_simulations, self.x_o, self.num_iid)
 
     @property
     def prior_knowledge(self) -> SimulatorKnowledge:
-        return simulator_knowledge(self.simulator, self.num_simulations)
+        return simulator_knowledge(self.simulator, self.num_simulations, self.num_iid)
 
 
 class ReferencePosterior:
-    """The task's reference posterior at x_o as a PosteriorEstimate (the oracle agent)."""
+    """The task's reference posterior at x_o as a PosteriorEstimate (the oracle agent);
+    at an i.i.d. set x_o [n, dim_x], n > 1, the posterior given all of it."""
 
     def __init__(self, task: Task):
         self._task = task
 
     def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
+        if np.ndim(x_o) == 2 and len(x_o) > 1:
+            return self._task.reference_posterior_iid(x_o, num_samples, seed)
         return self._task.reference_posterior(x_o, num_samples, seed)
 
 
@@ -105,32 +118,60 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
     lc2st_num_null: int = 100
     observation_source: str = "sbibm"  # the benchmark's observation k, or "seeded" (ours)
     x_o: Any = None  # a custom observation [dim_x] or [1, dim_x]; None: observation k
+    num_iid: int = 1  # i.i.d. draws at theta*_k observed (`Task.iid_observation`)
 
     def __post_init__(self):
         self._task = self.simulator = get_task(self.task)
         self._task.check_index(self.num_observation)
         if self.observation_source not in OBSERVATION_SOURCES:
             raise bad_value("observation_source", self.observation_source, OBSERVATION_SOURCES)
-        for name in ("num_simulations", "num_samples", "lc2st_num_calibration", "lc2st_num_null"):
+        for name in (
+            "num_simulations",
+            "num_samples",
+            "lc2st_num_calibration",
+            "lc2st_num_null",
+            "num_iid",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise bad_value(name, value, "an integer >= 1")
-        k, source = self.num_observation, self.observation_source
+        k, source, n = self.num_observation, self.observation_source, self.num_iid
+        if n > 1:
+            self._task.check_iid()
+            if self.lc2st:
+                raise bad_value(
+                    "lc2st", True, "false for an i.i.d. set (L-C2ST scores single observations)"
+                )
         self.custom_x_o = self.x_o is not None
         if self.custom_x_o:  # any observation: the reference posterior is the task's at it
-            self.x_o = self._task.check_observation(self.x_o)[None, :]
+            self.x_o = self._custom_observation(self.x_o)
             self.theta_true = None
             self.offers = type(self).offers - {"true_parameters"}
         else:
-            self.x_o = self._task.observation(k, source)
+            self.x_o = (
+                self._task.iid_observation(k, n, source)
+                if n > 1
+                else self._task.observation(k, source)
+            )
             self.theta_true = self._task.true_parameters(k, source)
         self._reference: np.ndarray | None = None
+
+    def _custom_observation(self, x_o) -> np.ndarray:
+        """A custom x_o as [num_iid, dim_x] (checked)."""
+        if self.num_iid == 1:
+            return self._task.check_observation(x_o)[None, :]
+        xs = self._task.check_observations(x_o)
+        if len(xs) != self.num_iid:
+            raise bad_value(
+                "x_o", f"{len(xs)} observations", f"a set of num_iid = {self.num_iid} rows"
+            )
+        return xs
 
     @property
     def training_key(self) -> str:
         """Problems with one key give the same training data (prior simulations under one
         budget): only their observation differs."""
-        keys = ("task", "num_simulations", "observation_source")
+        keys = ("task", "num_simulations", "observation_source", "num_iid")
         return sbi_training_key({k: getattr(self, k) for k in keys})
 
     def oracle_predictive(self) -> ReferencePosterior:
@@ -139,7 +180,7 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
     def reference_samples(self) -> np.ndarray:
         """`num_samples` reference posterior draws at x_o (cached)."""
         if self._reference is None:
-            self._reference = self._task.reference_posterior(
+            self._reference = self.oracle_predictive().sample(
                 self.x_o, self.num_samples, seed=self.seed
             )
         return self._reference
@@ -155,7 +196,8 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
         """The benchmark's scores, plus L-C2ST when the problem was built with lc2st=True."""
         names = ("c2st", "mmd", "outside_support_fraction")
         names += () if self.custom_x_o else ("nltp",)  # no theta* behind a custom x_o
-        names += ("median_distance",) if self.median_distance else ()
+        # the distance of predictive simulations to one x_o: not defined for a set
+        names += ("median_distance",) if self.median_distance and self.num_iid == 1 else ()
         return names + (("lc2st",) if self.lc2st else ())
 
     def evidence(self, predictive: Any) -> Evidence:
@@ -220,35 +262,49 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
 # ----- ids, settings, sweeps -----
 
 
-def problem_seed(task: str, budget: int, observation: int) -> int:
-    """A stable seed per (task, budget, observation) for reference and evaluation draws."""
-    return zlib.crc32(f"{task}/{budget}/{observation}".encode()) % (2**31 - 1)
+def problem_seed(task: str, budget: int, observation: int, num_iid: int = 1) -> int:
+    """A stable seed per (task, budget, observation[, i.i.d. set size]) for reference and
+    evaluation draws."""
+    text = f"{task}/{budget}/{observation}" + (f"/iid{num_iid}" if num_iid > 1 else "")
+    return zlib.crc32(text.encode()) % (2**31 - 1)
 
 
 def sbi_training_key(settings: dict[str, Any]) -> str:
-    """One key per task, budget and observation source: the observations share training."""
+    """One key per task, budget, observation source and i.i.d. set size: the observations
+    share training (a set's size shapes the training of set-embedding agents)."""
     source = settings.get("observation_source", "sbibm")
-    return f"sbi/{settings['task']}/{settings['num_simulations']}/{source}"
+    key = f"sbi/{settings['task']}/{settings['num_simulations']}/{source}"
+    num_iid = int(settings.get("num_iid", 1))
+    return key if num_iid == 1 else f"{key}/iid{num_iid}"
+
+
+def _id_error(rest: str) -> InputError:
+    return InputError(
+        f"problem id: got 'sbi/{rest}'; allowed: 'sbi/<task>/<num_simulations>/<observation>'"
+        f" (or '.../<observation>/seeded' for our seeded observations, '.../iid<n>' for n "
+        f"i.i.d. draws, n one of {', '.join(map(str, IID_SIZES))}) with task one of: "
+        f"{', '.join(task_names())}; num_simulations one of: "
+        f"{', '.join(map(str, BUDGETS))}; observation in 1..10"
+    )
 
 
 def sbi_settings(rest: str) -> dict[str, Any]:
     """Settings of `sbi/<task>/<num_simulations>/<observation>` (the benchmark's published
-    observation) or `.../<observation>/seeded` (ours, from fixed seeds)."""
+    observation), `.../<observation>/seeded` (ours, from fixed seeds), and either with
+    `/iid<n>` (n i.i.d. draws at the observation's true parameters)."""
     parts = rest.split("/")
-    seeded = len(parts) == 4 and parts[3] == "seeded"
-    if len(parts) != 3 and not seeded:
-        raise InputError(
-            f"problem id: got 'sbi/{rest}'; allowed: 'sbi/<task>/<num_simulations>/<observation>'"
-            f" (or '.../<observation>/seeded' for our seeded observations) with task one of: "
-            f"{', '.join(task_names())}; num_simulations one of: "
-            f"{', '.join(map(str, BUDGETS))}; observation in 1..10"
-        )
+    tail = parts[3:]
+    seeded = bool(tail) and tail[0] == "seeded"
+    tail = tail[1:] if seeded else tail
+    iid = bool(tail) and tail[0].startswith("iid")
+    if len(parts) < 3 or len(tail) != int(iid):
+        raise _id_error(rest)
     task, budget_text, obs_text = parts[:3]
     if task not in task_names():
         raise bad_value("task", task, task_names())
     budget = parse_int(budget_text, "num_simulations", BUDGETS)
     obs = parse_int(obs_text, "observation", OBSERVATIONS)
-    return {
+    settings = {
         "task": task,
         "num_simulations": budget,
         "num_observation": obs,
@@ -256,13 +312,20 @@ def sbi_settings(rest: str) -> dict[str, Any]:
         "seed": problem_seed(task, budget, obs),
         "observation_source": "seeded" if seeded else "sbibm",
     }
+    if iid:
+        num_iid = parse_int(tail[0][3:], "iid set size (iid<n>)", IID_SIZES)
+        get_task(task).check_iid()
+        settings["num_iid"] = num_iid
+        if num_iid > 1:  # iid1 is observation k itself: the same draws as without /iid1
+            settings["seed"] = problem_seed(task, budget, obs, num_iid)
+    return settings
 
 
 @register_family(
     "sbi",
     sbi_settings,
     "SBI benchmark tasks: posterior at x_o vs reference (C2ST)",
-    id_form="sbi/<task>/<num_simulations>/<k>[/seeded], k = 1..10",
+    id_form="sbi/<task>/<num_simulations>/<k>[/seeded][/iid<n>], k = 1..10, n = 1, 10, 100",
     options=(
         "num_samples",
         "c2st_z_score",
@@ -295,6 +358,16 @@ for _name in task_names():
 def all_ids() -> list[str]:
     """Every task x budget x observation: the benchmark's 300 runs per algorithm."""
     return [i for t in task_names() for i in task_ids(t)]
+
+
+def iid_ids(task: str, budgets=BUDGETS, observations=OBSERVATIONS, sizes=IID_SIZES) -> list[str]:
+    return [f"sbi/{task}/{b}/{k}/iid{n}" for n in sizes for b in budgets for k in observations]
+
+
+@register_sweep("sbi_iid")
+def all_iid_ids() -> list[str]:
+    """Every task with i.i.d. references x budget x observation x set size (1, 10, 100)."""
+    return [i for t in iid_task_names() for i in iid_ids(t)]
 
 
 @register_sweep("sbi_test")

@@ -11,6 +11,8 @@ form; (|t3|, |t4|, t5) is proposed from a grid over (log|t3|, log|t4|, t5) fitte
 marginal, (t1, t2) from its box-truncated Gaussian conditional, and the pair is accepted by
 rejection against the exact joint; the signs of t3 and t4 are then drawn uniformly, because
 the likelihood depends on them only through t3^2 and t4^2 (all four modes are covered).
+An i.i.d. set of n observations is 4n i.i.d. points at one theta, sampled the same way
+(the same integral with 4n points in place of 4).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def covariance(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def slcp_log_likelihood(theta: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """sum_i log N(points[i]; m(theta), S(theta)); points [4, 2] (one observation)."""
+    """sum_i log N(points[i]; m(theta), S(theta)); points [N, 2] (4 per observation)."""
     a, b, c = covariance(theta)
     det = a * c - b**2
     d = points[None, :, :] - theta[:, None, :2]  # [n, 4, 2]
@@ -51,20 +53,21 @@ def slcp_log_likelihood(theta: np.ndarray, points: np.ndarray) -> np.ndarray:
         ..., 1
     ] ** 2
     maha = maha / det[:, None]
-    return -0.5 * maha.sum(axis=1) - NUM_DRAWS * (LOG_2PI + 0.5 * np.log(det))
+    return -0.5 * maha.sum(axis=1) - len(points) * (LOG_2PI + 0.5 * np.log(det))
 
 
-def marginal_log_density(u: np.ndarray, scatter: np.ndarray) -> np.ndarray:
+def marginal_log_density(u: np.ndarray, scatter: np.ndarray, num_points: int = NUM_DRAWS):
     """log of the likelihood with (t1, t2) integrated over R^2, up to a constant.
 
-    u = (t3, t4, t5) rows; scatter = sum_i (x_i - mean)(x_i - mean)^T. With four draws,
-    prod_i N(x_i; m, S) = const |S|^{-3/2} exp(-tr(S^-1 scatter) / 2) N(m; mean, S / 4).
+    u = (t3, t4, t5) rows; scatter = sum_i (x_i - mean)(x_i - mean)^T. With N draws,
+    prod_i N(x_i; m, S) = const |S|^{-(N-1)/2} exp(-tr(S^-1 scatter) / 2) N(m; mean, S / N)
+    (N = 4: one observation).
     """
     full = np.concatenate([np.zeros((u.shape[0], 2)), u], axis=1)
     a, b, c = covariance(full)
     det = a * c - b**2
     tr = (c * scatter[0, 0] - 2 * b * scatter[0, 1] + a * scatter[1, 1]) / det
-    return -1.5 * np.log(det) - 0.5 * tr
+    return -(num_points - 1) / 2 * np.log(det) - 0.5 * tr
 
 
 class GridProposal:
@@ -172,13 +175,14 @@ class MarginalProposal:
 
 
 class MeanGeometry:
-    """m ~ N(mean, S(u) / 4) restricted to the box, factored per row as (m_a, m_b | m_a) with
-    m_a the coordinate whose marginal box probability is smaller: drawing the hard
-    coordinate from its exact truncated marginal keeps the rejection ratio well behaved."""
+    """m ~ N(mean, S(u) / N) restricted to the box (N points), factored per row as
+    (m_a, m_b | m_a) with m_a the coordinate whose marginal box probability is smaller:
+    drawing the hard coordinate from its exact truncated marginal keeps the rejection ratio
+    well behaved."""
 
-    def __init__(self, u: np.ndarray, mean: np.ndarray):
+    def __init__(self, u: np.ndarray, mean: np.ndarray, num_points: int = NUM_DRAWS):
         full = np.concatenate([np.zeros((u.shape[0], 2)), u], axis=1)
-        var1, cov, var2 = (v / NUM_DRAWS for v in covariance(full))
+        var1, cov, var2 = (v / num_points for v in covariance(full))
         sd = np.sqrt(np.stack([var1, var2], axis=1))
         log_marg = log_box_mass(mean[None, :, None], sd[:, :, None], -BOUND, BOUND)
         self.first = np.argmin(log_marg, axis=1)  # per row: 0 or 1
@@ -212,10 +216,10 @@ class MeanGeometry:
 QUAD_NODES = 8
 
 
-def _log_box_factor(u: np.ndarray, mean: np.ndarray) -> np.ndarray:
+def _log_box_factor(u: np.ndarray, mean: np.ndarray, num_points: int = NUM_DRAWS) -> np.ndarray:
     """log P(m in the box | u): P(m_a in box) times the average of P(m_b in box | m_a) over
     8 quantiles of the truncated m_a (an approximation that only shapes the proposal)."""
-    geo = MeanGeometry(u, mean)
+    geo = MeanGeometry(u, mean, num_points)
     p = (np.arange(QUAD_NODES) + 0.5) / QUAD_NODES
     rep = lambda v: np.repeat(v[:, None], QUAD_NODES, axis=1)  # noqa: E731
     m_a = truncated_normal_quantile(rep(geo.mean_a), rep(geo.sd_a), -BOUND, BOUND, p[None, :])
@@ -227,32 +231,35 @@ def _log_box_factor(u: np.ndarray, mean: np.ndarray) -> np.ndarray:
 def slcp_reference_posterior(
     points: np.ndarray, num_samples: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """Posterior draws for four observed 2-D points, [num_samples, 5] (see module doc).
+    """Posterior draws for N observed 2-D points (4 per observation), [num_samples, 5]
+    (see module doc).
 
     Joint rejection over v = (m, u): u from the grid proposal q, then m from the box-truncated
     Gaussian factored as in `MeanGeometry`. target / proposal =
     h(u) P(m_a in box | u) P(m_b in box | m_a, u) / q(u), near-constant as q follows h P(box).
     """
+    num_points = len(points)
     mean = points.mean(axis=0)
     centred = points - mean
     scatter = centred.T @ centred
 
     try:  # marginal density of u, times the box probability of m (smooth: cell centres)
         grid = MarginalProposal(
-            lambda u: marginal_log_density(u, scatter), lambda u: _log_box_factor(u, mean)
+            lambda u: marginal_log_density(u, scatter, num_points),
+            lambda u: _log_box_factor(u, mean, num_points),
         )
     except ValueError as err:
         raise no_posterior_mass("slcp") from err
 
     def propose(num, rng_):
         u = grid.sample(num, rng_)
-        m = MeanGeometry(u, mean).draw(rng_)
+        m = MeanGeometry(u, mean, num_points).draw(rng_)
         return np.concatenate([m, u], axis=1)
 
     def log_target(v):  # exact joint over the m-proposal: the N(m; mean, S / 4) terms cancel
-        u, geo = v[:, 2:], MeanGeometry(v[:, 2:], mean)
+        u, geo = v[:, 2:], MeanGeometry(v[:, 2:], mean, num_points)
         m_a = geo.hard_coordinate(v[:, :2])
-        return marginal_log_density(u, scatter) + geo.log_mass_a + geo.log_mass_b(m_a)
+        return marginal_log_density(u, scatter, num_points) + geo.log_mass_a + geo.log_mass_b(m_a)
 
     draws = rejection_sample(
         log_target,
@@ -274,6 +281,7 @@ class SLCP(Task):
     dim_parameters = 5
     dim_data = 8
     support = Support("box", -BOUND, BOUND)
+    supports_iid = True
 
     def _sample_prior(self, num, rng):
         return rng.uniform(-BOUND, BOUND, size=(num, 5))
@@ -304,6 +312,12 @@ class SLCP(Task):
 
     def _reference_posterior(self, x_o, num_samples, rng):
         return slcp_reference_posterior(self.slcp_part(x_o[None])[0], num_samples, rng)
+
+    def _log_likelihood_iid(self, theta, xs):
+        return slcp_log_likelihood(theta, self.slcp_part(xs).reshape(-1, 2))
+
+    def _reference_posterior_iid(self, xs, num_samples, rng):
+        return slcp_reference_posterior(self.slcp_part(xs).reshape(-1, 2), num_samples, rng)
 
 
 @functools.cache
@@ -372,3 +386,7 @@ class SLCPDistractors(SLCP):
 
     def _log_likelihood(self, theta, x_o):
         return super()._log_likelihood(theta, x_o) + self.distractor_log_density(x_o)
+
+    def _log_likelihood_iid(self, theta, xs):
+        distractors = sum(self.distractor_log_density(x) for x in xs)
+        return super()._log_likelihood_iid(theta, xs) + distractors

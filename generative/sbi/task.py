@@ -6,6 +6,12 @@ parameters to an unconstrained space and gives the ten observations: the SBI ben
 published ones (package data from the sbibm 1.1.0 wheel, see experiments/sbibm_wheel.py),
 or ours, drawn from fixed seeds (`seeded_observation`). Names of the sbibm package
 (`get_observation`, `get_prior`, ...) are offered for people coming from it.
+
+I.i.d. observation sets: `iid_observation(k, n)` is n draws at the benchmark's true
+parameters k (the first is its published observation k, the others simulated from a fixed
+seed, so the sets are nested); `log_likelihood_iid` is the product likelihood and
+`reference_posterior_iid` its posterior, for the tasks whose sampler extends to a set with
+a check (`supports_iid`; the others refuse, naming those that work).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import abc
 import functools
 import json
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +33,7 @@ NUM_OBSERVATIONS = 10
 OBSERVATION_SEED_BASE = 1_000_000
 OBSERVATIONS = Path(__file__).resolve().parent / "observations"  # the benchmark's, per task
 OBSERVATION_SOURCES = ("sbibm", "seeded")
+MAX_IID = 100  # the largest i.i.d. observation set (the sets of one k are nested)
 
 
 @functools.cache
@@ -91,6 +99,9 @@ class Task(abc.ABC):
     dim_data: int
     support: Support
     parameter_names: tuple[str, ...] = ()
+    # Whether `reference_posterior_iid` serves i.i.d. sets; if not, why (said on refusal).
+    supports_iid: bool = False
+    iid_refusal: str = "its reference sampler does not extend to i.i.d. sets"
     # Ten observation seeds; the k-th observation uses `observation_seeds[k - 1]`.
     observation_seeds: tuple[int, ...] = tuple(OBSERVATION_SEED_BASE + i for i in range(10))
 
@@ -230,6 +241,90 @@ class Task(abc.ABC):
         x_o = self.check_observation(x_o)
         num_samples = check_count(num_samples, "num_samples")
         return self._reference_posterior(x_o, num_samples, make_rng(seed))
+
+    # ----- i.i.d. observation sets -----
+    def check_observations(self, xs) -> np.ndarray:
+        """An i.i.d. set `xs` as [n, dim_data] (a single observation [dim_data] is a set of
+        one); every row is checked as `check_observation` checks one observation."""
+        arr = as_float_array(xs, "x_o", f"numbers of shape [n, {self.dim_data}]")
+        if arr.ndim == 1:
+            arr = arr[None, :]
+        if arr.ndim != 2 or arr.shape[1] != self.dim_data or len(arr) < 1:
+            raise bad_value(
+                "x_o", f"array of shape {np.shape(xs)}", f"shape [n, {self.dim_data}], n >= 1"
+            )
+        return np.stack([self.check_observation(row) for row in arr])
+
+    def check_iid(self) -> None:
+        """An InputError in one line when this task has no reference for i.i.d. sets."""
+        if not self.supports_iid:
+            from generative.sbi.tasks import iid_task_names
+
+            raise InputError(
+                f"task: {self.name} has no trustworthy reference posterior for i.i.d. "
+                f"observation sets ({self.iid_refusal}); allowed: i.i.d. sets of "
+                f"{', '.join(iid_task_names())}"
+            )
+
+    def iid_observation(self, k: int, num_iid: int, source: str = "sbibm") -> np.ndarray:
+        """`num_iid` i.i.d. draws at the true parameters of observation k, [num_iid,
+        dim_data]: observation k itself first, then simulations from a fixed seed per task,
+        k and source (nested: the set of 10 is the first 10 of the set of 100)."""
+        num_iid = check_count(num_iid, "num_iid")
+        if num_iid > MAX_IID:
+            raise bad_value("num_iid", num_iid, f"an integer in 1..{MAX_IID}")
+        first = self.observation(k, source)
+        if num_iid == 1:
+            return first
+        return np.concatenate([first, self._iid_draws(self.check_index(k), source)[: num_iid - 1]])
+
+    @functools.cache  # noqa: B019  (tasks are few, long-lived singletons)
+    def _iid_draws(self, k: int, source: str) -> np.ndarray:
+        theta = self.true_parameters(k, source)
+        seed = zlib.crc32(f"{self.name}/{k}/{source}/iid".encode())
+        x = self.simulate(np.repeat(theta, MAX_IID - 1, axis=0), seed=seed)
+        if not np.isfinite(x).all():  # a failed ODE solve at theta*: never seen
+            raise InputError(f"{self.name}: a simulation at the true parameters {k} failed")
+        x.setflags(write=False)
+        return x
+
+    def log_likelihood_iid(self, theta, xs) -> np.ndarray:
+        """log prod_i p(x_i | theta) of an i.i.d. set xs [n, dim_data], per row of theta, [m]."""
+        theta = as_rows(theta, self.dim_parameters, "theta")
+        return self._log_likelihood_iid(theta, self.check_observations(xs))
+
+    def log_posterior_unnormalized_iid(self, theta, xs) -> np.ndarray:
+        """log p(theta) + sum_i log p(x_i | theta), [m]; -inf outside the support."""
+        theta = as_rows(theta, self.dim_parameters, "theta")
+        return self._log_posterior_iid(theta, self.check_observations(xs))
+
+    def _log_posterior_iid(self, theta: np.ndarray, xs: np.ndarray) -> np.ndarray:
+        lp = self._log_prior(theta)
+        out = np.full(theta.shape[0], -np.inf)
+        ok = np.isfinite(lp)
+        if ok.any():
+            out[ok] = lp[ok] + self._log_likelihood_iid(theta[ok], xs)
+        return np.where(np.isnan(out), -np.inf, out)
+
+    def reference_posterior_iid(self, xs, num_samples: int = 10_000, seed: Seed = 0) -> np.ndarray:
+        """`num_samples` draws from p(theta | x_1, ..., x_n) for an i.i.d. set xs [n,
+        dim_data], [num, dim_parameters]; an InputError for a task without `supports_iid`.
+        A set of one is the task's `reference_posterior` at it."""
+        self.check_iid()
+        xs = self.check_observations(xs)
+        num_samples = check_count(num_samples, "num_samples")
+        if len(xs) == 1:
+            return self._reference_posterior(xs[0], num_samples, make_rng(seed))
+        return self._reference_posterior_iid(xs, num_samples, make_rng(seed))
+
+    def _log_likelihood_iid(self, theta: np.ndarray, xs: np.ndarray) -> np.ndarray:
+        """Sum of the per-observation log-likelihoods (tasks override it to share work)."""
+        return np.sum([self._log_likelihood(theta, x) for x in xs], axis=0)
+
+    def _reference_posterior_iid(
+        self, xs: np.ndarray, num_samples: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        raise NotImplementedError(self.name)  # only reached for supports_iid tasks
 
     # ----- the sbibm package's names (numpy in and out; seeds optional, None = fresh) -----
     def get_observation(self, num_observation: int) -> np.ndarray:

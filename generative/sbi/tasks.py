@@ -1,4 +1,5 @@
-"""The ten simulator tasks of the SBI benchmark by name: `get_task(name)`, `task_names()`."""
+"""The ten simulator tasks of the SBI benchmark by name: `get_task(name)`, `task_names()`;
+`iid_task_names()`: those with reference posteriors for i.i.d. observation sets."""
 
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ _TASKS: dict[str, type[Task]] = {
 def task_names() -> list[str]:
     """The ten task names, in the benchmark's order."""
     return list(_TASKS)
+
+
+def iid_task_names() -> list[str]:
+    """The tasks whose reference posterior extends to i.i.d. observation sets, in order."""
+    return [name for name, cls in _TASKS.items() if cls.supports_iid]
 
 
 @functools.cache

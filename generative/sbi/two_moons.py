@@ -32,6 +32,10 @@ class TwoMoons(Task):
     dim_parameters = 2
     dim_data = 2
     support = Support("box", -1.0, 1.0)
+    iid_refusal = (
+        "its exact sampler inverts the simulator at one observation, which a set of draws "
+        "does not allow"
+    )
     observation_seeds = (1000011, 1000001, 1000002, 1000003, 1000013) + tuple(
         1000005 + i for i in range(5)
     )

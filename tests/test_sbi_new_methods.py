@@ -1,0 +1,128 @@
+"""sbi 0.27's newer methods as agents: fmpe, npse, nre_c, bnre and the sequential snre_c,
+sbnre. Fast runs use tiny budgets and a few epochs / MCMC steps: they check the wiring
+(shapes, budget, seeding, support, densities, what is reported), not accuracy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import agents
+from generative.sbi.problems import PosteriorProblem
+from testbed.errors import InputError
+from testbed.posterior_adapter import as_posterior
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+FAST = {"max_num_epochs": 2, "training_batch_size": 100}
+FAST_MCMC = {**FAST, "num_chains": 2, "warmup_steps": 2, "thin": 1, "num_candidate_samples": 50}
+NEW = [
+    ("fmpe", FAST, 200),
+    ("npse", {**FAST, "sampling_steps": 10}, 200),
+    ("nre_c", FAST_MCMC, 200),
+    ("bnre", FAST_MCMC, 200),
+    ("snre_c", {**FAST_MCMC, "num_rounds": 2}, 200),
+    ("sbnre", {**FAST_MCMC, "num_rounds": 2}, 200),
+]
+
+
+def _run(name, overrides, budget, task="two_moons"):
+    problem = PosteriorProblem(task, budget, 1, num_samples=20)
+    access = problem.train_data
+    post = agents.load(name, **overrides)(access, problem.prior_knowledge)
+    return problem, post, access
+
+
+@pytest.mark.parametrize("name, overrides, budget", NEW)
+def test_new_agents_wiring(name, overrides, budget):
+    problem, post, access = _run(name, overrides, budget)
+    assert access.num_simulations == budget  # 2 rounds x 100, or 200
+    s = post.sample(problem.x_o, 8, seed=3)
+    assert s.shape == (8, 2) and np.isfinite(s).all()
+    assert np.all(np.abs(s) <= 1.0)  # inside the U(-1, 1)^2 prior
+    np.testing.assert_array_equal(s, post.sample(problem.x_o, 8, seed=3))  # seeded
+    vector_field = name in ("fmpe", "npse")
+    assert as_posterior(post).has_log_prob == vector_field  # ratio methods: MCMC samples
+    assert as_posterior(post).can_sample_many == (not vector_field)
+    if vector_field:
+        lp = post.log_prob(problem.theta_true, problem.x_o)
+        assert lp.shape == (1,) and np.isfinite(lp).all()
+
+
+def test_default_configs_are_stated():
+    """The benchmark's settings where they apply, sbi's defaults for each method's own."""
+    shared = {"learning_rate": 5e-4, "validation_fraction": 0.1, "stop_after_epochs": 20}
+    shared |= {"clip_max_norm": 5.0, "z_score": True, "num_rounds": 1}
+    mcmc = {"mcmc_method": "slice_np_vectorized", "num_chains": 100, "thin": 10}
+    mcmc |= {"warmup_steps": 100, "init_strategy": "resample", "num_candidate_samples": 10_000}
+    ratio = {**shared, **mcmc, "classifier": "resnet", "hidden_features": 50}
+    ratio |= {"training_batch_size": 10_000}
+    vector_field = {**shared, "hidden_features": 100, "num_layers": 5}
+    vector_field |= {"training_batch_size": 200, "vf_estimator": "mlp"}
+    want = {
+        "nre_c": {**ratio, "num_classes": 5, "gamma": 1.0},
+        "snre_c": {**ratio, "num_classes": 5, "gamma": 1.0, "num_rounds": 10},
+        "bnre": {**ratio, "regularization_strength": 100.0},
+        "sbnre": {**ratio, "regularization_strength": 100.0, "num_rounds": 10},
+        "fmpe": vector_field,
+        "npse": {**vector_field, "sde_type": "ve", "sample_with": "sde", "sampling_steps": 500},
+    }
+    for name, fields in want.items():
+        agent = agents.load(name)
+        assert {k: getattr(agent.config, k) for k in fields} == fields, name
+        assert agent.amortized == (fields["num_rounds"] == 1), name
+        assert agent.predicts == frozenset({"posterior"}), name
+
+
+@pytest.mark.parametrize("name", ["fmpe", "npse"])
+def test_vector_field_agents_have_one_round(name):
+    """sbi 0.27 has no multi-round FMPE / NPSE: refused by name, before any training."""
+    with pytest.raises(InputError, match=r"num_rounds: got 2; allowed: 1 \(sbi 0.27 trains"):
+        agents.load(name, num_rounds=2)
+
+
+@pytest.mark.parametrize(
+    "name, field, value",
+    [
+        ("nre_c", "num_classes", 0),
+        ("nre_c", "gamma", 0.0),
+        ("bnre", "regularization_strength", -1.0),
+        ("npse", "sampling_steps", 1),
+        ("npse", "sde_type", "xx"),
+        ("fmpe", "vf_estimator", "unet"),
+        ("fmpe", "num_layers", 0),
+    ],
+)
+def test_bad_config_names_the_field(name, field, value):
+    with pytest.raises(InputError, match=field):
+        agents.load(name, **{field: value})
+
+
+def test_npse_sampler_settings_reach_sbi():
+    """The SDE's steps go to every sbi `sample` call; an ODE sampler takes none."""
+    _, post, _ = _run("npse", {**FAST, "sampling_steps": 7}, 100)
+    assert post.sample_kwargs == {"steps": 7}
+    assert post.posterior.sample_with == "sde"
+    _, post, _ = _run("npse", {**FAST, "sample_with": "ode"}, 100)
+    assert post.sample_kwargs == {} and post.posterior.sample_with == "ode"
+
+
+def test_sampling_seconds_are_reported():
+    """An fmpe run scores a C2ST, and its ODE sampling is timed on its own."""
+    import testbed
+
+    problem = PosteriorProblem("two_moons", 100, 1, num_samples=50, median_distance=False)
+    quality = testbed.evaluate(agents.load("fmpe", **FAST), problem)
+    assert 0.5 <= quality["c2st"] <= 1.0
+    assert quality["sampling_seconds"] > 0
+    assert quality["evaluation_seconds"] >= quality["sampling_seconds"]
+    assert quality["num_simulations_used"] == 100
