@@ -221,7 +221,8 @@ def test_ddks_rejects_bad_input():
 
 
 def test_one_sample_metrics_reject_bad_input_and_accept_torch():
-    torch = pytest.importorskip("torch")
+    import torch
+
     rng = np.random.default_rng(6)
     s = draws(rng, 50)
     with pytest.raises(InputError, match="cov_q: not positive definite"):

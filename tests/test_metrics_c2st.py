@@ -6,15 +6,13 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.model_selection import KFold
+from sklearn.neural_network import MLPClassifier
 
 from testbed.errors import InputError
 from testbed.metrics import MLPConfig, c2st, c2st_auc, c2st_scores
 from testbed.metrics.c2st import kfold_test_rows, roc_auc, z_score
 from testbed.metrics.mlp import glorot_init, train_many
-
-sklearn = pytest.importorskip("sklearn")
-from sklearn.model_selection import KFold  # noqa: E402
-from sklearn.neural_network import MLPClassifier  # noqa: E402
 
 N = 1000  # per class; all fast c2st tests share this shape (one compilation)
 
@@ -201,7 +199,7 @@ def test_roc_auc_matches_sklearn():
 
 
 def test_accepts_torch_and_sklearn_classifiers():
-    torch = pytest.importorskip("torch")
+    import torch
     from sklearn.linear_model import LogisticRegression
 
     a, b = gaussians(3.0, n=200, seed=4)

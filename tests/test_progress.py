@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import threading
 import time
+import types
 
 import pytest
 
@@ -21,9 +23,18 @@ class Records(logging.Handler):
     def __init__(self):
         super().__init__()
         self.records: list[logging.LogRecord] = []
+        self.changed = threading.Condition()
 
     def emit(self, record):
-        self.records.append(record)
+        with self.changed:
+            self.records.append(record)
+            self.changed.notify_all()
+
+    def wait_for(self, predicate, timeout: float = 120.0) -> bool:
+        """Waits until predicate(records) holds (event order, not a time budget: a loaded
+        machine only makes it slower); False after `timeout` seconds."""
+        with self.changed:
+            return self.changed.wait_for(lambda: predicate(self.records), timeout)
 
     @property
     def texts(self) -> list[str]:
@@ -44,32 +55,61 @@ def heard(monkeypatch):
     logger.setLevel(old_level)
 
 
+def _info(records) -> list[logging.LogRecord]:
+    return [r for r in records if r.levelno == logging.INFO]
+
+
 def test_an_activity_speaks_every_interval_with_those_around_it(heard):
+    """Three heartbeats heard, then the activity ends: every line names the chain, the
+    outer activity keeps quiet, and the phase's time (DEBUG) comes after them all."""
     with progress.activity("npe on sbi/two_moons/1000/1", timed=False, interval=0.05):
         with progress.activity("training npe", interval=0.05):
-            time.sleep(0.32)
-    lines = [t for r, t in zip(heard.records, heard.texts) if r.levelno == logging.INFO]
-    assert 3 <= len(lines) <= 7, lines  # ~6 ticks; the outer one keeps quiet
+            assert heard.wait_for(lambda records: len(_info(records)) >= 3)
+    lines = [r.getMessage() for r in _info(heard.records)]
+    assert len(lines) >= 3
     assert all(t.startswith("npe on sbi/two_moons/1000/1 · training npe (") for t in lines)
-    assert heard.texts[-1].startswith("training npe: 0.3")  # DEBUG: the phase and its time
+    last = heard.records[-1]
+    assert last.levelno == logging.DEBUG and re.fullmatch(
+        r"training npe: \d+\.\d s", last.getMessage()
+    )
 
 
-def test_a_more_specific_report_holds_the_heartbeat(heard):
-    stop = threading.Event()
+class CountingLock:
+    """progress._lock, counting how often it was taken (the heartbeat takes it each tick)."""
 
-    def epochs():  # an sbi training reporting its epochs all the time
-        while not stop.wait(0.01):
-            progress.said()
+    def __init__(self, lock):
+        self.lock, self.taken, self.changed = lock, 0, threading.Condition()
 
-    thread = threading.Thread(target=epochs)
-    thread.start()
-    try:
-        with progress.activity("training npe", interval=0.05):
-            time.sleep(0.3)
-    finally:
-        stop.set()
-        thread.join()
-    assert [r for r in heard.records if r.levelno == logging.INFO] == []
+    def __enter__(self):
+        self.lock.__enter__()
+        with self.changed:
+            self.taken += 1
+            self.changed.notify_all()
+
+    def __exit__(self, *exc):
+        return self.lock.__exit__(*exc)
+
+
+class AlwaysNow:
+    """progress._last_detail whose report is always this instant: a reporter that never
+    stops speaking (an sbi training reporting its epochs), whatever the scheduler does."""
+
+    def __getitem__(self, i):
+        return time.monotonic()
+
+    def __setitem__(self, i, value):
+        pass
+
+
+def test_a_more_specific_report_holds_the_heartbeat(heard, monkeypatch):
+    """Five heartbeat ticks while a more specific report is always fresh: nothing said."""
+    lock = CountingLock(progress._lock)
+    monkeypatch.setattr(progress, "_lock", lock)
+    monkeypatch.setattr(progress, "_last_detail", AlwaysNow())
+    with progress.activity("training npe", interval=0.05):
+        with lock.changed:  # the activity took the lock once; then one take a tick
+            assert lock.changed.wait_for(lambda: lock.taken >= 6, timeout=120)
+    assert _info(heard.records) == []
 
 
 def test_silent_when_nobody_listens_or_progress_is_off(heard, monkeypatch):
@@ -120,15 +160,21 @@ def test_sweep_lines_say_done_failed_running_and_eta(heard, tmp_path, monkeypatc
     monkeypatch.setattr("sys.stderr", io.StringIO())  # not a terminal: lines, no bar
     import leaderboard_faults  # noqa: F401  (registers the misbehaving lbfault problems)
 
-    monkeypatch.setenv("LBFAULT_SLEEP", "0.3")
+    def sweep_lines(records):
+        return [r.getMessage() for r in records if r.getMessage().startswith("sweep: ")]
+
+    # the 'clock' job ends once a sweep line was said while it ran (event order, not a
+    # sleep that a loaded machine may outlast before the heartbeat's first tick)
+    waits = types.SimpleNamespace(sleep=lambda _: heard.wait_for(sweep_lines), time=time.time)
+    monkeypatch.setattr(leaderboard_faults, "time", waits)
     jobs = expand(["uniform"], ["lbfault/clock", "lbfault/raise"])
     with ResultsStore(tmp_path / "r.db", mode="w") as store:
         summary = run_sweep(jobs, store, InlineExecutor(timeout=None), progress=True)
     assert (summary.ok, summary.failed) == (1, 1)
-    sweep = [t for t in heard.texts if t.startswith("sweep: ")]
+    sweep = sweep_lines(heard.records)
     assert sweep and sweep[0].startswith("sweep: 0/2 done, 1 running, ")
     assert " · uniform on lbfault/clock · scoring (" in sweep[0]  # the job in this process
-    assert any(t.startswith("ok: uniform on lbfault/clock (0.") for t in heard.texts)
+    assert any(re.match(r"ok: uniform on lbfault/clock \(\d", t) for t in heard.texts)
     failed = [t for t in heard.texts if t.startswith("failed: uniform on lbfault/raise")]
     assert failed and "deliberate failure" in failed[0]
 
