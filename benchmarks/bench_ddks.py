@@ -1,84 +1,173 @@
-"""ddKS orthant statistic at d = 10, n = 10,000: vectorized (JAX) vs a straightforward loop.
+"""ddKS orthant statistic: ours (JAX, orthant codes + bincount) vs the paper's own code.
 
-The loop is the paper's form (adKS): for every test point and every one of the 2^d orthants,
-count the sample inside with a boolean mask and compare with the exact orthant mass. It is
-timed on a subset of test points and extrapolated linearly (its cost is exactly linear in the
-number of test points); both forms are first checked equal on a small problem.
-Run: .venv/bin/python benchmarks/bench_ddks.py [--n 10000] [--d 10] [--loop-points 8]
+The reference is the ddKS of the paper's repository (github.com/pnnl/DDKS, not on PyPI:
+clone it and pass `--ddks-repo PATH`), called as its README says:
+`ddks.methods.ddKS(oneway=True)(pred, true)` on torch tensors, its other settings at their
+defaults (method 'all': every point of `pred` is a test point). `oneway=True` is the
+statistic ours computes (`statistic_reference(samples, reference)`: the largest gap over
+the test points = samples and their 2^d orthants). Its file `ddks/methods/ddks.py` is
+loaded alone (the package's __init__ imports data and plotting modules with extra
+dependencies).
+
+Each side runs in a fresh process on the same data, timed whole (ours: its first call,
+compile included, and a second call), with wall time, CPU time and peak memory. The
+paper's method builds [n, d, n] comparison tensors (8 bytes an entry) and loops over the
+2^d orthants: at d = 10, n = 10,000 that is over 16 GB before the loop (and about 1e12
+operations), so it cannot run whole on this machine; the ratio is measured at the sizes
+given by --sizes, where it does. Ours at n = 10,000 is timed alone. The two statistics
+agree to 1/n: a test point's own sample point counts as 'above' in theirs (>=) and 'at
+or below' in ours (>).
+
+    .venv/bin/python benchmarks/bench_ddks.py --ddks-repo ~/DDKS [--d 10] [--sizes 1000 2000]
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import importlib.util
+import json
+import os
+import resource
+import subprocess
+import sys
 import time
+from pathlib import Path
 
-import jax
 import numpy as np
-from scipy import stats
 
-from testbed.metrics.ddks import statistic_exact, statistic_reference
-
-
-def loop_statistic(samples: np.ndarray, cdf_at, test_points: np.ndarray) -> float:
-    """max over test points and orthants of |fraction inside - exact mass| (Python loops)."""
-    best = 0.0
-    d = samples.shape[1]
-    for t in test_points:
-        f = cdf_at(t)
-        for bits in itertools.product([False, True], repeat=d):
-            above = np.array(bits[::-1])
-            inside = np.all((samples > t) == above, axis=1).mean()
-            mass = np.prod(np.where(above, 1.0 - f, f))
-            best = max(best, abs(inside - mass))
-    return best
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import record  # noqa: E402
 
 
-def timed(fn, repeats: int = 3) -> float:
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - start)
-    return best
+def data(n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Samples N(0.1, 1) and a reference N(0, I) sample of the same size."""
+    rng = np.random.default_rng(0)
+    samples = (rng.standard_normal((n, d)) + 0.1).astype(np.float32)
+    return samples, rng.standard_normal((n, d)).astype(np.float32)
+
+
+def clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def worker(args) -> None:
+    """One fresh process: one side on one size; prints one JSON line."""
+    samples, reference = data(args.n, args.d)
+    out = {"wall": [], "cpu": []}
+    if args.worker == "ours":
+        import jax
+
+        from testbed.metrics.ddks import statistic_reference
+
+        def call():
+            return float(jax.block_until_ready(statistic_reference(samples, reference)))
+
+        calls = 2
+    else:
+        import torch
+
+        torch.set_num_threads(os.cpu_count() or 1)
+        path = Path(args.ddks_repo) / "ddks" / "methods" / "ddks.py"
+        spec = importlib.util.spec_from_file_location("pnnl_ddks", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        pred, true = torch.from_numpy(samples), torch.from_numpy(reference)
+
+        def call():
+            return float(module.ddKS(oneway=True)(pred, true))
+
+        calls = 1
+    for _ in range(calls):
+        start = clock()
+        out["statistic"] = call()
+        out["wall"].append(time.perf_counter() - start[0])
+        out["cpu"].append(time.process_time() - start[1])
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(out), flush=True)
+
+
+def fresh(kind: str, n: int, args) -> dict:
+    cmd = [sys.executable, __file__, "--worker", kind, "--n", str(n), "--d", str(args.d)]
+    if args.ddks_repo:
+        cmd += ["--ddks-repo", args.ddks_repo]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{kind} worker failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--n", type=int, default=10_000)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--d", type=int, default=10)
-    parser.add_argument("--loop-points", type=int, default=8)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000])
+    parser.add_argument("--large", type=int, default=10_000, help="ours alone at this n")
+    parser.add_argument("--ddks-repo", default=None, help="a checkout of pnnl/DDKS")
+    parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--worker", choices=("ours", "paper"), help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
+    if args.worker:
+        worker(args)
+        return
+    if not args.ddks_repo:
+        parser.error("--ddks-repo PATH (a checkout of github.com/pnnl/DDKS) is required")
 
-    # Equality on a small problem (all test points in both forms).
-    small = rng.standard_normal((120, args.d)).astype(np.float32)
-    vec = float(statistic_exact(small, stats.norm.cdf(small).astype(np.float32)))
-    loop = loop_statistic(small.astype(np.float64), stats.norm.cdf, small.astype(np.float64))
+    meter = record.Meter()
+    rows = []
+    print(f"ddKS one-way, d = {args.d}: seconds (wall / CPU) and peak memory of a fresh process")
+    for n in args.sizes:
+        theirs, ours = fresh("paper", n, args), fresh("ours", n, args)
+        gap = abs(theirs["statistic"] - ours["statistic"])
+        agree = gap <= 1.0 / n + 1e-6
+        print(
+            f"n = {n}: paper {theirs['wall'][0]:.2f} s / {theirs['cpu'][0]:.2f} s, "
+            f"{theirs['peak_mb']:.0f} MB; ours first {ours['wall'][0]:.2f} s / "
+            f"{ours['cpu'][0]:.2f} s, again {ours['wall'][1]:.3f} s / {ours['cpu'][1]:.3f} s, "
+            f"{ours['peak_mb']:.0f} MB; ratio {record.ratio(theirs['wall'][0], ours['wall'][0])}"
+            f" wall first call, {record.ratio(theirs['wall'][0], ours['wall'][1])} again; "
+            f"statistics {theirs['statistic']:.5f} / {ours['statistic']:.5f} "
+            f"({'agree' if agree else 'DIFFER'} within 1/n)",
+            flush=True,
+        )
+        rows.append(
+            {
+                "case": f"ddKS one-way, d = {args.d}, n = {n} against n reference points",
+                "ours": f"{ours['wall'][0]:.2f} s first call (compile included), "
+                f"{ours['wall'][1]:.3f} s again; CPU {ours['cpu'][0]:.2f} / "
+                f"{ours['cpu'][1]:.3f} s; peak {ours['peak_mb']:.0f} MB",
+                "reference": f"the paper's ddKS (pnnl/DDKS `ddKS(oneway=True)`, torch, "
+                f"{os.cpu_count()} threads): {theirs['wall'][0]:.1f} s wall, "
+                f"{theirs['cpu'][0]:.1f} s CPU; peak {theirs['peak_mb']:.0f} MB",
+                "ratio": f"{record.ratio(theirs['wall'][0], ours['wall'][0])} first call, "
+                f"{record.ratio(theirs['wall'][0], ours['wall'][1])} again (wall); "
+                f"{record.ratio(theirs['cpu'][0], ours['cpu'][1])} CPU again",
+                "agree": f"D {theirs['statistic']:.5f} vs {ours['statistic']:.5f} "
+                f"({'within' if agree else 'NOT within'} 1/n: ties count differently)",
+            }
+        )
+        if not args.no_record:  # each size as it ends (the paper's code takes minutes)
+            record.save(__file__, rows[-1:], meter)
+    big = fresh("ours", args.large, args)
+    need_gb = args.large * args.d * args.large * 8 / 1e9
     print(
-        f"check n=120 d={args.d}: vectorized {vec:.6f} loop {loop:.6f} |diff| {abs(vec - loop):.1e}"
+        f"n = {args.large}: ours {big['wall'][0]:.2f} s first call, {big['wall'][1]:.2f} s "
+        f"again, peak {big['peak_mb']:.0f} MB; the paper's code needs {need_gb:.0f} GB for one "
+        "comparison tensor: not run",
+        flush=True,
     )
-
-    x = rng.standard_normal((args.n, args.d)).astype(np.float32)
-    cdf = stats.norm.cdf(x).astype(np.float32)
-    start = time.perf_counter()
-    jax.block_until_ready(statistic_exact(x, cdf))
-    first = time.perf_counter() - start
-    vec_s = timed(lambda: statistic_exact(x, cdf))
-    ref = rng.standard_normal((args.n, args.d)).astype(np.float32)
-    jax.block_until_ready(statistic_reference(x, ref))
-    ref_s = timed(lambda: statistic_reference(x, ref))
-
-    m = args.loop_points
-    start = time.perf_counter()
-    loop_statistic(x.astype(np.float64), stats.norm.cdf, x[:m].astype(np.float64))
-    loop_s = (time.perf_counter() - start) * args.n / m
-
-    print(f"d={args.d} n={args.n} ({args.n} test points x {2**args.d} orthants)")
-    print(f"  vectorized, exact masses : {vec_s:8.3f} s   (first call incl. compile {first:.2f} s)")
-    print(f"  vectorized, ref. sample  : {ref_s:8.3f} s   (n reference points)")
-    print(f"  loop (extrapolated from {m} test points): {loop_s:10.1f} s")
-    print(f"  ratio loop / vectorized : {loop_s / vec_s:10.0f}x")
+    rows.append(
+        {
+            "case": f"ddKS one-way, d = {args.d}, n = {args.large}",
+            "ours": f"{big['wall'][0]:.2f} s first call, {big['wall'][1]:.2f} s again; "
+            f"peak {big['peak_mb']:.0f} MB",
+            "reference": f"the paper's ddKS cannot run here: its [n, d, n] int64 comparison "
+            f"tensor alone is {need_gb:.0f} GB (24 GB machine), then 2^d passes over [n, n]",
+            "ratio": "none (no whole run of the reference possible; see the rows above)",
+            "agree": "",
+        }
+    )
+    if not args.no_record:
+        record.save(__file__, rows[-1:], meter)
 
 
 if __name__ == "__main__":

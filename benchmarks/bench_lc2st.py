@@ -35,6 +35,9 @@ import warnings
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import record  # noqa: E402
+
 
 def toy(n: int, scale: float, seed: int = 0):
     rng = np.random.default_rng(seed)
@@ -68,6 +71,7 @@ def worker(args) -> None:
         t = clock()
         test = LC2ST(theta, x, post, num_trials_null=args.trials).train()
         out["p_value"] = test.p_value(theta_o, x_o)
+        out["statistic"] = float(test.get_statistic_on_observed_data(theta_o, x_o))
         wall, cpu = since(t)
         out["wall"].append(wall)
         out["cpu"].append(cpu)
@@ -98,6 +102,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.2, help="estimator spread factor")
     parser.add_argument("--sbi-null-trials", type=int, default=None)
     parser.add_argument("--sbi-threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--calls", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -105,6 +110,7 @@ def main() -> None:
         worker(args)
         return
 
+    meter = record.Meter()
     with tempfile.TemporaryDirectory(prefix="bench-lc2st-cache-") as cache:
         cold = fresh(args, 1, cache)
         cached = fresh(args, 2, cache)
@@ -137,6 +143,7 @@ def main() -> None:
         ref.train_under_null_hypothesis(verbosity=0)
         null_wall, null_cpu = since(start)
         p_ref = ref.p_value(t(theta_o), t(x_o))
+        stat_ref = float(ref.get_statistic_on_observed_data(t(theta_o), t(x_o)))
     factor = args.trials / k
     r_wall = obs_wall + null_wall * factor
     r_cpu = obs_cpu + null_cpu * factor
@@ -158,6 +165,29 @@ def main() -> None:
         f"null epochs ours {np.mean(cached['null_epochs']):.0f} sbi {np.mean(ref_null):.0f}, "
         f"wall per epoch ratio {per_epoch:.1f}x (warm)"
     )
+    same = (cached["p_value"] < 0.05) == (p_ref < 0.05)
+    print(
+        f"observed statistic ours {cached['statistic']:.4f} sbi {stat_ref:.4f}; both "
+        f"{'reject' if p_ref < 0.05 else 'keep'} at 0.05: {same}"
+    )
+    if note or args.no_record:
+        return
+    row = {
+        "case": f"L-C2ST, 1 + {args.trials} classifiers, N_cal = {args.num_cal:,} (2-d toy, "
+        f"spread x{args.scale})",
+        "ours": f"{warm:.1f} s warm, {cached['wall'][0]:.1f} s cached, {cold['wall'][0]:.1f} s "
+        f"cold (wall); CPU {cached['cpu'][1]:.1f} s warm; null epochs median "
+        f"{np.median(cached['null_epochs']):.0f}",
+        "reference": f"sbi's LC2ST (its defaults; sklearn MLP), all {args.trials} null trainings "
+        f"timed: {r_wall:.0f} s wall, {r_cpu:.0f} s CPU; null epochs median "
+        f"{np.median(ref_null):.0f}, max {max(ref_null)}",
+        "ratio": f"{record.ratio(r_wall, warm)} warm, {record.ratio(r_wall, cached['wall'][0])} "
+        f"cached, {record.ratio(r_wall, cold['wall'][0])} cold (wall); "
+        f"{record.ratio(r_cpu, cached['cpu'][1])} CPU warm; {per_epoch:.1f}x wall per epoch",
+        "agree": f"p {cached['p_value']:.2f} vs {p_ref:.2f}, T {cached['statistic']:.3f} vs "
+        f"{stat_ref:.3f} ({'same decision' if same else 'DIFFERENT decisions'} at 0.05)",
+    }
+    record.save(__file__, [row], meter)
 
 
 if __name__ == "__main__":

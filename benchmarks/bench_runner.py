@@ -11,10 +11,15 @@ the store's cost per committed job (WAL, synchronous=FULL) against the mean job 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import record  # noqa: E402
 
 
 def run_pool(jobs, workers: int) -> tuple[float, float]:
@@ -53,7 +58,9 @@ def main() -> None:
     parser.add_argument("--agent", default="uniform")
     parser.add_argument("--seeds", default="0-1")
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
+    meter, rows = record.Meter(), []
 
     from leaderboard.jobs import parse_seeds, sweep_jobs
     from leaderboard.worker import run_job
@@ -76,6 +83,16 @@ def main() -> None:
             f"(ratio to reference {rate / ref_rate:.2f}; after start-up {steady_rate:.2f} "
             f"jobs/s, ratio {steady_rate / ref_rate:.2f})"
         )
+        rows.append(
+            {
+                "case": f"{len(jobs)} jobs of {args.agent} on {args.sweep}, {workers} worker(s)",
+                "ours": f"{rate:.2f} jobs/s ({steady_rate:.2f} after start-up)",
+                "reference": f"the same jobs in one process, one after another: {ref_rate:.2f} "
+                "jobs/s",
+                "ratio": f"{rate / ref_rate:.2f}x ({steady_rate / ref_rate:.2f}x after start-up)",
+                "agree": "",
+            }
+        )
 
     with tempfile.TemporaryDirectory() as folder:
         per_job = store_overhead(200, Path(folder))
@@ -84,6 +101,17 @@ def main() -> None:
         f"store: {1e3 * per_job:.2f} ms per committed job; mean job {mean_job:.2f} s "
         f"-> overhead ratio {per_job / mean_job:.4f}"
     )
+    rows.append(
+        {
+            "case": "results store, per committed job (WAL, synchronous=FULL)",
+            "ours": f"{1e3 * per_job:.2f} ms",
+            "reference": f"a mean job of {mean_job:.2f} s",
+            "ratio": f"overhead {per_job / mean_job:.4f} of a job",
+            "agree": "",
+        }
+    )
+    if not args.no_record:
+        record.save(__file__, rows, meter)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
+import sys
 import time
 import warnings
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import record  # noqa: E402
 
 # Published median RT in minutes at 10^4 simulations (two_moons; only these are in our notes).
 PUBLISHED_MINUTES = {
@@ -46,7 +51,7 @@ def quiet(fn, *args):
         return fn(*args)
 
 
-def time_sbi_abc(agent_name: str, problem, num_samples: int) -> float:
+def time_sbi_abc(agent_name: str, problem, num_samples: int):
     """sbi's MCABC / SMCABC with the benchmark's settings on the same budgeted simulator."""
     import torch
     from sbi.inference import MCABC, SMCABC
@@ -62,7 +67,7 @@ def time_sbi_abc(agent_name: str, problem, num_samples: int) -> float:
     if agent_name == "rej_abc":
         method = MCABC(simulator, prior, distance="l2", simulation_batch_size=1000)
         kde = method(x_o, budget, quantile=100 / budget, kde=True, kde_kwargs={"bandwidth": "cv"})
-        kde.sample(num_samples)
+        samples = kde.sample(num_samples)
     else:
         pop = 1000 if budget > 10_000 else 100
         method = SMCABC(
@@ -81,8 +86,8 @@ def time_sbi_abc(agent_name: str, problem, num_samples: int) -> float:
             kde_kwargs={"bandwidth": "cv"},
             kde_sample_weights=True,
         )
-        kde.sample(num_samples)
-    return time.perf_counter() - start
+        samples = kde.sample(num_samples)
+    return time.perf_counter() - start, np.asarray(samples, np.float32)
 
 
 def main() -> None:
@@ -93,7 +98,9 @@ def main() -> None:
     parser.add_argument("--observation", type=int, default=1)
     parser.add_argument("--num-samples", type=int, default=10_000)
     parser.add_argument("--c2st", action="store_true", help="also score C2ST (not timed)")
+    parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
+    meter, rows = record.Meter(), []
 
     import torch
 
@@ -113,19 +120,39 @@ def main() -> None:
             ours, cpu, samples = quiet(time_ours, name, generative.load(pid), args.num_samples)
             published = PUBLISHED_MINUTES.get((task, args.budget), {}).get(name)
             ref = ratio = ""
+            their_samples = None
             if name in ("rej_abc", "smc_abc"):
-                theirs = quiet(time_sbi_abc, name, generative.load(pid), args.num_samples)
+                theirs, their_samples = quiet(
+                    time_sbi_abc, name, generative.load(pid), args.num_samples
+                )
                 ref, ratio = f"{theirs / 60:.3f}", f"{theirs / ours:.1f}"
-            c2st = ""
+            c2st = agree = ""
             if args.c2st:
                 problem = generative.load(pid)
                 c2st = f"{metrics.c2st(problem.reference_samples(), samples):.3f}"
+                if their_samples is not None:
+                    c2st_sbi = metrics.c2st(problem.reference_samples(), their_samples)
+                    agree = f"C2ST against the reference {c2st} (ours) vs {c2st_sbi:.3f} (sbi)"
+            if their_samples is not None:
+                rows.append(
+                    {
+                        "case": f"{name} on {task}, {args.budget:,} simulations, "
+                        f"{args.num_samples:,} draws (simulate + run + sample)",
+                        "ours": f"{ours:.2f} s wall, {cpu:.2f} s CPU",
+                        "reference": f"sbi's {'MCABC' if name == 'rej_abc' else 'SMCABC'} with "
+                        f"the benchmark's settings, same simulator: {theirs:.2f} s wall",
+                        "ratio": record.ratio(theirs, ours) + " wall (both one torch thread)",
+                        "agree": agree,
+                    }
+                )
             pub = f"{published:.2f}" if published is not None else "n/a"
             print(
                 f"{task:<18}{name:<9}{ours / 60:>11.3f}{cpu / 60:>10.3f}{pub:>16}{ref:>15}"
                 f"{ratio:>9}{c2st:>7}",
                 flush=True,
             )
+    if rows and not args.no_record:
+        record.save(__file__, rows, meter)
 
 
 if __name__ == "__main__":
