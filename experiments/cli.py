@@ -1,6 +1,13 @@
 """The `testbed` command line: list, run, sweep, leaderboard, report.
 
-Bad input prints one line `testbed: error: ...` and exits with status 2, no traceback.
+Every fault ends in one line `testbed: error: ...` (no traceback) and an exit status:
+
+    0    done (a sweep: every job of it stored as ok)
+    1    a sweep ran, and some of its jobs are stored as failed (their reasons are stored)
+    2    bad input: an unknown name, a bad value or path, a damaged results file
+    3    the machine or a service failed: a full disk, an I/O error, an unreachable cluster
+    130  interrupted (Ctrl-C); every job that finished is stored
+    141  the reader of the output went away (`testbed ... | head`)
 """
 
 from __future__ import annotations
@@ -15,8 +22,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+EXIT_OK = 0
+EXIT_JOBS_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_ENVIRONMENT = 3  # a full disk, an I/O error, a cluster that cannot be reached
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as other Unix tools
+MAX_JOBS = 1_000_000  # one sweep's jobs (each is held in memory while it is expanded)
+# OSErrors of a path the user gave (exit 2); any other OSError is the machine's (exit 3)
+PATH_ERRNOS = ("ENAMETOOLONG", "ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS",
+               "ELOOP", "EEXIST", "EINVAL")  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,16 +39,63 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"testbed: error: {message}\n")
 
 
-def _parse_sets(pairs: Sequence[str]) -> dict[str, str]:
+def _parse_sets(pairs: Sequence[str], option: str = "--set") -> dict[str, str]:
     from testbed.errors import InputError
 
     out = {}
     for pair in pairs:
-        if "=" not in pair:
-            raise InputError(f"--set: got {pair!r}; allowed: key=value")
+        if "=" not in pair or not pair.split("=", 1)[0].strip():
+            raise InputError(f"{option}: got {pair!r}; allowed: key=value")
         key, value = pair.split("=", 1)
         out[key.strip()] = value.strip()
     return out
+
+
+def check_problem_options(problem_ids: Sequence[str], options: dict[str, Any]) -> dict[str, Any]:
+    """`--option` values checked as `generative.load(id, **options)` checks them, for every
+    family among `problem_ids` (an unknown name, a value of the wrong type or out of range is
+    one InputError), without building a problem; returns them typed (`num_test_seeds="50"`
+    -> 50), as the first family types them."""
+    import dataclasses
+    import typing
+
+    from generative.registry import split_id, typed_options
+    from testbed.errors import InputError
+    from testbed.registry import unknown_name
+
+    if not options:
+        return {}
+    typed_first: dict[str, Any] | None = None
+    seen: set[str] = set()
+    for pid in problem_ids:
+        family, rest = split_id(pid)
+        if family.name in seen:
+            continue
+        seen.add(family.name)
+        unknown = sorted(set(options) - set(family.options))
+        if unknown and not family.options:
+            raise InputError(
+                f"--option: got {unknown[0]!r} for {pid}; allowed: none ({family.name} "
+                "problems take no options)"
+            )
+        if unknown:
+            raise unknown_name(f"--option for {family.name} problems", unknown[0], family.options)
+        typed = typed_options(family, dict(options))
+        cls = family.option_types
+        if cls is None:
+            try:
+                cls = typing.get_type_hints(family.build).get("return")
+            except (NameError, TypeError):
+                cls = None
+        if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+            names = {f.name for f in dataclasses.fields(cls)}
+            fields = {k: v for k, v in {**family.settings(rest), **typed}.items() if k in names}
+            try:
+                cls(**fields)  # its own checks of the values (ranges, choices)
+            except TypeError:  # settings that are not all its fields: types checked only
+                pass
+        typed_first = typed if typed_first is None else typed_first
+    return typed_first or {}
 
 
 def _print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
@@ -163,7 +225,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         overrides["seed"] = args.seed
     agent = agents.load(args.agent, **overrides)
-    problem = generative.load(args.problem)
+    options = _parse_sets(args.option or [], "--option")
+    problem = generative.load(args.problem, **options)
     from testbed.evaluate import check_prediction
 
     check_prediction(agent, problem, args.problem)  # the id in the message, before training
@@ -183,6 +246,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "config": agent.config_dict(),
             "problem": args.problem,
             "settings": generative.problem_settings(args.problem),
+            "options": options,
             "quality": dict(quality),
         }
         print(json.dumps(out, indent=2))
@@ -236,25 +300,85 @@ def _print_summary(summary: Any, results: str) -> None:
         )
 
 
+def count_seeds(text: str) -> int:
+    """How many seeds `--seeds` names (ranges counted, not expanded); an InputError for a
+    range that runs backwards (`5-2`, which named no seed and was dropped unsaid)."""
+    from testbed.errors import InputError
+
+    count = 0
+    for part in (p.strip() for p in str(text).split(",")):
+        lo, sep, hi = part.partition("-")
+        if sep and lo.strip().isdigit() and hi.strip().isdigit():
+            low, high = int(lo), int(hi)
+            if high < low:
+                raise InputError(
+                    f"--seeds: got {text!r}, whose range {part!r} runs backwards (it names no "
+                    f"seed); allowed: ranges low-high such as {high}-{low}"
+                )
+            count += high - low + 1
+        elif part:
+            count += 1
+    return count
+
+
+def _check_sweep_size(agent_names: Sequence[str], problems: int, seeds: int, configs: str):
+    """An InputError, before any job is made, for a sweep of more than MAX_JOBS jobs
+    (`--seeds 0-10000000` grew to gigabytes without a word)."""
+    import agents
+    from testbed.errors import InputError
+
+    per_agent = [len(agents.sweep(n)) if configs == "sweep" else 1 for n in agent_names]
+    total = sum(per_agent) * problems * seeds
+    if total > MAX_JOBS:
+        raise InputError(
+            f"sweep: got {total:,} jobs ({sum(per_agent):,} agent configs x {problems:,} "
+            f"problems x {seeds:,} seeds); allowed: at most {MAX_JOBS:,} jobs in one sweep "
+            "(fewer --seeds, problems or configs; several sweeps may share one --results file)"
+        )
+
+
+def _expand(agent_names, ids, *, seeds, overrides, configs, problem_options):
+    """`leaderboard.jobs.expand`, with the problem options recorded in the jobs."""
+    import inspect
+
+    from leaderboard.jobs import expand
+    from testbed.errors import InputError
+
+    if not problem_options:
+        return expand(agent_names, ids, seeds=seeds, overrides=overrides, configs=configs)
+    if "problem_options" not in inspect.signature(expand).parameters:
+        raise InputError(
+            f"--option: got {', '.join(f'{k}={v}' for k, v in problem_options.items())} for a "
+            "sweep, whose jobs cannot record problem options in this version; allowed: "
+            "--option with testbed run"
+        )
+    return expand(
+        agent_names,
+        ids,
+        seeds=seeds,
+        overrides=overrides,
+        configs=configs,
+        problem_options=problem_options,
+    )
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from leaderboard.jobs import expand, parse_seeds, sweep_jobs
+    import generative
+    from leaderboard.jobs import limited, parse_seeds, sweep_jobs
     from leaderboard.runner import run_sweep
     from leaderboard.store import ResultsStore
     from testbed.errors import InputError
 
     _import_user_modules(args)
     agent_names = _split(args.agent)
-    seeds = parse_seeds(args.seeds)
+    seed_count = count_seeds(args.seeds)
     overrides = _parse_sets(args.set or [])
+    options = _parse_sets(args.option or [], "--option")
     if bool(args.sweep) == bool(args.problem):
         raise InputError("give exactly one of --sweep NAME or --problem ID[,ID...]")
     if args.sweep:
-        jobs = sweep_jobs(
-            agent_names, args.sweep, seeds=seeds, overrides=overrides, configs=args.configs
-        )
+        ids = generative.sweep_ids(args.sweep)
     else:
-        import generative
-
         ids = _split(args.problem)
         if not ids:
             raise InputError(
@@ -263,22 +387,47 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             )
         for pid in ids:
             generative.problem_settings(pid)  # an unknown id fails here, before any job
-        jobs = expand(agent_names, ids, seeds=seeds, overrides=overrides, configs=args.configs)
+    _check_sweep_size(agent_names, len(ids), seed_count, args.configs)
+    seeds = parse_seeds(args.seeds)
+    problem_options = check_problem_options(ids, options)
+    if args.sweep and not problem_options:
+        jobs = sweep_jobs(
+            agent_names, args.sweep, seeds=seeds, overrides=overrides, configs=args.configs
+        )
+    else:
+        if args.sweep:
+            ids = limited(ids, f"sweep {args.sweep}")
+        jobs = _expand(
+            agent_names,
+            ids,
+            seeds=seeds,
+            overrides=overrides,
+            configs=args.configs,
+            problem_options=problem_options,
+        )
     executor = _executor(args)
     if args.executor == "inline" and args.workers:
         raise InputError(
             f"workers: got {args.workers} with --executor inline, which runs one job at a time "
             "in this process; allowed: --executor local or ray for parallel workers"
         )
-    with ResultsStore(args.results, mode="w") as store:  # Ctrl-C: recorded by `main`
-        summary = run_sweep(
-            jobs,
-            store,
-            executor,
-            retry_failed=args.retry_failed,
-            progress=not args.quiet,
-            share_training=not args.train_per_job,
-        )
+    connect = getattr(executor, "connect", None)
+    if connect is not None:  # a cluster that does not answer: one line, and no results file
+        connect()
+    try:
+        with ResultsStore(args.results, mode="w") as store:  # Ctrl-C: recorded by `main`
+            summary = run_sweep(
+                jobs,
+                store,
+                executor,
+                retry_failed=args.retry_failed,
+                progress=not args.quiet,
+                share_training=not args.train_per_job,
+            )
+    finally:
+        close = getattr(executor, "close", None)
+        if close is not None:
+            close()
     if args.json:
         print(json.dumps({**vars(summary), "results": args.results}, indent=2))
     else:
@@ -388,8 +537,8 @@ def cmd_salvage(args: argparse.Namespace) -> int:
     copied, lost = salvage(args.results, args.out)
     if copied == 0:
         raise InputError(
-            f"results: no row of {args.results!r} could be read ({lost} unreadable); "
-            f"allowed: a results file with readable rows ({args.out} holds none)"
+            f"results: no row of {args.results!r} could be read ({lost} unreadable), so "
+            f"{args.out!r} was not written; allowed: a results file with readable rows"
         )
     print(f"salvaged {copied} rows of {args.results} -> {args.out} ({lost} unreadable)")
     return 0
@@ -402,6 +551,16 @@ def _add_import(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="MODULE_OR_FILE",
         help="module name(s) or .py file(s) that register your own agents or problems",
+    )
+
+
+def _add_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="problem option, as generative.load(id, KEY=VALUE) takes it (e.g. "
+        "standardize=feature, num_test_seeds=100); testbed list problems names each family's",
     )
 
 
@@ -429,6 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent", required=True)
     p.add_argument("--problem", required=True, help="a problem id, e.g. classification_2d/75")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="agent config override")
+    _add_option(p)
     p.add_argument("--seed", type=int, help="the agent's seed")
     p.add_argument(
         "--metrics",
@@ -452,6 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the agent's default config, or its whole hyper-parameter sweep",
     )
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="agent config override")
+    _add_option(p)
     p.add_argument("--seeds", default="0", help="agent seeds: 0,1,2 or 0-4 (default 0)")
     p.add_argument(
         "--executor",
@@ -585,7 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _main(argv)
     except KeyboardInterrupt:  # e.g. while the stack is still importing
         print("testbed: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
@@ -596,7 +757,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     enable_compilation_cache()
     args = build_parser().parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
     setup_logging(_verbosity(args))
-    from testbed.errors import InputError
+    from testbed.errors import EnvironmentFault, InputError
 
     try:
         if args.fn in (cmd_run, cmd_sweep):  # a bad setting fails here, not in every job
@@ -607,9 +768,30 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except EnvironmentFault as e:
+        print(f"testbed: error: {e}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     except BrokenPipeError:  # e.g. `testbed list agents --json | head`: the reader left
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except OSError as e:  # not said by a check of ours: one line all the same
+        status, line = _os_error(e)
+        print(f"testbed: error: {line}", file=sys.stderr)
+        return status
+
+
+def _os_error(e: OSError) -> tuple[int, str]:
+    """(exit status, one line) for an OSError: a path the user gave (2), else the
+    machine's (3)."""
+    import errno
+
+    from leaderboard.outputs import shown
+
+    where = f" ({shown(e.filename)})" if e.filename else ""
+    text = f"{e.strerror or e}{where}"
+    if e.errno in {getattr(errno, n) for n in PATH_ERRNOS if hasattr(errno, n)}:
+        return EXIT_BAD_INPUT, f"{text}; allowed: a path that can be used here"
+    return EXIT_ENVIRONMENT, f"{text} (the machine's fault, not the input's)"
 
 
 def _silence_stdout() -> None:

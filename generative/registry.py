@@ -15,7 +15,7 @@ from typing import Any
 from testbed.base import PREDICTIONS, Problem
 from testbed.config import coerce_fields, field_types
 from testbed.errors import InputError, bad_value
-from testbed.registry import Registry
+from testbed.registry import Registry, unknown_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +111,7 @@ def split_id(problem_id: str) -> tuple[ProblemFamily, str]:
         )
     family, rest = problem_id.split("/", 1)
     if family not in FAMILIES:
-        raise bad_value("problem family", family, FAMILIES.names())
+        raise unknown_name("problem family", family, FAMILIES.names())
     return FAMILIES.get(family), rest
 
 
@@ -155,7 +155,7 @@ def load(problem_id: str, **options: Any) -> Problem:
             f"{family.name} problems take no options)"
         )
     if unknown:
-        raise bad_value(f"option of {family.name} problems", unknown[0], family.options)
+        raise unknown_name(f"option of {family.name} problems", unknown[0], family.options)
     return family.build({**family.settings(rest), **typed_options(family, options)})
 
 

@@ -14,22 +14,31 @@ Ctrl-C: while an executor runs (or inside `recorded_interrupts()`), SIGINT in th
 recorded as well as raised, so a KeyboardInterrupt that Python drops (raised inside a gc
 callback, as JAX registers one, or a `__del__`) is raised again at the next safe point;
 a result that has arrived is stored before the interrupt stops the sweep. Local workers
-ignore SIGINT once started: the driver alone answers Ctrl-C. (A Ctrl-C while a worker is
-still importing the stack may print that worker's traceback: a spawned interpreter does
-not inherit a blocked signal mask.)
+ignore SIGINT from their first instruction (they are started with it ignored, which an
+interpreter keeps through exec, unlike a blocked signal mask): the driver alone answers
+Ctrl-C, and a Ctrl-C while a worker still imports the stack prints nothing of it.
+
+A job that ends its process (`sys.exit()` in an agent: SystemExit) is a failed job like
+any other, in every executor. A job that times out or whose worker dies is stored with
+its wall time and, as its traceback, the worker's Python stack when it was stopped (or
+when it crashed in native code; faulthandler), or a note of why there is none.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import math
 import multiprocessing as mp
 import os
 import signal
+import socket
 import sys
+import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import wait
 from typing import Any
@@ -45,7 +54,7 @@ from leaderboard.worker import (
 )
 from testbed.config import check_at_least, check_one_of
 from testbed.cores import usable_cores
-from testbed.errors import InputError
+from testbed.errors import EnvironmentFault, InputError
 
 OnResult = Callable[[dict[str, Any]], None]
 OnStart = Callable[[dict[str, Any]], None]
@@ -58,6 +67,8 @@ MAX_WAIT = 60.0  # the longest single wait of an executor's loop
 # re-runs the script's top level in every worker) exits with this code: the driver then
 # says what to add instead of "workers cannot start".
 MAIN_GUARD_EXIT = 86
+STACK_SIGNAL = signal.SIGUSR1  # asks a local worker to write its Python stack (faulthandler)
+STACK_WAIT = 2.0  # seconds a timed-out worker gets to write its stack before it is killed
 
 
 def _importing_main() -> bool:
@@ -235,9 +246,50 @@ class InlineExecutor:
                 interrupts.check()
                 if on_start is not None:
                     on_start(job)
-                result = run_job_with_time_limit(job, time_limit(job, self.timeout))
+                result = _run_inline(job, time_limit(job, self.timeout))
                 with interrupts.deferred():  # a finished job is stored, then Ctrl-C stops
                     on_result(result)
+
+
+@contextlib.contextmanager
+def _progress_kept() -> Iterator[None]:
+    """testbed.progress's open activities as they were before a job, whatever the job did.
+
+    A job stopped by its time limit while an activity of its cleans up (the alarm lands in
+    the activity's `finally`) left that activity open: every later progress line of this
+    process carried its label (an sbi training's 'npe on sbi/two_moons/1000/1 (one
+    training for 2)' in all that the tests said after the timeout test), and its heartbeat
+    spoke on. Put back, the stale activity is no longer innermost and its heartbeat stays
+    quiet."""
+    from testbed import progress
+
+    with progress._lock:
+        before = list(progress._stack)
+    try:
+        yield
+    finally:
+        with progress._lock:
+            progress._stack[:] = before
+
+
+def _run_inline(job: dict[str, Any], seconds: float | None) -> dict[str, Any]:
+    """`run_job_with_time_limit`, with a job that ends the process (`sys.exit()` in an
+    agent raises SystemExit, which `run_job` lets through as it is no Exception) failed
+    like any other: the sweep goes on, and the job's reason and traceback are stored.
+    The progress activities are left as they were (`_progress_kept`)."""
+    start = time.perf_counter()
+    try:
+        with _progress_kept():
+            return run_job_with_time_limit(job, seconds)
+    except SystemExit as e:
+        code = e.code
+        reason = (
+            f"SystemExit: the job called sys.exit({code!r}), which would end the sweep "
+            "(an agent must return a predictive or raise an Exception)"
+        )
+        result = failed_result(job, reason, time.perf_counter() - start)
+        result["traceback"] = traceback.format_exc()[-4000:]
+        return result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,15 +309,62 @@ class LocalConfig:
         object.__setattr__(self, "timeout", check_timeout(self.timeout))
 
 
+def _worker_entry(conn, env, imports: tuple[str, ...], parent: int, stack: str) -> None:
+    """A local worker: `worker_main`, with faulthandler writing the Python stack to the
+    file `stack` on a fatal signal (a crash in native code) and on STACK_SIGNAL (the driver
+    asks before it kills a worker that ran out of time)."""
+    import faulthandler
+
+    try:
+        out = open(stack, "w")  # noqa: SIM115  (open for the life of the process)
+        faulthandler.enable(file=out, all_threads=True)
+        faulthandler.register(STACK_SIGNAL, file=out, all_threads=True)
+    except (OSError, RuntimeError, ValueError):  # no stack then; the job still runs
+        pass
+    worker_main(conn, env, imports, parent)
+
+
+@contextlib.contextmanager
+def _sigint_ignored_in_children() -> Iterator[None]:
+    """Processes that multiprocessing starts inside start with SIGINT ignored, from their
+    first instruction: the disposition is set to SIG_IGN in this process just around the
+    fork and exec (an ignored signal stays ignored through exec; Python then installs no
+    KeyboardInterrupt handler), so a terminal's Ctrl-C never interrupts a worker that is
+    still importing, which printed its traceback. Only in the main thread; a Ctrl-C that
+    lands in those few milliseconds is not seen by the driver (press it again)."""
+    from multiprocessing import util
+
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield
+        return
+    spawn = util.spawnv_passfds
+
+    def quiet_spawn(path, args, passfds):
+        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            return spawn(path, args, passfds)
+        finally:
+            signal.signal(signal.SIGINT, handler)
+
+    util.spawnv_passfds = quiet_spawn
+    try:
+        yield
+    finally:
+        util.spawnv_passfds = spawn
+
+
 class _Slot:
     """One worker process and the job it is running."""
 
     def __init__(self, ctx, config: LocalConfig):
         self.conn, child = ctx.Pipe()
         env = worker_env({**thread_env(config.threads_per_worker), **compilation_cache_env()})
+        fd, self.stack = tempfile.mkstemp(prefix="testbed-worker-", suffix=".stack")
+        os.close(fd)
         self.process = ctx.Process(
-            target=worker_main,
-            args=(child, env, tuple(config.imports), os.getpid()),
+            target=_worker_entry,
+            args=(child, env, tuple(config.imports), os.getpid(), self.stack),
             daemon=True,
         )
         # spawn copies this environment into the child before it imports anything, so the
@@ -273,7 +372,11 @@ class _Slot:
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            self.process.start()
+            with _sigint_ignored_in_children():
+                self.process.start()
+        except BaseException:
+            self._remove_stack()
+            raise
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -286,11 +389,59 @@ class _Slot:
         self.job: dict[str, Any] | None = None
         self.deadline: float | None = None
         self.limit: float | None = None
+        self.assigned = 0.0
 
     def assign(self, job: dict[str, Any], timeout: float | None) -> None:
         self.job, self.limit = job, timeout
-        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.assigned = time.monotonic()
+        self.deadline = None if timeout is None else self.assigned + timeout
         self.conn.send(job)
+
+    def failed(self, reason: str, timed_out: bool) -> dict[str, Any]:
+        """The failed result of the job this worker was running: its wall time, and as its
+        traceback the worker's Python stack (asked for when it timed out; written by
+        faulthandler when it crashed), or a note of why there is none."""
+        result = failed_result(self.job, reason, time.monotonic() - self.assigned)
+        if timed_out and self.process.is_alive():
+            self._ask_for_stack()
+        stack = self._read_stack()
+        if stack and timed_out:
+            stack = f"The worker's stack when its time limit ran out ({reason}):\n{stack}"
+        elif stack:
+            stack = f"The worker's stack when it crashed ({reason}):\n{stack}"
+        else:
+            stack = f"No Python traceback: {reason} ({_how_it_ended(self.process.exitcode)})."
+        result["traceback"] = stack[-4000:]
+        return result
+
+    def _ask_for_stack(self) -> None:
+        try:
+            before = os.path.getsize(self.stack)
+            os.kill(self.process.pid, STACK_SIGNAL)
+        except OSError:
+            return
+        deadline = time.monotonic() + STACK_WAIT
+        size = before
+        while time.monotonic() < deadline:  # until the stack is written and stays so
+            time.sleep(0.05)
+            try:
+                now = os.path.getsize(self.stack)
+            except OSError:
+                return
+            if now > before and now == size:
+                return
+            size = now
+
+    def _read_stack(self) -> str:
+        try:
+            with open(self.stack, errors="replace") as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+
+    def _remove_stack(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.stack)
 
     def ask_to_stop(self) -> bool:
         """Tells an idle worker to exit; False for a busy or starting one (`stop` kills it)."""
@@ -310,6 +461,21 @@ class _Slot:
             self.process.kill()
             self.process.join(5)
         self.conn.close()
+        self._remove_stack()
+
+
+def _how_it_ended(exitcode: int | None) -> str:
+    """Why a worker process ended, in words."""
+    if exitcode is None:
+        return "it was stopped"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        why = " (the out-of-memory killer sends it, as does kill -9)" if name == "SIGKILL" else ""
+        return f"it was killed by {name}{why}"
+    return f"it exited with code {exitcode}: sys.exit or os._exit in the job, or native code"
 
 
 class LocalExecutor:
@@ -368,8 +534,10 @@ class LocalExecutor:
                             on_result(payload)
                     elif kind == "failed":  # dead, hung, or failed to start
                         if slot.job is not None:
+                            timed_out = payload.startswith("timed out")
+                            result = slot.failed(payload, timed_out)
                             with interrupts.deferred():
-                                on_result(failed_result(slot.job, payload))
+                                on_result(result)
                         else:
                             if slot.process.exitcode == MAIN_GUARD_EXIT:
                                 raise main_guard_error()
@@ -450,21 +618,89 @@ def _ray_task(job: dict[str, Any], env: dict[str, str], imports: tuple[str, ...]
     return run_job(job)
 
 
+RAY_CONNECT_SECONDS = 10.0  # how long the driver tries to reach a Ray cluster's address
+RAY_DEFAULT_PORT = 6379
+
+
+def ray_endpoint(address: str | None) -> tuple[str, int] | None:
+    """(host, port) that a Ray address names (`host:port`, `ray://host:port`), or None for
+    an address Ray resolves itself (none, `auto`, `local`)."""
+    if address is None or address.strip().lower() in ("", "auto", "local"):
+        return None
+    text = address.strip()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    text = text.split("/", 1)[0]
+    if text.startswith("["):  # [IPv6]:port
+        host, _, rest = text[1:].partition("]")
+        port = rest.lstrip(":")
+    else:
+        host, _, port = text.rpartition(":") if ":" in text else (text, "", "")
+    if not host:
+        raise InputError(
+            f"ray address: got {address!r}; allowed: host:port of a running Ray cluster "
+            "(e.g. 10.0.0.5:6379 or ray://10.0.0.5:10001), or none to start a local one"
+        )
+    if not port:
+        return host, RAY_DEFAULT_PORT
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError(
+            f"ray address: got {address!r}, whose port {port!r} is no port number; allowed: "
+            "host:port with a port in 1..65535"
+        )
+    return host, int(port)
+
+
+def check_reachable(address: str | None, seconds: float = RAY_CONNECT_SECONDS) -> None:
+    """An EnvironmentFault when nothing answers at the Ray address within `seconds`
+    (before Ray itself tries, which retries for minutes and logs every attempt)."""
+    endpoint = ray_endpoint(address)
+    if endpoint is None:
+        return
+    host, port = endpoint
+    try:
+        with socket.create_connection((host, port), timeout=seconds):
+            return
+    except OSError as e:
+        reason = e.strerror or ("no answer" if isinstance(e, TimeoutError) else type(e).__name__)
+        if isinstance(e, socket.gaierror):
+            raise InputError(
+                f"ray address: got {address!r}, whose host {host!r} is not known ({reason}); "
+                "allowed: the address of a running Ray cluster, or none to start a local one"
+            ) from None
+        if isinstance(e, TimeoutError) or e.errno == errno.ETIMEDOUT:
+            reason = f"no answer within {seconds:g} s"
+    raise EnvironmentFault(
+        f"ray address: cannot reach the Ray cluster at {address!r} ({host}:{port}: {reason}); "
+        "start it (ray start --head) or check the address and the network, then run the "
+        "sweep again (nothing was stored)"
+    )
+
+
 class RayExecutor:
-    """Runs jobs as Ray tasks; results come back to the driver, which alone writes the store."""
+    """Runs jobs as Ray tasks; results come back to the driver, which alone writes the store.
+
+    `connect()` reaches the cluster (or starts a local Ray) before anything else happens:
+    the command line calls it before it opens the results file, so an address that does
+    not answer is one line and leaves no file behind; `close()` ends what `connect()`
+    started. `run()` connects by itself when nobody did."""
 
     def __init__(self, config: RayConfig | None = None, **kwargs: Any):
         if "init_kwargs" in kwargs and isinstance(kwargs["init_kwargs"], dict):
             kwargs["init_kwargs"] = tuple(sorted(kwargs["init_kwargs"].items()))
         self.config = config or RayConfig(**kwargs)
+        self._started_ray = False
 
     @property
     def timeout(self) -> float | None:
         return self.config.timeout
 
-    def run(self, jobs: Iterable[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
-        if _count(jobs) == 0:
-            return
+    def _env(self) -> dict[str, str]:
+        return worker_env(thread_env(self.config.threads_per_worker))
+
+    def connect(self):
+        """Connects to the cluster at `address` (or starts a local Ray) unless Ray is
+        connected already; returns the `ray` module."""
         try:
             import ray
         except ImportError:
@@ -472,29 +708,58 @@ class RayExecutor:
                 "executor: got 'ray' but Ray is not installed; allowed: 'local', or "
                 "pip install 'testbed[ray]'"
             ) from None
-        env = worker_env(thread_env(self.config.threads_per_worker))
+        if ray.is_initialized():
+            return ray
+        check_reachable(self.config.address)  # Ray would retry for minutes, logging each
+        # Ray's log while it connects to a cluster: shown if it works, not if it fails
+        # (a local Ray starts processes that would keep the held stderr: not held then)
+        hold = _stderr_held() if ray_endpoint(self.config.address) else contextlib.nullcontext()
+        with hold as said, _stdout_to_stderr():
+            try:
+                ray.init(
+                    address=self.config.address,
+                    runtime_env={"env_vars": self._env()},
+                    log_to_driver=False,
+                    **dict(self.config.init_kwargs),
+                )
+            except (ConnectionError, ValueError) as e:
+                if said is not None:
+                    said.drop()
+                reason = " ".join(str(e).split())[:300]
+                raise InputError(
+                    f"ray address: got {self.config.address!r} ({reason}); allowed: the "
+                    "address of a running Ray cluster, or none to start a local one"
+                ) from None
+            except BaseException:
+                if said is not None:
+                    said.drop()
+                raise
+        self._started_ray = True
+        return ray
+
+    def close(self) -> None:
+        """Shuts down the Ray connection that `connect()` made (if it made one)."""
+        if self._started_ray:
+            import ray
+
+            self._started_ray = False
+            with _stdout_to_stderr():
+                ray.shutdown()
+
+    def run(self, jobs: Iterable[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
+        if _count(jobs) == 0:
+            return
+        connected_here = not self._started_ray
+        ray = self.connect()
+        connected_here = connected_here and self._started_ray
+        env = self._env()
         with _stdout_to_stderr():  # Ray's own messages must not mix into our stdout
-            started_here = not ray.is_initialized()
-            if started_here:
-                try:
-                    ray.init(
-                        address=self.config.address,
-                        runtime_env={"env_vars": env},
-                        log_to_driver=False,
-                        **dict(self.config.init_kwargs),
-                    )
-                except (ConnectionError, ValueError) as e:
-                    reason = " ".join(str(e).split())[:300]
-                    raise InputError(
-                        f"ray address: got {self.config.address!r} ({reason}); allowed: the "
-                        "address of a running Ray cluster, or none to start a local one"
-                    ) from None
             try:
                 with recorded_interrupts() as interrupts:
                     self._run(ray, jobs, env, on_result, on_start, interrupts)
             finally:
-                if started_here:
-                    ray.shutdown()
+                if connected_here:
+                    self.close()
 
     def _limit(self, ray) -> int:
         """Jobs in flight at once: `workers`, else as many as the cluster's CPUs hold."""
@@ -522,14 +787,17 @@ class RayExecutor:
                         on_start(job)
                 ready, _ = ray.wait(list(flight), num_returns=1, timeout=0.5)
                 for ref in ready:
-                    job, _ = flight.pop(ref)
+                    job, t0 = flight.pop(ref)
                     try:
                         result = ray.get(ref)
                     except ray.exceptions.RayError as e:
                         reason = " ".join(str(e).split())[:1000]
                         result = failed_result(
-                            job, f"ray task failed: {type(e).__name__}: {reason}"
+                            job,
+                            f"ray task failed: {type(e).__name__}: {reason}",
+                            time.monotonic() - t0,
                         )
+                        result["traceback"] = str(e)[-4000:]  # Ray's account of the task
                     with interrupts.deferred():  # stored first, then Ctrl-C stops
                         on_result(result)
                 if self.config.timeout is None:
@@ -541,12 +809,54 @@ class RayExecutor:
                         ray.cancel(ref, force=True)
                         flight.pop(ref)
                         reason = f"timed out after {seconds:g} s (task cancelled)"
+                        result = failed_result(job, reason, now - t0)
+                        result["traceback"] = (
+                            f"No Python traceback: {reason}; Ray cancels a task without "
+                            "reporting its stack (run it with --executor local for one)."
+                        )
                         with interrupts.deferred():
-                            on_result(failed_result(job, reason))
+                            on_result(result)
         finally:  # Ctrl-C or an error: tasks still running stop (on a cluster too)
             for ref in flight:
                 with contextlib.suppress(Exception):
                     ray.cancel(ref, force=True)
+
+
+class _Held:
+    """What `_stderr_held` caught; `drop()` discards it instead of showing it."""
+
+    def __init__(self) -> None:
+        self.keep = True
+
+    def drop(self) -> None:
+        self.keep = False
+
+
+@contextlib.contextmanager
+def _stderr_held() -> Iterator[_Held]:
+    """Holds what this process (and its threads and children, file descriptor 2) writes to
+    stderr inside, then writes it out, unless `drop()` was called (a failure said in one
+    line instead)."""
+    held = _Held()
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (AttributeError, OSError, ValueError):  # no real stderr: nothing to hold
+        yield held
+        return
+    with tempfile.TemporaryFile() as buffer:
+        os.dup2(buffer.fileno(), 2)
+        try:
+            yield held
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if held.keep:
+                buffer.seek(0)
+                with contextlib.suppress(OSError):
+                    os.write(2, buffer.read())
 
 
 @contextlib.contextmanager

@@ -9,16 +9,30 @@ while writing leaves the older file, never half of a new one.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from testbed.errors import InputError
+from testbed.errors import EnvironmentFault, InputError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 SIDE_FILES = ("-wal", "-shm", "-journal")
+# Failures of the machine, not of the path given: a full disk or quota, an I/O error.
+ENVIRONMENT_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EIO", "EFBIG") if hasattr(errno, name)
+)
+
+
+def environment_fault(field: str, out: str | os.PathLike, e: OSError) -> EnvironmentFault:
+    """The one-line EnvironmentFault of a write that the machine refused (disk full, ...)."""
+    return EnvironmentFault(
+        f"{field}: cannot write {shown(out)}: {e.strerror or e} (the machine's fault, not the "
+        "path's: free some space or fix the disk, then run the command again; the old file, "
+        "if any, is unchanged)"
+    )
 
 
 def is_sqlite_file(path: str | os.PathLike) -> bool:
@@ -69,6 +83,55 @@ def _refusal(path: Path, stores: list[Path]) -> str | None:
     return None
 
 
+def _exists(path: Path) -> bool:
+    """Whether `path` exists; False for a path the system cannot even look up."""
+    try:
+        os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _limit(folder: Path, name: str, default: int) -> int:
+    try:
+        return int(os.pathconf(folder, name))
+    except (OSError, ValueError):
+        return default
+
+
+def shown(path: str | os.PathLike, width: int = 80) -> str:
+    """A path as a message shows it: whole, or its start and end around '...'."""
+    text = os.fspath(path)
+    if len(text) <= width:
+        return repr(text)
+    return repr(f"{text[: width // 2]}...{text[-width // 4 :]}") + f" ({len(text)} characters)"
+
+
+def check_path_name(field: str, path: str | os.PathLike) -> None:
+    """An InputError when `path` has a name longer than its file system allows (usually
+    255 bytes) or is longer than a path may be (usually 4096 bytes): the system would
+    refuse it with 'File name too long' at the first look."""
+    text = os.fspath(path)
+    absolute = Path(os.path.abspath(text)) if text.strip() else Path.cwd()
+    known = next((p for p in absolute.parents if _exists(p)), Path("/"))
+    name_max = _limit(known, "PC_NAME_MAX", 255)
+    path_max = _limit(known, "PC_PATH_MAX", 4096)
+    for part in Path(text).parts:
+        size = len(os.fsencode(part))
+        if size > name_max:
+            raise InputError(
+                f"{field}: got {shown(text)}, in which the name {part[:24]!r}... is {size} "
+                f"bytes long; allowed: names of at most {name_max} bytes (the file system's "
+                "limit)"
+            )
+    size = len(os.fsencode(str(absolute)))
+    if size >= path_max:
+        raise InputError(
+            f"{field}: got {shown(text)}, a path of {size} bytes; allowed: paths shorter "
+            f"than {path_max} bytes (the system's limit)"
+        )
+
+
 def check_output_path(
     field: str, out: str | os.PathLike, stores: Iterable[str | os.PathLike] = ()
 ) -> Path:
@@ -76,10 +139,11 @@ def check_output_path(
 
     Refused: one of `stores` (the results files in use) or a side file of one; any
     existing SQLite file or a side file of one (through links too); a read-only file; a
-    folder; a path whose folder is a file.
+    folder; a path whose folder is a file; a name longer than the file system allows.
     """
     if not str(out).strip():
         raise InputError(f"{field}: got {str(out)!r}; allowed: a file path such as report.html")
+    check_path_name(field, out)
     path = Path(out)
     try:
         resolved = path.resolve(strict=False)
@@ -124,8 +188,11 @@ def write_atomically(field: str, out: str | os.PathLike, write: Callable[[Path],
     target = path.resolve() if path.is_symlink() else path  # replace the link's target
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        prefix = f".{target.name[:100]}."  # a long name leaves room for the suffixes
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=".tmp")
     except OSError as e:
+        if e.errno in ENVIRONMENT_ERRNOS:
+            raise environment_fault(field, out, e) from None
         raise InputError(
             f"{field}: got {str(out)!r}; cannot write a temporary file in its folder "
             f"{str(target.parent)!r} ({e.strerror}); allowed: a path in a writable folder (the "
@@ -140,6 +207,8 @@ def write_atomically(field: str, out: str | os.PathLike, write: Callable[[Path],
         os.chmod(tmp, _mode_for(target))
         os.replace(tmp, target)
     except OSError as e:
+        if e.errno in ENVIRONMENT_ERRNOS:
+            raise environment_fault(field, out, e) from None
         raise InputError(f"{field}: got {str(out)!r}; cannot write it ({e.strerror})") from None
     finally:
         tmp.unlink(missing_ok=True)

@@ -8,7 +8,11 @@ it (`claim`), so two sweeps on one file share the work. Rows load as a pandas Da
 with the problem settings joined, or export to CSV / Parquet.
 
 Nothing here changes a file it refuses: a foreign SQLite file, another schema version
-or a damaged file gives an `InputError` before any write.
+or a damaged file (its WAL too: see `leaderboard.wal`) gives an `InputError` before any
+write. A full disk or an I/O error is an `EnvironmentFault`. The JSON columns are strict
+JSON that any SQL tool reads (`json_extract`): an infinite metric is stored as the number
+1e999 (SQLite and Python read it back as inf, -1e999 as -inf) and a NaN as null. The
+driver that wrote the file moves the WAL's rows into the main file when it closes it.
 """
 
 from __future__ import annotations
@@ -29,21 +33,26 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from leaderboard import wal
 from leaderboard.leases import Owner, lease_live
 from leaderboard.outputs import (
     SQLITE_HEADER,
     check_output_path,
+    check_path_name,
     database_of,
     is_sqlite_file,
     write_atomically,
 )
-from testbed.errors import InputError
+from testbed.errors import EnvironmentFault, InputError
 
 log = logging.getLogger("testbed.results")
 
 SCHEMA_VERSION = 1
 DEFAULT_PATH = "testbed-results.db"
 BUSY_SECONDS = 30.0  # how long an open or a write waits for another writer
+CHECKPOINT_BUSY_MS = 1000  # how long closing waits to move the WAL into the main file
+# SQLite's primary result codes that say the machine failed, not the input
+SQLITE_NOMEM, SQLITE_IOERR, SQLITE_FULL = 7, 10, 13
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -116,16 +125,35 @@ DONE = "done"
 
 
 def parse_metrics(text: str) -> dict[str, float]:
-    """A row's metrics JSON as {name: float}; ValueError when it is not that."""
+    """A row's metrics JSON as {name: float}; ValueError when it is not that. null is NaN
+    (see `metrics_json`); rows of earlier versions may hold NaN / Infinity literals."""
     value = json.loads(text)
     if not isinstance(value, dict):
         raise ValueError(f"a JSON {type(value).__name__}, not an object")
     out = {}
     for k, v in value.items():
+        if v is None:
+            v = math.nan
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise ValueError(f"metric {k!r} is {v!r}, not a number")
         out[str(k)] = float(v)
     return out
+
+
+def _json_number(value: float) -> str:
+    """A float as a strict JSON number: inf as 1e999 (read back as inf by SQLite's JSON
+    functions and by Python), -inf as -1e999, NaN as null."""
+    if math.isnan(value):
+        return "null"
+    if math.isinf(value):
+        return "1e999" if value > 0 else "-1e999"
+    return json.dumps(value)
+
+
+def metrics_json(metrics: Mapping[str, Any]) -> str:
+    """Metrics as a strict JSON object (no NaN / Infinity literals, which SQL tools refuse)."""
+    items = (f"{json.dumps(str(k))}: {_json_number(float(v))}" for k, v in metrics.items())
+    return "{" + ", ".join(items) + "}"
 
 
 def _text(value: Any) -> str:
@@ -167,6 +195,25 @@ def _row_ok(metrics: Any, config: Any) -> int:
     return int(row_problem(metrics, config) is None)
 
 
+_LITERALS = ("NaN", "Infinity")  # what json.dumps writes for non-finite floats
+
+
+def _strict_json_metrics(conn: sqlite3.Connection) -> int:
+    """Rewrites metrics that hold NaN / Infinity literals (not JSON; stored by earlier
+    versions) as strict JSON with the same values; returns the rows rewritten."""
+    where = " OR ".join(f"instr(CAST(metrics AS BLOB), CAST('{t}' AS BLOB)) > 0" for t in _LITERALS)
+    changed = 0
+    for key, text in conn.execute(f"SELECT key, metrics FROM results WHERE {where}").fetchall():
+        try:
+            strict = metrics_json(parse_metrics(_strict_text(text)))
+        except (TypeError, ValueError):
+            continue  # unreadable: a re-run replaces it
+        if strict != text:
+            conn.execute("UPDATE results SET metrics = ? WHERE key = ?", (strict, key))
+            changed += 1
+    return changed
+
+
 # SQL: whether a row can be read (its JSON as bytes: text that is not UTF-8 counts as bad).
 READABLE = "row_ok(CAST(metrics AS BLOB), CAST(config AS BLOB))"
 
@@ -191,6 +238,7 @@ def _read_only_reason(path: Path) -> str | None:
 def _check_path(path: Path, mode: str) -> None:
     """An InputError for a results path that is no results file (before anything opens it)."""
     allowed = "allowed: a results file written by 'testbed sweep'"
+    check_path_name("results", path)
     if path.is_dir():
         raise InputError(
             f"results: got {str(path)!r}, which is a folder; allowed: a results file path "
@@ -264,6 +312,13 @@ class ResultsStore:
                     "allowed: a writable path"
                 )
         self._conn: sqlite3.Connection | None = None
+        damage = wal.damage(self.path) if self.path.exists() else None
+        if damage is not None:  # before SQLite replays the WAL, or a write overwrites it
+            raise InputError(
+                f"results: {str(self.path)!r} is damaged ({damage}); allowed: an intact "
+                f"results file (`testbed salvage --results {self.path} --out NEW.db` copies "
+                "every row that can still be read, those transactions' too)"
+            )
         try:
             self._conn = self._open_read() if mode == "r" else self._open_write()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
@@ -275,9 +330,18 @@ class ResultsStore:
 
     # Opening.
 
-    def _error(self, e: Exception) -> InputError:
-        """A one-line error for a SQLite failure on this file."""
+    def _error(self, e: Exception) -> InputError | EnvironmentFault:
+        """A one-line error for a SQLite failure on this file: an EnvironmentFault when
+        the machine failed (a full disk, an I/O error, no memory), else an InputError."""
         text = " ".join(str(e).split())[:300]
+        code = getattr(e, "sqlite_errorcode", None)
+        if code is not None and code & 0xFF in (SQLITE_NOMEM, SQLITE_IOERR, SQLITE_FULL):
+            return EnvironmentFault(
+                f"results: cannot {'write' if self.mode == 'w' else 'read'} "
+                f"{str(self.path)!r} ({text}); the machine's fault, not the file's: free some "
+                "space or fix the disk, then run the command again (every row committed "
+                "before is kept)"
+            )
         if isinstance(e, sqlite3.OperationalError) and _busy(e):
             return InputError(
                 f"results: {str(self.path)!r} stayed locked by another process for "
@@ -344,7 +408,8 @@ class ResultsStore:
 
     def _open_write(self) -> sqlite3.Connection:
         """Creates the schema in one transaction, or checks an existing file, before any
-        change (a foreign file is refused untouched); then switches to WAL."""
+        change (a foreign file is refused untouched); then switches to WAL. Metrics that
+        earlier versions stored as NaN / Infinity literals are rewritten as strict JSON."""
         conn = self._connect(self.path, timeout=BUSY_SECONDS)
         try:
             _retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
@@ -365,6 +430,7 @@ class ResultsStore:
                 else:
                     self._check_results_file(conn)
                     conn.execute(_LEASES)
+                    _strict_json_metrics(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -400,12 +466,30 @@ class ResultsStore:
             )
 
     def close(self) -> None:
+        """Closes the file. The driver that wrote it first moves the WAL's rows into the
+        main file (a checkpoint): a finished sweep's rows do not depend on its WAL."""
         if self._conn is not None:
+            if self.mode == "w":
+                self.checkpoint()
             self._conn.close()
             self._conn = None
         if self._snapshot is not None:
             self._snapshot.cleanup()
             self._snapshot = None
+
+    def checkpoint(self) -> bool:
+        """Copies every committed row from the WAL into the main file and empties the WAL;
+        False when another connection still reads or writes it (then what it can, and the
+        last driver to close finishes). Never raises: the rows are committed either way."""
+        if self._conn is None or self.mode != "w":
+            return False
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_BUSY_MS}")
+            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return busy == 0
+        except sqlite3.Error as e:
+            log.debug("results: checkpoint of %s not done (%s)", self.path, e)
+            return False
 
     def __enter__(self) -> ResultsStore:
         return self
@@ -448,7 +532,7 @@ class ResultsStore:
             "status": result["status"],
             "error": result.get("error"),
             "traceback": result.get("traceback"),
-            "metrics": json.dumps({k: float(v) for k, v in result.get("metrics", {}).items()}),
+            "metrics": metrics_json(result.get("metrics", {})),
             "wall_seconds": _finite_or_none(result.get("wall_seconds")),
             "versions": json.dumps(result.get("versions") or {}, sort_keys=True),
             "host": result.get("host"),
@@ -610,62 +694,134 @@ STORED_COLUMNS = [  # every column of the results table, in its order
     "attempts",
 ]
 MAX_MISSES = 10_000  # consecutive unreadable row ids before salvage stops looking
+# Tables of row ids to read when the results table's own pages fail: its indexes.
+ROWID_SOURCES = (
+    "SELECT max(rowid) FROM results",
+    "SELECT rowid FROM results INDEXED BY sqlite_autoindex_results_1",
+    "SELECT rowid FROM results INDEXED BY results_agent",
+)
+
+
+def _pad_to_header_size(copy: Path) -> int:
+    """Pads a truncated database file with zero bytes up to the size its header gives
+    (page size x page count), as SQLite expects of it; returns the bytes added. A file
+    cut short otherwise fails at its first look past the end, so no row reads."""
+    with open(copy, "rb") as f:
+        head = f.read(100)
+    if len(head) < 100:
+        return 0
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    if head[24:28] != head[92:96] or not pages or page_size < 512:  # the count is stale
+        return 0
+    size, want = copy.stat().st_size, page_size * pages
+    if size >= want:
+        return 0
+    with open(copy, "ab") as f:
+        f.write(bytes(want - size))
+    return want - size
+
+
+def _known_rowids(conn: sqlite3.Connection) -> tuple[set[int], bool]:
+    """Row ids that the results table or its indexes still name (each read as far as it
+    goes), and whether the table's own largest row id was read."""
+    found: set[int] = set()
+    exact = False
+    for query in ROWID_SOURCES:
+        try:
+            for (rowid,) in conn.execute(query):
+                if rowid is not None:
+                    found.add(int(rowid))
+            exact = exact or query == ROWID_SOURCES[0]
+        except (sqlite3.DatabaseError, UnicodeDecodeError, ValueError, TypeError):
+            continue
+    return found, exact
 
 
 def salvage(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
     """Copies every row of the (damaged) results file `path` that can still be read into
-    the new results file `out`; returns (rows copied, row ids that could not be read).
+    the new results file `out`; returns (rows copied, rows that could not be read).
 
     Rows are read one by one by row id from a private copy of the file and its WAL, so a
-    damaged page costs only the rows stored on it; `path` is not changed.
+    damaged page costs only the rows stored on it; `path` is not changed. The copy is
+    mended first where SQLite would give up on all of it: a file cut short is padded to
+    the size its header gives, and a WAL with a damaged frame gets fresh checksums, so
+    the transactions after that frame are read too (`leaderboard.wal.repair`). Row ids
+    come from the table and its indexes; past the last one known, reading stops after
+    MAX_MISSES ids in a row that hold nothing. When no row can be read, `out` is not
+    left behind.
     """
     source, target = Path(path), Path(out)
+    check_path_name("results", path)
     if not source.is_file() or not is_sqlite_file(source):
         raise InputError(f"results: got {str(path)!r}, which is not a SQLite file")
+    check_path_name("out", out)
     if target.exists():
         raise InputError(f"out: got {str(out)!r}, which exists; allowed: a new file")
     check_output_path("out", out, [path])
     with tempfile.TemporaryDirectory(prefix="testbed-salvage-") as folder:
-        copy = Path(folder) / source.name
+        copy = Path(folder) / "results.db"
         shutil.copyfile(source, copy)
-        wal = source.with_name(source.name + "-wal")
-        if wal.exists():
-            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        _pad_to_header_size(copy)
+        source_wal = wal.wal_path(source)
+        if source_wal.exists():
+            shutil.copyfile(source_wal, wal.wal_path(copy))
+            damage = wal.scan(copy)
+            if damage is not None and damage.lost_commits:
+                wal.repair(wal.wal_path(copy), wal.page_size_of(copy))
         conn = sqlite3.connect(copy, isolation_level=None)
         conn.text_factory = _text
         try:
-            try:
-                last = conn.execute("SELECT max(rowid) FROM results").fetchone()[0]
-            except (sqlite3.DatabaseError, UnicodeDecodeError):
-                last = None
+            known, exact = _known_rowids(conn)
+            last = max(known, default=0)
             copied, lost = 0, 0
-            with ResultsStore(target, mode="w") as store, store._transaction() as dest:
-                query = f"SELECT {', '.join(STORED_COLUMNS)} FROM results WHERE rowid = ?"
-                insert = (
-                    f"INSERT OR IGNORE INTO results ({', '.join(STORED_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' * len(STORED_COLUMNS))})"
-                )
-                rowid, misses = 0, 0
-                while (last is not None and rowid < last) or (last is None and misses < MAX_MISSES):
-                    rowid += 1
-                    try:
-                        row = conn.execute(query, (rowid,)).fetchone()
-                    except (sqlite3.DatabaseError, UnicodeDecodeError):
-                        lost, misses = lost + 1, misses + 1
-                        continue
-                    if row is None:
-                        misses += 1
-                        continue
-                    misses = 0
-                    values = dict(zip(STORED_COLUMNS, row))
-                    if row_problem(values["metrics"], values["config"]) is not None:
-                        lost += 1
-                        continue
-                    dest.execute(insert, row)
-                    copied += 1
+            try:
+                with ResultsStore(target, mode="w") as store, store._transaction() as dest:
+                    query = f"SELECT {', '.join(STORED_COLUMNS)} FROM results WHERE rowid = ?"
+                    insert = (
+                        f"INSERT OR IGNORE INTO results ({', '.join(STORED_COLUMNS)}) "
+                        f"VALUES ({', '.join('?' * len(STORED_COLUMNS))})"
+                    )
+                    rowid, misses, seen = 0, 0, 0
+                    failed: list[int] = []  # ids that raised, or that an index names
+                    while rowid < last or (not exact and misses < MAX_MISSES):
+                        rowid += 1
+                        try:
+                            row = conn.execute(query, (rowid,)).fetchone()
+                        except (sqlite3.DatabaseError, UnicodeDecodeError):
+                            row = None
+                            failed.append(rowid)
+                        else:
+                            if row is None and rowid in known:
+                                failed.append(rowid)
+                        if row is None:
+                            misses += 1
+                            continue
+                        misses, seen = 0, rowid
+                        values = dict(zip(STORED_COLUMNS, row))
+                        if row_problem(values["metrics"], values["config"]) is not None:
+                            lost += 1
+                            continue
+                        dest.execute(insert, row)
+                        copied += 1
+                    # ids past the last row there is are not rows: not counted as lost
+                    lost += sum(1 for i in failed if i <= max(last, seen))
+            except BaseException:
+                _remove_store(target)
+                raise
         finally:
             conn.close()
+    if copied == 0:
+        _remove_store(target)
     return copied, lost
+
+
+def _remove_store(path: Path) -> None:
+    """Deletes a results file that salvage made and its side files."""
+    for name in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        with contextlib.suppress(OSError):
+            name.unlink()
 
 
 def now_iso() -> str:

@@ -27,3 +27,9 @@ def bad_value(field: str, value: object, allowed: str | Iterable[object]) -> Inp
             items = items[:MAX_LISTED] + [f"... ({len(items) - MAX_LISTED} more)"]
         allowed = "one of: " + ", ".join(items)
     return InputError(f"{field}: got {value!r}; allowed: {allowed}")
+
+
+class EnvironmentFault(RuntimeError):
+    """The machine or a service failed, not the input: a full disk, an I/O error, a cluster
+    that cannot be reached. The message names what failed; the command line prints it in
+    one line and exits with status 3 (`experiments.cli.EXIT_ENVIRONMENT`)."""

@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import difflib
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 from testbed.errors import InputError, bad_value
 
 T = TypeVar("T")
+
+
+def close_names(name: object, names: Iterable[str], n: int = 2) -> list[str]:
+    """The (at most `n`) names closest to `name`: a name that differs only in case first,
+    then difflib's close matches (typos, a letter missing or swapped)."""
+    if not isinstance(name, str) or not name:
+        return []
+    names = list(names)
+    same = [c for c in names if c.lower() == name.lower() and c != name]
+    close = difflib.get_close_matches(name.lower(), [c.lower() for c in names], n=n, cutoff=0.6)
+    by_lower = {c.lower(): c for c in names}
+    return list(dict.fromkeys([*same, *(by_lower[c] for c in close)]))[:n]
+
+
+def unknown_name(field: str, name: object, names: Iterable[str]) -> InputError:
+    """`bad_value(field, name, names)` with "did you mean 'x'?" when a name is close."""
+    names = list(names)
+    error = bad_value(field, name, names)
+    close = close_names(name, names)
+    if not close:
+        return error
+    hint = " or ".join(repr(c) for c in close)
+    got = f"{field}: got {name!r}"
+    return InputError(str(error).replace(got, f"{got} (did you mean {hint}?)", 1))
 
 
 class Registry(Generic[T]):
@@ -32,7 +57,7 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         if name not in self._entries:
-            raise bad_value(self.kind, name, sorted(self._entries))
+            raise unknown_name(self.kind, name, sorted(self._entries))
         return self._entries[name]
 
     def names(self) -> list[str]:

@@ -75,6 +75,29 @@ def _check_members(
     _check_shape(out_shape[1:], num_rows, num_classes, link)
 
 
+def check_sampler(sampler: Any, link: Callable = log_softmax) -> None:
+    """An InputError naming what the agent returned when it is no sampler: not callable (a
+    dict, an array, a model object without `__call__`), or a FiniteSampler whose
+    `all_logits` is not callable. (It failed with "'dict' object is not callable" deep
+    inside an estimator.)"""
+    if isinstance(sampler, FiniteSampler):
+        if callable(getattr(sampler, "all_logits", None)):
+            return
+        got = f"a FiniteSampler whose all_logits is {type(sampler.all_logits).__name__}"
+    elif callable(sampler):
+        return
+    else:
+        got = f"a {type(sampler).__name__}"
+        if isinstance(sampler, dict):
+            got += f" (keys: {', '.join(map(str, list(sampler)[:5]))})"
+    shape = "[n, C]" if link is log_softmax else "[n, 1]"
+    raise InputError(
+        f"predictive: got {got}, which cannot be called; allowed: an epistemic sampler, a "
+        f"callable (x [n, d], key) -> {_what(link)} {shape} (or a FiniteSampler of K "
+        "functions; see testbed.base)"
+    )
+
+
 def _is_traceable(fn: Callable, *args) -> tuple[bool, tuple[int, ...] | None]:
     if getattr(fn, "traceable", True) is False:
         return False, None
@@ -151,6 +174,7 @@ def apply_functions(
     `link` is `log_softmax` (classification: logits) or `real_values` (regression: any
     non-finite value is an error).
     """
+    check_sampler(sampler, link)
     num_keys = keys.shape[0]
     if isinstance(sampler, FiniteSampler):
         ok, shape = _is_traceable(sampler.all_logits, x)
@@ -271,6 +295,7 @@ def reduce_per_batch(
     it). Non-traceable samplers with keys per batch would need N * M calls and are
     refused; NaN or +inf outputs and wrong shapes raise an `InputError`.
     """
+    check_sampler(sampler, link)
     x = jnp.asarray(x)
     y = jnp.asarray(y, jnp.int32)
     num_batches, tau = y.shape

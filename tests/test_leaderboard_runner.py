@@ -48,13 +48,20 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     executor = LocalExecutor(workers=2, timeout=10.0, imports=("leaderboard_faults",))
     with ResultsStore(tmp_path / "r.db") as s:
         summary = run_sweep(jobs, s, executor)
-        rows = {r["problem_id"]: r for r in s.rows()}
+        rows = {r["problem_id"]: r for r in s.rows(tracebacks=True)}
     assert (summary.ran, summary.ok, summary.failed) == (6, 2, 4)
     assert rows["lbfault/raise"]["error"] == "RuntimeError: deliberate failure second line"
     assert rows["lbfault/nan"]["error"] == "non-finite metrics: kl_estimate=nan"
     assert rows["lbfault/nan"]["metrics"]["test_acc"] == 0.5  # kept for scoring
     assert rows["lbfault/hang"]["error"] == "timed out after 10 s (worker killed)"
     assert rows["lbfault/die"]["error"] == "worker process died (exit code 7)"
+    # their wall time and, as traceback, where the hung job was (the worker's stack when
+    # its time ran out) or why a dead worker left none (rows had neither)
+    hang, die = rows["lbfault/hang"], rows["lbfault/die"]
+    assert 10 <= hang["wall_seconds"] < 60 and 0 <= die["wall_seconds"] < 60
+    assert "time limit ran out" in hang["traceback"]
+    assert "leaderboard_faults.py" in hang["traceback"] and "in evaluate" in hang["traceback"]
+    assert "No Python traceback" in die["traceback"] and "exited with code 7" in die["traceback"]
     assert rows["coin/0"]["status"] == "ok" and rows["coin/0"]["metrics"]["kl_estimate"] > 0
     # each worker runs with one thread for XLA and OpenMP, set before its imports
     env = rows["lbfault/env"]["metrics"]

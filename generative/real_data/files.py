@@ -19,6 +19,11 @@ generative.real_data.problems). Two formats:
   permutation: datasets.offline_split). Labels are integers 0..C-1 (`3` or `3.0`);
   C = the largest label + 1.
 
+Inputs of a file are standardised per feature by default (`standardize="auto"`: tabular
+features each have their own scale), except uint8 image pixels, which get the reference's
+per-example form; `standardize=example|feature` (an option of `generative.load`, or
+`--option` on the command line) chooses.
+
 A file is read once per process (cached by path, size and modification time).
 """
 

@@ -3,7 +3,9 @@
 The Neural Testbed standardises every example across its own features:
 x -> (x - mean(x)) / sqrt(var(x) + 1e-8) (population variance), after scaling image pixels
 to [0, 1]. Per-feature standardisation (statistics of the training split) is the usual
-alternative for tabular data and is offered as an option.
+form for tabular data, whose features each have their own unit and scale: it is the
+default for the user's data files that are not images (`standardize="auto"`, see
+generative.real_data.problems.STANDARDIZE) and an option everywhere.
 """
 
 from __future__ import annotations

@@ -1,0 +1,224 @@
+"""Fault injection on a scratch results store: the probes that found the store's faults,
+repeated. Prints, per probe, the rows lost and the rows doubled; every probe must give
+(0, 0).
+
+    python tests/fault_injection.py [--folder DIR] [--jobs N] [--seed S]
+
+Probes (each on a fresh store in DIR, default a temporary folder, with N quick jobs of the
+`lbfault/clock` test problems run by `testbed sweep` in processes of their own):
+
+- kill -9: the sweep's driver is killed mid-sweep, then the sweep is run again;
+- Ctrl-C: the driver's process group gets SIGINT mid-sweep, then the sweep runs again;
+- concurrent: three identical sweeps at once on one store (a job run by two is doubled);
+- corrupt rows: finished rows get metrics that do not parse; the sweep runs again;
+- damaged WAL: a killed driver's WAL gets 100 random bytes; the store is refused, salvaged
+  into a new file, and the sweep runs again on it;
+- truncated: the store is cut to half its size, salvaged, and the sweep runs again.
+
+Lost: jobs of the sweep without an `ok` row at the end. Doubled: rows stored twice for one
+job, or (concurrent sweeps) jobs that two sweeps both ran. The exit status is 0 when every
+probe gave (0, 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+# A terminal's foreground job has SIGINT at its default (a background shell ignores it).
+AS_A_TERMINAL_STARTS_IT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
+class Probe:
+    """One scratch store and the sweep that fills it."""
+
+    def __init__(self, folder: Path, name: str, jobs: int):
+        self.folder = folder / name
+        self.folder.mkdir(parents=True)
+        self.db = self.folder / "results.db"
+        self.log = self.folder / "ran.log"
+        self.ids = [f"lbfault/clock-{i}" for i in range(jobs)]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}",
+                "LBFAULT_LOG": str(self.log), "LBFAULT_SLEEP": "0.2"}  # fmt: skip
+
+    def argv(self, db: Path | None = None, executor: str = "local") -> list[str]:
+        return [
+            "-m", "experiments.cli", "sweep", "--agent", "uniform", "--problem",
+            ",".join(self.ids), "--import", "leaderboard_faults", "--results",
+            str(db or self.db), "--quiet", "--executor", executor,
+            *(["--workers", "2"] if executor == "local" else []),
+        ]  # fmt: skip
+
+    def start(self, db: Path | None = None, executor: str = "local") -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, *self.argv(db, executor)],
+            cwd=ROOT, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+
+    def run(self, db: Path | None = None, executor: str = "local") -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [sys.executable, *self.argv(db, executor)],
+            cwd=ROOT, env=self.env(), capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        if proc.returncode not in (0, 1):
+            raise RuntimeError(f"sweep exited {proc.returncode}: {proc.stderr.strip()}")
+        return proc
+
+    def stored(self, db: Path | None = None) -> int:
+        try:
+            with sqlite3.connect(db or self.db, timeout=1) as conn:
+                return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    def wait_for_rows(self, proc: subprocess.Popen, rows: int) -> None:
+        deadline = time.monotonic() + 300
+        while self.stored() < rows and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def outcome(self, db: Path | None = None, count_runs: bool = False) -> tuple[int, int]:
+        """(jobs without an ok row, rows doubled): read as any SQL user reads the file."""
+        with sqlite3.connect(db or self.db) as conn:
+            rows = conn.execute("SELECT problem_id, status FROM results").fetchall()
+        conn.close()
+        per_job = collections.Counter(pid for pid, _ in rows)
+        ok = {pid for pid, status in rows if status == "ok"}
+        lost = sum(1 for pid in self.ids if pid not in ok)
+        doubled = sum(n - 1 for n in per_job.values() if n > 1)
+        if count_runs and self.log.exists():  # jobs that two sweeps ran
+            lines = self.log.read_text().splitlines()
+            runs = collections.Counter(line.split()[0] for line in lines if line)
+            doubled += sum(n - 1 for n in runs.values() if n > 1)
+        return lost, doubled
+
+
+def kill_probe(probe: Probe, rng: random.Random, how: str) -> tuple[int, int]:
+    proc = probe.start()
+    probe.wait_for_rows(proc, rng.randrange(2, len(probe.ids) // 2))
+    if how == "kill":
+        os.kill(proc.pid, signal.SIGKILL)
+    else:
+        os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=120)
+    probe.run()
+    return probe.outcome()
+
+
+def concurrent_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
+    from leaderboard.store import ResultsStore
+
+    ResultsStore(probe.db).close()  # one file, created once
+    procs = [probe.start(executor="inline") for _ in range(3)]
+    for proc in procs:
+        proc.communicate(timeout=600)
+        if proc.returncode not in (0, 1):
+            raise RuntimeError(f"a concurrent sweep exited {proc.returncode}")
+    return probe.outcome(count_runs=True)
+
+
+def corrupt_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
+    probe.run()
+    with sqlite3.connect(probe.db) as conn:
+        keys = [k for (k,) in conn.execute("SELECT key FROM results")]
+        for key in rng.sample(keys, max(1, len(keys) // 4)):
+            bad = '{"kl_estimate": 0.'  # cut short: not JSON
+            conn.execute("UPDATE results SET metrics = ? WHERE key = ?", (bad, key))
+    conn.close()
+    probe.run()
+    return probe.outcome()
+
+
+def damaged_wal_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
+    proc = probe.start()
+    probe.wait_for_rows(proc, len(probe.ids) - 2)
+    os.kill(proc.pid, signal.SIGKILL)  # its rows stay in the WAL
+    proc.communicate(timeout=120)
+    wal = probe.db.with_name(probe.db.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 200:
+        with open(wal, "r+b") as f:
+            f.seek(rng.randrange(0, wal.stat().st_size - 100))
+            f.write(bytes(rng.randrange(256) for _ in range(100)))
+    return salvage_and_resume(probe)
+
+
+def truncated_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
+    probe.run()
+    data = probe.db.read_bytes()
+    probe.db.write_bytes(data[: len(data) // 2])
+    return salvage_and_resume(probe)
+
+
+def salvage_and_resume(probe: Probe) -> tuple[int, int]:
+    """`testbed salvage` into a new file when the store is refused, then the sweep again."""
+    check = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "leaderboard", "--results", str(probe.db)],
+        cwd=ROOT, env=probe.env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    target = probe.db
+    if check.returncode == 2 and "testbed salvage" in check.stderr:
+        target = probe.folder / "salvaged.db"
+        said = subprocess.run(
+            [sys.executable, "-m", "experiments.cli", "salvage", "--results", str(probe.db),
+             "--out", str(target)],
+            cwd=ROOT, env=probe.env(), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        print(f"  ({(said.stdout or said.stderr).strip()})", flush=True)
+        if not target.exists():  # nothing could be read: the sweep starts over
+            target = probe.folder / "fresh.db"
+    probe.run(target)
+    return probe.outcome(target)
+
+
+PROBES = {
+    "kill -9 mid-sweep, then resume": lambda p, r: kill_probe(p, r, "kill"),
+    "Ctrl-C mid-sweep, then resume": lambda p, r: kill_probe(p, r, "int"),
+    "three identical sweeps at once": concurrent_probe,
+    "corrupt rows, then resume": corrupt_probe,
+    "100 random bytes in the WAL, salvage, resume": damaged_wal_probe,
+    "store cut to half its size, salvage, resume": truncated_probe,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", help="scratch folder (default: a temporary one)")
+    parser.add_argument("--jobs", type=int, default=16, help="jobs per sweep")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    rng = random.Random(args.seed)
+    folder = Path(args.folder or tempfile.mkdtemp(prefix="testbed-faults-"))
+    total = [0, 0]
+    try:
+        for n, (name, probe) in enumerate(PROBES.items()):
+            lost, doubled = probe(Probe(folder, f"probe{n}", args.jobs), rng)
+            total[0] += lost
+            total[1] += doubled
+            print(f"{name}: rows lost {lost}, doubled {doubled}", flush=True)
+    finally:
+        if not args.folder:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(f"all probes: rows lost {total[0]}, doubled {total[1]}")
+    return 0 if total == [0, 0] else 1
+
+
+if __name__ == "__main__":
+    sys.path[:0] = [str(ROOT), str(TESTS)]
+    sys.exit(main())
