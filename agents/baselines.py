@@ -20,7 +20,7 @@ from testbed.base import (
     OffersOracle,
     PriorKnowledge,
 )
-from testbed.config import check_nonnegative
+from testbed.config import check_nonnegative, check_one_of
 from testbed.errors import InputError
 from testbed.random_mlp import sample_logit_fn
 
@@ -98,12 +98,17 @@ def make_exact(config: NoConfig) -> ProblemReader:
 
 @dataclasses.dataclass(frozen=True)
 class AverageClassProbsConfig:
-    """Class frequencies of the training labels, plus an optional pseudo-count per class."""
+    """Training-label class frequencies. `form='reference'` (default) feeds them in as
+    logits, as the Neural Testbed's baseline does (its per-id values); `form='log'` uses
+    their logarithm, with `pseudo_count` added to every class (a class never seen then
+    keeps a probability above 0)."""
 
-    pseudo_count: float = 0.0
+    form: str = "reference"
+    pseudo_count: float = 1.0
     seed: int = 0
 
     def __post_init__(self):
+        check_one_of("form", self.form, ("reference", "log"))
         check_nonnegative("pseudo_count", self.pseudo_count)
 
 
@@ -111,23 +116,25 @@ class AverageClassProbsConfig:
 def make_average_class_probs(config: AverageClassProbsConfig):
     """Training-label class frequencies at every input.
 
-    The reference returns the frequencies as *logits* (so softmax squashes them towards
-    uniform); we return their logarithm, the intended predictive. A class never seen
-    (with pseudo_count 0) has probability 0: its batches give infinite KL, clipped and
-    flagged by `pct_finite_kl` as in the reference.
+    By default the frequencies are the logits (the reference's baseline: softmax squashes
+    them towards uniform, and no class has probability 0). With `form='log'`, the
+    predictive is the (pseudo-counted) frequencies themselves; a class never seen with
+    pseudo_count 0 has probability 0, and its test batches have infinite KL. With no
+    training data both forms are uniform (the reference divides by 0).
     """
 
     def agent(data: Data, prior: PriorKnowledge):
         require_classification("average_class_probs", prior)
         y = np.asarray(data.y).reshape(-1).astype(int)
         counts = np.bincount(y, minlength=prior.num_classes)[: prior.num_classes]
-        total = counts.sum() + config.pseudo_count * prior.num_classes
-        if total == 0:  # no data and no pseudo-counts: nothing to average, fall back to uniform
-            freqs = np.full(prior.num_classes, 1.0 / prior.num_classes)
+        if config.form == "reference":
+            freqs = counts / max(len(y), 1)
+            logits = jnp.asarray(freqs, jnp.float32)
         else:
-            freqs = (counts + config.pseudo_count) / total
-        with np.errstate(divide="ignore"):
-            logits = jnp.asarray(np.log(freqs), jnp.float32)
+            total = counts.sum() + config.pseudo_count * prior.num_classes
+            freqs = (counts + config.pseudo_count) / total if total else counts + 1.0
+            with np.errstate(divide="ignore"):
+                logits = jnp.asarray(np.log(freqs / freqs.sum()), jnp.float32)
 
         def sampler(x, key):
             return jnp.broadcast_to(logits, (x.shape[0], prior.num_classes))

@@ -468,6 +468,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from leaderboard.outputs import check_output_path
     from leaderboard.tables import fmt_cell, render
 
+    _import_user_modules(args)  # a family of the user's says how it is ranked
     if args.failures:
         return cmd_failures(args)
     if args.export:
@@ -521,6 +522,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from leaderboard.report import write_report
 
     check_output_path("out", args.out, [args.results])  # before anything is read
+    _import_user_modules(args)
     normalize = None if args.normalize == "none" else args.normalize
     board = lb.build(
         args.results, sweep=args.sweep, normalize=normalize, per_observation=True, unranked_ok=True
@@ -633,8 +635,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--train-per-job",
         action="store_true",
-        help="train amortized SBI agents (npe, nle, nre) once per observation, not once per "
-        "task x budget (npe: the same numbers, ~10x the training time)",
+        help="train once per problem, not once per training set (the Neural Testbed's tau "
+        "pairs share one; so do an SBI task's observations for amortized agents: the same "
+        "numbers, up to 10x the training time)",
     )
     _add_import(p)
     _add_verbosity(p)
@@ -645,7 +648,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="testbed-results.db")
     p.add_argument("--sweep", help="rank over this sweep's problems (missing ones count 1e6)")
     p.add_argument("--tau", type=int, help="one tau only (default: a table per tau)")
-    p.add_argument("--normalize", default="uniform", help="agent whose KL is 1, or none")
+    p.add_argument(
+        "--normalize",
+        default="default",
+        help="agent whose mean score is 1 (default: each family's own, e.g. uniform), or none",
+    )
     p.add_argument("--all-configs", action="store_true", help="every config, not the best")
     p.add_argument("--metric", choices=["auto", "kl", "c2st"], default="auto")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
@@ -658,14 +665,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also C2ST per observation, beside the SBI benchmark paper's",
     )
+    _add_import(p)
     p.set_defaults(fn=cmd_leaderboard)
 
     p = sub.add_parser("report", help="write a self-contained HTML report")
     p.add_argument("--results", default="testbed-results.db")
     p.add_argument("--out", default="report.html")
     p.add_argument("--sweep", help="rank over this sweep's problems")
-    p.add_argument("--normalize", default="uniform", help="agent whose KL is 1, or none")
+    p.add_argument(
+        "--normalize",
+        default="default",
+        help="agent whose mean score is 1 (default: each family's own, e.g. uniform), or none",
+    )
     p.add_argument("--title", default="testbed leaderboard")
+    _add_import(p)
     p.set_defaults(fn=cmd_report)
 
     p = sub.add_parser("salvage", help="copy the readable rows of a damaged results file")

@@ -19,6 +19,8 @@ from generative import (  # noqa: F401
 from generative.registry import (
     FAMILIES,
     SWEEPS,
+    data_version,
+    family_of,
     family_sweeps,
     load,
     problem_settings,
@@ -28,11 +30,14 @@ from generative.registry import (
     sweep_ids,
     sweep_names,
     training_key,
+    training_shared_by,
 )
 
 __all__ = [
     "FAMILIES",
     "SWEEPS",
+    "data_version",
+    "family_of",
     "family_sweeps",
     "load",
     "problem_settings",
@@ -42,4 +47,5 @@ __all__ = [
     "sweep_ids",
     "sweep_names",
     "training_key",
+    "training_shared_by",
 ]

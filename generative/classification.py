@@ -20,13 +20,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from generative.input_designs import gaussian_inputs, polyadic_gaussian_inputs
-from generative.registry import index_settings, register_family, register_sweep
+from generative.registry import register_sweep, register_table
 from testbed.accuracy import LabelledInputs
-from testbed.base import Data, PriorKnowledge
+from testbed.base import SHARED_BY_ANY, Data, PriorKnowledge
 from testbed.config import check_at_least, check_one_of, check_positive
 from testbed.evaluation import Evidence, EvidenceScoring
 from testbed.joint_kl import TestBatches, estimator_keys, sample_keys
 from testbed.random_mlp import make_random_mlp
+from testbed.ranking import JOINT_KL
 from testbed.reference_rng import (
     key_sequence,
     labels_log_likelihood,
@@ -107,11 +108,32 @@ def environment_test_batches(
     return environment_batches(net, params, temperature, keys, tau, input_dim, design, kappa)
 
 
+def training_key(settings: dict, scheme: str = "nt") -> str:
+    """What decides a problem's environment and training data (not tau, not how it is
+    scored): problems with one key give the same training data. `scheme` names how the
+    keys are derived from the seed (today's sweeps, or the 2021 one)."""
+    hidden = "-".join(str(h) for h in settings.get("hidden", (50, 50)))
+    return (
+        f"classification[{scheme}]/d{settings['input_dim']}/n{settings['num_train']}"
+        f"/T{settings['temperature']}/C{settings.get('num_classes', 2)}/h{hidden}"
+        f"/seed{settings['seed']}"
+    )
+
+
 class ClassificationProblem(EvidenceScoring):
-    """A seeded random-MLP classification problem scored by marginal or joint KL."""
+    """A seeded random-MLP classification problem scored by marginal or joint KL.
+
+    Problems with one `training_key` (a sweep's tau = 1 and tau = 10 problems of one seed)
+    give the same environment and training data: any agent trains once for them."""
 
     offers = frozenset({"sampler", "label_batches", "labelled_inputs"})
     metrics = ("joint_kl", "accuracy")
+    key_scheme = "nt"
+    training_shared_by = SHARED_BY_ANY
+
+    @property
+    def training_key(self) -> str:
+        return training_key(dataclasses.asdict(self.settings), self.key_scheme)
 
     def __init__(self, settings: ClassificationSettings):
         self.settings = s = settings
@@ -255,27 +277,29 @@ def register_classification(
     problem_cls: type[ClassificationProblem] = ClassificationProblem,
     what: str = "Neural Testbed random-MLP classification",
 ) -> None:
-    """Registers the family and the sweep `name`: id `name/i` is row i of `table`."""
-
-    def settings(rest: str) -> dict:
-        return dataclasses.asdict(ClassificationSettings(**index_settings(name, rest, table)))
-
-    def build(settings: dict) -> ClassificationProblem:
-        settings = {k: v for k, v in settings.items() if k != "family"}
-        settings["hidden"] = tuple(settings.get("hidden", (50, 50)))
-        return problem_cls(ClassificationSettings(**settings))
-
-    register_family(
+    """Registers the family and the sweep `name`: id `name/i` is row i of `table`; problems
+    of one training key (its tau pairs) share a training, for any agent."""
+    register_table(
         name,
-        settings,
-        f"{what} ({len(table)} ids)",
+        table,
+        ClassificationSettings,
+        problem_cls,
+        what,
         options=("num_test_seeds", "num_enn_samples"),
-        id_form=f"{name}/<i>, i = 0..{len(table) - 1}",
         prediction="labels",
-        option_types=ClassificationSettings,
-    )(build)
-    register_sweep(name)(lambda: [f"{name}/{i}" for i in range(len(table))])
+        training_key=functools.partial(training_key, scheme=problem_cls.key_scheme),
+        training_shared_by=SHARED_BY_ANY,
+        ranked_by=JOINT_KL,
+    )
 
 
 for _name, _table in SWEEP_SETTINGS.items():
     register_classification(_name, _table)
+
+
+@register_sweep("classification_2d_quick")
+def quick_ids() -> list[str]:
+    """A quick look at the headline: one seed per training size at T = 0.01, each at tau = 1
+    and tau = 10 (14 problems of `classification_2d`, 7 trainings: each pair shares one)."""
+    first = [30 * k for k in range(len(NUM_TRAIN_2D))]
+    return [f"classification_2d/{j + half}" for j in first for half in (0, 210)]

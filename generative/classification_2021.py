@@ -56,6 +56,8 @@ def classification_2d_2021_grid(num_seed: int = 10) -> list[dict]:
 class Classification2021Problem(ClassificationProblem):
     """A `classification_2d_2021` problem: the 2021 keys and per-batch estimator keys."""
 
+    key_scheme = "nt2021"
+
     def instance_keys(self):
         generator_key, estimator_key = key_sequence(self.settings.seed, 2)
         init_key, data_key = key_sequence(generator_key, 2)

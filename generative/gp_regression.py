@@ -22,12 +22,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from generative.registry import index_settings, register_family, register_sweep
+from generative.registry import register_table
 from testbed.base import Data, PriorKnowledge
 from testbed.config import check_at_least, check_positive
 from testbed.evaluation import Evidence, EvidenceScoring
 from testbed.joint_kl import sample_keys
 from testbed.nngp import nngp_kernel
+from testbed.ranking import RankedBy
 from testbed.reference_rng import key_sequence, reference_stream
 from testbed.regression_kl import RegressionBatches, gaussian_log_likelihood
 
@@ -184,25 +185,30 @@ SWEEP_SETTINGS = {
 }
 
 
-def _register(name: str, table: list[dict]) -> None:
-    def settings(rest: str) -> dict:
-        return dataclasses.asdict(RegressionSettings(**index_settings(name, rest, table)))
-
-    def build(settings: dict) -> GPRegressionProblem:
-        settings = {k: v for k, v in settings.items() if k != "family"}
-        return GPRegressionProblem(RegressionSettings(**settings))
-
-    register_family(
-        name,
-        settings,
-        f"Neural Testbed GP regression, NNGP of a 2-hidden-layer ReLU MLP ({len(table)} ids)",
-        options=("num_test_seeds", "num_enn_samples"),
-        id_form=f"{name}/<i>, i = 0..{len(table) - 1}",
-        prediction="real_values",
-        option_types=RegressionSettings,
-    )(build)
-    register_sweep(name)(lambda: [f"{name}/{i}" for i in range(len(table))])
+# Ranked by the Neural Testbed's rules on the KL of the true predictive N(f(x), noise^2)
+# to the agent's mixture, normalised by uniform (on regression: the function f = 0).
+REGRESSION_KL = RankedBy(
+    score="kl_estimate",
+    name="regression KL (GP environments)",
+    accuracy=False,
+    note=(
+        "GP regression (the environment is a function drawn from the NNGP of a ReLU "
+        "network): the KL of the true predictive N(f(x), noise^2) to the agent's mixture "
+        "of its sampled functions, each blurred by the known noise, over 1,001 test inputs "
+        "(lower is better; oracle 0, gp_posterior is the Bayes-optimal agent). Normalised by "
+        "uniform, which on regression is the function f = 0, as the reference."
+    ),
+)
 
 
 for _name, _table in SWEEP_SETTINGS.items():
-    _register(_name, _table)
+    register_table(
+        _name,
+        _table,
+        RegressionSettings,
+        GPRegressionProblem,
+        "Neural Testbed GP regression, NNGP of a 2-hidden-layer ReLU MLP",
+        options=("num_test_seeds", "num_enn_samples"),
+        prediction="real_values",
+        ranked_by=REGRESSION_KL,
+    )

@@ -12,9 +12,10 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from testbed.base import PREDICTIONS, Problem
+from testbed.base import PREDICTIONS, SHARED_BY, SHARED_BY_AMORTIZED, Problem
 from testbed.config import coerce_fields, field_types
 from testbed.errors import InputError, bad_value
+from testbed.ranking import JOINT_KL, RankedBy
 from testbed.registry import Registry, unknown_name
 
 
@@ -25,13 +26,19 @@ class ProblemFamily:
     `options` names the settings a user may change when loading an id (evaluation sizes,
     optional metrics); the id still names the problem (data, environment, seed).
     `training_key(settings)`, where given, names the training data: problems with one key
-    differ only in what they evaluate (the SBI benchmark's observations of one budget), so
-    an amortized agent trained for one serves all.
+    give the same training data. `training_shared_by` says which agents may then train
+    once for them all: 'amortized' (they differ in what the agent is shown, e.g. the SBI
+    benchmark's observations of one budget) or 'any' (they differ only in how they score,
+    e.g. the Neural Testbed's tau pairs); see `testbed.base.SharesTraining`.
     `require_data(list of settings)`, where given, raises one InputError naming the data
     those problems need that is not at hand (a dataset not prepared, a missing file): a
     sweep calls it before its first job.
     `id_form` says how its ids are written (`sbi/<task>/<num_simulations>/<k>[/seeded]`),
     for `testbed list problems`.
+    `ranked_by` is how the leaderboard ranks its problems (`testbed.ranking.RankedBy`; the
+    Neural Testbed's joint KL unless the family says otherwise; None: not ranked).
+    `data_version(settings)`, where given, names the version of the data a problem reads
+    (a file's sha256): a stored result of other data is refused rather than reused.
     `prediction` is what its problems need an agent to predict (a name of
     `testbed.base.PREDICTIONS`: `labels`, `real_values`, `posterior`, `model_posterior`), so
     a sweep refuses an agent that predicts another kind before any job, without loading a
@@ -49,6 +56,9 @@ class ProblemFamily:
     id_form: str = ""
     prediction: str | None = None
     option_types: type | None = None
+    training_shared_by: str = SHARED_BY_AMORTIZED
+    ranked_by: RankedBy | None = JOINT_KL
+    data_version: Callable[[dict[str, Any]], str | None] | None = None
 
 
 FAMILIES: Registry[ProblemFamily] = Registry("problem family")
@@ -65,6 +75,9 @@ def register_family(
     id_form: str = "",
     prediction: str | None = None,
     option_types: type | None = None,
+    training_shared_by: str = SHARED_BY_AMORTIZED,
+    ranked_by: RankedBy | None = JOINT_KL,
+    data_version: Callable[[dict[str, Any]], str | None] | None = None,
 ):
     """Decorator on `build(settings) -> Problem`: registers the family `name`, whose
     settings named in `options` may be overridden by `load(id, **options)` and whose
@@ -73,6 +86,10 @@ def register_family(
     `build` is annotated to return)."""
     if prediction is not None and prediction not in PREDICTIONS:
         raise bad_value(f"family {name}: prediction", prediction, [*PREDICTIONS, None])
+    if training_shared_by not in SHARED_BY:
+        raise bad_value(f"family {name}: training_shared_by", training_shared_by, SHARED_BY)
+    if ranked_by is not None and not isinstance(ranked_by, RankedBy):
+        raise bad_value(f"family {name}: ranked_by", ranked_by, "a testbed.ranking.RankedBy")
 
     def add(build: Callable[[dict[str, Any]], Problem]):
         family = ProblemFamily(
@@ -86,11 +103,45 @@ def register_family(
             id_form or f"{name}/...",
             prediction,
             option_types,
+            training_shared_by,
+            ranked_by,
+            data_version,
         )
         FAMILIES.register(name, family)
         return build
 
     return add
+
+
+def register_table(
+    name: str,
+    table: list[dict[str, Any]],
+    settings_cls: type,
+    problem_cls: Callable[[Any], Problem],
+    description: str,
+    **family: Any,
+) -> None:
+    """Registers the family and the sweep `name` of an indexed table: id `name/i` is row i,
+    checked by the dataclass `settings_cls`, built as `problem_cls(settings_cls(...))`.
+    `family`: the other `register_family` arguments (options, prediction, ...)."""
+
+    def settings(rest: str) -> dict:
+        return dataclasses.asdict(settings_cls(**index_settings(name, rest, table)))
+
+    def build(settings: dict) -> Problem:
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
+        fields.pop("family", None)
+        return problem_cls(settings_cls(**fields))
+
+    register_family(
+        name,
+        settings,
+        f"{description} ({len(table)} ids)",
+        id_form=f"{name}/<i>, i = 0..{len(table) - 1}",
+        option_types=settings_cls,
+        **family,
+    )(build)
+    register_sweep(name)(lambda: [f"{name}/{i}" for i in range(len(table))])
 
 
 def register_sweep(name: str):
@@ -126,6 +177,23 @@ def training_key(problem_id: str) -> str | None:
     its family does not say (its problems share nothing)."""
     family, rest = split_id(problem_id)
     return None if family.training_key is None else family.training_key(family.settings(rest))
+
+
+def family_of(problem_id: str) -> ProblemFamily:
+    """The registered family of a problem id."""
+    return split_id(problem_id)[0]
+
+
+def data_version(problem_id: str) -> str | None:
+    """The version of the data `problem_id` reads (a file's sha256), or None when its
+    family reads no data that can change under the same id."""
+    family, rest = split_id(problem_id)
+    return None if family.data_version is None else family.data_version(family.settings(rest))
+
+
+def training_shared_by(problem_id: str) -> str:
+    """Which agents may train once for the problems of `problem_id`'s training key."""
+    return split_id(problem_id)[0].training_shared_by
 
 
 def require_data(problem_ids: Iterable[str]) -> None:

@@ -1,9 +1,10 @@
-"""The leaderboard: results -> the ranking tables of every kind of problem present.
+"""The leaderboard: results -> the ranking tables of every family present.
 
-Problems of different families are never pooled: each family (the part of a problem id
-before its first '/') is cleaned and ranked on its own, one table per family and tau, as
-the Neural Testbed ranks each of its sweeps (`classification_2d` and `classification`
-included) on its own. With a sweep, only its problems count.
+Each problem family declares how it is ranked (`testbed.ranking.RankedBy`, given when it
+registers): the metric, the rule (the Neural Testbed's, one table per tau; the SBI
+benchmark's, per cell over observations), its normaliser and the published results shown
+beside. Families are never pooled: each is cleaned and ranked on its own. With a sweep,
+only its problems count. Nothing here names a family or a score.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pandas as pd
 from leaderboard import literature, scoring
 from leaderboard.store import DEFAULT_PATH, load
 from testbed.errors import InputError, bad_value
+from testbed.ranking import OBSERVATIONS, TESTBED, RankedBy
 
 KL_COLUMNS = [  # the columns a ranking table shows (csv/json output: every column)
     "rank",
@@ -34,12 +36,6 @@ KL_COLUMNS = [  # the columns a ranking table shows (csv/json output: every colu
     "pct_health",
     "num_problems",
 ]
-# Real data have no true likelihood: their tables hold a joint NLL, shown under its name.
-NLL_NAMES = {
-    "normalized_kl": "normalized_nll",
-    "mean_kl": "mean_nll",
-    "stderr_kl": "stderr_nll",
-}
 SHORT_NAMES = {  # terminal and report headers
     "rank": "rank",
     "label": "agent",
@@ -54,6 +50,7 @@ SHORT_NAMES = {  # terminal and report headers
     "median_evaluation_seconds": "eval s (median)",
     "pct_health": "health",
     "num_problems": "n",
+    "num_non_finite": "non-finite",
     "mean_c2st": "C2ST",
     "ci_low": "CI low",
     "ci_high": "CI high",
@@ -102,6 +99,10 @@ COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     "median_train_seconds": f"median seconds of training per job ({MEDIAN_NOTE})",
     "median_evaluation_seconds": f"median seconds of scoring per job ({MEDIAN_NOTE})",
     "pct_health": HEALTH_HELP,
+    "num_non_finite": "problems scored as infinitely wrong: a test batch held a label the "
+    "agent gives probability 0 (an infinite KL or NLL), so the problem counts 1e6, as the "
+    "reference ranks a non-finite score (the stored kl_estimate clips such batches to the "
+    "largest finite one, for parity with the reference's per-problem values)",
     "num_problems": "problems scored in this table (a missing one counts 1e6)",
     "task": "simulator task",
     "budget": "simulation budget: simulations the agent may run",
@@ -137,85 +138,57 @@ COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     "attempts": "times the job ran (--retry-failed runs a failed job again)",
     "finished_at": "when the job's result was stored (UTC)",
 }
-REAL_FAMILY = "real"  # real-data problems: ranked on their joint NLL
-REGRESSION_FAMILIES = ("regression", "regression_test")  # GP regression: tables of their own
-REAL_PREFIX = f"{REAL_FAMILY}/"
-REGRESSION_PREFIXES = tuple(f"{f}/" for f in REGRESSION_FAMILIES)
-C2ST_COLUMNS = [
-    "task",
-    "budget",
-    "rank",
-    "label",
-    "mean_c2st",
-    "ci_low",
-    "ci_high",
-    "num_observations",
-    "paper_c2st",
-    "paper_min",
-    "paper_max",
-]
-PER_OBSERVATION_COLUMNS = ["label", "task", "budget", "observation", "c2st", "paper_c2st"]
-
-
-def kind_of(family: str) -> str:
-    """How a family's problems are ranked: 'nll' (real data), 'regression' or 'kl'."""
-    if family == REAL_FAMILY:
-        return "nll"
-    return "regression" if family in REGRESSION_FAMILIES else "kl"
 
 
 @dataclasses.dataclass
 class Ranking:
-    """One ranking table: the problems of one family at one tau (None: no tau)."""
+    """One ranking table: the problems of one family (at one tau, None: no tau), ranked as
+    the family declares (`spec`)."""
 
-    kind: str  # 'kl', 'nll' (real data) or 'regression'
+    spec: RankedBy
     family: str
     tau: int | None
     table: pd.DataFrame
 
+    @property
+    def observations(self) -> bool:
+        """Ranked per cell over observations (the SBI benchmark's rule)."""
+        return self.spec.rule == OBSERVATIONS
+
 
 @dataclasses.dataclass
 class Board:
-    """The loaded results and the tables derived from them: joint KL per family and tau
-    (synthetic problems), joint NLL per tau (real data: no true likelihood), regression
-    KL per family and tau, C2ST (posteriors; tasks of different families kept apart)."""
+    """The loaded results and the tables derived from them: one ranking per family and
+    tau (or per family, ranked over observations), in the order families registered."""
 
     df: pd.DataFrame  # the rows that count: all of the results, or the sweep's problems
     problem_ids: list[str] | None  # the sweep's problem ids (None: whatever ran)
     rankings: list[Ranking]
-    clean: dict[tuple[str, str], pd.DataFrame]  # (kind, family) -> cleaned rows
-    c2st: pd.DataFrame | None
+    clean: dict[str, pd.DataFrame]  # family -> its cleaned rows (Neural Testbed rule)
     results: str | None = None  # the results file they came from
-    c2st_per_observation: pd.DataFrame | None = None  # ours beside the paper's, per run
+    per_observation: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
     sweep: str | None = None
 
-    def ranked(self, kind: str) -> list[Ranking]:
-        return [r for r in self.rankings if r.kind == kind]
+    def tables_of(self, family: str) -> dict[int | None, pd.DataFrame]:
+        """A family's ranking tables by tau (None: ranked over observations, or no tau)."""
+        return {r.tau: r.table for r in self.rankings if r.family == family}
 
-    def families(self, kind: str) -> list[str]:
-        """The families ranked as `kind`, in display order."""
-        return list(dict.fromkeys(r.family for r in self.ranked(kind)))
+    def families(self) -> list[str]:
+        """The ranked families, in display order."""
+        return list(dict.fromkeys(r.family for r in self.rankings))
 
-    def _view(self, kind: str) -> dict[Any, pd.DataFrame]:
-        """The tables of `kind` by tau, or by (family, tau) when several families are ranked
-        as that kind (a convenience view of `rankings`)."""
-        one = len(self.families(kind)) <= 1
-        return {(r.tau if one else (r.family, r.tau)): r.table for r in self.ranked(kind)}
+    def sections(self) -> list[tuple[RankedBy, list[Ranking]]]:
+        """The rankings grouped by what they score (families ranked alike, e.g. two sweeps
+        ranked on the joint KL, share a section), in display order."""
+        out: dict[str, tuple[RankedBy, list[Ranking]]] = {}
+        for r in self.rankings:
+            out.setdefault(r.spec.name, (r.spec, []))[1].append(r)
+        return list(out.values())
 
-    def _clean(self, kind: str) -> pd.DataFrame | None:
-        parts = [c for (k, _), c in self.clean.items() if k == kind]
+    def observed(self) -> pd.DataFrame | None:
+        """The tables of the families ranked over observations, in one (family column)."""
+        parts = [r.table.assign(family=r.family) for r in self.rankings if r.observations]
         return pd.concat(parts, ignore_index=True) if parts else None
-
-    kl = property(lambda self: self._view("kl"))
-    nll = property(lambda self: self._view("nll"))
-    regression = property(lambda self: self._view("regression"))
-    clean_kl = property(lambda self: self._clean("kl"))
-    clean_nll = property(lambda self: self._clean("nll"))
-    clean_regression = property(lambda self: self._clean("regression"))
-
-    @property
-    def normalizer(self) -> str | None:
-        return next((r.table.attrs.get("normalizer") for r in self.ranked("kl")), None)
 
     @property
     def num_failed(self) -> int:
@@ -232,38 +205,7 @@ def problem_universe(sweep: str | None) -> list[str] | None:
     return generative.sweep_ids(sweep)
 
 
-def build(
-    results: str | os.PathLike = DEFAULT_PATH,
-    *,
-    sweep: str | None = None,
-    tau: int | None = None,
-    normalize: str | None = "uniform",
-    best_only: bool = True,
-    metric: str = "auto",
-    per_observation: bool = False,
-    unranked_ok: bool = False,
-) -> Board:
-    """Loads `results` and ranks: Neural Testbed tables per family and tau (classification
-    KL, real-data NLL, GP regression KL), SBI C2ST table (with the SBI benchmark paper's
-    C2ST beside ours; per observation too with `per_observation`). Regression is
-    normalised as the reference does it too: by `uniform`, which on regression is the
-    function f = 0 (the reference's uniform-class-probabilities agent with one output).
-
-    Problems of different families are never pooled: each family is cleaned and ranked
-    apart (its own health, best config per agent and normaliser). With `sweep`, only the
-    sweep's problems count (rows of other problems are left out, not held against
-    anyone's health).
-
-    Each ranking gets a `rank` column (1 = best; ties share one; per task x budget for
-    C2ST) and the median train / evaluation seconds per problem beside the means. With
-    `unranked_ok`, results with nothing to rank (every job failed, or no rankable
-    metric) give a board without rankings instead of an error (the report shows its
-    failures)."""
-    if metric not in ("auto", "kl", "c2st"):
-        raise bad_value("metric", metric, ["auto", "kl", "c2st"])
-    if tau is not None and (isinstance(tau, bool) or not isinstance(tau, int) or tau < 1):
-        raise InputError(f"tau: got {tau!r}; allowed: an integer >= 1, or None (every tau)")
-    ids = problem_universe(sweep)
+def _load(results, sweep: str | None, ids: list[str] | None) -> pd.DataFrame:
     df = load(results)
     if not len(df):
         raise InputError(f"results: {str(results)!r} holds no finished jobs yet")
@@ -275,105 +217,162 @@ def build(
                 f"sweep with stored jobs (testbed sweep --sweep {sweep} --results {results} "
                 "runs it)"
             )
-    rankings: list[Ranking] = []
-    clean: dict[tuple[str, str], pd.DataFrame] = {}
-    if metric in ("auto", "kl"):
-        rank = dict(normalize=normalize, best_only=best_only)
-        rankings, clean = _rank_families(df, ids, tau, rank)
-    c2st = c2st_obs = None
-    has_c2st = scoring.has_posterior_c2st(df)  # an exact conjugate agent's has no budget
-    if metric == "c2st" and not has_c2st:
-        raise InputError(
-            f"results: {str(results)!r} has no c2st metric to rank (--metric c2st); allowed: "
-            "results of simulator problems (sbi/..., conjugate_sbi/...), or --metric auto"
-        )
-    if metric in ("auto", "c2st") and has_c2st:
-        per_obs = scoring.c2st_per_observation(df, best_only=best_only)
-        c2st = _beside_paper(scoring.c2st_table(df, best_only=best_only), per_obs)
-        if per_observation:
-            c2st_obs = _per_observation_beside_paper(per_obs)
-    if not rankings and normalize not in (None, "uniform"):  # else checked by the ranking
-        raise InputError(
-            f"normalize: got {normalize!r}, but these results have no KL or NLL ranking to "
-            "normalise (C2ST is not normalised); allowed: the default, or none"
-        )
-    for r in rankings:
-        _add_rank_and_medians(r.table, clean[(r.kind, r.family)], r.tau)
-    if c2st is not None and len(c2st):
-        by_cell = c2st.groupby(["family", "task", "budget"], sort=False)["mean_c2st"]
-        c2st["rank"] = by_cell.rank(method="min", na_option="bottom").astype(int)
-    if not rankings and c2st is None and not unranked_ok:
-        failed = int((df["status"] == "failed").sum())
-        if failed == len(df):
-            where = f"{str(results)!r}" + (f" (sweep {sweep})" if sweep else "")
+    return df
+
+
+def _check_args(metric: str, tau: int | None) -> None:
+    if metric not in ("auto", *METRIC_RULES):
+        raise bad_value("metric", metric, ["auto", *METRIC_RULES])
+    if tau is not None and (isinstance(tau, bool) or not isinstance(tau, int) or tau < 1):
+        raise InputError(f"tau: got {tau!r}; allowed: an integer >= 1, or None (every tau)")
+
+
+METRIC_RULES = {"kl": TESTBED, "c2st": OBSERVATIONS}  # --metric: which rule's tables
+
+
+def build(
+    results: str | os.PathLike = DEFAULT_PATH,
+    *,
+    sweep: str | None = None,
+    tau: int | None = None,
+    normalize: str | None = "default",
+    best_only: bool = True,
+    metric: str = "auto",
+    per_observation: bool = False,
+    unranked_ok: bool = False,
+) -> Board:
+    """Loads `results` and ranks each family present as it declares (`RankedBy`): the
+    Neural Testbed's tables per family and tau, the SBI benchmark's per cell over
+    observations (with the published results the family names beside ours; per
+    observation too with `per_observation`).
+
+    `normalize`: 'default' (each family's own normaliser), an agent name, or None /
+    'none'. `metric` 'kl' or 'c2st' keeps only the tables of the Neural Testbed's or the
+    SBI benchmark's rule. With `sweep`, only the sweep's problems count. Each ranking
+    gets a `rank` column (1 = best; ties share one) and, for the Neural Testbed's rule,
+    the median train / evaluation seconds beside the means. With `unranked_ok`, results
+    with nothing to rank give a board without rankings instead of an error."""
+    _check_args(metric, tau)
+    ids = problem_universe(sweep)
+    df = _load(results, sweep, ids)
+    specs = scoring.ranked_by(sorted(set(scoring.family_of(df["problem_id"]))))
+    if metric != "auto":
+        specs = {f: spec for f, spec in specs.items() if spec.rule == METRIC_RULES[metric]}
+        if not specs or not any(spec.score in df for spec in specs.values()):
             raise InputError(
-                f"results: all {failed} jobs in {where} failed, so there is nothing "
-                f"to rank; allowed: results with finished jobs ({failures_command(results, sweep)}"
-                " lists the failures and their reasons)"
+                f"results: {str(results)!r} has no family ranked by --metric {metric}; "
+                "allowed: --metric auto, or results of such problems"
             )
+    rank = dict(normalize=normalize, best_only=best_only)
+    rankings, clean = _rank_testbed(df, ids, tau, specs, rank)
+    observed, per_obs = _rank_observations(df, specs, best_only, per_observation)
+    rankings += observed
+    if normalize not in (None, "default", "none") and all(r.observations for r in rankings):
         raise InputError(
-            f"results: {str(results)!r} has no kl_estimate, joint_nll or simulator-problem "
-            "c2st to rank"
-            + ("" if metric == "auto" else f" (--metric {metric})")
-            + "; allowed: results of joint-KL, real-data or simulator (sbi/..., "
-            "conjugate_sbi/...) problems (an exact conjugate agent's scores are in its rows: "
-            "leaderboard.load)"
+            f"normalize: got {normalize!r}, but these results have no ranking to normalise "
+            "(scores ranked over observations are not normalised); allowed: the default, or none"
         )
-    board = Board(df, ids, rankings, clean, c2st, os.fspath(results), c2st_obs, sweep)
-    return board
+    if not rankings and not unranked_ok:
+        raise _nothing_to_rank(df, results, sweep)
+    order = {f: i for i, f in enumerate(_registration_order())}
+    rankings.sort(key=lambda r: (order.get(r.family, len(order)), r.tau or 0))
+    return Board(df, ids, rankings, clean, os.fspath(results), per_obs, sweep)
 
 
-def _rank_families(
-    df: pd.DataFrame, ids: Sequence[str] | None, tau: int | None, rank: dict[str, Any]
-) -> tuple[list[Ranking], dict[tuple[str, str], pd.DataFrame]]:
-    """The KL-type rankings of `df`, one family at a time (a family with no score in any
-    row has none); with `tau`, only that tau's tables (an error when no family has it)."""
+def _registration_order() -> list[str]:
+    import generative
+
+    return list(generative.FAMILIES)
+
+
+def _nothing_to_rank(df: pd.DataFrame, results, sweep: str | None) -> InputError:
+    import generative
+
+    unknown = sorted(set(scoring.family_of(df["problem_id"])) - set(generative.FAMILIES))
+    if unknown:
+        return InputError(
+            f"results: {str(results)!r} holds problems of {', '.join(unknown)}, not registered "
+            "here, so how to rank them is unknown; allowed: --import the module that "
+            "registers them (as the sweep did)"
+        )
+    failed = int((df["status"] == "failed").sum())
+    if failed == len(df):
+        where = f"{str(results)!r}" + (f" (sweep {sweep})" if sweep else "")
+        return InputError(
+            f"results: all {failed} jobs in {where} failed, so there is nothing to rank; "
+            f"allowed: results with finished jobs ({failures_command(results, sweep)} lists "
+            "the failures and their reasons)"
+        )
+    return InputError(
+        f"results: {str(results)!r} has no score its families are ranked on; allowed: "
+        "results of ranked families (testbed list problems; a family registered with "
+        "ranked_by=None keeps its scores in its rows: leaderboard.load)"
+    )
+
+
+def _rank_testbed(
+    df: pd.DataFrame,
+    ids: Sequence[str] | None,
+    tau: int | None,
+    specs: dict[str, RankedBy],
+    rank: dict[str, Any],
+) -> tuple[list[Ranking], dict[str, pd.DataFrame]]:
+    """The Neural Testbed's rankings of `df`, one family at a time (a family with no score
+    in any row has none); with `tau`, only that tau's tables (an error when no family
+    has it)."""
     family = scoring.family_of(df["problem_id"])
     rankings: list[Ranking] = []
-    clean: dict[tuple[str, str], pd.DataFrame] = {}
+    clean: dict[str, pd.DataFrame] = {}
     present: set[int] = set()
-    for fam in sorted(set(family)):
-        kind = kind_of(fam)
+    for fam, spec in specs.items():
         rows = df[family == fam]
-        if kind == "nll":  # the scoring rules read the score from `kl_estimate`: the NLL
-            rows = rows.assign(kl_estimate=rows["joint_nll"] if "joint_nll" in rows else math.nan)
-        if "kl_estimate" not in rows.columns or not rows["kl_estimate"].notna().any():
+        if spec.rule != TESTBED or spec.score not in rows or not rows[spec.score].notna().any():
             continue
         fam_ids = None if ids is None else [i for i in ids if i.split("/", 1)[0] == fam]
         # every problem of the family counts, also one where every job failed (leaving it
         # out made an agent that failed there look fully healthy)
-        cleaned = scoring.clean_kl(rows, fam_ids)
-        tables = scoring.kl_rankings(cleaned, **rank)
+        cleaned = scoring.clean_scores(rows, fam_ids, spec)
+        tables = scoring.score_rankings(cleaned, spec=spec, **rank)
         present |= {t for t in tables if t is not None}
         picked = {t: table for t, table in tables.items() if tau is None or t == tau}
         if picked:
-            clean[(kind, fam)] = cleaned
-            rankings += [Ranking(kind, fam, t, table) for t, table in picked.items()]
+            clean[fam] = cleaned
+            for t, table in picked.items():
+                _add_rank_and_medians(table, cleaned, t, spec)
+                rankings.append(Ranking(spec, fam, t, table))
     if tau is not None and not rankings and present:
         raise bad_value("tau", tau, sorted(present))
-    order = [kind for kind, _, _ in KINDS]
-    rankings.sort(key=lambda r: order.index(r.kind))  # stable: families, then taus, kept
     return rankings, clean
 
 
-def _beside_paper(table: pd.DataFrame, per_obs: pd.DataFrame) -> pd.DataFrame:
-    """The C2ST ranking with the SBI benchmark paper's mean and range beside the rows of
-    its own problems (family `sbi`) only: another family's task of the same name is not
-    the paper's."""
-    sbi = per_obs[per_obs["family"] == scoring.SBI_FAMILY] if len(per_obs) else per_obs
-    out = literature.beside(table, sbi)
-    if len(out):
-        other = out["family"] != scoring.SBI_FAMILY
-        out.loc[other, ["paper_c2st", "paper_min", "paper_max"]] = math.nan
-    return out
-
-
-def _per_observation_beside_paper(per_obs: pd.DataFrame) -> pd.DataFrame:
-    """Per observation, the paper's C2ST beside our runs of its own problems only."""
-    out = literature.per_observation(per_obs)
-    if len(out):
-        out.loc[out["family"] != scoring.SBI_FAMILY, "paper_c2st"] = math.nan
-    return out
+def _rank_observations(
+    df: pd.DataFrame, specs: dict[str, RankedBy], best_only: bool, per_observation: bool
+) -> tuple[list[Ranking], dict[str, pd.DataFrame]]:
+    """One ranking per family ranked over observations, with its published results beside
+    ours (`literature`), and, with `per_observation`, its runs one by one."""
+    rows = scoring.observation_rows(df, specs)
+    if not len(rows):
+        return [], {}
+    labels = scoring.entry_labels(df)
+    rankings, per_obs = [], {}
+    for fam, g in rows.groupby("family", sort=False):
+        spec = specs[fam]
+        table = scoring.observation_table(g, labels, best_only=best_only,
+                                          lower_is_better=spec.lower_is_better)  # fmt: skip
+        best = table if best_only else None
+        runs = scoring.per_observation(g, labels, best)
+        table = literature.beside(table, runs, spec.published)
+        table = table.rename(columns={"mean_score": f"mean_{spec.short}"})
+        by_cell = table.groupby(["task", "budget"], sort=False)[f"mean_{spec.short}"]
+        ascending = spec.lower_is_better
+        table["rank"] = by_cell.rank(method="min", ascending=ascending, na_option="bottom")
+        table["rank"] = table["rank"].astype(int)
+        table.attrs.update(spec=spec, normalizer=None)
+        rankings.append(Ranking(spec, fam, None, table))
+        if per_observation:
+            runs = literature.per_observation(runs, spec.published)
+            per_obs[fam] = runs.rename(columns={"score": spec.short})
+    return rankings, per_obs
 
 
 def failures_command(results: str | os.PathLike, sweep: str | None = None) -> str:
@@ -394,7 +393,8 @@ def failures_note(board: Board) -> str | None:
 
 def missing_note(board: Board) -> str | None:
     """One line saying how many of the sweep's problems have no stored job at all (None
-    without a sweep or when none is missing): the C2ST table shows only what ran."""
+    without a sweep or when none is missing): tables ranked over observations show only
+    what ran."""
     if board.problem_ids is None or board.sweep is None:
         return None
     ran = set(board.df["problem_id"])
@@ -408,12 +408,15 @@ def missing_note(board: Board) -> str | None:
     )
 
 
-def _add_rank_and_medians(table: pd.DataFrame, clean: pd.DataFrame, tau: int | None) -> None:
+def _add_rank_and_medians(
+    table: pd.DataFrame, clean: pd.DataFrame, tau: int | None, spec: RankedBy
+) -> None:
     """Adds `rank` (by the normalised score, ties share the best rank) and the median
     train / evaluation seconds over the table's problems to a ranking table, in place."""
     if not len(table):
         return
-    table["rank"] = table["normalized_kl"].rank(method="min").astype(int)
+    ranks = table[f"normalized_{spec.short}"].rank(method="min", ascending=spec.lower_is_better)
+    table["rank"] = ranks.astype(int)
     rows = clean if tau is None or "tau" not in clean.columns else clean[clean["tau"] == tau]
     for metric in ("train_seconds", "evaluation_seconds"):
         medians = rows.groupby(scoring.ENTRY)[metric].median() if metric in rows else {}
@@ -421,100 +424,124 @@ def _add_rank_and_medians(table: pd.DataFrame, clean: pd.DataFrame, tau: int | N
         table[f"median_{metric}"] = [float(medians.get(e, math.nan)) for e in entries]
 
 
-KINDS = (  # (kind, attribute of Board, title) of the KL-type rankings, in display order
-    ("kl", "kl", "joint KL"),
-    ("nll", "nll", "joint NLL (real data)"),
-    ("regression", "regression", "regression KL (GP environments)"),
-)
-
-
-def shown_columns(kind: str) -> list[str]:
-    """The columns a ranking table of `kind` ('kl', 'nll', 'regression') shows."""
-    columns = KL_COLUMNS
-    if kind == "regression":  # no accuracy or ECE for regression
+def shown_columns(spec: RankedBy) -> list[str]:
+    """The columns a ranking table of `spec` shows."""
+    if spec.rule == OBSERVATIONS:
+        paper = [f"paper_{spec.short}", "paper_min", "paper_max"] if spec.published else []
+        return ["task", "budget", "rank", "label", f"mean_{spec.short}", "ci_low", "ci_high",
+                "num_observations", *paper]  # fmt: skip
+    columns = [c.replace("_kl", f"_{spec.short}") for c in KL_COLUMNS]
+    if not spec.accuracy:
         columns = [c for c in columns if c not in ("mean_test_acc", "mean_test_ece")]
-    if kind == "nll":
-        columns = [NLL_NAMES.get(c, c) for c in columns]
+    if spec.finite_share:
+        columns.insert(columns.index("pct_health"), "num_non_finite")
     return columns
 
 
-def named(kind: str, table: pd.DataFrame) -> pd.DataFrame:
-    """A ranking table with its score columns under their name: a real-data table holds a
-    joint NLL (scored by the KL rules, in the `*_kl` columns), so they become `*_nll`."""
-    return table.rename(columns=NLL_NAMES) if kind == "nll" else table
+def per_observation_columns(spec: RankedBy) -> list[str]:
+    paper = [f"paper_{spec.short}"] if spec.published else []
+    return ["label", "task", "budget", "observation", spec.short, *paper]
 
 
 def title(board: Board, ranking: Ranking) -> str:
-    """A ranking table's title: what it scores, its family when several families are
-    ranked as the same kind (`marginal KL on coin, tau=1`), its tau and normaliser."""
-    name = dict((kind, name) for kind, _, name in KINDS)[ranking.kind]
-    # one test input is a marginal prediction, not a joint one
-    said = name.replace("joint ", "marginal ") if ranking.tau == 1 else name
-    if len(board.families(ranking.kind)) > 1:
+    """A ranking table's title: what it scores (marginal at tau = 1), its family when
+    several families share a section, its tau and normaliser."""
+    spec = ranking.spec
+    said = spec.title(ranking.tau)
+    if ranking.observations:
+        said += " per task x budget (mean over observations, 95% bootstrap CI, none below "
+        said += f"{scoring.MIN_CI_OBSERVATIONS} observations"
+        said += (
+            f"; {spec.published}: its mean and range over the same observations)"
+            if (spec.published)
+            else ")"
+        )
+    shared = next(rs for s, rs in board.sections() if s.name == spec.name)
+    if len({r.family for r in shared}) > 1 or ranking.observations:
         said += f" on {ranking.family}"
+    if ranking.observations:
+        return said
     text = f"{said}, tau={ranking.tau}" if ranking.tau is not None else said
     norm = ranking.table.attrs.get("normalizer")
     return text + (f" (normalised by {norm})" if norm else " (not normalised)")
-
-
-C2ST_TITLE = (
-    "C2ST per task x budget (mean over observations, 95% bootstrap CI, none below "
-    f"{scoring.MIN_CI_OBSERVATIONS} observations; paper: SBI benchmark's mean and range over "
-    "the same observations)"
-)
 
 
 def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
     """(title, table) pairs for display; `full` keeps every column and adds the table's
     family and tau (csv/json output)."""
     out = []
-    for kind, _, _ in KINDS:
-        for ranking in board.ranked(kind):
-            shown = named(kind, ranking.table)
-            if not full:
-                shown = shown[[c for c in shown_columns(kind) if c in shown.columns]]
-            else:
-                shown = shown.assign(family=ranking.family, tau=ranking.tau)
-            out.append((title(board, ranking), shown))
-    if board.c2st is not None:
-        shown = board.c2st if full else board.c2st[[c for c in C2ST_COLUMNS if c in board.c2st]]
-        out.append((C2ST_TITLE, shown))
-    if board.c2st_per_observation is not None:
-        obs = board.c2st_per_observation
-        shown = obs if full else obs[[c for c in PER_OBSERVATION_COLUMNS if c in obs.columns]]
-        out.append(("C2ST per observation, ours beside the SBI benchmark paper's", shown))
+    for ranking in board.rankings:
+        shown = ranking.table
+        if not full:
+            shown = shown[[c for c in shown_columns(ranking.spec) if c in shown.columns]]
+        else:
+            shown = shown.assign(family=ranking.family, tau=ranking.tau)
+        shown.attrs["spec"] = ranking.spec
+        out.append((title(board, ranking), shown))
+    for fam, runs in board.per_observation.items():
+        spec = next(r.spec for r in board.rankings if r.family == fam)
+        cols = per_observation_columns(spec)
+        shown = runs if full else runs[[c for c in cols if c in runs.columns]]
+        shown.attrs["spec"] = spec
+        published = f", beside {spec.published}'s" if spec.published else ""
+        out.append((f"{spec.name} per observation on {fam}{published}", shown))
     return out
 
 
 TERMINAL_LEGEND = (  # the headers explained under the terminal's tables (the report: all)
     "rank",
-    "normalized_kl",
-    "mean_kl",
-    "normalized_nll",
-    "mean_nll",
-    "mean_c2st",
-    "c2st",
+    "normalized_*",
+    "mean_*",
     "ci_low",
     "num_observations",
-    "paper_c2st",
+    "paper_*",
     "paper_min",
     "median_train_seconds",
+    "num_non_finite",
     "pct_health",
     "num_problems",
 )
 
 
+def column_help(column: str, spec: RankedBy | None = None) -> str:
+    """What a header means: COLUMN_HELP's text, or one made from the family's score."""
+    if column in COLUMN_HELP:
+        return COLUMN_HELP[column]
+    if spec is not None:
+        better = "lower" if spec.lower_is_better else "higher"
+        if column == f"normalized_{spec.short}":
+            return (
+                f"mean {spec.name} divided by the normalising agent's (named above the "
+                f"table); {better} is better, 1 = as good as the normalising agent"
+            )
+        if column in (f"mean_{spec.short}", spec.short):
+            return f"mean {spec.name} over the problems; {better} is better"
+        if column == f"paper_{spec.short}":
+            return f"the published {spec.name} ({spec.published}) at the same cell"
+    return f"the {column} column"
+
+
+def _matches(column: str, pattern: str) -> bool:
+    return column.startswith(pattern[:-1]) if pattern.endswith("*") else column == pattern
+
+
 def legend(board: Board) -> list[str]:
     """What the shown tables' less obvious headers mean, one line each (printed under the
     terminal's tables)."""
-    shown = {c for _, table in tables(board) for c in table.columns}
-    lines = ["Lower is better for every ranked score (KL, NLL, C2ST); rank 1 is the best."]
-    for column in TERMINAL_LEGEND:
-        if column in shown:
-            name = SHORT_NAMES.get(column, column)
-            if column == "c2st":  # its short name is mean_c2st's too
-                name = "C2ST (per observation table)"
-            lines.append(f"{name}: {COLUMN_HELP[column]}")
+    lines = ["Lower is better for every ranked score unless its legend says otherwise; "
+             "rank 1 is the best."]  # fmt: skip
+    seen: set[str] = set()
+    specs = {r.family: r.spec for r in board.rankings}
+    for _, table in tables(board):
+        spec = table.attrs.get("spec") or next(iter(specs.values()), None)
+        for pattern in (*TERMINAL_LEGEND, spec.short if spec else "-"):
+            for column in table.columns:
+                if column not in seen and _matches(column, pattern):
+                    seen.add(column)
+                    name = SHORT_NAMES.get(column, column)
+                    if spec is not None and column == spec.short:  # a per-observation table
+                        name += " (per observation table)"
+                    lines.append(f"{name}: {column_help(column, spec)}")
     return lines
 
 

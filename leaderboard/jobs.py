@@ -260,35 +260,44 @@ def limited(problem_ids: Sequence[str], what: str) -> list[str]:
     return list(problem_ids[:n])
 
 
-def _amortized(job: Job) -> bool:
-    """Whether the job's agent config trains without looking at the observation."""
+def _may_share(job: Job, by_any: bool) -> bool:
+    """Whether the job's agent config may train once for its problem's training key: any
+    agent but an oracle when `by_any`, else an amortized one (`testbed.evaluate.may_share`)."""
     import agents
+    from testbed.base import Oracle
 
     try:
-        return agents.load(job.agent, **job.config).amortized
+        agent = agents.load(job.agent, **job.config)
     except Exception:  # a bad config fails in its worker, with its own message
         return False
+    if isinstance(agent, Oracle):
+        return False
+    return by_any or bool(getattr(agent, "amortized", False))
 
 
 def training_groups(jobs: Sequence[Job]) -> list[Job | tuple[Job, ...]]:
     """`jobs` in order, with the jobs one training serves gathered where the first of them
-    stands: an amortized agent config and seed on problems of one training key (the SBI
-    benchmark's observations of one task and budget). Other jobs stay single."""
+    stands: an agent config and seed on problems of one training key, for any agent where
+    the family says the problems differ only in scoring (the Neural Testbed's tau pairs),
+    for amortized agents otherwise (the SBI benchmark's observations of one task and
+    budget). Other jobs stay single."""
     import generative
+    from testbed.base import SHARED_BY_ANY
 
     groups: dict[tuple[str, int, str], list[Job]] = {}
     units: list[Job | list[Job]] = []
-    amortized: dict[tuple[str, str], bool] = {}
+    shares: dict[tuple[str, str, bool], bool] = {}
     for job in jobs:
         try:
             key = generative.training_key(job.problem_id)
+            by_any = generative.training_shared_by(job.problem_id) == SHARED_BY_ANY
         except Exception:
             key = None
         if key is not None:
-            cache = (job.agent, job.config_json)
-            if cache not in amortized:
-                amortized[cache] = _amortized(job)
-            key = key if amortized[cache] else None
+            cache = (job.agent, job.config_json, by_any)
+            if cache not in shares:
+                shares[cache] = _may_share(job, by_any)
+            key = key if shares[cache] else None
         if key is None:
             units.append(job)
             continue

@@ -73,18 +73,24 @@ def paper_cells(observed: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def beside(table: pd.DataFrame, observed: pd.DataFrame) -> pd.DataFrame:
-    """`table` (a C2ST ranking: agent, task, budget, ...) with the paper's paper_c2st,
-    paper_min and paper_max over the observations of `observed` (see `paper_cells`) where
-    the paper ran that agent on that task and budget."""
+def beside(table: pd.DataFrame, observed: pd.DataFrame, source: str | None) -> pd.DataFrame:
+    """`table` (a ranking over observations: agent, task, budget, ...) with the published
+    mean, min and max of `source` over the observations of `observed` (see `paper_cells`)
+    where `source` ran that agent on that task and budget; `table` as it is for None or a
+    source that publishes no such cells."""
+    if source != "sbibm" or not len(table):
+        return table
     table = shipped.beside_ours(table, observed)  # our shipped runs, labelled as ours
     cells = paper_cells(observed).drop(columns=["paper_minutes_per_run"])
     return table.merge(cells, on=["agent", "task", "budget"], how="left")
 
 
-def per_observation(df: pd.DataFrame) -> pd.DataFrame:
-    """Our C2ST rows (columns agent, task, budget, observation, c2st, ...) beside the
-    paper's C2ST at the same task, budget and observation (paper_c2st)."""
+def per_observation(df: pd.DataFrame, source: str | None = "sbibm") -> pd.DataFrame:
+    """Our rows (columns agent, task, budget, observation, ...) beside the published score
+    of `source` at the same task, budget and observation (paper_c2st for sbibm); `df` as it
+    is for None."""
+    if source != "sbibm":
+        return df
     paper = published("sbibm")
     right = pd.DataFrame(
         {

@@ -20,19 +20,18 @@ import pandas as pd
 
 from leaderboard import scoring
 from leaderboard.board import (
-    C2ST_COLUMNS,
-    COLUMN_HELP,
     COMPILE_NOTE,
-    KINDS,
     SHORT_NAMES,
     Board,
-    named,
+    Ranking,
+    column_help,
+    per_observation_columns,
     runtimes,
     shown_columns,
 )
-from leaderboard.board import PER_OBSERVATION_COLUMNS as PER_OBS_COLUMNS
 from leaderboard.outputs import check_output_path, write_atomically
 from leaderboard.tables import fmt_cell
+from testbed.ranking import FILL, TESTBED, RankedBy
 
 # Narrow screens: the page never scrolls sideways; a wide table scrolls inside its box.
 _CSS = """
@@ -57,41 +56,27 @@ dl.legend dt{font-weight:600;text-align:right}dl.legend dd{margin:0}
 """
 
 READING = (
-    "Lower is better for every score this report ranks by: KL (0 = the agent predicts as "
-    "the truth does), joint NLL, C2ST (0.5 = the agent's posterior cannot be told from "
-    "the reference); test accuracy, shown beside, is the one column where higher is "
-    "better. Rank 1 is the best; hover over a column header for its meaning, and each "
-    "ranking's legend is under it."
+    "Each section ranks the agents on the score its problem family is ranked on, with a "
+    "note on what that score means. Rank 1 is the best; lower is better unless a legend "
+    "says otherwise; hover over a column header for its meaning, and each ranking's legend "
+    "is under it. A job's wall seconds exceed its train + evaluation seconds: the job also "
+    "builds its problem (the environment, its training data and test batches) and, in a "
+    "worker's first jobs, compiles the JAX programs later jobs reuse."
 )
-KL_NOTE = (
-    "Neural Testbed rules, per agent config and problem: negative KL clipped to 0; a "
-    "missing job or a non-finite KL counts 1e6; the mean per tau is divided by the "
-    "normalising agent's (KL/norm: 1 = as good as it); standard error over problem-seed "
-    "groups (seed % 10); the best config per agent (lowest mean KL over all problems) is "
-    "shown, ranked by KL/norm (lower is better)."
-)
-NLL_NOTE = (
-    "Real data have no true likelihood: the score is the joint negative log-likelihood of "
-    "tau test labels (lower is better), cleaned, normalised and ranked by the KL's rules "
-    "(negative clipped to 0, missing or non-finite counts 1e6, best config per agent)."
-)
-REG_NOTE = (
-    "GP regression (the environment is a function drawn from the NNGP of a ReLU network): "
-    "the KL of the true predictive N(f(x), noise^2) to the agent's mixture of its sampled "
-    "functions, each blurred by the known noise, over 1,001 test inputs (lower is better; "
-    "oracle 0, gp_posterior is the Bayes-optimal agent). Normalised by uniform, which on "
-    "regression is the function f = 0, as the reference. Ranked by the KL's rules."
-)
+RULE_NOTES = {
+    TESTBED: (
+        "Neural Testbed rules, per agent config and problem: a negative score clipped to 0 "
+        "(a KL's estimation noise); a missing job, a non-finite score or a test batch with a "
+        "label the agent gives probability 0 counts 1e6; the mean per tau is divided by the "
+        "normalising agent's (1 = as good as it); standard error over problem-seed groups "
+        "(seed % 10); the best config per agent (best mean over all problems) is shown."
+    ),
+}
 FAMILY_NOTE = (
     "Problems of different families are ranked apart (each family has its own tables, "
     "health, best config per agent and normaliser), as the Neural Testbed ranks each of "
     "its sweeps on its own."
 )
-SECTIONS = {  # kind -> (what is scored, note)
-    "kl": ("KL", KL_NOTE),
-    "nll": ("NLL on real data", NLL_NOTE),
-    "regression": ("Gaussian KL on GP regression", REG_NOTE),
-}
 RUNTIME_NOTE = "Seconds per finished job, medians beside means: " + COMPILE_NOTE + "."
 
 
@@ -104,9 +89,9 @@ def _mpl(text: Any) -> str:
     return str(text).replace("$", r"\$")
 
 
-def _help(column: str, normalizer: str | None = None) -> str:
+def _help(column: str, normalizer: str | None = None, spec: RankedBy | None = None) -> str:
     """What `column` means (a header's tooltip and legend line)."""
-    text = COLUMN_HELP.get(column) or f"the {column} column"
+    text = column_help(column, spec)
     if column.startswith("normalized_") and column != "normalized_stderr":
         if normalizer:
             named_above = "the normalising agent's (named above the table)"
@@ -154,6 +139,7 @@ def html_table(
     *,
     normalizer: str | None = None,
     cells: dict[str, Any] | None = None,
+    spec: RankedBy | None = None,
 ) -> str:
     """An escaped HTML table in a box that scrolls sideways when the table is wider than
     the page; `name` goes into data-table for tests and styling; every header carries
@@ -161,7 +147,7 @@ def html_table(
     cols = [c for c in (columns or list(df.columns)) if c in df.columns]
     text = {c for c in cols if len(df) and isinstance(df[c].iloc[0], str)}  # left-aligned
     head = "".join(
-        f'<th{_TEXT if c in text else ""} title="{_esc(_help(c, normalizer))}">'
+        f'<th{_TEXT if c in text else ""} title="{_esc(_help(c, normalizer, spec))}">'
         f"{html.escape(_header(c))}</th>"
         for c in cols
     )
@@ -174,10 +160,12 @@ def html_table(
     )
 
 
-def html_legend(name: str, columns: list[str], normalizer: str | None = None) -> str:
+def html_legend(
+    name: str, columns: list[str], normalizer: str | None = None, spec: RankedBy | None = None
+) -> str:
     """A legend: one line per column header (the rank and agent columns need none)."""
     lines = [
-        f"<dt>{html.escape(_header(c))}</dt><dd>{html.escape(_help(c, normalizer))}</dd>"
+        f"<dt>{html.escape(_header(c))}</dt><dd>{html.escape(_help(c, normalizer, spec))}</dd>"
         for c in dict.fromkeys(columns)
         if c not in ("label", "agent")
     ]
@@ -202,60 +190,64 @@ def _figure(name: str, fig, caption: str) -> str:
     )
 
 
-def plot_kl_by_agent(board: Board):
-    """Normalised KL per agent with seed-group stderr, one panel per family and tau
+def plot_by_agent(rankings: list[Ranking]):
+    """Normalised score per agent with seed-group stderr, one panel per family and tau
     (marginal vs joint); families are never pooled."""
     import matplotlib.pyplot as plt
 
-    ranked = board.ranked("kl")
-    rows = max((len(r.table) for r in ranked), default=1)
-    fig, axes = plt.subplots(1, len(ranked), figsize=(4.5 * len(ranked), 0.9 + 0.45 * rows))
+    rows = max((len(r.table) for r in rankings), default=1)
+    fig, axes = plt.subplots(1, len(rankings), figsize=(4.5 * len(rankings), 0.9 + 0.45 * rows))
     axes = np.atleast_1d(axes)
-    for ax, r in zip(axes, ranked):
+    for ax, r in zip(axes, rankings):
         t = r.table.iloc[::-1]
         y = np.arange(len(t))
-        ax.barh(y, t["normalized_kl"], xerr=t["normalized_stderr"].fillna(0), color="#4c72b0")
+        short = r.spec.short
+        ax.barh(y, t[f"normalized_{short}"], xerr=t["normalized_stderr"].fillna(0), color="#4c72b0")
         ax.set_yticks(y, [_mpl(v) for v in t["label"]])
-        said = "marginal (tau=1)" if r.tau == 1 else f"joint (tau={r.tau})"
-        ax.set_title(_mpl(f"{r.family}: {said}" if r.tau is not None else r.family), fontsize=10)
+        said = r.spec.title(r.tau) + ("" if r.tau is None else f" (tau={r.tau})")
+        ax.set_title(_mpl(f"{r.family}: {said}"), fontsize=10)
         norm = r.table.attrs.get("normalizer")
-        ax.set_xlabel(_mpl(f"KL / KL of {norm}" if norm else "mean KL"))
+        ax.set_xlabel(_mpl(f"{r.spec.name} / {norm}'s" if norm else f"mean {r.spec.name}"))
         if norm:
             ax.axvline(1.0, color="#999", lw=0.8, ls="--")
     fig.tight_layout()
     return fig
 
 
-def plot_kl_vs_num_train(board: Board):
-    """Mean KL (best config per agent, chosen within each family) against training size,
-    one panel per family x tau x temperature (families never pooled). Problems filled with
-    1e6 (missing or non-finite) are left out of the lines."""
-    import matplotlib.pyplot as plt
-
+def _best_rows(board: Board, rankings: list[Ranking]) -> pd.DataFrame | None:
+    """The cleaned rows of each family's best configs (problems at the fill value left
+    out), with tau and temperature filled where a family has none."""
     parts = []
-    for (kind, family), clean in board.clean.items():
-        if kind != "kl" or "num_train" not in clean.columns:
+    for family in dict.fromkeys(r.family for r in rankings):
+        clean, spec = board.clean.get(family), rankings[0].spec
+        if clean is None or "num_train" not in clean.columns:
             continue
-        best = scoring.best_configs(clean)
+        best = scoring.best_configs(clean, spec.lower_is_better)
         df = clean[[best.get(a) == k for a, k in zip(clean["agent"], clean["config_key"])]]
-        df = df[df["kl_estimate"] < scoring.KL_FILL].assign(family=family)
+        df = df[df["score"].abs() < FILL].assign(family=family)
         if "tau" not in df.columns or df["tau"].isna().all():
             df = df.assign(tau=1)
         if "temperature" not in df.columns or df["temperature"].isna().all():
             df = df.assign(temperature="n/a")
         parts.append(df.dropna(subset=["tau", "temperature", "num_train"]))
     df = pd.concat(parts, ignore_index=True) if parts else None
-    if df is None or not len(df):
+    return df if df is not None and len(df) else None
+
+
+def plot_vs_num_train(board: Board, rankings: list[Ranking]):
+    """Mean score (best config per agent, chosen within each family) against training
+    size, one panel per family x tau x temperature (families never pooled)."""
+    import matplotlib.pyplot as plt
+
+    df = _best_rows(board, rankings)
+    if df is None:
         return None
     rows = df[["family", "tau"]].drop_duplicates().sort_values(["family", "tau"])
     temps = sorted(df["temperature"].unique(), key=str)
     fig, axes = plt.subplots(
-        len(rows),
-        len(temps),
-        figsize=(3.6 * len(temps), 2.9 * len(rows)),
-        squeeze=False,
+        len(rows), len(temps), figsize=(3.6 * len(temps), 2.9 * len(rows)), squeeze=False,
         layout="constrained",
-    )
+    )  # fmt: skip
     for i, (family, tau) in enumerate(rows.itertuples(index=False)):
         for j, temp in enumerate(temps):
             ax = axes[i][j]
@@ -264,12 +256,12 @@ def plot_kl_vs_num_train(board: Board):
                 ax.set_visible(False)
                 continue
             for label, g in cell.groupby("label", sort=True):
-                m = g.groupby("num_train")["kl_estimate"].mean()
+                m = g.groupby("num_train")["score"].mean()
                 ax.plot(m.index, m.to_numpy(), marker="o", ms=3, label=_mpl(label))
             ax.set_xscale("symlog", linthresh=1)
             ax.set_title(_mpl(f"{family}: tau={tau}, temperature={temp}"), fontsize=9)
             ax.set_xlabel("num_train")
-            ax.set_ylabel("mean KL")
+            ax.set_ylabel(_mpl(f"mean {rankings[0].spec.name}"))
     _legend_below(fig, [ax for ax in axes.flat if ax.get_visible()])
     return fig
 
@@ -292,13 +284,15 @@ def _legend_below(fig, axes) -> None:
         )
 
 
-def plot_c2st_vs_budget(board: Board):
-    """Mean C2ST with 95% bootstrap CI against simulation budget, one panel per task."""
+def plot_vs_budget(ranking: Ranking):
+    """Mean score with 95% bootstrap CI against simulation budget, one panel per task, the
+    published mean and range dashed beside."""
     import matplotlib.pyplot as plt
 
-    t = board.c2st
-    if t is None or not len(t):
+    t, short = ranking.table, ranking.spec.short
+    if not len(t):
         return None
+    mean, paper_col = f"mean_{short}", f"paper_{short}"
     tasks = sorted(t["task"].unique(), key=str)
     cols = min(4, len(tasks))
     rows = math.ceil(len(tasks) / cols)
@@ -310,12 +304,12 @@ def plot_c2st_vs_budget(board: Board):
         for i, (label, g) in enumerate(cell.groupby("label", sort=True)):
             g = g.sort_values("budget")
             # no whisker where there is no interval (too few observations)
-            low, high = g["mean_c2st"] - g["ci_low"], g["ci_high"] - g["mean_c2st"]
+            low, high = g[mean] - g["ci_low"], g["ci_high"] - g[mean]
             err = np.vstack([low.fillna(0), high.fillna(0)])
             color = f"C{i % 10}"
             ax.errorbar(
                 g["budget"],
-                g["mean_c2st"],
+                g[mean],
                 yerr=err,
                 marker="o",
                 ms=3,
@@ -323,13 +317,13 @@ def plot_c2st_vs_budget(board: Board):
                 color=color,
                 label=_mpl(label),
             )
-            paper = g.dropna(subset=["paper_c2st"]) if "paper_c2st" in g else g.iloc[:0]
-            if len(paper):  # the SBI benchmark paper's mean and range, dashed
-                low, high = paper["paper_c2st"] - paper["paper_min"], paper["paper_max"]
+            paper = g.dropna(subset=[paper_col]) if paper_col in g else g.iloc[:0]
+            if len(paper):  # the published mean and range, dashed
+                low, high = paper[paper_col] - paper["paper_min"], paper["paper_max"]
                 ax.errorbar(
                     paper["budget"],
-                    paper["paper_c2st"],
-                    yerr=np.vstack([low, high - paper["paper_c2st"]]),
+                    paper[paper_col],
+                    yerr=np.vstack([low, high - paper[paper_col]]),
                     ls="--",
                     marker="x",
                     ms=3,
@@ -338,12 +332,10 @@ def plot_c2st_vs_budget(board: Board):
                     color=color,
                     label=_mpl(f"{label} (paper)"),
                 )
-        ax.axhline(0.5, color="#999", lw=0.8, ls="--")
         ax.set_xscale("log")
-        ax.set_ylim(0.45, 1.02)
         ax.set_title(_mpl(task), fontsize=9)
         ax.set_xlabel("simulation budget")
-        ax.set_ylabel("C2ST")
+        ax.set_ylabel(_mpl(ranking.spec.name))
     for ax in list(axes.flat)[len(tasks) :]:
         ax.set_visible(False)
     _legend_below(fig, list(axes.flat)[: len(tasks)])
@@ -380,65 +372,109 @@ def plot_runtimes(timing: pd.DataFrame):
     return fig
 
 
-def _section(board: Board, kind: str) -> list[str]:
-    """A ranking section: heading, note, one table per family and tau (families are never
+def _table_name(board: Board, ranking: Ranking) -> str:
+    """A table's data-table name: `<short>-tau-<tau>` (or `<short>` over observations),
+    with the family when several families share the short name."""
+    sharing = {r.family for r in board.rankings if r.spec.short == ranking.spec.short}
+    name = ranking.spec.short if len(sharing) == 1 else f"{ranking.spec.short}-{ranking.family}"
+    return name if ranking.observations else f"{name}-tau-{ranking.tau}"
+
+
+def _table_title(ranking: Ranking) -> str:
+    title = f"{ranking.family} problems"
+    if ranking.tau == 1:
+        title += ", tau = 1: marginal predictions (one test input at a time)"
+    elif ranking.tau is not None:
+        title += f", tau = {ranking.tau}: joint predictions over {ranking.tau} test inputs together"
+    if ranking.observations:
+        return title + " (mean over observations, ranked within each task and budget)"
+    norm = ranking.table.attrs.get("normalizer")
+    return title + (f"; normalised by {norm}" if norm else "; not normalised")
+
+
+def _section(board: Board, spec: RankedBy, rankings: list[Ranking]) -> list[str]:
+    """A ranking section: heading, notes, one table per family and tau (families are never
     pooled), a legend, its plots."""
-    ranked = board.ranked(kind)
-    if not ranked:
-        return []
-    what, note = SECTIONS[kind]
-    phrase = _tau_phrase(list(dict.fromkeys(r.tau for r in ranked)))
-    heading = f"{what}: {phrase}" if phrase else what
-    parts = [f"<h2>{html.escape(heading)}</h2>", f'<p class="note">{html.escape(note)}</p>']
-    if len(board.families(kind)) > 1:
+    taus = list(dict.fromkeys(r.tau for r in rankings))
+    phrase = _tau_phrase(taus)
+    name = spec.title(1) if taus == [1] else spec.name  # one test input: a marginal score
+    heading = f"{name}: {phrase}" if phrase else name
+    parts = [f"<h2>{html.escape(heading)}</h2>"]
+    for note in (spec.note, RULE_NOTES.get(spec.rule, "")):
+        if note:
+            parts.append(f'<p class="note">{html.escape(note)}</p>')
+    if len({r.family for r in rankings}) > 1:
         parts.append(f'<p class="note">{html.escape(FAMILY_NOTE)}</p>')
-    norms = {r.table.attrs.get("normalizer") for r in ranked}
+    norms = {r.table.attrs.get("normalizer") for r in rankings}
     norm = next(iter(norms)) if len(norms) == 1 else None
     columns: list[str] = []
-    for r in ranked:
+    for r in rankings:
         table_norm = r.table.attrs.get("normalizer")
-        title = f"{r.family} problems"
-        if r.tau == 1:
-            title += ", tau = 1: marginal predictions (one test input at a time)"
-        elif r.tau is not None:
-            title += f", tau = {r.tau}: joint predictions over {r.tau} test inputs together"
-        title += f"; normalised by {table_norm}" if table_norm else "; not normalised"
-        parts.append(f"<h3>{html.escape(title)}</h3>")
-        shown = named(kind, r.table)
-        cols = [c for c in shown_columns(kind) if c in shown.columns]
+        parts.append(f"<h3>{html.escape(_table_title(r))}</h3>")
+        cols = [c for c in shown_columns(spec) if c in r.table.columns]
         columns += cols
-        # one family of this kind: the table's name says kind and tau as before
-        name = (
-            f"{kind}-tau-{r.tau}"
-            if len(board.families(kind)) == 1
-            else (f"{kind}-{r.family}-tau-{r.tau}")
-        )
-        if len(shown):
-            parts.append(html_table(shown, name, cols, normalizer=table_norm))
+        if len(r.table):
+            name = _table_name(board, r)
+            parts.append(html_table(r.table, name, cols, normalizer=table_norm, spec=spec))
         else:
             parts.append('<p class="note">No agent config has a score here.</p>')
-    parts.append(html_legend(kind, columns, norm))
-    if kind == "kl":
-        scored = "KL/norm" if norm else "mean KL"
+        if r.observations:
+            parts += _observation_extras(board, r)
+    parts.append(html_legend(spec.short, columns, norm, spec))
+    if spec.rule == TESTBED:
+        parts += _testbed_plots(board, spec, rankings, norm, phrase, name)
+    return parts
+
+
+def _observation_extras(board: Board, ranking: Ranking) -> list[str]:
+    """The score against budget per task, and the runs one by one when asked for."""
+    parts = []
+    fig = plot_vs_budget(ranking)
+    spec = ranking.spec
+    if fig is not None:
+        published = f"; dashed: {spec.published}'s mean and range" if spec.published else ""
+        caption = (
+            f"Mean {spec.name} over observations with 95% bootstrap CI (none below "
+            f"{scoring.MIN_CI_OBSERVATIONS} observations){published}."
+        )
+        parts.append(_figure(f"{_table_name(board, ranking)}-vs-budget", fig, caption))
+    runs = board.per_observation.get(ranking.family)
+    if runs is not None:
+        parts.append("<h3>Per observation</h3>")
+        name = f"{_table_name(board, ranking)}-per-observation"
+        parts.append(html_table(runs, name, per_observation_columns(spec), spec=spec))
+    return parts
+
+
+def _testbed_plots(
+    board: Board,
+    spec: RankedBy,
+    rankings: list[Ranking],
+    norm: str | None,
+    phrase: str,
+    name: str,
+) -> list[str]:
+    scored = f"{name} / {norm}'s" if norm else f"mean {name}"
+    better = "lower" if spec.lower_is_better else "higher"
+    parts = [
+        _figure(
+            f"{spec.short}-by-agent",
+            plot_by_agent(rankings),
+            f"{scored} per agent (bar: mean, whisker: standard error; {better} is better), "
+            f"one panel per problem family and tau: {phrase or 'all problems'}.",
+        )
+    ]
+    fig = plot_vs_num_train(board, rankings)
+    if fig is not None:
         parts.append(
             _figure(
-                "kl-by-agent",
-                plot_kl_by_agent(board),
-                f"{scored} per agent (bar: mean, whisker: standard error; lower is better), "
-                f"one panel per problem family and tau: {phrase or 'all problems'}.",
+                f"{spec.short}-vs-num-train",
+                fig,
+                f"Mean {name} ({better} is better) against training size, one panel per "
+                "problem family, tau and temperature (best config per agent; problems with a "
+                "missing or non-finite score left out).",
             )
         )
-        fig = plot_kl_vs_num_train(board)
-        if fig is not None:
-            parts.append(
-                _figure(
-                    "kl-vs-num-train",
-                    fig,
-                    "Mean KL (lower is better) against training size, one panel per problem "
-                    "family, tau and temperature (best config per agent; problems with a "
-                    "missing or non-finite KL left out).",
-                )
-            )
     return parts
 
 
@@ -480,47 +516,18 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
         f"{_count(df['problem_id'].nunique(), 'problem')}. Generated {when}.</p>",
         f"<p>{html.escape(READING)}</p>",
     ]
-    ranked_any = board.rankings or board.c2st is not None
-    if not ranked_any:
+    if not board.rankings:
         reason = (
             "No job finished"
             if not counts.get("ok", 0)
-            else "No finished job has a KL, joint NLL or C2ST"
+            else "No finished job has a score its family is ranked on"
         )
         parts.append(
             f'<p class="note" data-empty="rankings">{reason}, so there is nothing to rank; '
             "the failed jobs and their reasons are below.</p>"
         )
-    for kind, _, _ in KINDS:
-        parts += _section(board, kind)
-    if board.c2st is not None:
-        parts.append("<h2>C2ST per task and simulation budget (SBI benchmark rules)</h2>")
-        parts.append(
-            '<p class="note">Mean C2ST over observations with a 95% bootstrap interval '
-            f"(none below {scoring.MIN_CI_OBSERVATIONS} observations: a bootstrap of so few "
-            "values gives about their range, not a 95% interval); 0.5 is perfect and lower "
-            "is better; ranked within each task and budget; the SBI benchmark paper's mean "
-            "and range over the same observations beside ours (its own tasks only).</p>"
-        )
-        parts.append(html_table(board.c2st, "c2st", C2ST_COLUMNS))
-        parts.append(html_legend("c2st", [c for c in C2ST_COLUMNS if c in board.c2st]))
-        fig = plot_c2st_vs_budget(board)
-        if fig is not None:
-            parts.append(
-                _figure(
-                    "c2st-vs-budget",
-                    fig,
-                    "Mean C2ST over observations with 95% bootstrap CI (none below "
-                    f"{scoring.MIN_CI_OBSERVATIONS} observations; 0.5 is perfect; lower is "
-                    "better); dashed: the SBI benchmark paper's mean and range over its "
-                    "observations.",
-                )
-            )
-        if board.c2st_per_observation is not None:
-            parts.append("<h3>Per observation, beside the SBI benchmark paper</h3>")
-            parts.append(
-                html_table(board.c2st_per_observation, "c2st-per-observation", PER_OBS_COLUMNS)
-            )
+    for spec, rankings in board.sections():
+        parts += _section(board, spec, rankings)
     timing = runtimes(df)
     parts.append("<h2>Runtimes</h2>")
     parts.append(f'<p class="note">{html.escape(RUNTIME_NOTE)}</p>')

@@ -59,15 +59,23 @@ class SweepSummary:
 
 
 def check_data_unchanged(jobs: Sequence[Job], store: ResultsStore) -> None:
-    """An InputError when a `real/file:...` job's stored results were made from another
-    version of its file (the same path, other contents): they would be reused as if they
-    were of this one. The stored results stay as they are."""
-    from generative.real_data.files import file_digest
+    """An InputError when a job's stored results were made from another version of the
+    data its problem reads (`generative.data_version`: a data file at the same path with
+    other contents): they would be reused as if they were of this one. The stored
+    results stay as they are."""
+    import generative
 
-    ids = {j.problem_id for j in jobs if j.problem_id.startswith("real/file:")}
+    now = {}
+    for pid in {j.problem_id for j in jobs}:
+        try:
+            version = generative.data_version(pid)
+        except Exception:  # an unknown id fails in its job
+            version = None
+        if version is not None:
+            now[pid] = version
+    ids = set(now)
     if not ids:
         return
-    now = {i: file_digest(i) for i in ids}
     for row in store.rows():
         if row["problem_id"] not in ids:
             continue

@@ -1,52 +1,64 @@
-"""Scoring and ranking, as the papers do it.
+"""Scoring and ranking under the rules a family declares (`testbed.ranking.RankedBy`).
 
-Neural Testbed (`kl_estimate`): per agent config and problem, negative KL is clipped to
-0 (only below -1e-4 counts against health), missing or non-finite KL becomes 1e6; the
-mean per tau is normalised by the `uniform` agent (or a chosen one); the standard error
-is over seed groups (problem seed % 10: group means, then std / sqrt(#groups)). Accuracy,
-ECE and timings are averaged alongside. Best config per agent = lowest mean cleaned KL
-over all problems (taus mixed), as the Neural Testbed selects hyper-parameters.
+The Neural Testbed's rule (`TESTBED`): per agent config and problem, a negative score is
+clipped to 0 where the family says it is estimation noise (a KL; only below -1e-4 counts
+against health); a missing, failed or non-finite score, or one whose share of finite test
+batches is below 1, becomes 1e6; the mean per tau is normalised by the family's
+normalising agent (or a chosen one); the standard error is over seed groups (problem seed
+% 10: group means, then std / sqrt(#groups)). Accuracy, ECE and timings are averaged
+alongside. Best config per agent = best mean cleaned score over all problems (taus mixed),
+as the Neural Testbed selects hyper-parameters.
 
-SBI benchmark (`c2st`): mean C2ST over observations per task x simulation budget, with a
-95% bootstrap confidence interval over observations (none below MIN_CI_OBSERVATIONS: the
-bootstrap of a few values gives about their range, not a 95% interval).
+The SBI benchmark's rule (`OBSERVATIONS`): the mean score over observations per cell (task
+x simulation budget), with a 95% bootstrap confidence interval over observations (none
+below MIN_CI_OBSERVATIONS: the bootstrap of a few values gives about their range).
 
 Problems of different families are never pooled: the leaderboard cleans and ranks each
-family's problems apart (`leaderboard.board`), and a C2ST task of one family is never
-averaged with, or ranked against, a task of another (`family_of`).
+family's problems apart (`leaderboard.board`), and a task of one family is never averaged
+with, or ranked against, a task of another.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from testbed.errors import InputError, bad_value
+from testbed.ranking import FILL, JOINT_KL, OBSERVATIONS, RankedBy
 
-KL_FILL = 1e6
+KL_FILL = FILL
 NEGATIVE_TOLERANCE = -1e-4
 NUM_SEED_GROUPS = 10
 ENTRY = ["agent", "config_key"]
 MEAN_METRICS = ("test_acc", "test_ece", "train_seconds", "evaluation_seconds")
-TASK_COLUMNS = ("task", "task_name")
-BUDGET_COLUMNS = ("num_simulations", "budget", "simulation_budget")
-OBSERVATION_COLUMNS = ("num_observation", "observation")
-# Below this many observations a C2ST cell gets no bootstrap interval: resampling n values
+# Below this many observations a cell gets no bootstrap interval: resampling n values
 # gives at most C(2n - 1, n) means (3 for n = 2: the interval is just the two values), so
 # its percentiles are about the range of the values, not a 95% interval.
 MIN_CI_OBSERVATIONS = 5
-SBI_FAMILY = "sbi"  # the SBI benchmark's problems (the paper's C2ST is beside these only)
 
 
 def family_of(problem_ids: pd.Series) -> pd.Series:
     """The problem family of each id: the part before the first '/' (`coin/3` -> `coin`),
     as `generative.split_id` reads it."""
     return problem_ids.astype(str).str.split("/", n=1).str[0]
+
+
+def ranked_by(families: Sequence[str]) -> dict[str, RankedBy]:
+    """family -> how it is ranked, for the registered families among `families` that are
+    ranked (a family no longer registered is ranked by the default, the joint KL)."""
+    import generative
+
+    out = {}
+    for name in families:
+        spec = generative.FAMILIES.get(name).ranked_by if name in generative.FAMILIES else JOINT_KL
+        if spec is not None:
+            out[name] = spec
+    return out
 
 
 def entry_labels(df: pd.DataFrame) -> dict[str, str]:
@@ -78,49 +90,65 @@ def _settings_for(df: pd.DataFrame, problem_ids: Sequence[str]) -> pd.DataFrame:
     return out if len(out) else pd.DataFrame({"problem_id": []})
 
 
-def clean_kl(df: pd.DataFrame, problem_ids: Sequence[str] | None = None) -> pd.DataFrame:
-    """One cleaned row per (agent, config_key, problem_id) under the Neural Testbed's rules.
+def _clean_entry(rows: pd.DataFrame, universe: list[str], spec: RankedBy) -> pd.DataFrame:
+    """One agent config's rows cleaned under `spec`'s rule: one row per problem of
+    `universe` with `score` (cleaned), `raw_score`, the MEAN_METRICS and `pct_health`."""
+    inside = set(universe)
+    fill = FILL if spec.lower_is_better else -FILL
+    metrics = [m for m in MEAN_METRICS if m in rows.columns]
+    extra = int((~rows["problem_id"].isin(inside)).sum())
+    rows = rows[rows["problem_id"].isin(inside)]
+    raw = pd.to_numeric(rows[spec.score], errors="coerce") if spec.score in rows else None
+    raw = raw if raw is not None else pd.Series(math.nan, index=rows.index)
+    score, bad_negative = raw, 0
+    if spec.clip_negative:  # clip negatives first (-inf included), as the paper
+        score = raw.where(~(raw < 0), 0.0)
+        bad_negative = int((raw < NEGATIVE_TOLERANCE).sum())
+    non_finite = ~np.isfinite(score)
+    if spec.finite_share and spec.finite_share in rows:  # an infinitely wrong batch
+        share = pd.to_numeric(rows[spec.finite_share], errors="coerce").fillna(1.0)
+        non_finite |= share < 1.0
+    score = score.where(~non_finite, fill)
+    cleaned = rows[["problem_id", *metrics]].assign(score=score, raw_score=raw)
+    cleaned["non_finite"] = non_finite.astype(float)
+    per_problem = cleaned.groupby("problem_id", sort=False).mean()
+    missing = [p for p in universe if p not in per_problem.index]
+    if missing:
+        absent = pd.DataFrame({"score": fill, "raw_score": math.nan}, index=pd.Index(missing))
+        per_problem = pd.concat([per_problem, absent])
+    per_problem = per_problem.reindex(universe).rename_axis("problem_id").reset_index()
+    # health counts jobs: each problem once per agent seed this config ran
+    seeds = rows["agent_seed"].nunique() if "agent_seed" in rows and len(rows) else 1
+    absent_jobs = max(0, len(universe) * max(seeds, 1) - len(rows))
+    total = len(rows) + absent_jobs  # as the paper: extras count as bad, not in total
+    bad = int(non_finite.sum()) + bad_negative + extra + absent_jobs
+    per_problem["pct_health"] = 1.0 - bad / total if total else 0.0
+    return per_problem
+
+
+def clean_scores(
+    df: pd.DataFrame, problem_ids: Sequence[str] | None = None, spec: RankedBy = JOINT_KL
+) -> pd.DataFrame:
+    """One cleaned row per (agent, config_key, problem_id) under `spec`'s Neural Testbed
+    rule (see the module doc).
 
     `problem_ids` is the leaderboard's sweep (default: every problem any agent ran):
     rows of other problems are dropped (and count against health); an agent config
-    missing a problem gets KL 1e6. Several agent seeds of one problem are averaged after
-    cleaning. Columns: agent, config_key, label, problem_id, kl_estimate (clean),
-    raw_kl_estimate, the MEAN_METRICS present, pct_health, then the problem settings.
+    missing a problem gets the fill value. Several agent seeds of one problem are averaged
+    after cleaning. Columns: agent, config_key, label, problem_id, score (clean),
+    raw_score, non_finite, the MEAN_METRICS present, pct_health, then the problem settings.
     """
-    if "kl_estimate" not in df.columns:
-        raise InputError("results: no 'kl_estimate' metric; allowed: joint-KL problems")
+    if spec.score not in df.columns:
+        raise InputError(f"results: no {spec.score!r} metric; allowed: results of problems "
+                         f"ranked on it")  # fmt: skip
     universe = list(dict.fromkeys(problem_ids if problem_ids is not None else df["problem_id"]))
-    inside = set(universe)
     labels = entry_labels(df)
-    metrics = [m for m in MEAN_METRICS if m in df.columns]
     parts = []
     for (agent, ckey), rows in df.groupby(ENTRY, sort=True):
-        extra = int((~rows["problem_id"].isin(inside)).sum())
-        rows = rows[rows["problem_id"].isin(inside)]
-        raw = rows["kl_estimate"].astype(float)
-        kl = raw.where(~(raw < 0), 0.0)  # clip negatives first (-inf included), as the paper
-        bad_negative = int((raw < NEGATIVE_TOLERANCE).sum())
-        non_finite = ~np.isfinite(kl)
-        kl = kl.where(~non_finite, KL_FILL)
-        cleaned = rows[["problem_id", *metrics]].assign(kl_estimate=kl, raw_kl_estimate=raw)
-        per_problem = cleaned.groupby("problem_id", sort=False).mean()
-        missing = [p for p in universe if p not in per_problem.index]
-        fill = pd.DataFrame(
-            {"kl_estimate": KL_FILL, "raw_kl_estimate": math.nan}, index=pd.Index(missing)
-        )
-        per_problem = pd.concat([per_problem, fill]) if missing else per_problem
-        per_problem = per_problem.reindex(universe)
-        # health counts jobs: each problem once per agent seed this config ran (a missing
-        # problem counted once for all seeds made 2 ok jobs of 2 seeds x 4 problems 40%)
-        seeds = rows["agent_seed"].nunique() if "agent_seed" in rows and len(rows) else 1
-        absent = max(0, len(universe) * max(seeds, 1) - len(rows))
-        total = len(rows) + absent  # as the paper: extras count as bad, not in total
-        bad = int(non_finite.sum()) + bad_negative + extra + absent
-        part = per_problem.rename_axis("problem_id").reset_index()
+        part = _clean_entry(rows, universe, spec)
         part.insert(0, "config_key", ckey)
         part.insert(0, "agent", agent)
         part.insert(2, "label", labels[ckey])
-        part["pct_health"] = 1.0 - bad / total if total else 0.0
         parts.append(part)
     if not parts:
         raise InputError("results: no rows to score; allowed: a results file with finished jobs")
@@ -128,10 +156,11 @@ def clean_kl(df: pd.DataFrame, problem_ids: Sequence[str] | None = None) -> pd.D
     return out.merge(_settings_for(df, universe), on="problem_id", how="left")
 
 
-def best_configs(clean: pd.DataFrame, score: str = "kl_estimate") -> dict[str, str]:
-    """agent -> config_key of its best config (lowest mean `score`; ties: first key)."""
-    means = clean.groupby(ENTRY, sort=True)[score].mean().reset_index()
-    means = means.sort_values(["agent", score, "config_key"], kind="stable")
+def best_configs(clean: pd.DataFrame, lower_is_better: bool = True) -> dict[str, str]:
+    """agent -> config_key of its best config (best mean `score`; ties: first key)."""
+    means = clean.groupby(ENTRY, sort=True)["score"].mean().reset_index()
+    means["order"] = means["score"] if lower_is_better else -means["score"]
+    means = means.sort_values(["agent", "order", "config_key"], kind="stable")
     return dict(means.drop_duplicates("agent")[["agent", "config_key"]].values)
 
 
@@ -141,7 +170,7 @@ def _stderr(values: np.ndarray) -> float:
 
 
 def seed_group_stderr(kl: pd.Series, seeds: pd.Series, groups: int = NUM_SEED_GROUPS) -> float:
-    """Standard error over seed groups: mean KL within each `seed % groups`, then stderr."""
+    """Standard error over seed groups: mean score within each `seed % groups`, then stderr."""
     known = seeds.notna()
     if not known.any():
         return math.nan
@@ -149,22 +178,45 @@ def seed_group_stderr(kl: pd.Series, seeds: pd.Series, groups: int = NUM_SEED_GR
     return _stderr(means.to_numpy())
 
 
-def kl_ranking(
+def _entry_rows(df: pd.DataFrame, spec: RankedBy, num_seed_groups: int) -> pd.DataFrame:
+    """Per agent config: mean and seed-group stderr of the score, the means of
+    MEAN_METRICS, health, problems and non-finite problems."""
+    seeds = df["seed"] if "seed" in df.columns else pd.Series(np.nan, index=df.index)
+    rows = []
+    for (agent, ckey, label), g in df.groupby(ENTRY + ["label"], sort=True):
+        row: dict[str, Any] = {
+            "agent": agent,
+            "label": label,
+            "config_key": ckey,
+            f"mean_{spec.short}": float(g["score"].mean()),
+            f"stderr_{spec.short}": seed_group_stderr(g["score"], seeds[g.index], num_seed_groups),
+        }
+        for m in MEAN_METRICS:
+            row[f"mean_{m}"] = float(g[m].mean()) if m in g.columns else math.nan
+        row["pct_health"] = float(g["pct_health"].iloc[0])
+        row["num_problems"] = len(g)
+        row["num_non_finite"] = int((g["non_finite"] > 0).sum()) if "non_finite" in g else 0
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def score_ranking(
     clean: pd.DataFrame,
     tau: int | None = None,
     *,
-    normalize: str | None = "uniform",
+    spec: RankedBy = JOINT_KL,
+    normalize: str | None = "default",
     best_only: bool = True,
     num_seed_groups: int = NUM_SEED_GROUPS,
 ) -> pd.DataFrame:
     """The Neural Testbed's ranking table for one tau (None: all rows).
 
-    Columns: agent, label, config_key, mean_kl, stderr_kl, normalized_kl,
-    normalized_stderr, mean_test_acc, mean_test_ece, mean_train_seconds,
-    mean_evaluation_seconds, pct_health, num_problems; sorted by normalized_kl, rows with
-    normalized_kl >= 1e6 dropped. `normalize` names the agent whose mean KL is 1 (its
-    best config); the default `uniform` is skipped when absent (attrs['normalizer'] says
-    what was used); any other absent name is an error.
+    Columns (s = spec.short): agent, label, config_key, normalized_<s>, normalized_stderr,
+    mean_<s>, stderr_<s>, mean_test_acc, mean_test_ece, mean_train_seconds,
+    mean_evaluation_seconds, pct_health, num_problems, num_non_finite; best first, rows
+    at the fill value dropped. `normalize` names the agent whose mean is 1 (its best
+    config); 'default' is the family's normaliser, skipped when absent (attrs['normalizer']
+    says what was used); any other absent name is an error; None or 'none': no normaliser.
     """
     df = clean
     if tau is not None:
@@ -173,51 +225,36 @@ def kl_ranking(
             raise bad_value("tau", tau, present or ["(none: the problems have no tau)"])
         df = df[df["tau"] == tau]
     if best_only:
-        best = best_configs(clean)
+        best = best_configs(clean, spec.lower_is_better)
         df = df[[best.get(a) == k for a, k in zip(df["agent"], df["config_key"])]]
-    seeds = df["seed"] if "seed" in df.columns else pd.Series(np.nan, index=df.index)
-    rows = []
-    for (agent, ckey, label), g in df.groupby(ENTRY + ["label"], sort=True):
-        row: dict[str, Any] = {
-            "agent": agent,
-            "label": label,
-            "config_key": ckey,
-            "mean_kl": float(g["kl_estimate"].mean()),
-            "stderr_kl": seed_group_stderr(g["kl_estimate"], seeds[g.index], num_seed_groups),
-        }
-        for m in MEAN_METRICS:
-            row[f"mean_{m}"] = float(g[m].mean()) if m in g.columns else math.nan
-        row["pct_health"] = float(g["pct_health"].iloc[0])
-        row["num_problems"] = len(g)
-        rows.append(row)
-    table = pd.DataFrame(rows)
-    normalizer = None
-    scale = 1.0
-    if normalize and normalize != "none":
-        base = table[table["agent"] == normalize] if len(table) else table
+    table = _entry_rows(df, spec, num_seed_groups)
+    mean, stderr, norm = f"mean_{spec.short}", f"stderr_{spec.short}", f"normalized_{spec.short}"
+    normalizer, scale = None, 1.0
+    name = spec.normalizer if normalize == "default" else normalize
+    if name and name != "none":
+        base = table[table["agent"] == name] if len(table) else table
         if len(base):
-            scale = float(base["mean_kl"].iloc[0])
-            normalizer = normalize
-        elif normalize != "uniform":
+            scale, normalizer = float(base[mean].iloc[0]), name
+        elif normalize != "default":
             agents_present = sorted(set(table["agent"])) if len(table) else []
             raise bad_value("normalize", normalize, agents_present + ["none"])
     if len(table):
-        table["normalized_kl"] = table["mean_kl"] / scale
-        table["normalized_stderr"] = table["stderr_kl"] / scale
-        table = table.sort_values(["normalized_kl", "label"], kind="stable")
-        table = table[table["normalized_kl"] < KL_FILL].reset_index(drop=True)
-        front = ["agent", "label", "normalized_kl", "normalized_stderr", "mean_kl", "stderr_kl"]
+        table[norm] = table[mean] / scale
+        table["normalized_stderr"] = table[stderr] / scale
+        order = table[norm] if spec.lower_is_better else -table[norm]
+        table = table.assign(_o=order).sort_values(["_o", "label"], kind="stable")
+        table = table[table[mean].abs() < FILL].drop(columns="_o").reset_index(drop=True)
+        front = ["agent", "label", norm, "normalized_stderr", mean, stderr]
         table = table[front + [c for c in table.columns if c not in front]]
-    table.attrs["normalizer"] = normalizer
-    table.attrs["tau"] = tau
+    table.attrs.update(normalizer=normalizer, tau=tau, spec=spec)
     return table
 
 
-def kl_rankings(clean: pd.DataFrame, **kwargs: Any) -> dict[int | None, pd.DataFrame]:
-    """`kl_ranking` for each tau present (one table for None when there is no tau)."""
+def score_rankings(clean: pd.DataFrame, **kwargs: Any) -> dict[int | None, pd.DataFrame]:
+    """`score_ranking` for each tau present (one table for None when there is no tau)."""
     if "tau" not in clean.columns or clean["tau"].isna().all():
-        return {None: kl_ranking(clean, None, **kwargs)}
-    return {int(t): kl_ranking(clean, int(t), **kwargs) for t in sorted(clean["tau"].dropna())}
+        return {None: score_ranking(clean, None, **kwargs)}
+    return {int(t): score_ranking(clean, int(t), **kwargs) for t in sorted(clean["tau"].dropna())}
 
 
 def _first(df: pd.DataFrame, names: Sequence[str]) -> pd.Series:
@@ -249,116 +286,88 @@ def bootstrap_ci(
     return float(lo), float(hi)
 
 
-def _seeded_apart(rows: pd.DataFrame, task: str) -> pd.DataFrame:
-    """Runs at our seeded observations (`sbi/.../<k>/seeded`) as a task of their own,
-    `<task> (seeded)`: never pooled with, or set beside, the benchmark's observations."""
-    if "observation_source" not in rows.columns:
-        return rows
-    seeded = rows["observation_source"] == "seeded"
-    if not seeded.any():
-        return rows
-    rows = rows.copy()
-    rows[task] = rows[task].astype(object)
-    rows.loc[seeded, task] = rows.loc[seeded, task].astype(str) + " (seeded)"
+def _apart(rows: pd.DataFrame, spec: RankedBy) -> pd.DataFrame:
+    """Rows whose `spec.apart` columns differ from their defaults as tasks of their own
+    (`<task> (seeded)`, `<task> (iid10)`): never pooled with, or set beside, the others."""
+    for column, default, form in spec.apart:
+        if column not in rows.columns:
+            continue
+        values = rows[column]
+        other = values.notna() & (values.astype(str) != str(default))
+        if not other.any():
+            continue
+        rows = rows.copy()
+        rows["task"] = rows["task"].astype(object)
+        shown = values[other].map(lambda v, form=form: form.format(_plain(v)))
+        rows.loc[other, "task"] = rows.loc[other, "task"].astype(str) + " (" + shown + ")"
     return rows
 
 
-def _iid_apart(rows: pd.DataFrame, task: str) -> pd.DataFrame:
-    """Runs at i.i.d. sets of n > 1 draws (`sbi/.../<k>/iid<n>`) as a task of their own,
-    `<task> (iid<n>)`: another posterior than observation k's, never pooled with it or set
-    beside the paper's."""
-    if "num_iid" not in rows.columns:
-        return rows
-    n = pd.to_numeric(rows["num_iid"], errors="coerce")
-    sets = n > 1
-    if not sets.any():
-        return rows
-    rows = rows.copy()
-    rows[task] = rows[task].astype(object)
-    suffix = " (iid" + n[sets].astype(int).astype(str) + ")"
-    rows.loc[sets, task] = rows.loc[sets, task].astype(str) + suffix
-    return rows
+def _plain(value: Any) -> Any:
+    """A whole float as an int (a settings column read back as float: 10.0 -> 10)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _families_apart(rows: pd.DataFrame, task: str) -> pd.DataFrame:
-    """`rows` with a `family` column; when they hold posterior problems of more than one
-    family, each task of a family other than the SBI benchmark's is named
-    `<task> (<family>)`, so a task name two families share is never pooled, ranked
-    together or set beside the paper."""
-    rows = rows.assign(family=family_of(rows["problem_id"]))
-    if rows["family"].nunique() < 2:
-        return rows
-    other = rows["family"] != SBI_FAMILY
-    rows[task] = rows[task].astype(object)
-    rows.loc[other, task] = (
-        rows.loc[other, task].astype(str) + " (" + rows.loc[other, "family"] + ")"
-    )
-    return rows
+def observation_rows(df: pd.DataFrame, specs: Mapping[str, RankedBy]) -> pd.DataFrame:
+    """The rows of the families ranked by observations, with `family`, `task`, `budget`
+    and `observation` columns from each family's declared cell and replicate; a family's
+    task is named `<task> (<family>)` when several families are present, except the one
+    whose published results are matched by task name. Rows with no cell are left out."""
+    family = family_of(df["problem_id"])
+    chosen = {f: spec for f, spec in specs.items() if spec.rule == OBSERVATIONS}
+    parts = []
+    for fam, spec in chosen.items():
+        rows = df[family == fam]
+        if not len(rows) or spec.score not in rows:
+            continue
+        cells = [rows[c] if c in rows else pd.Series(math.nan, index=rows.index) for c in spec.cell]
+        rows = rows.assign(
+            family=fam,
+            task=cells[0],
+            budget=cells[1] if len(cells) > 1 else 0,
+            observation=rows[spec.replicate] if spec.replicate in rows else 1,
+            score=pd.to_numeric(rows[spec.score], errors="coerce"),
+        )
+        rows = rows[rows["task"].notna() & rows["budget"].notna() & rows["observation"].notna()]
+        parts.append(_apart(rows, spec))
+    if not parts:
+        return pd.DataFrame(columns=["family", "task", "budget", "observation", "score"])
+    out = pd.concat(parts, ignore_index=True)
+    if out["family"].nunique() > 1:
+        renamed = ~out["family"].map(lambda f: bool(chosen[f].published))
+        out["task"] = out["task"].astype(object)
+        out.loc[renamed, "task"] = (
+            out.loc[renamed, "task"].astype(str) + " (" + out.loc[renamed, "family"] + ")"
+        )
+    return out
 
 
-def _posterior_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, str, str, str]:
-    """The rows of posterior problems (task, budget and observation known), each task
-    kept apart by family and observation source; and the names of those three columns.
-
-    A conjugate model run as a simulator (`conjugate_sbi/<model>/<name>/<budget>`) has no
-    task setting: its problem name is its task, and its one observation is observation 1.
-    Rows with no budget (exact conjugate agents) are left out: they are scored exactly."""
-    task, budget, obs = TASK_COLUMNS[0], BUDGET_COLUMNS[0], OBSERVATION_COLUMNS[0]
-    tasks = _first(df, TASK_COLUMNS)
-    named = tasks.isna() & df["problem"].notna() if "problem" in df.columns else None
-    rows = df.assign(**{task: tasks, budget: _first(df, BUDGET_COLUMNS)})
-    rows[obs] = _first(df, OBSERVATION_COLUMNS)
-    if named is not None and named.any():
-        rows[task] = rows[task].astype(object)
-        rows.loc[named, task] = df.loc[named, "problem"]
-        rows.loc[named & rows[obs].isna(), obs] = 1
-    rows = rows[rows[task].notna() & rows[budget].notna() & rows[obs].notna()]
-    rows = _iid_apart(_seeded_apart(rows, task), task)
-    return _families_apart(rows, task), task, budget, obs
-
-
-def has_posterior_c2st(df: pd.DataFrame) -> bool:
-    """Whether `df` holds a C2ST of a posterior problem with a task, budget and
-    observation (what `c2st_table` ranks; an exact conjugate agent's C2ST has no budget)."""
-    if "c2st" not in df.columns or not df["c2st"].notna().any():
-        return False
-    return bool(_posterior_rows(df)[0]["c2st"].notna().any())
-
-
-def c2st_table(
-    df: pd.DataFrame,
+def observation_table(
+    rows: pd.DataFrame,
+    labels: Mapping[str, str],
     *,
     best_only: bool = True,
     num_bootstrap: int = 1000,
     level: float = 0.95,
     seed: int = 0,
     min_ci_observations: int = MIN_CI_OBSERVATIONS,
+    lower_is_better: bool = True,
 ) -> pd.DataFrame:
-    """Mean C2ST per agent config x family x task x budget over observations, with a
-    bootstrap CI (nan below `min_ci_observations` observations).
+    """Mean score per agent config x family x task x budget over observations, with a
+    bootstrap CI (nan below `min_ci_observations` observations), from `observation_rows`.
 
-    Agent seeds of one observation are averaged first; a non-finite C2ST is left out of
-    the mean and counted in `num_failed`. Best config per agent and family: lowest C2ST
+    Agent seeds of one observation are averaged first; a non-finite score is left out of
+    the mean and counted in `num_failed`. Best config per agent and family: best score
     averaged over its (task, budget) cells of that family.
     """
-    if not has_posterior_c2st(df):
-        raise InputError(
-            "results: no 'c2st' metric of a simulator problem (task x budget x observation); "
-            "allowed: results of sbi/... or conjugate_sbi/... problems"
-        )
-    rows, task, budget, obs = _posterior_rows(df)
-    labels = entry_labels(df)
     out = []
-    for (agent, ckey, fam, t, b), g in rows.groupby(ENTRY + ["family", task, budget], sort=True):
-        finite = g[np.isfinite(g["c2st"].astype(float))]
-        per_obs = finite.groupby(obs)["c2st"].mean().to_numpy()
+    for (agent, ckey, fam, t, b), g in rows.groupby(ENTRY + ["family", "task", "budget"]):
+        finite = g[np.isfinite(g["score"].astype(float))]
+        per_obs = finite.groupby("observation")["score"].mean().to_numpy()
         lo, hi = bootstrap_ci(
-            per_obs,
-            num_bootstrap=num_bootstrap,
-            level=level,
-            seed=seed,
+            per_obs, num_bootstrap=num_bootstrap, level=level, seed=seed,
             min_observations=min_ci_observations,
-        )
+        )  # fmt: skip
         out.append(
             {
                 "agent": agent,
@@ -366,37 +375,54 @@ def c2st_table(
                 "config_key": ckey,
                 "family": fam,
                 "task": t,
-                "budget": int(b) if float(b).is_integer() else b,  # NaN elsewhere: a float
-                "mean_c2st": float(per_obs.mean()) if len(per_obs) else math.nan,
+                "budget": int(b) if float(b).is_integer() else b,
+                "mean_score": float(per_obs.mean()) if len(per_obs) else math.nan,
                 "ci_low": lo,
                 "ci_high": hi,
                 "num_observations": len(per_obs),
                 "num_failed": int(len(g) - len(finite)),
-            }
+            }  # fmt: skip
         )
     table = pd.DataFrame(out)
     if best_only and len(table):
-        means = table.groupby([*ENTRY, "family"])["mean_c2st"].mean().reset_index()
-        means = means.sort_values(["agent", "family", "mean_c2st", "config_key"], kind="stable")
+        means = table.groupby([*ENTRY, "family"])["mean_score"].mean().reset_index()
+        means["order"] = means["mean_score"] * (1 if lower_is_better else -1)
+        means = means.sort_values(["agent", "family", "order", "config_key"], kind="stable")
         best = means.drop_duplicates(["agent", "family"])[[*ENTRY, "family"]]
         table = table.merge(best, on=[*ENTRY, "family"])
-    order = ["family", "task", "budget", "mean_c2st"]
+    order = ["family", "task", "budget", "mean_score"]
     return table.sort_values(order, kind="stable").reset_index(drop=True) if len(table) else table
 
 
-def c2st_per_observation(df: pd.DataFrame, *, best_only: bool = True) -> pd.DataFrame:
-    """C2ST per agent config x family x task x budget x observation (agent seeds averaged),
-    of the best config per agent and family (as `c2st_table` picks it) unless `best_only`
-    is False."""
-    rows, task, budget, obs = _posterior_rows(df)
-    rows = rows[np.isfinite(rows["c2st"].astype(float))]
-    if best_only:
-        best = c2st_table(df, best_only=True)[[*ENTRY, "family"]].drop_duplicates()
-        rows = rows.merge(best, on=[*ENTRY, "family"])
-    keys = [*ENTRY, "family", task, budget, obs]
-    out = rows.groupby(keys, sort=True)["c2st"].mean().reset_index()
-    out = out.rename(columns={task: "task", budget: "budget", obs: "observation"})
-    labels = entry_labels(df)
+def rank_observations(
+    df: pd.DataFrame, specs: Mapping[str, RankedBy] | None = None, **kwargs: Any
+) -> pd.DataFrame:
+    """The observation rankings of the families in `df` (default: as they are registered)
+    in one table, the score under `mean_<short>` (`observation_table`'s keywords)."""
+    specs = specs if specs is not None else ranked_by(sorted(set(family_of(df["problem_id"]))))
+    rows = observation_rows(df, specs)
+    if not len(rows):
+        raise InputError("results: no family ranked over observations; allowed: results of "
+                         "such problems (simulator posteriors)")  # fmt: skip
+    parts = []
+    for fam, g in rows.groupby("family", sort=False):
+        spec = specs[fam]
+        table = observation_table(g, entry_labels(df), lower_is_better=spec.lower_is_better,
+                                  **kwargs)  # fmt: skip
+        parts.append(table.rename(columns={"mean_score": f"mean_{spec.short}"}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def per_observation(
+    rows: pd.DataFrame, labels: Mapping[str, str], best: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The score per agent config x family x task x budget x observation (agent seeds
+    averaged), of the configs in `best` (agent, config_key, family) when given."""
+    rows = rows[np.isfinite(rows["score"].astype(float))]
+    if best is not None:
+        rows = rows.merge(best[[*ENTRY, "family"]].drop_duplicates(), on=[*ENTRY, "family"])
+    keys = [*ENTRY, "family", "task", "budget", "observation"]
+    out = rows.groupby(keys, sort=True)["score"].mean().reset_index()
     out.insert(1, "label", [labels[k] for k in out["config_key"]])
     return out
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 _VERSIONS: dict[str, str] | None = None
-SCORES = ("kl_estimate", "joint_nll", "c2st")  # the metrics the leaderboard ranks on
 
 
 def thread_env(threads: int = 1) -> dict[str, str]:
@@ -98,10 +97,13 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _new_result(job: Mapping[str, Any]) -> dict[str, Any]:
-    from generative.real_data.files import file_digest
+    import generative
 
     made_with = versions()
-    digest = file_digest(job["problem_id"])
+    try:
+        digest = generative.data_version(job["problem_id"])
+    except Exception:  # an unknown id fails in the job, with its own message
+        digest = None
     if digest is not None:  # the user's data file as this result saw it
         made_with["data_sha256"] = digest
     return {
@@ -121,11 +123,24 @@ def _fail(result: dict[str, Any], exc: BaseException) -> None:
     result["traceback"] = traceback.format_exc()[-4000:]
 
 
+def _ranked_score(problem_id: str) -> str | None:
+    """The metric the problem's family is ranked on (None: not ranked, or not known)."""
+    import generative
+
+    try:
+        spec = generative.family_of(problem_id).ranked_by
+    except Exception:
+        return None
+    return None if spec is None else spec.score
+
+
 def _check_quality(result: dict[str, Any], quality: Mapping[str, float]) -> None:
-    """Stores `quality`; a NaN, or an infinite score (SCORES), fails the result."""
+    """Stores `quality`; a NaN, or an infinite ranked score (the one its family is ranked
+    on), fails the result."""
     result["metrics"] = dict(quality)
+    score = _ranked_score(result["problem_id"])
     bad = sorted(
-        k for k, v in quality.items() if math.isnan(v) or (k in SCORES and not math.isfinite(v))
+        k for k, v in quality.items() if math.isnan(v) or (k == score and not math.isfinite(v))
     )
     if bad:
         result["status"] = "failed"
@@ -147,7 +162,7 @@ def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
     """Trains and scores one job; never raises for the job's own errors.
 
     A job that raises is `failed` with the exception as its reason; one whose Quality
-    holds a NaN, or an infinite score (SCORES), is `failed` with the offending metrics
+    holds a NaN, or an infinite ranked score, is `failed` with the offending metrics
     named (its metrics are kept, so scoring can apply the non-finite rule). An infinite
     diagnostic (e.g. `kl_estimate_std` when one test batch had infinite KL) is kept as
     data, not a failure. A group of jobs (`members`, see `group_dict`) is `run_group`.

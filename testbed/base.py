@@ -205,10 +205,25 @@ class Amortized(Protocol):
 @runtime_checkable
 class SharesTraining(Protocol):
     """A problem whose training data is that of every problem with the same
-    `training_key` (the SBI benchmark's observations of one task and budget)."""
+    `training_key`. Who may train once for them is `training_shared_by`:
+    `SHARED_BY_AMORTIZED` (the default: the problems differ in what the agent is shown,
+    e.g. the SBI benchmark's observations, so only agents that ignore it) or
+    `SHARED_BY_ANY` (they differ only in how the predictive is scored, e.g. the Neural
+    Testbed's tau = 1 / tau = 10 pairs: every agent trains once; the shared training sees
+    the first problem's prior knowledge)."""
 
     @property
     def training_key(self) -> str: ...
+
+
+SHARED_BY_AMORTIZED = "amortized"
+SHARED_BY_ANY = "any"
+SHARED_BY = (SHARED_BY_AMORTIZED, SHARED_BY_ANY)
+
+
+def training_shared_by(problem: Any) -> str:
+    """Who may share a training on `problem` (see SharesTraining)."""
+    return getattr(problem, "training_shared_by", SHARED_BY_AMORTIZED)
 
 
 @runtime_checkable

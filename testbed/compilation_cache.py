@@ -12,13 +12,11 @@ set with `jax.config.update`) is never overridden: testbed then compiles into th
 - The command line and sweep workers own their process: `enable_compilation_cache()` turns
   the cache on for the whole process and, through the environment, its children.
 - Library calls (`testbed.metrics.c2st`, `LC2ST`, the joint-KL estimators and every
-  evaluator run by `testbed.evaluate`) run inside `library_cache()`: only while such a
-  call runs, and only when JAX has no cache folder then, JAX's folder is set to ours;
-  afterwards it is unset again and JAX's cache object reset. Nothing is set on import, so
-  a user who configures JAX's cache at any time, before or after the first metric call,
-  gets their own (JAX builds its cache object once, on the first compilation with a
-  folder set, and would otherwise keep ours). A compilation another thread of the user
-  makes while a testbed call is running is cached in our folder too.
+  evaluator run by `testbed.evaluate`) configure it once per process, at the first such
+  call, and only when JAX has no cache folder then: JAX's folder becomes ours (public
+  `jax.config`), and stays so. To use a cache of your own, configure JAX's before
+  testbed's first call (`JAX_COMPILATION_CACHE_DIR`, or `jax.config.update`), or set
+  `TESTBED_JAX_CACHE=off`.
 
 `StoredPrograms` keeps the metric classifiers' compiled programs whole in the same folder
 (`testbed-programs/`), so a fresh process does not even trace them.
@@ -93,8 +91,8 @@ def enable_compilation_cache() -> dict[str, str]:
 
 
 _lock = threading.Lock()
-_depth = 0  # library calls running now (nested or in threads)
-_ours: tuple[str, float] | None = None  # (our folder, the threshold we replaced) while set
+_decided = False  # whether this process's first library call has configured the cache
+_ours: str | None = None  # the folder it made JAX's (None: none)
 
 
 def _reset_jax_cache() -> None:
@@ -113,7 +111,20 @@ def _writable(folder: str) -> bool:
     return os.access(folder, os.W_OK | os.X_OK)
 
 
-def _turn_on() -> tuple[str, float] | None:
+def configure_once() -> str | None:
+    """At the first call in a process: testbed's folder as JAX's compilation cache, unless
+    JAX has one already, the folder cannot be written, or TESTBED_JAX_CACHE=off. Later
+    calls change nothing. Returns the folder JAX compiles into for testbed (None: none
+    of ours)."""
+    global _decided, _ours
+    with _lock:
+        if not _decided:
+            _decided = True
+            _ours = _turn_on()
+    return _testbed_folder_active()
+
+
+def _turn_on() -> str | None:
     import jax
 
     folder = cache_folder()
@@ -121,50 +132,27 @@ def _turn_on() -> tuple[str, float] | None:
         return None  # off, or the user's own cache (used as it is)
     if not jax.config.jax_enable_compilation_cache or not _writable(folder):
         return None
-    threshold = jax.config.jax_persistent_cache_min_compile_time_secs
     _reset_jax_cache()  # a cache object the user once built for a folder since unset
     jax.config.update("jax_compilation_cache_dir", folder)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECS)
-    return folder, threshold
-
-
-def _turn_off(ours: tuple[str, float]) -> None:
-    import jax
-
-    folder, threshold = ours
-    if jax.config.jax_compilation_cache_dir == folder:  # not changed by the user meanwhile
-        jax.config.update("jax_compilation_cache_dir", None)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", threshold)
-    _reset_jax_cache()
+    return folder
 
 
 @contextlib.contextmanager
 def library_cache() -> Iterator[None]:
-    """Within: testbed's compilation cache, unless JAX already has a cache folder (the
-    user's or the command line's) or TESTBED_JAX_CACHE=off. Nests and works across
-    threads: the cache is set by the first call to enter and unset by the last to leave."""
-    global _depth, _ours
-    with _lock:
-        if _depth == 0:
-            _ours = _turn_on()
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _ours is not None:
-                ours, _ours = _ours, None
-                _turn_off(ours)
+    """Within: the compilation cache as `configure_once` leaves it (a library entry point's
+    context)."""
+    configure_once()
+    yield
 
 
 def with_library_cache(fn: F) -> F:
-    """`fn` run inside `library_cache()` (a decorator for the library's entry points)."""
+    """`fn` run after `configure_once()` (a decorator for the library's entry points)."""
 
     @functools.wraps(fn)
     def wrapped(*args, **kwargs):
-        with library_cache():
-            return fn(*args, **kwargs)
+        configure_once()
+        return fn(*args, **kwargs)
 
     return wrapped  # type: ignore[return-value]
 
@@ -173,13 +161,13 @@ STORE_FORMAT = "testbed-programs-2"  # 2: copies checked before they are kept
 
 
 def _testbed_folder_active() -> str | None:
-    """Testbed's cache folder when JAX compiles into it now (a library call or the command
-    line), else None (cache off, or the user's own folder: left to JAX alone)."""
+    """Testbed's cache folder when JAX compiles into it now (configured by a library call
+    or the command line), else None (cache off, or the user's own folder: left to JAX)."""
     import jax
 
-    folder = cache_folder()
-    if folder is not None and jax.config.jax_compilation_cache_dir == folder:
-        return folder
+    current = jax.config.jax_compilation_cache_dir
+    if current is not None and current in (_ours, cache_folder()):
+        return current
     return None
 
 
@@ -211,24 +199,30 @@ def _machine() -> str:
     return "\n".join(parts)
 
 
+# JAX's settings that change a traced program; read through the public `jax.config`.
+TRACE_SETTINGS = (
+    "jax_enable_x64",
+    "jax_default_matmul_precision",
+    "jax_numpy_rank_promotion",
+    "jax_numpy_dtype_promotion",
+    "jax_default_prng_impl",
+    "jax_threefry_partitionable",
+    "jax_enable_checks",
+    "jax_disable_jit",
+    "jax_softmax_custom_jvp",
+)
+
+
 def _trace_settings() -> str | None:
-    """JAX's settings that change a traced program (x64, matmul precision, ...), or None
-    when this JAX does not say (then programs are not stored)."""
+    """The values of TRACE_SETTINGS (a stored program is kept per their values), or None
+    when this JAX lacks one of them (then programs are not stored)."""
+    import jax
+
     try:
-        from jax._src import config as jax_config
-
-        values = jax_config.trace_context()
-    except Exception:  # a JAX without it: no stored programs, JAX's cache only
+        values = [getattr(jax.config, name) for name in TRACE_SETTINGS]
+    except AttributeError:  # a JAX without one of them: no stored programs, JAX's cache only
         return None
-
-    def plain(v):
-        if v is None or isinstance(v, bool | int | float | str):
-            return repr(v)
-        if isinstance(v, tuple):
-            return "(" + ",".join(plain(u) for u in v) + ")"
-        return type(v).__name__ + ":" + str(getattr(v, "name", getattr(v, "value", "")))
-
-    return plain(values)
+    return ",".join(f"{n}={v!r}" for n, v in zip(TRACE_SETTINGS, values))
 
 
 class StoredPrograms:

@@ -1,8 +1,9 @@
 """`evaluate(agent, problem)`: train, score, time. The one entry point every runner uses.
 
-`evaluate_many(agent, problems)` trains an amortized agent once for problems that give
-the same training data (the SBI benchmark's ten observations of one task and budget) and
-scores its predictive on each; other agents are evaluated problem by problem.
+`evaluate_many(agent, problems)` trains once for problems that give the same training
+data (the tau = 1 / tau = 10 pairs of the Neural Testbed, for every agent; the SBI
+benchmark's ten observations of one task and budget, for amortized agents) and scores
+its predictive on each; other problems are evaluated one by one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from testbed.base import (
     POSTERIOR,
     PREDICTIONS,
     REAL_VALUES,
+    SHARED_BY_ANY,
     Agent,
     Amortized,
     Oracle,
@@ -30,6 +32,7 @@ from testbed.base import (
     Quality,
     SharesTraining,
     say_predictions,
+    training_shared_by,
 )
 from testbed.errors import InputError
 from testbed.evaluation import ScoredProblem, resolve, score
@@ -267,20 +270,30 @@ def evaluate(
     return score_trained(problem, train_timed(agent, problem), metrics)
 
 
-def shares_training(agent: Any, problems: Sequence[Problem]) -> bool:
-    """Whether one training of `agent` serves all `problems`: the agent is amortized and
-    the problems give the same training data (the same training key)."""
-    if not (isinstance(agent, Amortized) and agent.amortized) or len(problems) < 2:
+def may_share(agent: Any, problem: Problem) -> bool:
+    """Whether `agent` may train once for `problem` and others of its training key: every
+    agent but an oracle when the problems differ only in scoring, else amortized ones."""
+    if isinstance(agent, Oracle) or not isinstance(problem, SharesTraining):
         return False
-    keys = {p.training_key if isinstance(p, SharesTraining) else None for p in problems}
-    return len(keys) == 1 and None not in keys
+    if training_shared_by(problem) == SHARED_BY_ANY:
+        return True
+    return isinstance(agent, Amortized) and bool(agent.amortized)
+
+
+def shares_training(agent: Any, problems: Sequence[Problem]) -> bool:
+    """Whether one training of `agent` serves all `problems`: they give the same training
+    data (the same training key) and the agent may share it (`may_share`)."""
+    if len(problems) < 2 or not all(may_share(agent, p) for p in problems):
+        return False
+    return len({p.training_key for p in problems}) == 1
 
 
 def evaluate_many(
     agent: Agent | Oracle, problems: Sequence[Problem], metrics: Sequence[str] | None = None
 ) -> list[Quality]:
-    """`evaluate` on each problem, in order; an amortized agent is trained once per training
-    key (e.g. once per SBI task and budget) and scored at each of that key's problems, as a
+    """`evaluate` on each problem, in order; an agent is trained once per training key where
+    it may share the training (`may_share`: the Neural Testbed's tau pairs; an amortized
+    agent on one SBI task and budget) and scored at each of that key's problems, as a
     sweep groups them. Its training time is on the first Quality of its group (the others
     have train_seconds 0), and every Quality records `shared_training`, the number of
     problems the training served. A posterior that can draw at several observations in one
@@ -311,12 +324,11 @@ def evaluate_many(
 
 def training_groups(agent: Any, problems: Sequence[Problem]) -> list[list[int]]:
     """Indices of `problems` that one training of `agent` serves, by first appearance: one
-    group per training key for an amortized agent, else one problem a group."""
-    if not (isinstance(agent, Amortized) and agent.amortized):
-        return [[i] for i in range(len(problems))]
+    group per training key where the agent may share it (`may_share`), else one problem a
+    group."""
     groups: dict[Any, list[int]] = {}
     for i, p in enumerate(problems):
-        key = p.training_key if isinstance(p, SharesTraining) else ("alone", i)
+        key = p.training_key if may_share(agent, p) else ("alone", i)
         groups.setdefault(key, []).append(i)
     return list(groups.values())
 
@@ -326,8 +338,9 @@ def train_shared(agent: Agent, problems: Sequence[Problem]) -> Trained:
     if not shares_training(agent, problems):
         raise InputError(
             f"problems: {len(problems)} problem(s) whose training data differ, or an agent "
-            "that is not amortized; allowed: problems with one training_key and an agent "
-            "whose `amortized` is true"
+            "that may not share their training; allowed: problems with one training_key and "
+            "an agent that may share it (amortized, unless the problems differ only in "
+            "scoring)"
         )
     for problem in problems:
         check_prediction(agent, problem)

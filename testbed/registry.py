@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
@@ -71,3 +72,14 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[Registry[T]]:
+        """Within: registrations as usual; on leaving, the registry is as it was (what a
+        test or a notebook tries out is undone)."""
+        saved = dict(self._entries)
+        try:
+            yield self
+        finally:
+            self._entries.clear()
+            self._entries.update(saved)

@@ -11,3 +11,21 @@ if "TESTBED_JAX_CACHE" not in os.environ:
     _cache = tempfile.mkdtemp(prefix="testbed-jax-cache-")
     os.environ["TESTBED_JAX_CACHE"] = _cache
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+
+
+import contextlib  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def scoped_registries():
+    """What a test registers (agents, problem families, sweeps, metrics) is undone after it."""
+    import agents
+    from generative.registry import FAMILIES, SWEEPS
+    from testbed.metrics.registry import METRICS
+
+    with contextlib.ExitStack() as stack:
+        for registry in (agents.AGENTS, FAMILIES, SWEEPS, METRICS):
+            stack.enter_context(registry.scope())
+        yield

@@ -17,6 +17,7 @@ import time
 from generative.registry import FAMILIES, register_family
 from testbed.base import Data, PriorKnowledge, Quality
 from testbed.errors import InputError
+from testbed.ranking import OBSERVATIONS, RankedBy
 
 MODES = ("nan", "raise", "hang", "die", "env", "infstd", "infkl", "clock")
 
@@ -85,6 +86,21 @@ if "lbfault" not in FAMILIES:
     def build(settings: dict) -> FaultProblem:
         return FaultProblem(settings["mode"], settings["name"])
 
-    @register_family("lbfault_sbi", _sbi_settings, "posterior-problem settings for tests")
+    @register_family(
+        "lbfault_sbi",
+        _sbi_settings,
+        "posterior-problem settings for tests",
+        ranked_by=RankedBy(
+            score="c2st",
+            name="C2ST",
+            short="c2st",
+            rule=OBSERVATIONS,
+            normalizer=None,
+            clip_negative=False,
+            accuracy=False,
+            cell=("task", "num_simulations"),
+            replicate="num_observation",
+        ),  # fmt: skip
+    )
     def build_sbi(settings: dict):
         raise InputError("lbfault_sbi problems only carry settings")

@@ -382,10 +382,10 @@ def test_paper_finding_sgmcmc_wins_on_joint_kl():
 
 
 @pytest.fixture
-def registry(monkeypatch):
-    """A copy of the agent registry: what a test registers does not leak."""
-    monkeypatch.setattr(agents.AGENTS, "_entries", dict(agents.AGENTS._entries))
-    return agents.AGENTS
+def registry():
+    """The agent registry: what a test registers is undone after it."""
+    with agents.AGENTS.scope():
+        yield agents.AGENTS
 
 
 def test_existing_job_keys_do_not_change():

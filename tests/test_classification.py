@@ -165,9 +165,18 @@ def test_evaluate_reports_all_metrics():
 def test_baselines_average_class_probs_and_prior():
     p = generative.load("classification_2d/150")  # n = 300
     y = p.train_data.y
+    freqs = np.bincount(y, minlength=2) / len(y)
+    # the reference's baseline: the frequencies are the logits
     sampler = agents.load("average_class_probs")(p.train_data, p.prior_knowledge)
     probs = np.asarray(jax.nn.softmax(sampler(jnp.zeros((3, 2)), jax.random.PRNGKey(0))))
-    np.testing.assert_allclose(probs[0], np.bincount(y, minlength=2) / len(y), rtol=1e-5)
+    np.testing.assert_allclose(probs[0], np.exp(freqs) / np.exp(freqs).sum(), rtol=1e-5)
+    # the log form: the (pseudo-counted) frequencies themselves
+    for pseudo in (0.0, 1.0):
+        agent = agents.load("average_class_probs", form="log", pseudo_count=pseudo)
+        sampler = agent(p.train_data, p.prior_knowledge)
+        probs = np.asarray(jax.nn.softmax(sampler(jnp.zeros((3, 2)), jax.random.PRNGKey(0))))
+        want = (np.bincount(y, minlength=2) + pseudo) / (len(y) + 2 * pseudo)
+        np.testing.assert_allclose(probs[0], want, rtol=1e-5)
     prior = agents.load("prior")(p.train_data, p.prior_knowledge)
     x = jax.random.normal(jax.random.PRNGKey(1), (4, 2))
     k1, k2 = jax.random.split(jax.random.PRNGKey(2))

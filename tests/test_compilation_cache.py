@@ -1,11 +1,11 @@
-"""testbed.compilation_cache: the library's persistent compilation cache by default, never
-over a cache the user configured for JAX, and the command line's folder and opt-out."""
+"""testbed.compilation_cache: the library's persistent compilation cache, configured once
+per process, never over a cache the user configured for JAX, and the command line's
+folder and opt-out."""
 
 from __future__ import annotations
 
 import functools
 import os
-import threading
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +27,7 @@ def jax_config(monkeypatch):
     for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
         monkeypatch.delenv(name, raising=False)
     saved = {n: getattr(jax.config, n) for n in NAMES}
+    monkeypatch.setattr(cc, "_decided", False)  # a fresh process's first call
     yield
     for n, v in saved.items():
         jax.config.update(n, v)
@@ -54,46 +55,37 @@ def test_folder_and_opt_out_are_the_command_lines():
     assert float(env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]) == cc.MIN_COMPILE_SECS == 0
 
 
-def test_library_calls_cache_by_default_and_leave_jax_as_they_found_it(
-    tmp_path, monkeypatch, jax_config
-):
-    """No cache configured: within a library call JAX compiles into testbed's folder
-    (small programs too); before and after, JAX's settings are untouched."""
+def test_the_first_library_call_configures_the_cache_once(tmp_path, monkeypatch, jax_config):
+    """No cache configured: the first library call makes testbed's folder JAX's (small
+    programs too), through jax.config, and it stays; later calls change nothing."""
     monkeypatch.setenv("TESTBED_JAX_CACHE", str(tmp_path / "ours"))
     jax.config.update("jax_compilation_cache_dir", None)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     with cc.library_cache():
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "ours")
         assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
-        with cc.library_cache():  # nested: still on
-            _fresh_program(1.25)(np.ones(3, np.float32)).block_until_ready()
-        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "ours")
-    assert jax.config.jax_compilation_cache_dir is None
-    assert jax.config.jax_persistent_cache_min_compile_time_secs == 1.0
+        _fresh_program(1.25)(np.ones(3, np.float32)).block_until_ready()
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "ours")  # it stays
     written = _entries(tmp_path / "ours")
     assert written  # a program compiled in well under JAX's 1 s threshold
-    _fresh_program(2.5)(np.ones(3, np.float32)).block_until_ready()  # outside: not cached
-    assert _entries(tmp_path / "ours") == written
+    monkeypatch.setenv("TESTBED_JAX_CACHE", str(tmp_path / "other"))
+    assert cc.configure_once() == str(tmp_path / "ours")  # decided once: not changed again
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "ours")
 
 
 def test_a_users_cache_is_never_overridden(tmp_path, monkeypatch, jax_config):
-    """The user's jax_compilation_cache_dir, set before or after a metric call, is used:
-    testbed neither replaces it nor keeps JAX's cache object pointing at its own."""
+    """The user's jax_compilation_cache_dir, set before testbed's first call, is used:
+    testbed neither replaces it nor writes into a folder of its own."""
     monkeypatch.setenv("TESTBED_JAX_CACHE", str(tmp_path / "ours"))
-    jax.config.update("jax_compilation_cache_dir", None)
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    cc._reset_jax_cache()
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((40, 1)), rng.standard_normal((40, 1)) + 1
-    c2st(a, b)  # testbed's folder while it runs
-    assert _entries(tmp_path / "ours")
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))  # after import
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    _fresh_program(3.75)(np.ones(3, np.float32)).block_until_ready()
-    assert len(_entries(tmp_path / "mine")) == 1  # the user's own compilation: their folder
-    before = _entries(tmp_path / "ours")
-    c2st(a[:30], b[:30], mlp_config=None, n_folds=3)  # new shapes: compiles again
+    c2st(a, b)
     assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
-    assert _entries(tmp_path / "ours") == before  # nothing more written to testbed's
-    assert len(_entries(tmp_path / "mine")) > 1
+    assert cc.configure_once() is None  # JAX compiles into the user's folder, not ours
+    assert not _entries(tmp_path / "ours") and _entries(tmp_path / "mine")
 
 
 def test_off_and_jax_env_leave_the_cache_alone(tmp_path, monkeypatch, jax_config):
@@ -101,36 +93,17 @@ def test_off_and_jax_env_leave_the_cache_alone(tmp_path, monkeypatch, jax_config
     monkeypatch.setenv("TESTBED_JAX_CACHE", "off")
     with cc.library_cache():
         assert jax.config.jax_compilation_cache_dir is None
-    monkeypatch.setenv("TESTBED_JAX_CACHE", str(tmp_path))
-    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))
-    with cc.library_cache():
-        assert jax.config.jax_compilation_cache_dir is None
-    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
-    (tmp_path / "file").write_text("")  # a folder that cannot be made: quietly no cache
-    monkeypatch.setenv("TESTBED_JAX_CACHE", str(tmp_path / "file" / "jax"))
-    with cc.library_cache():
-        assert jax.config.jax_compilation_cache_dir is None
-
-
-def test_threads_share_the_cache_until_the_last_call_ends(tmp_path, monkeypatch, jax_config):
-    monkeypatch.setenv("TESTBED_JAX_CACHE", str(tmp_path))
-    jax.config.update("jax_compilation_cache_dir", None)
-    inside, leave = threading.Event(), threading.Event()
-
-    def call():
+    for env in ({"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "mine")}, {}):
+        monkeypatch.setattr(cc, "_decided", False)
+        monkeypatch.setenv("TESTBED_JAX_CACHE", str(tmp_path))
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        if not env:  # a folder that cannot be made: quietly no cache
+            (tmp_path / "file").write_text("")
+            monkeypatch.setenv("TESTBED_JAX_CACHE", str(tmp_path / "file" / "jax"))
         with cc.library_cache():
-            inside.set()
-            leave.wait(10)
-
-    thread = threading.Thread(target=call)
-    thread.start()
-    inside.wait(10)
-    with cc.library_cache():
-        pass  # this call ends first: the other one still runs with the cache
-    assert jax.config.jax_compilation_cache_dir == str(tmp_path)
-    leave.set()
-    thread.join(10)
-    assert jax.config.jax_compilation_cache_dir is None
+            assert jax.config.jax_compilation_cache_dir is None
+        monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
 
 
 @functools.partial(jax.jit, static_argnames=("power",))
@@ -169,7 +142,8 @@ def test_stored_programs_skip_tracing_in_a_new_process(tmp_path, monkeypatch, ja
         repaired = cc.StoredPrograms(_affine, "affine", (str(source),))
         np.testing.assert_array_equal(np.asarray(repaired.program(args, {"power": 3})(*args)), want)
         assert stored[0].stat().st_size > len(b"damaged")
-    # outside a library call (no testbed folder active): compiled in memory, not stored
+    # with no testbed folder active (the user's own cache): compiled in memory, not stored
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))
     cc.StoredPrograms(_affine, "affine", (str(source),)).program(args, {"power": 4})
     assert len(list((tmp_path / "testbed-programs").iterdir())) == 3
 

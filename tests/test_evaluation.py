@@ -286,8 +286,7 @@ def test_every_builtin_family_declares_what_its_problems_need():
     assert kinds["conjugate"] == "model_posterior"
 
 
-def test_a_mismatch_is_refused_before_training_naming_the_agents_that_fit(monkeypatch):
-    monkeypatch.setattr(agents.AGENTS, "_entries", dict(agents.AGENTS._entries))
+def test_a_mismatch_is_refused_before_training_naming_the_agents_that_fit(scoped_registries):
 
     @agents.register("never_trains_test", predicts="posterior")
     def never(train_data, prior, *, k: int = 1):
@@ -403,12 +402,10 @@ def test_a_sweeps_refusal_says_what_evaluate_says_for_one_problem():
         assert str(swept.value) == str(evaluated.value)
 
 
-def test_families_and_agents_that_declare_nothing_are_not_checked(monkeypatch):
-    from generative.registry import FAMILIES, register_family
+def test_families_and_agents_that_declare_nothing_are_not_checked(scoped_registries, monkeypatch):
+    from generative.registry import register_family
     from leaderboard.jobs import expand
 
-    monkeypatch.setattr(FAMILIES, "_entries", dict(FAMILIES._entries))
-    monkeypatch.setattr(agents.AGENTS, "_entries", dict(agents.AGENTS._entries))
     register_family("quiet_test", lambda rest: {"rest": rest})(lambda s: None)
     agents.register("quiet_agent_test")(lambda data, prior, *, k=1: None)
     loaded = _problem_loads(monkeypatch)

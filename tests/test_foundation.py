@@ -63,9 +63,7 @@ def test_design_public_api_names_import():
     assert task.reference_posterior(x[0], num_samples=5, seed=0).shape == (5, 2)
 
 
-def test_registering_a_new_agent_is_one_decorator(monkeypatch):
-    # Work on a copy of the registry so the new agent does not leak into other tests.
-    monkeypatch.setattr(agents.AGENTS, "_entries", dict(agents.AGENTS._entries))
+def test_registering_a_new_agent_is_one_decorator(scoped_registries):
 
     @dataclasses.dataclass(frozen=True)
     class HalfConfig:
@@ -263,10 +261,9 @@ def test_a_field_that_documents_inf_takes_it():
         with_overrides(Cfg(), {"max_norm": "nan"})
 
 
-def test_a_family_declares_what_its_problems_need(monkeypatch):
+def test_a_family_declares_what_its_problems_need(scoped_registries):
     from generative.registry import FAMILIES, register_family
 
-    monkeypatch.setattr(FAMILIES, "_entries", dict(FAMILIES._entries))
     with pytest.raises(InputError, match="family f_test: prediction: got 'logits'; allowed: "):
         register_family("f_test", lambda rest: {}, prediction="logits")(lambda s: None)
     register_family("f_test", lambda rest: {}, prediction="labels")(lambda s: None)

@@ -197,11 +197,12 @@ def test_regression_has_its_own_ranking_table(tmp_path):
     with ResultsStore(tmp_path / "r.db") as s:
         assert run_sweep(jobs, s, InlineExecutor()).ok == 4
     board = build(tmp_path / "r.db")
-    reg = board.regression[1]
+    reg = board.tables_of("regression_test")[1]
     assert list(reg["agent"]) == ["oracle", "uniform"] and reg.attrs["normalizer"] == "uniform"
     assert abs(reg["mean_kl"].iloc[0]) < 1e-5 and reg["num_problems"].tolist() == [1, 1]
     assert reg["normalized_kl"].iloc[1] == 1.0
-    assert board.kl[1].attrs["normalizer"] == "uniform" and len(board.kl[1]) == 2
+    kl = board.tables_of("classification_2d_test")[1]
+    assert kl.attrs["normalizer"] == "uniform" and len(kl) == 2
     titles = [t for t, _ in tables(board)]
     assert "regression KL (GP environments), tau=1 (normalised by uniform)" in titles
     assert any(t.startswith("marginal KL, tau=1 (normalised by uniform)") for t in titles)

@@ -207,8 +207,8 @@ def test_clean_kl_applies_the_papers_rules():
             # coin/5 missing -> 1e6, bad
         ]
     )
-    clean = scoring.clean_kl(df, ids).set_index("problem_id")
-    assert clean["kl_estimate"].to_dict() == {
+    clean = scoring.clean_scores(df, ids).set_index("problem_id")
+    assert clean["score"].to_dict() == {
         "coin/0": 0.0,
         "coin/1": 0.0,
         "coin/2": 1e6,
@@ -219,7 +219,7 @@ def test_clean_kl_applies_the_papers_rules():
     # As the paper: bad = 2 below -1e-4 (-0.5, -inf) + 2 non-finite + 1 extra + 1 missing = 6
     # over 5 kept rows + 1 filled = 6 entries -> health 0; without the extra id: 1 - 5/6.
     assert clean["pct_health"].iloc[0] == pytest.approx(0.0)
-    clean = scoring.clean_kl(df[df["problem_id"] != "coin/7"], ids)
+    clean = scoring.clean_scores(df[df["problem_id"] != "coin/7"], ids)
     assert clean["pct_health"].iloc[0] == pytest.approx(1 - 5 / 6)
     clean = clean.set_index("problem_id")
     assert clean.loc["coin/3", "tau"] == 1 and clean.loc["coin/3", "p"] == 0.5
@@ -230,7 +230,7 @@ def test_kl_ranking_normalises_by_uniform_with_seed_group_stderr():
     kls = {"uniform": [0.2, 0.4, 0.6, 0.2, 0.4, 0.6, 0.2, 0.4, 0.6]}
     kls["beta_bernoulli"] = [v / 4 for v in kls["uniform"]]
     rows = [(a, {}, f"coin/{i}", 0, v, "ok") for a, vals in kls.items() for i, v in enumerate(vals)]
-    rank = scoring.kl_ranking(scoring.clean_kl(_kl_frame(rows)), tau=1)
+    rank = scoring.score_ranking(scoring.clean_scores(_kl_frame(rows)), tau=1)
     assert list(rank["agent"]) == ["beta_bernoulli", "uniform"]
     assert rank.attrs["normalizer"] == "uniform"
     r = rank.set_index("agent")
@@ -242,7 +242,7 @@ def test_kl_ranking_normalises_by_uniform_with_seed_group_stderr():
     assert r.loc["uniform", "normalized_stderr"] == pytest.approx(math.sqrt(0.08 / 3) / 3 / 0.4)
     assert r.loc["uniform", "mean_test_acc"] == 0.5 and r.loc["uniform", "num_problems"] == 9
     with pytest.raises(InputError, match="normalize: got 'mlp'"):
-        scoring.kl_ranking(scoring.clean_kl(_kl_frame(rows)), tau=1, normalize="mlp")
+        scoring.score_ranking(scoring.clean_scores(_kl_frame(rows)), tau=1, normalize="mlp")
 
 
 def test_seed_groups_pool_problems_with_equal_seed_mod_10():
@@ -256,20 +256,20 @@ def test_no_uniform_means_no_normalisation_and_best_config_is_selected():
     for i in range(9):
         rows.append(("beta_bernoulli", {"a": 1.0}, f"coin/{i}", 0, 0.3, "ok"))
         rows.append(("beta_bernoulli", {"a": 2.0}, f"coin/{i}", 0, 0.1, "ok"))
-    clean = scoring.clean_kl(_kl_frame(rows))
+    clean = scoring.clean_scores(_kl_frame(rows))
     best = scoring.best_configs(clean)
     assert best["beta_bernoulli"] == Job.make("beta_bernoulli", {"a": 2.0}, "x").config_key
-    rank = scoring.kl_ranking(clean, tau=1)
+    rank = scoring.score_ranking(clean, tau=1)
     assert rank.attrs["normalizer"] is None and len(rank) == 1
     assert rank["normalized_kl"].iloc[0] == pytest.approx(0.1)
     assert rank["label"].iloc[0] == "beta_bernoulli[a=2.0]"
-    assert len(scoring.kl_ranking(clean, tau=1, best_only=False)) == 2
+    assert len(scoring.score_ranking(clean, tau=1, best_only=False)) == 2
 
 
 def test_agent_seeds_are_averaged_and_all_missing_agents_are_dropped():
     rows = [("uniform", {}, "coin/0", 0, 0.2, "ok"), ("uniform", {}, "coin/0", 1, 0.4, "ok")]
     rows += [("oracle", {}, "coin/0", 0, math.nan, "failed")]
-    rank = scoring.kl_ranking(scoring.clean_kl(_kl_frame(rows)), tau=1, normalize="none")
+    rank = scoring.score_ranking(scoring.clean_scores(_kl_frame(rows)), tau=1, normalize="none")
     assert list(rank["agent"]) == ["uniform"]  # oracle's 1e6 is >= the 1e6 limit: dropped
     assert rank["mean_kl"].iloc[0] == pytest.approx(0.3)
 
@@ -290,7 +290,7 @@ def _c2st_frame(values, task="two_moons", budget=1000, agent="uniform"):
 def test_c2st_mean_and_bootstrap_interval():
     rng = np.random.default_rng(0)
     values = rng.normal(0.7, 0.05, size=200)
-    table = scoring.c2st_table(_c2st_frame(values))
+    table = scoring.rank_observations(_c2st_frame(values))
     row = table.iloc[0]
     assert (row["task"], row["budget"], row["num_observations"]) == ("two_moons", 1000, 200)
     assert row["mean_c2st"] == pytest.approx(values.mean())
@@ -305,7 +305,7 @@ def test_c2st_mean_and_bootstrap_interval():
 
 def test_c2st_constant_values_give_a_point_interval_and_nan_is_counted():
     df = _c2st_frame([0.6] * 5 + [math.nan])
-    row = scoring.c2st_table(df).iloc[0]
+    row = scoring.rank_observations(df).iloc[0]
     assert (row["mean_c2st"], row["ci_low"], row["ci_high"]) == (0.6, 0.6, 0.6)
     assert row["num_failed"] == 1 and row["num_observations"] == 5
 
@@ -316,12 +316,12 @@ def test_c2st_has_no_interval_below_five_observations(tmp_path, capsys):
     from leaderboard import board as lb
 
     for n in (2, 4):
-        row = scoring.c2st_table(_c2st_frame([0.6, 0.8, 0.7, 0.9][:n])).iloc[0]
+        row = scoring.rank_observations(_c2st_frame([0.6, 0.8, 0.7, 0.9][:n])).iloc[0]
         assert row["num_observations"] == n and row["mean_c2st"] == pytest.approx(
             0.7 + 0.05 * (n > 2)
         )
         assert math.isnan(row["ci_low"]) and math.isnan(row["ci_high"])
-    row = scoring.c2st_table(_c2st_frame([0.6, 0.8, 0.7, 0.9, 0.65])).iloc[0]
+    row = scoring.rank_observations(_c2st_frame([0.6, 0.8, 0.7, 0.9, 0.65])).iloc[0]
     assert 0.6 <= row["ci_low"] < row["mean_c2st"] < row["ci_high"] <= 0.9
     assert scoring.MIN_CI_OBSERVATIONS == 5
     assert "blank below 5 observations" in lb.COLUMN_HELP["ci_low"]
@@ -352,7 +352,7 @@ def test_conjugate_results_are_ranked_beside_the_others(tmp_path, capsys):
         s.record(_result(agent="exact", pid="conjugate/wyb/1", c2st=0.5))
         s.record(_result(agent="uniform", pid="coin/0", kl_estimate=0.5))
     board = lb_build(path)
-    c2st = board.c2st.set_index("task")
+    c2st = board.observed().set_index("task")
     assert sorted(c2st.index) == ["beta_binomial/1", "wyb/1"]
     assert c2st.loc["wyb/1", "mean_c2st"] == 0.7 and c2st.loc["wyb/1", "budget"] == 1000
     assert board.rankings  # the coin KL table is still there
@@ -368,7 +368,7 @@ def test_conjugate_results_are_ranked_beside_the_others(tmp_path, capsys):
     capsys.readouterr()
     assert main(["leaderboard", "--results", str(exact_only)]) == 2
     err = capsys.readouterr().err
-    assert "no kl_estimate, joint_nll or simulator-problem c2st" in err and "Traceback" not in err
+    assert "has no score its families are ranked on" in err and "Traceback" not in err
     assert main(["report", "--results", str(exact_only), "--out", str(report)]) == 0
 
 
@@ -385,7 +385,7 @@ def test_health_counts_problems_where_every_job_failed_and_each_seed(tmp_path):
         for seed in (0, 1):  # two seeds, one problem of the 18
             s.record(_result(agent="seeded", pid="coin/0", seed=seed, kl_estimate=0.1))
     board = lb_build(path, normalize=None)
-    tables = [t.set_index("agent") for t in board.kl.values()]  # one a tau
+    tables = [t.set_index("agent") for t in board.tables_of("coin").values()]  # one a tau
     assert all(t.loc["raiser", "pct_health"] == pytest.approx(12 / 18) for t in tables)
     assert sum(t.loc["raiser", "num_problems"] for t in tables) == 18
     assert max(t.loc["raiser", "mean_kl"] for t in tables) > 1e5  # failures count 1e6
@@ -435,7 +435,7 @@ def test_leaderboard_formats(results_file, capsys):
         (["leaderboard", "--tau", "3"], "tau: got 3"),
         (["leaderboard", "--normalize", "mlp"], "normalize: got 'mlp'"),
         # was: "c2st rows have no task setting; allowed: a setting named one of: task, ..."
-        (["leaderboard", "--metric", "c2st"], "has no c2st metric to rank (--metric c2st)"),
+        (["leaderboard", "--metric", "c2st"], "has no family ranked by --metric c2st"),
         (["leaderboard", "--tau", "0"], "tau: got 0; allowed: an integer >= 1"),
     ],
 )
@@ -648,7 +648,7 @@ def test_real_data_tables_are_headed_as_a_joint_nll(tmp_path, capsys):
             s.record(_result(agent="uniform", pid=f"real/iris/{tau}/0", joint_nll=1.1 * tau))
             s.record(_result(agent="mlp", pid=f"real/iris/{tau}/0", joint_nll=0.5 * tau))
     board = lb.build(path)
-    assert board.nll[10]["mean_kl"].tolist() == [5.0, 11.0]  # scored by the KL's rules
+    assert board.tables_of("real")[10]["mean_nll"].tolist() == [5.0, 11.0]  # the KL's rules
     for full in (False, True):
         shown = dict(lb.tables(board, full=full))
         title = "joint NLL (real data), tau=10 (normalised by uniform)"
@@ -685,10 +685,10 @@ def test_a_sweep_counts_only_its_problems_and_families_are_never_pooled(tmp_path
     _mixed_families(path)
     uniform_kl = np.mean([0.6 + 0.02 * i for i in range(7)])
     board = lb.build(path, sweep="classification_2d_test")
-    assert [(r.kind, r.family, r.tau) for r in board.rankings] == [
-        ("kl", "classification_2d_test", 1)
+    assert [(r.spec.name, r.family, r.tau) for r in board.rankings] == [
+        ("joint KL", "classification_2d_test", 1)
     ]
-    table = board.kl[1].set_index("agent")
+    table = board.tables_of("classification_2d_test")[1].set_index("agent")
     assert table.loc["uniform", "pct_health"] == 1.0  # coin/4 is not held against it
     assert table.loc["uniform", "num_problems"] == 7
     assert table.loc["uniform", "mean_kl"] == pytest.approx(uniform_kl)
@@ -700,10 +700,10 @@ def test_a_sweep_counts_only_its_problems_and_families_are_never_pooled(tmp_path
         ("classification_2d_test", 1),
         ("coin", 1),
     ]
-    kl = board.kl[("classification_2d_test", 1)].set_index("agent")
+    kl = board.tables_of("classification_2d_test")[1].set_index("agent")
     assert kl.loc["uniform", "mean_kl"] == pytest.approx(uniform_kl)
     assert kl.loc["uniform", "num_problems"] == 7 and kl.loc["uniform", "pct_health"] == 1.0
-    coin = board.kl[("coin", 1)]
+    coin = board.tables_of("coin")[1]
     assert coin["agent"].tolist() == ["uniform"] and coin["num_problems"].tolist() == [1]
     titles = [t for t, _ in lb.tables(board)]
     assert titles == [
@@ -734,13 +734,16 @@ def test_the_neural_testbed_sweeps_are_ranked_apart_and_so_are_real_and_regressi
             s.record(_result(agent="uniform", pid=pid, kl_estimate=kl))
         s.record(_result(agent="uniform", pid="real/iris/1/0", joint_nll=1.1))
     board = lb.build(path)
-    got = [(r.kind, r.family, r.tau, r.table["mean_kl"].tolist()) for r in board.rankings]
+    got = [
+        (r.spec.short, r.family, r.tau, r.table[f"mean_{r.spec.short}"].tolist())
+        for r in board.rankings
+    ]
     assert got == [
         ("kl", "classification", 1, [0.4, 0.8]),
         ("kl", "classification_2d", 1, [0.1, 0.2]),
         ("nll", "real", 1, [1.1]),
-        ("regression", "regression", 1, [0.4]),
-        ("regression", "regression_test", 1, [0.1]),
+        ("kl", "regression", 1, [0.4]),
+        ("kl", "regression_test", 1, [0.1]),
     ]
     titles = [t for t, _ in lb.tables(board)]
     assert (
@@ -762,13 +765,13 @@ def test_c2st_tasks_of_different_families_are_never_pooled(tmp_path):
             s.record(_result(agent="npe", pid=f"sbi/two_moons/1000/{k}", c2st=0.7))
             s.record(_result(agent="npe", pid=f"lbfault_sbi/two_moons/1000/{k}", c2st=0.9))
     board = lb.build(path, per_observation=True)
-    c2st = board.c2st.set_index("task")
+    c2st = board.observed().set_index("task")
     assert c2st.loc["two_moons", "mean_c2st"] == pytest.approx(0.7)
     assert c2st.loc["two_moons (lbfault_sbi)", "mean_c2st"] == pytest.approx(0.9)
     assert c2st["rank"].tolist() == [1, 1]  # each alone in its cell
     assert not math.isnan(c2st.loc["two_moons", "paper_c2st"])
     assert math.isnan(c2st.loc["two_moons (lbfault_sbi)", "paper_c2st"])
-    obs = board.c2st_per_observation
+    obs = pd.concat(board.per_observation.values())
     assert obs.loc[obs["family"] != "sbi", "paper_c2st"].isna().all()
     assert obs.loc[obs["family"] == "sbi", "paper_c2st"].notna().all()
 

@@ -19,16 +19,16 @@ from experiments.cli import main
 from leaderboard import board as lb
 from leaderboard.jobs import Job
 from leaderboard.report import (
-    plot_c2st_vs_budget,
-    plot_kl_vs_num_train,
     plot_runtimes,
+    plot_vs_budget,
+    plot_vs_num_train,
     render_report,
 )
 from leaderboard.store import ResultsStore
 
 EVIL = "<img src=x onerror=\"console.error('xss')\">&$x$"
 TRACE = f'Traceback (most recent call last):\n  File "agent.py", line 3\nValueError: {EVIL}'
-PLOTS = {"kl-by-agent", "kl-vs-num-train", "c2st-vs-budget", "runtimes"}
+PLOTS = {"kl-by-agent", "kl-vs-num-train", "nll-by-agent", "c2st-vs-budget", "runtimes"}
 TABLES = {
     "kl-tau-1",
     "kl-tau-5",
@@ -230,7 +230,8 @@ def test_report_is_self_contained_and_escaped(report):
 def test_report_explains_itself(report):
     page = _Page(report.read_text())
     text = report.read_text()
-    assert "Lower is better for every score this report ranks by" in text
+    assert "lower is better unless a legend says otherwise" in text
+    assert "(0 = the environment&#x27;s own predictive)" in text  # what a good KL is
     for name in RANKINGS:  # a rank column, 1 = best
         table = page.tables[name]
         assert "rank" in table["headers"][:3], (name, table["headers"])
@@ -251,7 +252,7 @@ def test_report_explains_itself(report):
         assert "NLL/norm" in headers and "NLL" in headers
         assert not any("KL" in h for h in headers), headers
     assert any(
-        h.startswith("NLL on real data: marginal (tau = 1) and joint") for h in page.headings
+        h.startswith("joint NLL (real data): marginal (tau = 1) and joint") for h in page.headings
     )
     # one number format: fixed notation, never an exponent (7.917e-05 -> 0.00007917)
     cells = [
@@ -339,9 +340,9 @@ def test_plot_legends_never_cover_the_data(tmp_path, report):
     timing = lb.runtimes(board.df)
     assert len(timing) == 5
     _legends_clear(plot_runtimes(timing))
-    _legends_clear(plot_kl_vs_num_train(board))
+    _legends_clear(plot_vs_num_train(board, board.rankings))
     full = lb.build(report.parent / "r.db")
-    _legends_clear(plot_c2st_vs_budget(full))
+    _legends_clear(plot_vs_budget(next(r for r in full.rankings if r.observations)))
 
 
 def test_report_of_a_store_where_every_job_failed(tmp_path, capsys):

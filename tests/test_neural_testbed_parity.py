@@ -98,6 +98,13 @@ def test_problem_is_the_references_instance(case):
     uniform = agents.load("uniform")(problem.train_data, problem.prior_knowledge)
     q = problem.evaluate(uniform, ["joint_kl"])
     assert q["kl_estimate"] == pytest.approx(float(np.mean(env_ll)) + tau * math.log(2), abs=1e-5)
+    # average_class_probs: the reference feeds the class frequencies in as logits
+    logits = jnp.array([jnp.mean(train_y == c) for c in range(2)])
+    log_q = jax.nn.log_softmax(logits)[np.asarray(y)].sum(axis=1)
+    average = agents.load("average_class_probs")(problem.train_data, problem.prior_knowledge)
+    q = problem.evaluate(average, ["joint_kl"])
+    assert q["pct_finite_kl"] == 1.0
+    assert q["kl_estimate"] == pytest.approx(float(np.mean(env_ll - log_q)), abs=1e-5)
 
 
 def test_tutorial_numbers_of_classification_2d_75():

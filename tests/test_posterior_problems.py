@@ -358,14 +358,14 @@ def make_fault_agent(config: FaultConfig):
     ],
     ids=["over_budget", "wrong_shape", "nan_samples"],
 )
-def test_a_misbehaving_agent_is_recorded_as_a_failed_run(monkeypatch, mode, reason):
+def test_a_misbehaving_agent_is_recorded_as_a_failed_run(scoped_registries, mode, reason):
     """What the leaderboard's worker stores for the job: failed, with the one-line reason."""
     import agents
     from agents.registry import AgentEntry
     from leaderboard.worker import run_job
 
     entry = AgentEntry("sbi_fault", FaultConfig, make_fault_agent, None, "misbehaves")
-    monkeypatch.setitem(agents.AGENTS._entries, "sbi_fault", entry)
+    agents.AGENTS.register("sbi_fault", entry)  # undone after the test (scoped_registries)
     job = {
         "agent": "sbi_fault",
         "config": {"mode": mode},

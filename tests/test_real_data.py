@@ -289,13 +289,13 @@ def test_real_sweep_runs_and_ranks_on_the_leaderboard(tmp_path):
         summary = run_sweep(jobs, store, InlineExecutor())
     assert (summary.ok, summary.failed) == (4, 0)
     board = build(path, sweep="real_offline_test")
-    assert set(board.nll) == {1, 10} and not board.kl
-    for tau, table in board.nll.items():
+    assert board.families() == ["real"] and set(board.tables_of("real")) == {1, 10}
+    for tau, table in board.tables_of("real").items():
         rows = table.set_index("agent")
-        assert rows.loc["uniform", "mean_kl"] == pytest.approx(tau * math.log(3), rel=1e-6)
-        assert rows.loc["uniform", "normalized_kl"] == pytest.approx(1.0)
+        assert rows.loc["uniform", "mean_nll"] == pytest.approx(tau * math.log(3), rel=1e-6)
+        assert rows.loc["uniform", "normalized_nll"] == pytest.approx(1.0)
         # iris's training classes are nearly balanced: class frequencies ~ uniform
-        assert rows.loc["average_class_probs", "normalized_kl"] == pytest.approx(1.0, abs=0.05)
+        assert rows.loc["average_class_probs", "normalized_nll"] == pytest.approx(1.0, abs=0.05)
 
 
 # TFDS path, without network: TFDS's mock data source (no TensorFlow needed).
@@ -808,6 +808,7 @@ def test_real_vs_synthetic_runs_on_a_toy_sweep(tmp_path):
     result = rvs.main(
         [
             "--agent", "average_class_probs", "--grid", "pseudo_count=0,10,1000",
+            "--set", "form=log",
             "--synthetic", "coin/1", "--real", "real/iris/1/1",
             "--num-test-seeds", "50", "--num-enn-samples", "5", "--bootstrap", "100",
             "--out", str(out), "--quiet",

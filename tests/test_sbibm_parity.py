@@ -306,14 +306,14 @@ def test_shipped_paper_results_are_what_the_script_makes_of_the_source():
         ({"tau": 0}, "tau: got 0; allowed: an integer >= 1"),
         ({"tau": -3}, "tau: got -3"),
         ({"tau": 1.5}, "tau: got 1.5"),
-        ({"normalize": "nobody"}, "normalize: got 'nobody', but these results have no KL"),
+        ({"normalize": "nobody"}, "normalize: got 'nobody', but these results have no ranking"),
     ],
 )
 def test_settings_that_mean_nothing_for_c2st_are_refused(sbi_results, kwargs, message):
     """On SBI results these were accepted and ignored; on KL results they are checked."""
     with pytest.raises(InputError, match=message):
         lb_build(sbi_results, **kwargs)
-    assert len(lb_build(sbi_results, normalize=None).c2st)  # 'none' still ranks C2ST
+    assert len(lb_build(sbi_results, normalize=None).observed())  # 'none' still ranks C2ST
 
 
 def test_a_sweeps_problems_without_a_job_are_said(sbi_results, capsys):
@@ -330,18 +330,18 @@ def test_a_sweeps_problems_without_a_job_are_said(sbi_results, capsys):
 
 def test_beside_adds_the_papers_mean_and_range(sbi_results):
     board = lb_build(sbi_results)
-    out = board.c2st.set_index("agent")
+    out = board.observed().set_index("agent")
     paper = _paper()[[1, 2, 3]]  # the paper at the observations we ran, not all ten
     assert paper.mean() != pytest.approx(_paper().mean())  # (so the test can tell)
     assert out.loc["npe", "paper_c2st"] == pytest.approx(paper.mean())
     assert (out.loc["npe", "paper_min"], out.loc["npe", "paper_max"]) == (paper.min(), paper.max())
     assert math.isnan(out.loc["my_agent", "paper_c2st"])  # the paper never ran it
     assert out.loc["npe", "mean_c2st"] == pytest.approx(0.72)
-    assert board.c2st_per_observation is None  # only on request
+    assert board.per_observation == {}  # only on request
 
 
 def test_per_observation_pairs_each_run_with_the_papers(sbi_results, capsys):
-    obs = lb_build(sbi_results, per_observation=True).c2st_per_observation
+    obs = lb_build(sbi_results, per_observation=True).per_observation["sbi"]
     npe = obs[obs.agent == "npe"].set_index("observation")
     assert sorted(npe.index) == [1, 2, 3]
     for k in (1, 2, 3):
@@ -589,10 +589,11 @@ def test_seeded_observations_are_a_task_of_their_own(sbi_results):
         s.record({**job, "status": "ok", "error": None, "metrics": {"c2st": 0.99},
                   "wall_seconds": 1.0})  # fmt: skip
     board = lb_build(sbi_results, per_observation=True)
-    npe = board.c2st[board.c2st.agent == "npe"].set_index("task")
+    table = board.observed()
+    npe = table[table.agent == "npe"].set_index("task")
     assert npe.loc["two_moons", "mean_c2st"] == pytest.approx(0.72)  # not pooled with 0.99
     assert npe.loc["two_moons (seeded)", "mean_c2st"] == 0.99
     assert math.isnan(npe.loc["two_moons (seeded)", "paper_c2st"])  # not the paper's k = 1
-    obs = board.c2st_per_observation
+    obs = board.per_observation["sbi"]
     seeded = obs[obs.task == "two_moons (seeded)"]
     assert len(seeded) == 1 and seeded["paper_c2st"].isna().all()

@@ -129,6 +129,7 @@ OPTIONS = ("num_samples", "num_null", "num_test_batches", "use_c2st")  # evaluat
     id_form="conjugate/<model>/<name> or conjugate/wyb/<1..21>",
     options=OPTIONS,
     prediction="model_posterior",
+    ranked_by=None,  # scored exactly; the scores are in each row (leaderboard.load)
 )
 def build(settings: dict) -> ConjugateProblem:
     spec = PROBLEMS.get(settings.get("problem"))

@@ -19,6 +19,7 @@ from generative.conjugate import problem_set
 from generative.conjugate.problem import ConjugateProblem, ExactPosterior
 from generative.registry import parse_int, register_family, register_sweep
 from generative.sbi.problems import BUDGETS, BudgetedSimulation
+from testbed import ranking
 from testbed.errors import InputError, bad_value
 from testbed.evaluation import Evidence, EvidenceScoring
 
@@ -70,6 +71,17 @@ def conjugate_sbi_settings(rest: str) -> dict[str, Any]:
     options=problem_set.OPTIONS,
     prediction="posterior",
     option_types=ConjugateProblem,
+    ranked_by=ranking.RankedBy(
+        score="c2st",
+        name="C2ST",
+        short="c2st",
+        rule=ranking.OBSERVATIONS,
+        normalizer=None,
+        clip_negative=False,
+        accuracy=False,
+        cell=("problem", "num_simulations"),  # one observation a problem
+        note="C2ST against the exact posterior of the conjugate model (0.5 = perfect).",
+    ),
 )
 def build(settings: dict[str, Any]) -> ConjugateSimulationProblem:
     return ConjugateSimulationProblem(problem_set.build(settings), int(settings["num_simulations"]))

@@ -8,41 +8,17 @@ the permuted rows is the test set), so it is the same on every machine.
 
 from __future__ import annotations
 
-import dataclasses
 from functools import lru_cache
-from typing import Literal, NamedTuple
 
 import numpy as np
 
+from generative.real_data.specs import (  # noqa: F401  (re-exported)
+    SKLEARN_SPLIT_SEED,
+    DatasetSpec,
+    RawDataset,
+    offline_split,
+)
 from testbed.errors import InputError, bad_value
-
-
-@dataclasses.dataclass(frozen=True)
-class DatasetSpec:
-    """One dataset: where it comes from and its documented sizes.
-
-    `name` is the name used in problem ids; `source_name` the name in its source
-    (a TFDS name, a `sklearn.datasets.load_<name>` function, a file's path, or the name
-    given to `RealDataProblem.from_arrays`).
-    """
-
-    name: str
-    source: Literal["tfds", "sklearn", "file", "arrays"]
-    source_name: str
-    kind: Literal["structured", "image"]
-    num_classes: int
-    input_dim: int
-    num_train: int
-    num_test: int
-
-
-class RawDataset(NamedTuple):
-    """Flattened raw inputs [n, d] (uint8 pixels or float64 features), int32 labels [n]."""
-
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
 
 
 def _tfds(name, kind, num_classes, input_dim, num_train, num_test) -> DatasetSpec:
@@ -77,22 +53,13 @@ SKLEARN_DATASETS = (
 
 DATASETS: dict[str, DatasetSpec] = {s.name: s for s in SKLEARN_DATASETS + TFDS_DATASETS}
 
+
 # The permutation seed of the offline splits (part of the datasets' definition).
-SKLEARN_SPLIT_SEED = 0
-
-
 def get_spec(name: str) -> DatasetSpec:
     """The spec of dataset `name` (InputError listing the known names otherwise)."""
     if name not in DATASETS:
         raise bad_value("dataset", name, list(DATASETS))
     return DATASETS[name]
-
-
-def offline_split(num_examples: int, seed: int = SKLEARN_SPLIT_SEED):
-    """(train indices, test indices): a seeded permutation, its last n // 5 are the test set."""
-    perm = np.random.default_rng(seed).permutation(num_examples)
-    num_test = num_examples // 5
-    return perm[: num_examples - num_test], perm[num_examples - num_test :]
 
 
 @lru_cache(maxsize=8)

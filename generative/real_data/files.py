@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from generative.real_data.datasets import DatasetSpec, RawDataset, offline_split
+from generative.real_data.specs import DatasetSpec, RawDataset, offline_split
 from testbed.errors import InputError
 
 FILE_PREFIX = "file:"
@@ -63,20 +63,17 @@ def is_file_dataset(name: str) -> bool:
     return isinstance(name, str) and name.startswith(FILE_PREFIX)
 
 
-def file_digest(problem_id: str) -> str | None:
-    """The sha256 of the data file of a `real/file:<path>/...` problem id (None for other
-    ids, or a file that cannot be read): a result is of the file as it was, and a sweep
-    refuses to reuse it once the file at that path changed."""
-    if not problem_id.startswith("real/" + FILE_PREFIX):
+def data_version(dataset: str) -> str | None:
+    """The sha256 of a `file:<path>` dataset's file (None for other datasets, or a file
+    that cannot be read): a result is of the file as it was, and a sweep refuses to reuse
+    it once the file at that path changed."""
+    if not is_file_dataset(dataset):
         return None
-    from generative.real_data.problems import parse_rest
-
     try:
-        path = Path(parse_rest(problem_id[len("real/") :])["dataset"][len(FILE_PREFIX) :])
-        path = path.expanduser().resolve()
+        path = Path(dataset[len(FILE_PREFIX) :]).expanduser().resolve()
         stat = path.stat()
         return _sha256(str(path), stat.st_mtime_ns, stat.st_size)
-    except (InputError, OSError):
+    except OSError:
         return None
 
 

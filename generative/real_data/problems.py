@@ -41,11 +41,12 @@ from generative.real_data.datasets import (
 from generative.real_data.preprocessing import preprocess
 from generative.registry import register_family, register_sweep
 from testbed.accuracy import LabelledInputs
-from testbed.base import Data, PriorKnowledge
+from testbed.base import SHARED_BY_ANY, Data, PriorKnowledge
 from testbed.config import check_at_least, check_one_of, check_positive
 from testbed.errors import InputError, bad_value
 from testbed.evaluation import Evidence, EvidenceScoring
 from testbed.joint_kl import TestBatches, estimator_keys, sample_keys
+from testbed.ranking import RankedBy
 from testbed.reference_rng import key_sequence, reference_stream
 from testbed.registry import unknown_name
 
@@ -204,6 +205,14 @@ class RealDataProblem(EvidenceScoring):
         self.x_test, self.y_test = x_test, np.asarray(raw.y_test, np.int32)
         with reference_stream():  # the reference's estimator key: PRNGSequence(seed)'s first
             self._estimator_key = key_sequence(s.seed, 1)[0]
+
+    training_shared_by = SHARED_BY_ANY  # tau and seed change only the scoring
+
+    @property
+    def training_key(self) -> str:
+        """One key per training set: the dataset, its size and preprocessing (tau and the
+        seed only change the test batches)."""
+        return real_training_key(dataclasses.asdict(self.settings))
 
     @cached_property
     def prior_knowledge(self) -> PriorKnowledge:
@@ -408,6 +417,28 @@ def require_data(settings: list[dict]) -> None:
         raise InputError("no job started: " + " | ".join(problems))
 
 
+# Real data have no true likelihood: ranked on the joint NLL by the Neural Testbed's rules.
+REAL_NLL = RankedBy(
+    score="joint_nll",
+    name="joint NLL (real data)",
+    short="nll",
+    marginal_name="marginal NLL (real data)",
+    finite_share="pct_finite_nll",
+    note=(
+        "Real data have no true likelihood: the score is the joint negative log-likelihood "
+        "of tau test labels (lower is better), cleaned, normalised and ranked by the "
+        "Neural Testbed's rules (negative clipped to 0, missing or non-finite counts 1e6, "
+        "best config per agent)."
+    ),
+)
+
+
+def real_training_key(settings: dict) -> str:
+    """What decides a real-data problem's training data and what its agent is told."""
+    fields = ("dataset", "num_train", "standardize", "temperature")
+    return "real/" + "/".join(f"{f}={settings.get(f)}" for f in fields)
+
+
 @register_family(
     "real",
     _settings,
@@ -418,6 +449,10 @@ def require_data(settings: list[dict]) -> None:
     "file:<path.npz|.csv>, ...",
     prediction="labels",
     option_types=RealDataSettings,
+    training_key=real_training_key,
+    training_shared_by=SHARED_BY_ANY,
+    ranked_by=REAL_NLL,
+    data_version=lambda settings: files.data_version(settings["dataset"]),
 )
 def build(settings: dict) -> RealDataProblem:
     return RealDataProblem(RealDataSettings(**{k: v for k, v in settings.items() if k in _FIELDS}))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from generative.real_data.datasets import DatasetSpec, RawDataset
+from generative.real_data.specs import DatasetSpec, RawDataset
 from testbed.errors import InputError
 
 CACHE_FOLDER = "testbed_cache"

@@ -31,6 +31,7 @@ import numpy as np
 from generative.registry import parse_int, register_family, register_sweep
 from generative.sbi.task import OBSERVATION_SOURCES, Task
 from generative.sbi.tasks import get_task, iid_task_names, task_names
+from testbed import ranking
 from testbed.errors import InputError, bad_value
 from testbed.evaluation import MISSING, Evidence, EvidenceScoring
 from testbed.posterior_adapter import SampleRequest, as_posterior
@@ -137,7 +138,7 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
                 raise bad_value(name, value, "an integer >= 1")
         k, source, n = self.num_observation, self.observation_source, self.num_iid
         if n > 1:
-            self._task.check_iid()
+            self._task.check_iid(iid_task_names())
             if self.lc2st:
                 raise bad_value(
                     "lc2st", True, "false for an i.i.d. set (L-C2ST scores single observations)"
@@ -314,11 +315,33 @@ def sbi_settings(rest: str) -> dict[str, Any]:
     }
     if iid:
         num_iid = parse_int(tail[0][3:], "iid set size (iid<n>)", IID_SIZES)
-        get_task(task).check_iid()
+        get_task(task).check_iid(iid_task_names())
         settings["num_iid"] = num_iid
         if num_iid > 1:  # iid1 is observation k itself: the same draws as without /iid1
             settings["seed"] = problem_seed(task, budget, obs, num_iid)
     return settings
+
+
+# Ranked as the SBI benchmark ranks: mean C2ST over the observations of a task and budget,
+# beside the paper's runs; our seeded observations and i.i.d. sets are tasks of their own.
+SBI_C2ST = ranking.RankedBy(
+    score="c2st",
+    name="C2ST",
+    short="c2st",
+    rule=ranking.OBSERVATIONS,
+    normalizer=None,
+    clip_negative=False,
+    accuracy=False,
+    cell=("task", "num_simulations"),
+    replicate="num_observation",
+    apart=(("observation_source", "sbibm", "{}"), ("num_iid", 1, "iid{}")),
+    published="sbibm",
+    note=(
+        "C2ST: the accuracy of a classifier telling the agent's posterior samples from the "
+        "reference posterior's (0.5 = indistinguishable); mean over the benchmark's "
+        "observations of a task and budget, with the SBI benchmark paper's runs beside."
+    ),
+)
 
 
 @register_family(
@@ -337,6 +360,7 @@ def sbi_settings(rest: str) -> dict[str, Any]:
     ),
     training_key=sbi_training_key,
     prediction="posterior",
+    ranked_by=SBI_C2ST,
 )
 def build(settings: dict[str, Any]) -> PosteriorProblem:
     return PosteriorProblem(**settings)

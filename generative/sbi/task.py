@@ -20,7 +20,7 @@ import abc
 import functools
 import json
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -255,15 +255,14 @@ class Task(abc.ABC):
             )
         return np.stack([self.check_observation(row) for row in arr])
 
-    def check_iid(self) -> None:
-        """An InputError in one line when this task has no reference for i.i.d. sets."""
+    def check_iid(self, allowed: Sequence[str] = ()) -> None:
+        """An InputError in one line when this task has no reference for i.i.d. sets,
+        naming the tasks that have one (`allowed`: `tasks.iid_task_names()`)."""
         if not self.supports_iid:
-            from generative.sbi.tasks import iid_task_names
-
+            those = ", ".join(allowed) or "the tasks of generative.sbi.iid_task_names()"
             raise InputError(
                 f"task: {self.name} has no trustworthy reference posterior for i.i.d. "
-                f"observation sets ({self.iid_refusal}); allowed: i.i.d. sets of "
-                f"{', '.join(iid_task_names())}"
+                f"observation sets ({self.iid_refusal}); allowed: i.i.d. sets of {those}"
             )
 
     def iid_observation(self, k: int, num_iid: int, source: str = "sbibm") -> np.ndarray:

@@ -1,6 +1,6 @@
 """Metrics: one registry (`register`, `get`, `names`); each metric module registers itself."""
 
-from testbed.evaluation import Metric
+from testbed.evidence import Metric
 from testbed.metrics.c2st import c2st, c2st_auc, c2st_pvalue, c2st_scores
 from testbed.metrics.calibration import check_sbc, expected_coverage, sbc_ranks, tarp
 from testbed.metrics.ddks import ddks_test

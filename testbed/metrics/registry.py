@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from testbed.evaluation import Evidence, Metric, check_names
+from testbed.evidence import Evidence, Metric, check_names
 from testbed.registry import Registry
 
 METRICS: Registry[Metric] = Registry("metric")

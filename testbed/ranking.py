@@ -1,0 +1,88 @@
+"""How a problem family is ranked: declared by the family, read by the leaderboard.
+
+A family registers a `RankedBy`: the metric it is ranked on and the rule that ranks it.
+The leaderboard applies the rule to whatever families are present and names none of
+them, so a new family with a score of its own ranks without a change there.
+
+Two rules, those of the papers the testbed reproduces:
+- `TESTBED` (the Neural Testbed's): one table per tau; per agent config, the score of
+  each problem (negative clipped to 0 when `clip_negative`; missing, failed or
+  non-finite counts `FILL`, as does a problem whose `finite_share` column is below 1);
+  mean over problems, normalised by the `normalizer` agent's mean; standard error over
+  problem-seed groups (seed % 10); best config per agent over all its problems.
+- `OBSERVATIONS` (the SBI benchmark's): per agent config and cell (the `cell` settings,
+  e.g. task and budget), the mean score over the `replicate`s (observations) with a
+  bootstrap interval; best config per agent over its cells.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from testbed.errors import bad_value
+
+TESTBED = "testbed"
+OBSERVATIONS = "observations"
+RULES = (TESTBED, OBSERVATIONS)
+FILL = 1e6  # the score of a missing, failed or non-finite problem (the Neural Testbed's)
+
+
+@dataclasses.dataclass(frozen=True)
+class RankedBy:
+    """What a family's problems are ranked on, and how (see the module doc).
+
+    `score`: the metric column; `name`: what it is, as titles say it (`joint KL`);
+    `short`: the suffix of the table's columns (`normalized_<short>`, `mean_<short>`);
+    `marginal_name`: the title at tau = 1, where a joint score is a marginal one;
+    `lower_is_better`: the direction; `normalizer`: the agent whose mean is 1 (skipped
+    when absent), or None; `finite_share`: a column giving the share of finite test
+    batches (below 1: ranked as non-finite); `clip_negative`: scores below 0 are
+    estimation noise of a score >= 0 (a KL); `accuracy`: the tables show test accuracy
+    and calibration; `note`: the report's sentence on the family's tables.
+    Observations rule: `cell` (settings columns), `replicate` (None: one a cell),
+    `apart` ((column, default, form) triples: a row whose settings column is not its
+    default is a task of its own, `<task> (<form of the value>)`, never pooled with the
+    others), `published` (the name of published results shown beside,
+    `leaderboard.published(name)`).
+    """
+
+    score: str
+    name: str
+    short: str = "kl"
+    rule: str = TESTBED
+    marginal_name: str | None = None
+    lower_is_better: bool = True
+    normalizer: str | None = "uniform"
+    finite_share: str | None = None
+    clip_negative: bool = True
+    accuracy: bool = True
+    note: str = ""
+    cell: tuple[str, ...] = ()
+    replicate: str | None = None
+    apart: tuple[tuple[str, object, str], ...] = ()
+    published: str | None = None
+
+    def __post_init__(self):
+        if self.rule not in RULES:
+            raise bad_value("ranked_by rule", self.rule, RULES)
+        if self.rule == OBSERVATIONS and not self.cell:
+            raise bad_value("ranked_by cell", self.cell, "settings columns, e.g. ('task',)")
+
+    def title(self, tau: int | None) -> str:
+        """What a table of this family at `tau` scores."""
+        if tau == 1 and self.marginal_name:
+            return self.marginal_name
+        return self.name
+
+
+JOINT_KL = RankedBy(
+    score="kl_estimate",
+    name="joint KL",
+    marginal_name="marginal KL",
+    finite_share="pct_finite_kl",
+    note=(
+        "KL from the environment's predictive to the agent's over tau test inputs "
+        "(0 = the environment's own predictive); normalised so that the normalising agent "
+        "(uniform: the class probabilities 1/C) is 1."
+    ),
+)

@@ -1,0 +1,106 @@
+"""The house's import rules: no circle between our modules (function-level imports
+included), and imports point downward: experiments -> leaderboard -> agents, generative
+-> testbed; agents and generative never import each other."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("testbed", "generative", "agents", "leaderboard", "experiments")
+# what each package may import of ours (besides itself)
+ALLOWED = {
+    "testbed": set(),
+    "agents": {"testbed"},
+    "generative": {"testbed"},
+    "leaderboard": {"testbed", "agents", "generative"},
+    "experiments": {"testbed", "agents", "generative", "leaderboard"},
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules of ours that `name` imports anywhere in its code. `from a import b`
+    counts as importing a.b when a.b is a module, else as importing a."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in modules}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            subs = {f"{base}.{a.name}" for a in node.names} & set(modules)
+            out |= subs
+            if len(subs) < len(node.names) and base in modules:
+                out.add(base)
+    return out - {name}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles():
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert _cycles(graph) == []
+
+
+def test_imports_point_downward():
+    modules = _modules()
+    wrong = []
+    for name, path in modules.items():
+        top = name.split(".")[0]
+        for target in _imports(name, path, modules):
+            other = target.split(".")[0]
+            if other != top and other not in ALLOWED[top]:
+                wrong.append(f"{name} imports {target}")
+    assert wrong == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
