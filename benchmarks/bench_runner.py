@@ -28,9 +28,7 @@ def run_pool(jobs, workers: int) -> tuple[float, float]:
 
     stamps: list[float] = []
     start = time.perf_counter()
-    LocalExecutor(workers=workers).run(
-        [j.as_dict() for j in jobs], lambda r: stamps.append(time.perf_counter())
-    )
+    LocalExecutor(workers=workers).run(jobs, lambda results: stamps.append(time.perf_counter()))
     wall = time.perf_counter() - start
     return wall, stamps[-1] - stamps[0]
 
@@ -69,7 +67,7 @@ def main() -> None:
     print(f"{len(jobs)} jobs: {args.agent} on {args.sweep}, seeds {args.seeds}")
 
     start = time.perf_counter()
-    walls = [run_job(j.as_dict())["wall_seconds"] for j in jobs]
+    walls = [run_job(j).wall_seconds for j in jobs]
     reference = time.perf_counter() - start
     ref_rate = len(jobs) / reference
     print(f"reference (in-process loop): {reference:7.1f} s  {ref_rate:6.2f} jobs/s")

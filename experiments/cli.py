@@ -337,34 +337,9 @@ def _check_sweep_size(agent_names: Sequence[str], problems: int, seeds: int, con
         )
 
 
-def _expand(agent_names, ids, *, seeds, overrides, configs, problem_options):
-    """`leaderboard.jobs.expand`, with the problem options recorded in the jobs."""
-    import inspect
-
-    from leaderboard.jobs import expand
-    from testbed.errors import InputError
-
-    if not problem_options:
-        return expand(agent_names, ids, seeds=seeds, overrides=overrides, configs=configs)
-    if "problem_options" not in inspect.signature(expand).parameters:
-        raise InputError(
-            f"--option: got {', '.join(f'{k}={v}' for k, v in problem_options.items())} for a "
-            "sweep, whose jobs cannot record problem options in this version; allowed: "
-            "--option with testbed run"
-        )
-    return expand(
-        agent_names,
-        ids,
-        seeds=seeds,
-        overrides=overrides,
-        configs=configs,
-        problem_options=problem_options,
-    )
-
-
 def cmd_sweep(args: argparse.Namespace) -> int:
     import generative
-    from leaderboard.jobs import limited, parse_seeds, sweep_jobs
+    from leaderboard.jobs import expand, parse_seeds
     from leaderboard.runner import run_sweep
     from leaderboard.store import ResultsStore
     from testbed.errors import InputError
@@ -390,21 +365,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _check_sweep_size(agent_names, len(ids), seed_count, args.configs)
     seeds = parse_seeds(args.seeds)
     problem_options = check_problem_options(ids, options)
-    if args.sweep and not problem_options:
-        jobs = sweep_jobs(
-            agent_names, args.sweep, seeds=seeds, overrides=overrides, configs=args.configs
-        )
-    else:
-        if args.sweep:
-            ids = limited(ids, f"sweep {args.sweep}")
-        jobs = _expand(
-            agent_names,
-            ids,
-            seeds=seeds,
-            overrides=overrides,
-            configs=args.configs,
-            problem_options=problem_options,
-        )
+    jobs = expand(
+        agent_names, ids, seeds=seeds, overrides=overrides, configs=args.configs,
+        problem_options=problem_options,
+    )  # fmt: skip
     executor = _executor(args)
     if args.executor == "inline" and args.workers:
         raise InputError(

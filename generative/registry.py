@@ -7,6 +7,7 @@ seeded problem from the settings. A sweep is a named, ordered list of problem id
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import typing
 from collections.abc import Callable, Iterable
@@ -224,7 +225,10 @@ def load(problem_id: str, **options: Any) -> Problem:
         )
     if unknown:
         raise unknown_name(f"option of {family.name} problems", unknown[0], family.options)
-    return family.build({**family.settings(rest), **typed_options(family, options)})
+    problem = family.build({**family.settings(rest), **typed_options(family, options)})
+    with contextlib.suppress(AttributeError, TypeError):  # messages name the problem by it
+        problem.problem_id = problem_id
+    return problem
 
 
 def typed_options(family: ProblemFamily, options: dict[str, Any]) -> dict[str, Any]:

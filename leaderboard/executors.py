@@ -43,12 +43,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
+from leaderboard.jobs import JobResult, Unit, failed_results, time_limit
 from leaderboard.worker import (
     compilation_cache_env,
-    failed_result,
-    run_job_with_time_limit,
+    run_unit_with_time_limit,
     thread_env,
-    time_limit,
     worker_env,
     worker_main,
 )
@@ -56,8 +55,8 @@ from testbed.config import check_at_least, check_one_of
 from testbed.cores import usable_cores
 from testbed.errors import EnvironmentFault, InputError
 
-OnResult = Callable[[dict[str, Any]], None]
-OnStart = Callable[[dict[str, Any]], None]
+OnResult = Callable[[list[JobResult]], None]  # a unit's results, one per job
+OnStart = Callable[[Unit], None]
 STARTUP_SECONDS = 300.0  # importing the stack in a fresh process takes ~4 s; allow slow disks
 MAX_START_FAILURES = 3
 DEFAULT_TIMEOUT = 24 * 3600.0  # per job; the SBI benchmark's slowest runs took over 6 hours
@@ -237,7 +236,7 @@ class InlineExecutor:
         self.imports = tuple(imports)
         self.timeout = check_timeout(timeout)
 
-    def run(self, jobs: Iterable[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
+    def run(self, jobs: Iterable[Unit], on_result: OnResult, on_start=None) -> None:
         from leaderboard.worker import prepare
 
         with recorded_interrupts() as interrupts:
@@ -272,24 +271,24 @@ def _progress_kept() -> Iterator[None]:
             progress._stack[:] = before
 
 
-def _run_inline(job: dict[str, Any], seconds: float | None) -> dict[str, Any]:
-    """`run_job_with_time_limit`, with a job that ends the process (`sys.exit()` in an
-    agent raises SystemExit, which `run_job` lets through as it is no Exception) failed
+def _run_inline(job: Unit, seconds: float | None) -> list[JobResult]:
+    """`run_unit_with_time_limit`, with a job that ends the process (`sys.exit()` in an
+    agent raises SystemExit, which `run_unit` lets through as it is no Exception) failed
     like any other: the sweep goes on, and the job's reason and traceback are stored.
     The progress activities are left as they were (`_progress_kept`)."""
     start = time.perf_counter()
     try:
         with _progress_kept():
-            return run_job_with_time_limit(job, seconds)
+            return run_unit_with_time_limit(job, seconds)
     except SystemExit as e:
         code = e.code
         reason = (
             f"SystemExit: the job called sys.exit({code!r}), which would end the sweep "
             "(an agent must return a predictive or raise an Exception)"
         )
-        result = failed_result(job, reason, time.perf_counter() - start)
-        result["traceback"] = traceback.format_exc()[-4000:]
-        return result
+        return failed_results(
+            job, reason, time.perf_counter() - start, traceback.format_exc()[-4000:]
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,22 +385,22 @@ class _Slot:
         child.close()
         self.ready = False
         self.started = time.monotonic()
-        self.job: dict[str, Any] | None = None
+        self.job: Unit | None = None
         self.deadline: float | None = None
         self.limit: float | None = None
         self.assigned = 0.0
 
-    def assign(self, job: dict[str, Any], timeout: float | None) -> None:
+    def assign(self, job: Unit, timeout: float | None) -> None:
         self.job, self.limit = job, timeout
         self.assigned = time.monotonic()
         self.deadline = None if timeout is None else self.assigned + timeout
         self.conn.send(job)
 
-    def failed(self, reason: str, timed_out: bool) -> dict[str, Any]:
-        """The failed result of the job this worker was running: its wall time, and as its
+    def failed(self, reason: str, timed_out: bool) -> list[JobResult]:
+        """The failed results of the unit this worker was running: its wall time, and as
         traceback the worker's Python stack (asked for when it timed out; written by
         faulthandler when it crashed), or a note of why there is none."""
-        result = failed_result(self.job, reason, time.monotonic() - self.assigned)
+        seconds = time.monotonic() - self.assigned
         if timed_out and self.process.is_alive():
             self._ask_for_stack()
         stack = self._read_stack()
@@ -411,8 +410,7 @@ class _Slot:
             stack = f"The worker's stack when it crashed ({reason}):\n{stack}"
         else:
             stack = f"No Python traceback: {reason} ({_how_it_ended(self.process.exitcode)})."
-        result["traceback"] = stack[-4000:]
-        return result
+        return failed_results(self.job, reason, seconds, stack[-4000:])
 
     def _ask_for_stack(self) -> None:
         try:
@@ -492,8 +490,8 @@ class LocalExecutor:
     def timeout(self) -> float | None:
         return self.config.timeout
 
-    def run(self, jobs: Iterable[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
-        """Runs `jobs`, calling `on_result(result)` in this process as each one finishes.
+    def run(self, jobs: Iterable[Unit], on_result: OnResult, on_start=None) -> None:
+        """Runs `jobs`, calling `on_result(results)` in this process as each one finishes.
         The next job is taken from `jobs` only when a worker is free for it."""
         if _importing_main():  # a worker re-running an unguarded script: tell the driver
             raise SystemExit(MAIN_GUARD_EXIT)
@@ -505,7 +503,7 @@ class LocalExecutor:
 
     def _run(self, jobs, count, on_result: OnResult, on_start, interrupts: Interrupts) -> None:
         ctx = mp.get_context(self.config.start_method)
-        source: Iterator[dict[str, Any]] | None = iter(jobs)
+        source: Iterator[Unit] | None = iter(jobs)
         slots: list[_Slot] = []
         start_failures = 0
         try:
@@ -611,11 +609,11 @@ class RayConfig:
         object.__setattr__(self, "timeout", check_timeout(self.timeout))
 
 
-def _ray_task(job: dict[str, Any], env: dict[str, str], imports: tuple[str, ...]) -> dict:
-    from leaderboard.worker import prepare, run_job
+def _ray_task(job: Unit, env: dict[str, str], imports: tuple[str, ...]) -> list[JobResult]:
+    from leaderboard.worker import prepare, run_unit
 
     prepare(env, imports)
-    return run_job(job)
+    return run_unit(job)
 
 
 RAY_CONNECT_SECONDS = 10.0  # how long the driver tries to reach a Ray cluster's address
@@ -746,7 +744,7 @@ class RayExecutor:
             with _stdout_to_stderr():
                 ray.shutdown()
 
-    def run(self, jobs: Iterable[dict[str, Any]], on_result: OnResult, on_start=None) -> None:
+    def run(self, jobs: Iterable[Unit], on_result: OnResult, on_start=None) -> None:
         if _count(jobs) == 0:
             return
         connected_here = not self._started_ray
@@ -771,8 +769,8 @@ class RayExecutor:
     def _run(self, ray, jobs, env, on_result: OnResult, on_start, interrupts: Interrupts) -> None:
         task = ray.remote(num_cpus=self.config.threads_per_worker, max_retries=0)(_ray_task)
         limit = self._limit(ray)
-        source: Iterator[dict[str, Any]] | None = iter(jobs)
-        flight: dict[Any, tuple[dict[str, Any], float]] = {}
+        source: Iterator[Unit] | None = iter(jobs)
+        flight: dict[Any, tuple[Unit, float]] = {}
         try:
             while source is not None or flight:
                 interrupts.check()
@@ -792,12 +790,12 @@ class RayExecutor:
                         result = ray.get(ref)
                     except ray.exceptions.RayError as e:
                         reason = " ".join(str(e).split())[:1000]
-                        result = failed_result(
+                        result = failed_results(  # Ray's account of the task as traceback
                             job,
                             f"ray task failed: {type(e).__name__}: {reason}",
                             time.monotonic() - t0,
+                            str(e)[-4000:],
                         )
-                        result["traceback"] = str(e)[-4000:]  # Ray's account of the task
                     with interrupts.deferred():  # stored first, then Ctrl-C stops
                         on_result(result)
                 if self.config.timeout is None:
@@ -809,11 +807,11 @@ class RayExecutor:
                         ray.cancel(ref, force=True)
                         flight.pop(ref)
                         reason = f"timed out after {seconds:g} s (task cancelled)"
-                        result = failed_result(job, reason, now - t0)
-                        result["traceback"] = (
+                        result = failed_results(
+                            job, reason, now - t0,
                             f"No Python traceback: {reason}; Ray cancels a task without "
-                            "reporting its stack (run it with --executor local for one)."
-                        )
+                            "reporting its stack (run it with --executor local for one).",
+                        )  # fmt: skip
                         with interrupts.deferred():
                             on_result(result)
         finally:  # Ctrl-C or an error: tasks still running stop (on a cluster too)

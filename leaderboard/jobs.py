@@ -1,9 +1,12 @@
-"""Jobs: one (agent name, agent config, problem id, seed) each, with a stable key.
+"""Jobs, from a sweep's expansion to the store: `Job`, `JobGroup`, `JobResult`.
 
-A sweep expands an agent's hyper-parameter sweep (or one config) over a problem sweep
-and a list of agent seeds. The key is `config_key/problem_id/seed`, where `config_key`
-hashes the agent name and its config *without* the seed, so the same hyper-parameters
-under several seeds share a config key (what "best config per agent" groups on).
+A `Job` is one (agent, config, problem id, seed[, problem options]); its key is
+`config_key/problem_id/seed` (plus a hash of the problem options when there are any),
+where `config_key` hashes the agent name and its config *without* the seed, so the same
+hyper-parameters under several seeds share a config key (what "best config per agent"
+groups on). A `JobGroup` is jobs one training serves (`training_groups`); an executor
+runs a `Job` or a `JobGroup` as one unit and gives back one `JobResult` per job, which
+the store records.
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import numbers
-import os
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from testbed.errors import InputError, bad_value
 
 log = logging.getLogger("testbed.sweep")
+MAX_SEEDS = 100_000  # more agent seeds than this is a typo, not a sweep
 
 
 def config_key(agent: str, config: Mapping[str, Any]) -> str:
@@ -31,16 +36,22 @@ def config_key(agent: str, config: Mapping[str, Any]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """One unit of work: train `agent` with `config` (and `seed`) on `problem_id`."""
+    """One unit of work: train `agent` with `config` (and `seed`) on `problem_id`, loaded
+    with the problem `options` (evaluation sizes and the like; none by default)."""
 
     agent: str
     config_json: str  # the config without its seed, as sorted JSON (hashable, stable)
     problem_id: str
     seed: int = 0
+    options_json: str = ""  # problem options as sorted JSON; "" for none
 
     @property
     def config(self) -> dict[str, Any]:
         return json.loads(self.config_json)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return json.loads(self.options_json) if self.options_json else {}
 
     @property
     def config_key(self) -> str:
@@ -48,10 +59,19 @@ class Job:
 
     @property
     def key(self) -> str:
-        return f"{self.config_key}/{self.problem_id}/{self.seed}"
+        key = f"{self.config_key}/{self.problem_id}/{self.seed}"
+        if not self.options_json:  # the keys of jobs without options never change
+            return key
+        return f"{key}/{hashlib.sha256(self.options_json.encode()).hexdigest()[:8]}"
+
+    @property
+    def jobs(self) -> tuple[Job, ...]:
+        """The jobs of this unit of work: itself (as `JobGroup.jobs`)."""
+        return (self,)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        """The job's fields as a stored row has them."""
+        row = {
             "key": self.key,
             "agent": self.agent,
             "config": self.config,
@@ -59,11 +79,97 @@ class Job:
             "problem_id": self.problem_id,
             "seed": self.seed,
         }
+        if self.options_json:
+            row["problem_options"] = self.options
+        return row
 
     @classmethod
-    def make(cls, agent: str, config: Mapping[str, Any], problem_id: str, seed: int = 0) -> Job:
+    def make(
+        cls,
+        agent: str,
+        config: Mapping[str, Any],
+        problem_id: str,
+        seed: int = 0,
+        options: Mapping[str, Any] | None = None,
+    ) -> Job:
         body = {k: v for k, v in config.items() if k != "seed"}
-        return cls(agent, json.dumps(body, sort_keys=True), problem_id, int(seed))
+        opts = json.dumps(dict(options), sort_keys=True) if options else ""
+        return cls(agent, json.dumps(body, sort_keys=True), problem_id, int(seed), opts)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobGroup:
+    """Jobs one training serves: one agent config and seed on problems of one training
+    key. An executor runs it as one unit (its time limit: the timeout per job)."""
+
+    jobs: tuple[Job, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.jobs[0].key} (+{len(self.jobs) - 1} sharing its training)"
+
+
+Unit = Job | JobGroup  # what an executor runs
+
+
+@dataclasses.dataclass
+class JobResult:
+    """What a job gave: `ok` with its metrics, or `failed` with the reason (one line) and
+    the end of a traceback; the seconds from its start to its result; the versions and
+    host it ran with."""
+
+    job: Job
+    status: str = "ok"
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+    error: str | None = None
+    traceback: str | None = None
+    wall_seconds: float = math.nan
+    versions: dict[str, str] = dataclasses.field(default_factory=dict)
+    host: str = dataclasses.field(default_factory=socket.gethostname)
+
+    @property
+    def key(self) -> str:
+        return self.job.key
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def row(self) -> dict[str, Any]:
+        """The row the results store records; the problem options, part of what the
+        result was made with, go with the versions (`problem_options`)."""
+        made_with = dict(self.versions)
+        if self.job.options_json:
+            made_with["problem_options"] = self.job.options
+        return {
+            **self.job.as_dict(),
+            "status": self.status,
+            "metrics": dict(self.metrics),
+            "error": self.error,
+            "traceback": self.traceback,
+            "wall_seconds": self.wall_seconds,
+            "versions": made_with,
+            "host": self.host,
+        }
+
+    @classmethod
+    def failed(
+        cls, job: Job, reason: str, seconds: float = math.nan, traceback: str | None = None
+    ) -> JobResult:
+        return cls(job, "failed", error=reason, traceback=traceback, wall_seconds=seconds)
+
+
+def failed_results(
+    unit: Unit, reason: str, seconds: float = math.nan, traceback: str | None = None
+) -> list[JobResult]:
+    """Each job of `unit` failed for `reason` (a timeout, a dead worker), with `traceback`
+    (the worker's stack when it was stopped, or why there is none)."""
+    return [JobResult.failed(job, reason, seconds, traceback) for job in unit.jobs]
+
+
+def time_limit(unit: Unit, seconds: float | None) -> float | None:
+    """A unit's time limit: `seconds` per job."""
+    return None if seconds is None else seconds * len(unit.jobs)
 
 
 def agent_configs(
@@ -100,23 +206,30 @@ def _distinct(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def parse_seeds(text: str | Sequence[int]) -> list[int]:
-    """Agent seeds from `0,1,2`, `0-4` (inclusive) or a list of integers."""
+    """Agent seeds from `0,1,2`, `0-4` (inclusive) or a list of integers; a range that
+    runs backwards, or more than MAX_SEEDS seeds, is refused."""
+    allowed = "integers >= 0 like 0,1,2 or a range like 0-4"
     if not isinstance(text, str):
         given = list(text)
         if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0
                    for s in given):  # fmt: skip
             raise bad_value("seeds", given, "integers >= 0")
         return list(dict.fromkeys(int(s) for s in given))
-    seeds: list[int] = []
+    parts = []
     try:
         for part in [p.strip() for p in text.split(",") if p.strip()]:
             lo, _, hi = part.partition("-")
-            seeds.extend(range(int(lo), int(hi) + 1) if hi else [int(lo)])
+            parts.append((int(lo), int(hi) if hi else int(lo)))
     except ValueError:
-        seeds = []
-    if not seeds:
-        raise bad_value("seeds", text, "integers >= 0 like 0,1,2 or a range like 0-4")
-    return list(dict.fromkeys(seeds))
+        parts = []
+    if not parts or any(lo < 0 for lo, _ in parts):
+        raise bad_value("seeds", text, allowed)
+    for lo, hi in parts:
+        if hi < lo:
+            raise bad_value("seeds", text, f"{allowed}; a range from low to high")
+    if sum(hi - lo + 1 for lo, hi in parts) > MAX_SEEDS:
+        raise bad_value("seeds", text, f"at most {MAX_SEEDS:,} seeds")
+    return list(dict.fromkeys(s for lo, hi in parts for s in range(lo, hi + 1)))
 
 
 def expand(
@@ -126,11 +239,14 @@ def expand(
     seeds: Sequence[int] = (0,),
     overrides: Mapping[str, Any] | None = None,
     configs: str = "default",
+    problem_options: Mapping[str, Any] | None = None,
 ) -> list[Job]:
     """Jobs for every (agent config, problem id, seed), in a stable order without repeats.
 
     `configs='default'` (as the command line) runs each agent's default config;
     `configs='sweep'` its whole hyper-parameter sweep (`agents.sweep(name)`).
+    `problem_options` (checked by the caller, as `generative.load` checks them) go with
+    every job: its problem is loaded with them, and they are part of its key.
 
     Checks up front that each agent exists and accepts a `seed` when more than seed 0 is
     asked for, so a typo fails before any job runs. An override applies to the agents whose
@@ -178,7 +294,7 @@ def expand(
         for config in agent_configs(name, own, configs=configs):
             for pid in problem_ids:
                 for seed in seeds:
-                    job = Job.make(name, config, pid, seed)
+                    job = Job.make(name, config, pid, seed, problem_options)
                     jobs.setdefault(job.key, job)
     check_fit(agent_names, problem_ids)
     import generative  # no job starts when a dataset is missing (one error naming them all)
@@ -231,78 +347,65 @@ def sweep_jobs(
     seeds: Sequence[int] = (0,),
     overrides: Mapping[str, Any] | None = None,
     configs: str = "default",
+    problem_options: Mapping[str, Any] | None = None,
 ) -> list[Job]:
-    """`expand` over the problem ids of the registered sweep `sweep` (its first
-    TESTBED_SWEEP_LIMIT ones when that is set: `limited`)."""
+    """`expand` over the problem ids of the registered sweep `sweep`."""
     import generative
 
-    ids = limited(generative.sweep_ids(sweep), f"sweep {sweep}")
-    return expand(agent_names, ids, seeds=seeds, overrides=overrides, configs=configs)
+    return expand(
+        agent_names, generative.sweep_ids(sweep), seeds=seeds, overrides=overrides,
+        configs=configs, problem_options=problem_options,
+    )  # fmt: skip
 
 
-SWEEP_LIMIT = "TESTBED_SWEEP_LIMIT"
+def training_groups(jobs: Sequence[Job]) -> list[Job | JobGroup]:
+    """`jobs` in order, with the jobs one training serves gathered where the first of them
+    stands, as `testbed.evaluate.training_groups` groups problems (one grouping rule): an
+    agent config and seed on problems of one training key that the agent may share (every
+    agent when the family says the problems differ only in scoring, e.g. the Neural
+    Testbed's tau pairs; amortized agents otherwise, e.g. the SBI benchmark's observations
+    of one task and budget). The problems are not loaded: their families say all that."""
+    from testbed.evaluate import training_groups as group_problems
+
+    by_entry: dict[tuple[str, str, int, str], list[int]] = {}
+    for i, job in enumerate(jobs):
+        by_entry.setdefault((job.agent, job.config_json, job.seed, job.options_json), []).append(i)
+    unit_of: dict[int, list[int]] = {}
+    for (agent, config, _, _), indices in by_entry.items():
+        loaded = _agent_or_none(agent, config)
+        stand_ins = [_TrainingOf(jobs[i].problem_id) for i in indices]
+        for members in group_problems(loaded, stand_ins):
+            unit = [indices[m] for m in members]
+            unit_of[unit[0]] = unit
+    out: list[Job | JobGroup] = []
+    for first in sorted(unit_of):
+        unit = unit_of[first]
+        out.append(jobs[first] if len(unit) == 1 else JobGroup(tuple(jobs[i] for i in unit)))
+    return out
 
 
-def limited(problem_ids: Sequence[str], what: str) -> list[str]:
-    """The first N of `problem_ids` when TESTBED_SWEEP_LIMIT=N is set (a quick trial of a
-    long sweep, e.g. the README's commands in the tests), with a warning; else all."""
-    text = os.environ.get(SWEEP_LIMIT, "").strip()
-    if not text:
-        return list(problem_ids)
-    if not text.isdigit() or int(text) < 1:
-        raise InputError(f"{SWEEP_LIMIT}: got {text!r}; allowed: a positive integer, or unset")
-    n = int(text)
-    if n < len(problem_ids):
-        log.warning(
-            "%s=%d: running the first %d of the %d problems of %s",
-            SWEEP_LIMIT, n, n, len(problem_ids), what,
-        )  # fmt: skip
-    return list(problem_ids[:n])
+class _TrainingOf:
+    """What a problem id's family says of its training data, without loading it."""
+
+    def __init__(self, problem_id: str):
+        import generative
+        from testbed.base import SHARED_BY_AMORTIZED
+
+        try:
+            key = generative.training_key(problem_id)
+            shared_by = generative.training_shared_by(problem_id)
+        except Exception:  # an unknown id fails in its own job
+            key, shared_by = None, SHARED_BY_AMORTIZED
+        if key is not None:
+            self.training_key = key
+        self.training_shared_by = shared_by
 
 
-def _may_share(job: Job, by_any: bool) -> bool:
-    """Whether the job's agent config may train once for its problem's training key: any
-    agent but an oracle when `by_any`, else an amortized one (`testbed.evaluate.may_share`)."""
+def _agent_or_none(agent: str, config_json: str) -> Any:
+    """The configured agent (None when its config is bad: it fails in its job)."""
     import agents
-    from testbed.base import Oracle
 
     try:
-        agent = agents.load(job.agent, **job.config)
-    except Exception:  # a bad config fails in its worker, with its own message
-        return False
-    if isinstance(agent, Oracle):
-        return False
-    return by_any or bool(getattr(agent, "amortized", False))
-
-
-def training_groups(jobs: Sequence[Job]) -> list[Job | tuple[Job, ...]]:
-    """`jobs` in order, with the jobs one training serves gathered where the first of them
-    stands: an agent config and seed on problems of one training key, for any agent where
-    the family says the problems differ only in scoring (the Neural Testbed's tau pairs),
-    for amortized agents otherwise (the SBI benchmark's observations of one task and
-    budget). Other jobs stay single."""
-    import generative
-    from testbed.base import SHARED_BY_ANY
-
-    groups: dict[tuple[str, int, str], list[Job]] = {}
-    units: list[Job | list[Job]] = []
-    shares: dict[tuple[str, str, bool], bool] = {}
-    for job in jobs:
-        try:
-            key = generative.training_key(job.problem_id)
-            by_any = generative.training_shared_by(job.problem_id) == SHARED_BY_ANY
-        except Exception:
-            key = None
-        if key is not None:
-            cache = (job.agent, job.config_json, by_any)
-            if cache not in shares:
-                shares[cache] = _may_share(job, by_any)
-            key = key if shares[cache] else None
-        if key is None:
-            units.append(job)
-            continue
-        group = groups.setdefault((job.config_key, job.seed, key), [])
-        if not group:
-            units.append(group)
-        group.append(job)
-    return [u if isinstance(u, Job) else (u[0] if len(u) == 1 else tuple(u)) for u in units]
+        return agents.load(agent, **json.loads(config_json))
+    except Exception:
+        return None

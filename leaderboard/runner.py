@@ -20,9 +20,8 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from leaderboard.jobs import Job, training_groups
+from leaderboard.jobs import Job, JobGroup, JobResult, training_groups
 from leaderboard.store import CLAIMED, DONE, ResultsStore
-from leaderboard.worker import group_dict, member_results
 from testbed.errors import InputError
 from testbed.progress import activity, held, listening, progress_mode
 from testbed.progress import log as progress_log
@@ -105,7 +104,7 @@ class _Claims:
     A group of jobs one training serves (see `training_groups`) is claimed member by
     member (its lease as long as its time limit) and handed out as one job."""
 
-    def __init__(self, units: Sequence[Job | tuple[Job, ...]], claim):
+    def __init__(self, units: Sequence[Job | JobGroup], claim):
         self._units = deque(units)
         self._claim = claim
         self.busy: dict[str, tuple[Job, str]] = {}
@@ -114,18 +113,17 @@ class _Claims:
     def __len__(self) -> int:  # an upper bound: executors size their pools with it
         return len(self._units)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Job | JobGroup]:
         return self
 
-    def __next__(self) -> dict[str, Any]:
+    def __next__(self) -> Job | JobGroup:
         while self._units:
             unit = self._units.popleft()
-            members = unit if isinstance(unit, tuple) else (unit,)
-            mine = [job for job in members if self._take(job, len(members))]
+            mine = [job for job in unit.jobs if self._take(job, len(unit.jobs))]
             if len(mine) == 1:
-                return mine[0].as_dict()
+                return mine[0]
             if mine:
-                return group_dict([job.as_dict() for job in mine])
+                return JobGroup(tuple(mine))
         raise StopIteration
 
     def _take(self, job: Job, members: int) -> bool:
@@ -198,7 +196,7 @@ class Progress:
     def claimed(self) -> None:
         self.running += 1
 
-    def update(self, status: str, result: dict[str, Any] | None = None) -> None:
+    def update(self, status: str, result: JobResult | None = None) -> None:
         self.running = max(0, self.running - 1)
         if status == "ok":
             self.ok += 1
@@ -207,15 +205,15 @@ class Progress:
         if self._bar is not None:
             self._bar.update(self._task, advance=1, failed=self.failed)
         if result is not None:
-            what = f"{result.get('agent')} on {result.get('problem_id')}"
-            seconds = result.get("wall_seconds")
+            what = f"{result.job.agent} on {result.job.problem_id}"
+            seconds = result.wall_seconds
             took = (
                 f" ({seconds:.1f} s)" if isinstance(seconds, float) and seconds == seconds else ""
             )
             if status == "ok":
                 progress_log.debug("ok: %s%s", what, took)
             else:
-                progress_log.info("failed: %s%s: %s", what, took, result.get("error"))
+                progress_log.info("failed: %s%s: %s", what, took, result.error)
 
     def close(self) -> None:
         if self._bar is not None:
@@ -267,16 +265,16 @@ def run_sweep(
             bar.claimed()
         return outcome
 
-    def on_result(unit: dict[str, Any]) -> None:
-        for result in member_results(unit):
-            store.record(result)
+    def on_result(results: list[JobResult]) -> None:
+        for result in results:
+            store.record(result.row())
             summary.ran += 1
-            if result["status"] == "ok":
+            if result.ok:
                 summary.ok += 1
             else:
                 summary.failed += 1
-                summary.failures.append((result["key"], str(result.get("error"))))
-            bar.update(result["status"], result)
+                summary.failures.append((result.key, str(result.error)))
+            bar.update(result.status, result)
 
     try:
         batch = training_groups(remaining) if share_training else remaining

@@ -875,6 +875,9 @@ def to_dataframe(rows: list[dict[str, Any]], problem_ids: Iterable[str] | None =
             rec[m] = r["metrics"].get(m, math.nan)
         records.append(rec)
     df = pd.DataFrame.from_records(records, columns=FRAME_COLUMNS + metric_names)
+    options = [_problem_options(r.get("versions")) for r in rows]
+    if any(o is not None for o in options):  # jobs loaded with options (--option)
+        df["problem_options"] = options
     settings = settings_table(sorted(set(df["problem_id"])))
     taken = set(df.columns)
     names = sorted({k for s in settings.values() for k in s})
@@ -882,6 +885,15 @@ def to_dataframe(rows: list[dict[str, Any]], problem_ids: Iterable[str] | None =
         column = f"setting_{name}" if name in taken else name
         df[column] = [settings[p].get(name) for p in df["problem_id"]]
     return df
+
+
+def _problem_options(versions: Any) -> dict[str, Any] | None:
+    """The problem options a row's job was loaded with (kept with its versions), or None."""
+    try:
+        made_with = json.loads(versions) if isinstance(versions, str) else versions
+    except ValueError:
+        return None
+    return made_with.get("problem_options") if isinstance(made_with, dict) else None
 
 
 def load(path: str | os.PathLike = DEFAULT_PATH, problem_ids: Iterable[str] | None = None):

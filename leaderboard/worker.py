@@ -1,4 +1,5 @@
-"""What runs inside a worker: one job -> one result dict, and the worker process loop.
+"""What runs inside a worker: a job (or a group of jobs sharing a training) -> one
+`JobResult` per job, and the worker process loop.
 
 Kept free of JAX imports at module level: a worker sets its thread counts in the
 environment *before* JAX, XLA or torch are imported, so parallel workers do not
@@ -14,7 +15,6 @@ import math
 import os
 import platform
 import signal
-import socket
 import sys
 import threading
 import time
@@ -22,6 +22,8 @@ import traceback
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from leaderboard.jobs import Job, JobResult, Unit, failed_results
 
 _VERSIONS: dict[str, str] | None = None
 
@@ -77,50 +79,27 @@ def versions() -> dict[str, str]:
     return dict(_VERSIONS)
 
 
-def failed_result(job: Mapping[str, Any], reason: str, seconds: float = math.nan) -> dict:
-    """A failed result for `job` (used by executors for timeouts and dead workers)."""
-    return {
-        **job,
-        "status": "failed",
-        "error": reason,
-        "traceback": None,
-        "metrics": {},
-        "wall_seconds": seconds,
-        "versions": {},
-        "host": socket.gethostname(),
-    }
-
-
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _new_result(job: Mapping[str, Any]) -> dict[str, Any]:
+def _made_with(problem_id: str) -> dict[str, str]:
+    """The versions a result is made with, and the version of the data it read."""
     import generative
 
     made_with = versions()
     try:
-        digest = generative.data_version(job["problem_id"])
+        digest = generative.data_version(problem_id)
     except Exception:  # an unknown id fails in the job, with its own message
         digest = None
     if digest is not None:  # the user's data file as this result saw it
         made_with["data_sha256"] = digest
-    return {
-        **job,
-        "status": "ok",
-        "error": None,
-        "traceback": None,
-        "metrics": {},
-        "versions": made_with,
-        "host": socket.gethostname(),
-    }
+    return made_with
 
 
-def _fail(result: dict[str, Any], exc: BaseException) -> None:
-    result["status"] = "failed"
-    result["error"] = _one_line(exc)
-    result["traceback"] = traceback.format_exc()[-4000:]
+def _traceback_of(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))[-4000:]
 
 
 def _ranked_score(problem_id: str) -> str | None:
@@ -134,113 +113,73 @@ def _ranked_score(problem_id: str) -> str | None:
     return None if spec is None else spec.score
 
 
-def _check_quality(result: dict[str, Any], quality: Mapping[str, float]) -> None:
-    """Stores `quality`; a NaN, or an infinite ranked score (the one its family is ranked
-    on), fails the result."""
-    result["metrics"] = dict(quality)
-    score = _ranked_score(result["problem_id"])
+def _result(job: Job, value: Any, seconds: float) -> JobResult:
+    """The job's result from its Quality or its error. A Quality holding a NaN, or an
+    infinite ranked score, fails with the offending metrics named (the metrics are kept,
+    so scoring can apply the non-finite rule); an infinite diagnostic (e.g.
+    `kl_estimate_std` when one test batch had infinite KL) is data, not a failure."""
+    made_with = _made_with(job.problem_id)
+    if isinstance(value, BaseException):
+        return JobResult(job, "failed", error=_one_line(value),
+                         traceback=_traceback_of(value), wall_seconds=seconds,
+                         versions=made_with)  # fmt: skip
+    metrics = dict(value)
+    score = _ranked_score(job.problem_id)
     bad = sorted(
-        k for k, v in quality.items() if math.isnan(v) or (k == score and not math.isfinite(v))
+        k for k, v in metrics.items() if math.isnan(v) or (k == score and not math.isfinite(v))
     )
-    if bad:
-        result["status"] = "failed"
-        result["error"] = "non-finite metrics: " + ", ".join(f"{k}={quality[k]}" for k in bad)
+    error = "non-finite metrics: " + ", ".join(f"{k}={metrics[k]}" for k in bad) if bad else None
+    return JobResult(job, "failed" if bad else "ok", metrics, error,
+                     wall_seconds=seconds, versions=made_with)  # fmt: skip
 
 
-def _agent(job: Mapping[str, Any]) -> Any:
+def _agent(job: Job) -> Any:
     """The job's configured agent, its seed set from the job's seed."""
     import agents
 
-    entry = agents.AGENTS.get(job["agent"])
-    config = dict(job["config"])
+    entry = agents.AGENTS.get(job.agent)
+    config = job.config
     if any(f == "seed" for f in entry.config_cls.__dataclass_fields__):
-        config["seed"] = int(job["seed"])
-    return agents.load(job["agent"], **config)
+        config["seed"] = int(job.seed)
+    return agents.load(job.agent, **config)
 
 
-def run_job(job: Mapping[str, Any]) -> dict[str, Any]:
-    """Trains and scores one job; never raises for the job's own errors.
-
-    A job that raises is `failed` with the exception as its reason; one whose Quality
-    holds a NaN, or an infinite ranked score, is `failed` with the offending metrics
-    named (its metrics are kept, so scoring can apply the non-finite rule). An infinite
-    diagnostic (e.g. `kl_estimate_std` when one test batch had infinite KL) is kept as
-    data, not a failure. A group of jobs (`members`, see `group_dict`) is `run_group`.
-    """
-    if "members" in job:
-        return run_group(job)
+def run_unit(unit: Unit) -> list[JobResult]:
+    """Trains and scores a job, or a group of jobs one training serves, through
+    `testbed.evaluate_many` (one set of rules: a refused problem or a failed scoring fails
+    its job, a failed training every job it served); never raises for the jobs' own
+    errors. Each job's wall seconds run from the end of the one before (the first: from
+    the start, its training and problem building included)."""
     import generative
     import testbed
-    from testbed.evaluate import check_prediction
     from testbed.progress import activity
 
-    start = time.perf_counter()
-    result = _new_result(job)
+    jobs = unit.jobs
+    start = [time.perf_counter()]
+    out: list[JobResult | None] = [None] * len(jobs)
+
+    def done(i: int, value: Any) -> None:
+        now = time.perf_counter()
+        out[i] = _result(jobs[i], value, now - start[0])
+        start[0] = now
+
+    what = f"{jobs[0].agent} on {jobs[0].problem_id}"
+    what += f" (one training for {len(jobs)})" if len(jobs) > 1 else ""
     try:
-        with activity(f"{job['agent']} on {job['problem_id']}", timed=False):
-            agent, problem = _agent(job), generative.load(job["problem_id"])
-            check_prediction(agent, problem, name=job["problem_id"])  # names the id
-            _check_quality(result, testbed.evaluate(agent, problem))
-    except Exception as exc:  # the job's failure is data, not a crash of the sweep
-        _fail(result, exc)
-    result["wall_seconds"] = time.perf_counter() - start
-    return result
+        with activity(what, timed=False):
+            agent = _agent(jobs[0])
+            problems = [generative.load(j.problem_id, **j.options) for j in jobs]
+            testbed.evaluate_many(agent, problems, errors="keep", on_result=done)
+    except Exception as exc:  # before any problem: the agent or a problem cannot be built
+        for i in range(len(jobs)):
+            if out[i] is None:
+                done(i, exc)
+    return [r for r in out if r is not None]
 
 
-def group_dict(members: list[dict[str, Any]]) -> dict[str, Any]:
-    """One unit of work for jobs an amortized agent trains for once: the executor runs
-    it as one job (its time limit scaled by the number of members)."""
-    return {"key": f"{members[0]['key']} (+{len(members) - 1} sharing its training)",
-            "members": members}  # fmt: skip
-
-
-def run_group(group: Mapping[str, Any]) -> dict[str, Any]:
-    """Trains once for all members (same agent config, seed and training key) and scores
-    each: one result per member in `results`. A failed training fails every member; a
-    failed scoring only its own. A posterior that can draw at several observations in one
-    call (NLE / NRE's MCMC) draws at all members' before scoring (`testbed.evaluate.presample`)."""
-    import generative
-    from testbed.evaluate import presample, score_trained, train_shared
-    from testbed.progress import activity
-
-    members = group["members"]
-    results = [_new_result(m) for m in members]
-    start = time.perf_counter()
-    agent, first = members[0]["agent"], members[0]["problem_id"]
-    try:
-        with activity(f"{agent} on {first} (one training for {len(members)})", timed=False):
-            problems = [generative.load(m["problem_id"]) for m in members]
-            trained = presample(train_shared(_agent(members[0]), problems), problems)
-    except Exception as exc:
-        for result in results:
-            _fail(result, exc)
-            result["wall_seconds"] = time.perf_counter() - start
-        return {**group, "results": results}
-    for i, (result, problem) in enumerate(zip(results, problems)):
-        try:
-            with activity(f"{agent} on {members[i]['problem_id']}", timed=False):
-                _check_quality(result, score_trained(problem, trained.for_problem(i)))
-        except Exception as exc:
-            _fail(result, exc)
-        result["wall_seconds"] = time.perf_counter() - start  # the first: training, presample
-        start = time.perf_counter()
-    return {**group, "results": results}
-
-
-def member_results(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The per-job results inside `result`: a group's results (or, when the executor
-    failed the whole group, e.g. on a timeout, that failure for each member), else itself."""
-    if "members" not in result:
-        return [dict(result)]
-    if "results" in result:
-        return list(result["results"])
-    reason, seconds = str(result.get("error")), result.get("wall_seconds", math.nan)
-    return [failed_result(m, reason, seconds) for m in result["members"]]
-
-
-def time_limit(job: Mapping[str, Any], seconds: float | None) -> float | None:
-    """A job's time limit: `seconds` per member of a group."""
-    return None if seconds is None else seconds * len(job.get("members", (job,)))
+def run_job(job: Job) -> JobResult:
+    """`run_unit` of one job: its result."""
+    return run_unit(job)[0]
 
 
 class JobTimeout(BaseException):
@@ -248,45 +187,47 @@ class JobTimeout(BaseException):
     `except Exception` does not swallow it)."""
 
 
-def run_job_with_time_limit(job: Mapping[str, Any], seconds: float | None) -> dict[str, Any]:
-    """`run_job` in this process, interrupted after `seconds` (None: no limit).
+def run_unit_with_time_limit(unit: Unit, seconds: float | None) -> list[JobResult]:
+    """`run_unit` in this process, interrupted after `seconds` (None: no limit); a
+    timed-out unit fails each of its jobs with the stack where it was stopped.
 
-    Uses SIGALRM, so only in the main thread; elsewhere the job runs without a limit and
-    a warning says so. A job inside native code is stopped when it returns to Python.
-    """
+    Uses SIGALRM, so only in the main thread; elsewhere the unit runs without a limit and
+    a warning says so. A unit inside native code is stopped when it returns to Python. An
+    alarm raised where Python swallows exceptions (a garbage-collection callback) is
+    remembered: the unit still times out when it returns."""
     if seconds is None:
-        return run_job(job)
+        return run_unit(unit)
     if threading.current_thread() is not threading.main_thread():
         logging.getLogger("testbed.sweep").warning(
             "timeout: the inline executor can enforce %g s only in the main thread; job %s "
-            "runs without a limit",
-            seconds,
-            job.get("key"),
-        )
-        return run_job(job)
-
-    armed = [True]  # the one-shot alarm interrupts only while the job runs
+            "runs without a limit", seconds, unit.key,
+        )  # fmt: skip
+        return run_unit(unit)
+    state = {"armed": True, "fired": False, "stack": None}
 
     def interrupt(signum, frame):
-        if armed[0]:
+        if state["armed"]:
+            state["fired"] = True
+            state["stack"] = "".join(traceback.format_stack(frame))[-4000:]
             raise JobTimeout
 
     start = time.perf_counter()
     previous = signal.signal(signal.SIGALRM, interrupt)
     try:
         signal.setitimer(signal.ITIMER_REAL, seconds)  # inside: a tiny limit fires at once
-        result = run_job(job)
-        armed[0] = False
+        results = run_unit(unit)
+        state["armed"] = False
     except JobTimeout:
-        armed[0] = False
-        result = failed_result(
-            job, f"timed out after {seconds:g} s (interrupted)", time.perf_counter() - start
-        )
+        state["armed"] = False
     finally:
-        armed[0] = False
+        state["armed"] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    return result
+    if state["fired"]:
+        reason = f"timed out after {seconds:g} s (interrupted)"
+        stack = "the job's stack when it was stopped:\n" + (state["stack"] or "")
+        return failed_results(unit, reason, time.perf_counter() - start, stack)
+    return results
 
 
 def worker_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -369,6 +310,6 @@ def worker_main(conn, env: Mapping[str, str], imports: tuple[str, ...], parent: 
             conn.close()
             os._exit(0)
         try:
-            conn.send(run_job(job))
+            conn.send(run_unit(job))
         except (BrokenPipeError, OSError):
             return

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import time
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -288,38 +288,84 @@ def shares_training(agent: Any, problems: Sequence[Problem]) -> bool:
     return len({p.training_key for p in problems}) == 1
 
 
+RAISE, KEEP = "raise", "keep"
+
+
 def evaluate_many(
-    agent: Agent | Oracle, problems: Sequence[Problem], metrics: Sequence[str] | None = None
-) -> list[Quality]:
+    agent: Agent | Oracle,
+    problems: Sequence[Problem],
+    metrics: Sequence[str] | None = None,
+    *,
+    errors: str = RAISE,
+    on_result: Callable[[int, Quality | Exception], None] | None = None,
+) -> list[Quality | Exception]:
     """`evaluate` on each problem, in order; an agent is trained once per training key where
     it may share the training (`may_share`: the Neural Testbed's tau pairs; an amortized
     agent on one SBI task and budget) and scored at each of that key's problems, as a
     sweep groups them. Its training time is on the first Quality of its group (the others
     have train_seconds 0), and every Quality records `shared_training`, the number of
     problems the training served. A posterior that can draw at several observations in one
-    call (NLE / NRE's MCMC) draws at all of its group's before scoring (`presample`)."""
+    call (NLE / NRE's MCMC) draws at all of its group's before scoring (`presample`).
+
+    `errors='raise'` (default): every problem is checked before any training, and the
+    first error raises. `errors='keep'`: a problem's error is its entry of the list (a
+    refused problem or a failed scoring fails that problem; a failed training every
+    problem it served) and the others go on. `on_result(i, quality_or_error)` is called as
+    each problem is done (a sweep's worker times and stores each one as it comes)."""
     if isinstance(problems, str) or not isinstance(problems, Sequence):
         raise InputError(
             f"problems: got {type(problems).__name__}; allowed: a list of problems "
             "(evaluate(agent, problem) takes one)"
         )
-    for i, problem in enumerate(problems):
-        check_agent_and_problem(agent, problem, f"problems[{i}]")
-        check_metrics(problem, metrics)
-        check_prediction(agent, problem)
-    out: list[Quality | None] = [None] * len(problems)
-    for members in training_groups(agent, problems):
-        group = [problems[i] for i in members]
-        if shares_training(agent, group):
-            trained = presample(train_shared(agent, group), group)
-            scored = [
-                score_trained(p, trained.for_problem(j), metrics) for j, p in enumerate(group)
-            ]
-        else:
-            scored = [evaluate(agent, p, metrics) for p in group]
-        for i, quality in zip(members, scored):
-            out[i] = quality
+    if errors not in (RAISE, KEEP):
+        raise InputError(f"errors: got {errors!r}; allowed: {RAISE!r} or {KEEP!r}")
+    out: list[Quality | Exception | None] = [None] * len(problems)
+
+    def done(i: int, value: Quality | Exception) -> None:
+        if isinstance(value, Exception) and errors == RAISE:
+            raise value
+        out[i] = value
+        if on_result is not None:
+            on_result(i, value)
+
+    ready = []
+    for i, problem in enumerate(problems):  # before any training
+        try:
+            check_agent_and_problem(agent, problem, f"problems[{i}]")
+            check_metrics(problem, metrics)
+            check_prediction(agent, problem)
+            ready.append(i)
+        except Exception as exc:
+            done(i, exc)
+    for members in training_groups(agent, [problems[i] for i in ready]):
+        _evaluate_group(agent, problems, [ready[m] for m in members], metrics, done)
     return out  # type: ignore[return-value]
+
+
+def _evaluate_group(agent, problems, members: list[int], metrics, done) -> None:
+    """Trains once for the problems `members` (or each alone) and scores each, handing
+    each problem's Quality, or its error, to `done` as it comes."""
+    group = [problems[i] for i in members]
+    if not shares_training(agent, group):
+        for i, problem in zip(members, group):
+            try:
+                value = score_trained(problem, train_timed(agent, problem), metrics)
+            except Exception as exc:
+                value = exc
+            done(i, value)
+        return
+    try:
+        trained = presample(train_shared(agent, group), group)
+    except Exception as exc:  # a failed training fails every problem it was to serve
+        for i in members:
+            done(i, exc)
+        return
+    for j, (i, problem) in enumerate(zip(members, group)):
+        try:
+            value = score_trained(problem, trained.for_problem(j), metrics)
+        except Exception as exc:
+            value = exc
+        done(i, value)
 
 
 def training_groups(agent: Any, problems: Sequence[Problem]) -> list[list[int]]:

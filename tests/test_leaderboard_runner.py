@@ -139,7 +139,7 @@ def test_sigkill_mid_sweep_then_resume_is_exactly_once_and_identical(tmp_path, c
     assert sorted(r["key"] for r in rows) == sorted(j.key for j in jobs)  # none lost or doubled
     assert all(r["attempts"] == 1 and r["status"] == "ok" for r in rows)
     # An uninterrupted run with the same seeds (in this process) gives identical numbers.
-    reference = [run_job(j.as_dict()) for j in jobs]
+    reference = [run_job(j).row() for j in jobs]
     assert _metrics(rows) == _metrics(reference)
 
 

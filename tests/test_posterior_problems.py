@@ -362,19 +362,14 @@ def test_a_misbehaving_agent_is_recorded_as_a_failed_run(scoped_registries, mode
     """What the leaderboard's worker stores for the job: failed, with the one-line reason."""
     import agents
     from agents.registry import AgentEntry
+    from leaderboard.jobs import Job
     from leaderboard.worker import run_job
 
     entry = AgentEntry("sbi_fault", FaultConfig, make_fault_agent, None, "misbehaves")
     agents.AGENTS.register("sbi_fault", entry)  # undone after the test (scoped_registries)
-    job = {
-        "agent": "sbi_fault",
-        "config": {"mode": mode},
-        "problem_id": "sbi/two_moons/1000/1",
-        "seed": 0,
-    }
-    result = run_job(job)
-    assert result["status"] == "failed" and result["metrics"] == {}
-    assert re.match(reason, result["error"]), result["error"]
+    result = run_job(Job.make("sbi_fault", {"mode": mode}, "sbi/two_moons/1000/1"))
+    assert result.status == "failed" and result.metrics == {}
+    assert re.match(reason, result.error), result.error
 
 
 # ----- a custom observation: generative.load(id, x_o=...) -----

@@ -25,11 +25,10 @@ from generative.sbi.task import OBSERVATIONS
 from leaderboard import literature
 from leaderboard.board import build as lb_build
 from leaderboard.executors import InlineExecutor
-from leaderboard.jobs import Job, training_groups
+from leaderboard.jobs import Job, JobGroup, failed_results, time_limit, training_groups
 from leaderboard.runner import run_sweep
 from leaderboard.store import ResultsStore
 from leaderboard.tables import fmt_value
-from leaderboard.worker import failed_result, group_dict, member_results, time_limit
 from testbed import evaluate, evaluate_many
 from testbed.errors import InputError
 
@@ -383,8 +382,8 @@ def test_training_groups_gather_what_one_training_serves():
     units = training_groups(coin + npe + snpe + other_budget)
     assert units == [
         coin[0],
-        (npe[0], npe[1]),
-        (npe[2], npe[3]),
+        JobGroup((npe[0], npe[1])),
+        JobGroup((npe[2], npe[3])),
         snpe[0],
         snpe[1],
         other_budget[0],  # alone in its group: a plain job
@@ -491,13 +490,14 @@ def test_a_group_that_times_out_fails_each_member(tmp_path):
     assert all("timed out after 0.002 s" in r for r in reasons.values())  # 2 members x limit
 
 
-def test_member_results_expand_an_executor_failure():
-    members = [j.as_dict() for j in _sweep_jobs(ks=(1, 2))]
-    group = group_dict(members)
-    assert "+1 sharing its training" in group["key"]
-    failed = member_results(failed_result(group, "worker process died (exit code -9)"))
-    assert [r["key"] for r in failed] == [m["key"] for m in members]
-    assert all(r["status"] == "failed" and "died" in r["error"] for r in failed)
+def test_an_executor_failure_fails_every_job_of_a_group():
+    members = tuple(_sweep_jobs(ks=(1, 2)))
+    group = JobGroup(members)
+    assert "+1 sharing its training" in group.key
+    failed = failed_results(group, "worker process died (exit code -9)", 3.0, "no stack")
+    assert [r.key for r in failed] == [m.key for m in members]
+    assert all(r.status == "failed" and "died" in r.error for r in failed)
+    assert all(r.traceback == "no stack" and r.wall_seconds == 3.0 for r in failed)
     assert time_limit(group, 10.0) == 20.0 and time_limit(members[0], 10.0) == 10.0
     assert time_limit(group, None) is None
 

@@ -9,7 +9,7 @@ import agents
 import generative
 import testbed
 from leaderboard.executors import InlineExecutor
-from leaderboard.jobs import expand, training_groups
+from leaderboard.jobs import Job, JobGroup, expand, training_groups
 from leaderboard.runner import run_sweep
 from leaderboard.store import ResultsStore, load
 
@@ -30,7 +30,7 @@ def test_tau_pairs_share_training_data_and_key():
 def test_sweep_trains_once_and_gives_separate_numbers(tmp_path):
     path = tmp_path / "r.db"
     jobs = expand(["mlp"], PAIR)
-    assert [len(u) for u in training_groups(jobs) if isinstance(u, tuple)] == [2]
+    assert [len(u.jobs) for u in training_groups(jobs) if isinstance(u, JobGroup)] == [2]
     with ResultsStore(path, mode="w") as store:
         summary = run_sweep(jobs, store, InlineExecutor())
     assert summary.ok == 2
@@ -45,7 +45,7 @@ def test_sweep_trains_once_and_gives_separate_numbers(tmp_path):
 def test_oracles_never_share_and_real_data_pairs_do():
     jobs = expand(["oracle", "uniform"], [*PAIR, "real/iris/1/0", "real/iris/10/1"])
     units = training_groups(jobs)
-    oracle = [u for u in units if not isinstance(u, tuple) and u.agent == "oracle"]
+    oracle = [u for u in units if isinstance(u, Job) and u.agent == "oracle"]
     assert len(oracle) == 4
-    shared = [tuple(j.problem_id for j in u) for u in units if isinstance(u, tuple)]
+    shared = [tuple(j.problem_id for j in u.jobs) for u in units if isinstance(u, JobGroup)]
     assert shared == [tuple(PAIR), ("real/iris/1/0", "real/iris/10/1")]
