@@ -289,7 +289,7 @@ def register_classification(
         prediction="labels",
         training_key=functools.partial(training_key, scheme=problem_cls.key_scheme),
         training_shared_by=SHARED_BY_ANY,
-        ranked_by=JOINT_KL,
+        ranked_by=dataclasses.replace(JOINT_KL, shipped="neural_testbed"),
     )
 
 

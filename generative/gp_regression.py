@@ -191,6 +191,7 @@ REGRESSION_KL = RankedBy(
     score="kl_estimate",
     name="regression KL (GP environments)",
     accuracy=False,
+    shipped="neural_testbed",
     note=(
         "GP regression (the environment is a function drawn from the NNGP of a ReLU "
         "network): the KL of the true predictive N(f(x), noise^2) to the agent's mixture "

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from leaderboard import literature, scoring
+from leaderboard import shipped as shipped_runs
 from leaderboard.store import DEFAULT_PATH, load
 from testbed.errors import InputError, bad_value
 from testbed.ranking import OBSERVATIONS, TESTBED, RankedBy
@@ -240,6 +241,7 @@ def build(
     metric: str = "auto",
     per_observation: bool = False,
     unranked_ok: bool = False,
+    shipped: bool = True,
 ) -> Board:
     """Loads `results` and ranks each family present as it declares (`RankedBy`): the
     Neural Testbed's tables per family and tau, the SBI benchmark's per cell over
@@ -251,7 +253,10 @@ def build(
     SBI benchmark's rule. With `sweep`, only the sweep's problems count. Each ranking
     gets a `rank` column (1 = best; ties share one) and, for the Neural Testbed's rule,
     the median train / evaluation seconds beside the means. With `unranked_ok`, results
-    with nothing to rank give a board without rankings instead of an error."""
+    with nothing to rank give a board without rankings instead of an error. With
+    `shipped` (default), our shipped runs of the same problems that a family names
+    (`RankedBy.shipped`) are ranked beside the user's, labelled `<agent> (ours,
+    shipped)`; `Board.df` holds the user's rows only."""
     _check_args(metric, tau)
     ids = problem_universe(sweep)
     df = _load(results, sweep, ids)
@@ -264,8 +269,9 @@ def build(
                 "allowed: --metric auto, or results of such problems"
             )
     rank = dict(normalize=normalize, best_only=best_only)
-    rankings, clean = _rank_testbed(df, ids, tau, specs, rank)
-    observed, per_obs = _rank_observations(df, specs, best_only, per_observation)
+    ranked = _with_shipped(df, specs, ids) if shipped else df
+    rankings, clean = _rank_testbed(ranked, ids, tau, specs, rank)
+    observed, per_obs = _rank_observations(ranked, specs, best_only, per_observation)
     rankings += observed
     if normalize not in (None, "default", "none") and all(r.observations for r in rankings):
         raise InputError(
@@ -277,6 +283,26 @@ def build(
     order = {f: i for i, f in enumerate(_registration_order())}
     rankings.sort(key=lambda r: (order.get(r.family, len(order)), r.tau or 0))
     return Board(df, ids, rankings, clean, os.fspath(results), per_obs, sweep)
+
+
+def _with_shipped(
+    df: pd.DataFrame, specs: dict[str, RankedBy], ids: Sequence[str] | None
+) -> pd.DataFrame:
+    """`df` and, for each family that names shipped runs of ours, those of its problems
+    in the sweep (`ids`) or, without a sweep, in `df`."""
+    family = scoring.family_of(df["problem_id"])
+    parts = [df]
+    for fam, spec in specs.items():
+        if spec.shipped is None:
+            continue
+        if ids is not None:
+            wanted = [i for i in ids if i.split("/", 1)[0] == fam]
+        else:
+            wanted = list(dict.fromkeys(df.loc[family == fam, "problem_id"]))
+        if wanted:
+            parts.append(shipped_runs.beside(spec.shipped, wanted))
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else df
 
 
 def _registration_order() -> list[str]:

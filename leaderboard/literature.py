@@ -3,8 +3,7 @@
 `published("sbibm")` gives the paper's per-run results (package data, see
 leaderboard/data/sbibm.csv for the provenance). `beside(c2st_table, observed)` adds, to
 each row of our C2ST ranking whose agent the paper ran, the paper's mean C2ST and range
-over the same observations as ours (`paper_cells`), and our own shipped runs of other
-agents as rows of their own (`leaderboard.shipped`); `per_observation(df)` pairs each of
+over the same observations as ours (`paper_cells`); `per_observation(df)` pairs each of
 our runs with the paper's run at the same task, budget and observation.
 """
 
@@ -15,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from leaderboard import shipped
 from testbed.errors import bad_value
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -43,9 +41,17 @@ def _read(name: str) -> pd.DataFrame:
 
 
 def published(name: str = "sbibm") -> pd.DataFrame:
-    """A copy of the published per-run results called `name` (one row per run)."""
+    """A copy of the published results called `name`: a paper's (`sbibm`: the SBI
+    benchmark's runs; `neural_testbed_2021`: the bars of the Neural Testbed's figure) or
+    our own runs shipped with the package (`neural_testbed`: the Neural Testbed's
+    reference agents on its sweeps; `sbibm_ours`: newer SBI methods; see
+    `leaderboard.shipped`), one row per run."""
+    from leaderboard import shipped
+
+    if name in shipped.SOURCES:
+        return shipped.shipped(name)
     if name not in SOURCES:
-        raise bad_value("published results", name, list(SOURCES))
+        raise bad_value("published results", name, [*SOURCES, *shipped.SOURCES])
     return _read(name).copy()
 
 
@@ -80,7 +86,6 @@ def beside(table: pd.DataFrame, observed: pd.DataFrame, source: str | None) -> p
     source that publishes no such cells."""
     if source != "sbibm" or not len(table):
         return table
-    table = shipped.beside_ours(table, observed)  # our shipped runs, labelled as ours
     cells = paper_cells(observed).drop(columns=["paper_minutes_per_run"])
     return table.merge(cells, on=["agent", "task", "budget"], how="left")
 

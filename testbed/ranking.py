@@ -43,7 +43,8 @@ class RankedBy:
     `apart` ((column, default, form) triples: a row whose settings column is not its
     default is a task of its own, `<task> (<form of the value>)`, never pooled with the
     others), `published` (the name of published results shown beside,
-    `leaderboard.published(name)`).
+    `leaderboard.published(name)`). `shipped`: the name of our own shipped runs of the
+    family's problems, ranked beside a user's (`leaderboard.shipped`).
     """
 
     score: str
@@ -61,6 +62,7 @@ class RankedBy:
     replicate: str | None = None
     apart: tuple[tuple[str, object, str], ...] = ()
     published: str | None = None
+    shipped: str | None = None
 
     def __post_init__(self):
         if self.rule not in RULES:

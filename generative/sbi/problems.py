@@ -336,6 +336,7 @@ SBI_C2ST = ranking.RankedBy(
     replicate="num_observation",
     apart=(("observation_source", "sbibm", "{}"), ("num_iid", 1, "iid{}")),
     published="sbibm",
+    shipped="sbibm_ours",
     note=(
         "C2ST: the accuracy of a classifier telling the agent's posterior samples from the "
         "reference posterior's (0.5 = indistinguishable); mean over the benchmark's "

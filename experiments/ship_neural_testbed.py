@@ -1,0 +1,136 @@
+"""Our runs of the Neural Testbed's reference agents on its sweeps, shipped with the package.
+
+The reference publishes no per-problem results, so a new agent could only be ranked
+after days of compute on the reference agents. This script runs them here, through the
+results store (interrupted runs resume), and writes them as the package's shipped source
+`neural_testbed` (`leaderboard.published("neural_testbed")`), which `testbed leaderboard`
+and the report rank beside a user's agent, labelled `<agent> (ours, shipped)`:
+
+- `classification_2d` (tau 1 and 10) and `regression`: every reference agent at today's
+  defaults (`run`);
+- `classification_2d_2021`: the 2021 figure's seven agents at the reference's 2021
+  defaults, from `experiments.reproduce_neural_testbed`'s results store.
+
+Run:
+    python -m experiments.ship_neural_testbed run --results nt-ship.db --workers 2
+    python -m experiments.ship_neural_testbed write --results nt-ship.db \\
+        --results neural-testbed-reproduction.db --out leaderboard/data/neural_testbed.csv.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import pandas as pd
+
+from testbed.errors import InputError
+
+CLASSIFICATION_AGENTS = (  # the reference's agents, cheapest first
+    "uniform", "average_class_probs", "prior", "knn", "random_forest", "logistic_regression",
+    "mlp", "dropout", "deep_kernel", "bbb", "epinet", "hypermodel", "ensemble", "ensemble+",
+    "sgmcmc",
+)  # fmt: skip
+REGRESSION_AGENTS = (
+    "uniform", "gp_posterior", "logistic_regression", "mlp", "dropout", "deep_kernel", "bbb",
+    "epinet", "hypermodel", "ensemble", "ensemble+", "sgmcmc",
+)  # fmt: skip
+SWEEPS = {"classification_2d": CLASSIFICATION_AGENTS, "regression": REGRESSION_AGENTS}
+
+
+def expected_jobs(sweeps: Sequence[str] = (*SWEEPS, "classification_2d_2021")) -> list:
+    """The jobs the shipped source holds: each sweep's agents at today's defaults, the 2021
+    sweep's at the figure's 2021 defaults."""
+    import generative
+    from experiments.reproduce_neural_testbed import FIGURE_2021
+    from leaderboard.jobs import expand
+
+    jobs = []
+    for sweep in sweeps:
+        ids = generative.sweep_ids(sweep)
+        if sweep in SWEEPS:
+            jobs += expand(SWEEPS[sweep], ids)
+        else:
+            for agent, overrides in FIGURE_2021.items():
+                jobs += expand([agent], ids, overrides=overrides)
+    return jobs
+
+
+def coverage(rows: pd.DataFrame, jobs: Sequence) -> pd.DataFrame:
+    """Per sweep and agent: the expected jobs and how many the rows hold."""
+    have = set(rows["key"])
+    table = pd.DataFrame(
+        [
+            {"sweep": j.problem_id.split("/")[0], "agent": j.agent, "done": j.key in have}
+            for j in jobs
+        ]  # fmt: skip
+    )
+    return table.groupby(["sweep", "agent"], sort=False)["done"].agg(["sum", "size"]).reset_index()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.cli import setup_logging
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the reference agents on today's sweeps (resumes)")
+    run.add_argument("--results", default="neural-testbed-ship.db")
+    run.add_argument("--workers", type=int, default=0, help="parallel jobs (0: one per core)")
+    run.add_argument("--sweeps", default=",".join(SWEEPS))
+    write = sub.add_parser("write", help="write the shipped source from results stores")
+    write.add_argument("--results", action="append", required=True)
+    write.add_argument("--out", default="leaderboard/data/neural_testbed.csv.gz")
+    args = parser.parse_args(argv)
+    setup_logging()
+    try:
+        if args.command == "run":
+            return _run(args)
+        return _write(args)
+    except InputError as e:
+        print(f"ship_neural_testbed: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    from leaderboard.executors import LocalExecutor
+    from leaderboard.runner import run_sweep
+    from leaderboard.store import ResultsStore
+    from leaderboard.worker import enable_compilation_cache
+
+    sweeps = [s.strip() for s in args.sweeps.split(",") if s.strip()]
+    unknown = [s for s in sweeps if s not in SWEEPS]
+    if unknown or not sweeps:
+        raise InputError(f"--sweeps: got {args.sweeps!r}; allowed: some of {', '.join(SWEEPS)}")
+    enable_compilation_cache()
+    jobs = expected_jobs(sweeps)
+    executor = LocalExecutor(workers=args.workers)
+    with ResultsStore(args.results, mode="w") as store:
+        summary = run_sweep(jobs, store, executor, progress=True)
+    print(f"{summary.total} jobs: {summary.ok} ok, {summary.failed} failed -> {args.results}")
+    return 1 if summary.any_failed else 0
+
+
+def _write(args) -> int:
+    from leaderboard import shipped
+
+    jobs = expected_jobs()
+    keys = {j.key for j in jobs}
+    parts = []
+    for results in args.results:
+        try:
+            parts.append(shipped.from_results(results, keys))
+        except InputError:  # a store with none of the expected jobs
+            continue
+    if not parts:
+        raise InputError(f"--results: {', '.join(args.results)} hold none of the jobs to ship")
+    rows = pd.concat(parts, ignore_index=True).drop_duplicates("key")
+    shipped.write(rows, args.out, shipped.provenance("Our runs of the Neural Testbed's "
+                                                     "reference agents on its sweeps"))  # fmt: skip
+    print(coverage(rows, jobs).to_string(index=False))
+    print(f"{len(rows)} rows -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

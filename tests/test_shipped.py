@@ -1,0 +1,138 @@
+"""Our shipped runs (`leaderboard.shipped`): made from a finished results store, written
+with their provenance, read back, and ranked beside a user's agent on the same problems,
+labelled as ours, by every rule (the Neural Testbed's per tau, the SBI benchmark's over
+the same observations). Small files here, not the package's."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import leaderboard
+from experiments.cli import main
+from leaderboard import shipped
+from leaderboard.board import build
+from leaderboard.jobs import Job
+from leaderboard.store import ResultsStore
+from testbed.errors import InputError
+
+
+def _record(store, agent, pid, **metrics):
+    job = Job.make(agent, {}, pid).as_dict()
+    metrics = {"train_seconds": 2.0, "evaluation_seconds": 0.5, **metrics}
+    store.record({**job, "status": "ok", "error": None, "metrics": metrics, "wall_seconds": 1.0})
+
+
+@pytest.fixture
+def nt(tmp_path, monkeypatch):
+    """A shipped source for the Neural Testbed: uniform and mlp on four problems (tau 1
+    and 10 of two environments), made with the real functions and put in place."""
+    db = tmp_path / "ours.db"
+    with ResultsStore(db) as s:
+        kls = {"classification_2d/0": 0.4, "classification_2d/1": 0.6}
+        kls |= {"classification_2d/210": 4.0, "classification_2d/211": 6.0}
+        for pid, kl in kls.items():
+            _record(s, "uniform", pid, kl_estimate=kl, pct_finite_kl=1.0, test_acc=0.5)
+            _record(s, "mlp", pid, kl_estimate=kl / 2, pct_finite_kl=1.0, test_acc=0.8)
+    path = tmp_path / "neural_testbed.csv.gz"
+    shipped.write(shipped.from_results(db), path, notes=["a test file"])
+    monkeypatch.setitem(shipped.SOURCES, "neural_testbed", path)
+    return path
+
+
+def test_a_store_ships_its_rows_with_provenance(nt):
+    df = leaderboard.published("neural_testbed")  # the API users call
+    assert len(df) == 8 and set(df["agent"]) == {"uniform", "mlp"}
+    assert list(df.columns[: len(shipped.COLUMNS)]) == shipped.COLUMNS
+    assert {"kl_estimate", "pct_finite_kl", "test_acc", "train_seconds"} <= set(df.columns)
+    assert "tau" not in df.columns  # settings are joined when ranked, not shipped
+    assert df["config"].iloc[0].startswith("{")
+    lines = shipped.provenance()
+    assert "labelled as ours" in lines[0] and "at commit" in lines[1] and "jax" in lines[1]
+
+
+def test_a_users_agent_is_ranked_beside_the_shipped_reference_agents(nt, tmp_path):
+    db = tmp_path / "user.db"
+    with ResultsStore(db) as s:  # the user's agent on the tau = 1 problems only
+        for pid, kl in (("classification_2d/0", 0.1), ("classification_2d/1", 0.1)):
+            _record(s, "my_agent", pid, kl_estimate=kl, pct_finite_kl=1.0)
+    board = build(db)
+    table = board.tables_of("classification_2d")[1].set_index("label")
+    assert set(table.index) == {"my_agent", "mlp (ours, shipped)", "uniform (ours, shipped)"}
+    assert set(board.tables_of("classification_2d")) == {1}  # only the problems the user ran
+    # uniform, shipped, normalises: the user did not run it
+    assert table["normalized_kl"]["uniform (ours, shipped)"] == pytest.approx(1.0)
+    assert table["normalized_kl"]["my_agent"] == pytest.approx(0.1 / 0.5)
+    assert table["rank"]["my_agent"] == 1 and table["rank"]["mlp (ours, shipped)"] == 2
+    assert set(board.df["agent"]) == {"my_agent"}  # the user's rows, not ours
+    bare = build(db, shipped=False).tables_of("classification_2d")[1]
+    assert list(bare["label"]) == ["my_agent"]
+    # with the sweep's problems, ours cover all four and the user's missing ones count 1e6
+    full = build(db, sweep="classification_2d").tables_of("classification_2d")
+    assert set(full) == {1, 10}
+    assert "my_agent" not in set(full[10]["label"])  # 1e6 everywhere: dropped, as the paper
+
+
+def test_leaderboard_and_report_show_them(nt, tmp_path, capsys):
+    db = tmp_path / "user.db"
+    with ResultsStore(db) as s:
+        _record(s, "my_agent", "classification_2d/0", kl_estimate=0.1, pct_finite_kl=1.0)
+    assert main(["leaderboard", "--results", str(db), "--format", "csv"]) == 0
+    rows = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert "uniform (ours, shipped)" in set(rows["label"])
+    report = tmp_path / "r.html"
+    assert main(["report", "--results", str(db), "--out", str(report)]) == 0
+    assert "mlp (ours, shipped)" in report.read_text()
+
+
+def test_over_observations_the_same_observations_as_the_users(tmp_path, monkeypatch):
+    db = tmp_path / "ours.db"
+    with ResultsStore(db) as s:
+        for k in range(1, 7):
+            _record(s, "fmpe", f"sbi/two_moons/1000/{k}", c2st=0.6 + 0.01 * k)
+        _record(s, "fmpe", "sbi/slcp/1000/1", c2st=0.9)
+    path = tmp_path / "sbibm_ours.csv"
+    shipped.write(shipped.from_results(db), path, notes=["a test file"])
+    monkeypatch.setitem(shipped.SOURCES, "sbibm_ours", path)
+    user = tmp_path / "user.db"
+    with ResultsStore(user) as s:
+        for k in (1, 2, 3):
+            _record(s, "my_agent", f"sbi/two_moons/1000/{k}", c2st=0.55)
+    table = build(user).observed().set_index("label")
+    assert set(table.index) == {"my_agent", "fmpe (ours, shipped)"}  # no slcp cell
+    assert table.loc["fmpe (ours, shipped)", "num_observations"] == 3  # the user's k = 1..3
+    assert table.loc["fmpe (ours, shipped)", "mean_c2st"] == pytest.approx(
+        np.mean([0.61, 0.62, 0.63])
+    )
+    assert table.loc["my_agent", "rank"] == 1
+
+
+def test_unknown_sources_and_files_without_the_columns_are_refused(tmp_path):
+    with pytest.raises(InputError, match="published results: got 'nope'; allowed: one of"):
+        leaderboard.published("nope")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("agent,task\nfmpe,slcp\n")
+    with pytest.raises(InputError, match="lacks the columns key, config_key"):
+        shipped.shipped(path=bad)
+
+
+def test_the_neural_testbed_source_covers_every_reference_agent(tmp_path, capsys):
+    from experiments import ship_neural_testbed as ship
+
+    jobs = ship.expected_jobs()
+    assert len(jobs) == 15 * 420 + 12 * 270 + 7 * 420
+    assert {j.agent for j in jobs if j.problem_id.startswith("regression/")} >= {"gp_posterior"}
+    figure = [j for j in jobs if j.problem_id.startswith("classification_2d_2021/")]
+    assert {j.config["num_batches"] for j in figure if j.agent == "bbb"} == {10_000}
+    db = tmp_path / "r.db"
+    with ResultsStore(db) as s:  # one job of the source, one other
+        s.record({**jobs[0].as_dict(), "status": "ok", "metrics": {"kl_estimate": 0.5}})
+        _record(s, "mine", "classification_2d/0", kl_estimate=0.1)
+    out = tmp_path / "nt.csv.gz"
+    assert ship.main(["write", "--results", str(db), "--out", str(out)]) == 0
+    assert "1 rows ->" in capsys.readouterr().out
+    assert list(shipped.shipped(path=out)["key"]) == [jobs[0].key]
+    assert ship.main(["run", "--sweeps", "nope"]) == 2
