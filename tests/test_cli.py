@@ -35,7 +35,9 @@ def test_list_problems_shows_id_forms_examples_and_sweeps(capsys):
     assert main(["list", "problems", "--json"]) == 0
     rows = {r["family"]: r for r in json.loads(capsys.readouterr().out)}
     assert set(rows) >= {"coin", "classification_2d", "regression", "sbi", "conjugate", "real"}
-    assert rows["sbi"]["id form"] == "sbi/<task>/<num_simulations>/<k>[/seeded], k = 1..10"
+    assert rows["sbi"]["id form"] == (
+        "sbi/<task>/<num_simulations>/<k>[/seeded][/iid<n>], k = 1..10, n = 1, 10, 100"
+    )
     assert rows["sbi"]["example"] == "sbi/two_moons/1000/1"  # from its test sweep
     assert "sbi_test" in rows["sbi"]["sweeps"] and "sbi_two_moons" in rows["sbi"]["sweeps"]
     assert rows["classification_2d"]["id form"] == "classification_2d/<i>, i = 0..419"

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 MKDOCS = ROOT / "mkdocs.yml"
-RUN = ("python", "bash")
+RUN = ("python", "bash", "sql")  # sql: run on a store a sweep wrote
 SHOWN = ("", "text", "toml")
 SWEEP_PROBLEMS = 1  # a shortened sweep runs this many of its first problems
 TIMEOUT = 1200  # seconds a block may take
@@ -276,3 +276,23 @@ def test_site_builds_strict(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (tmp_path / "site" / "index.html").exists()
+
+
+@pytest.mark.parametrize("block", params(all_blocks("sql")))
+def test_sql_block(block, tmp_path, capsys):
+    """A query the pages give runs, as written, on a store a sweep wrote, and returns rows."""
+    import sqlite3
+
+    from experiments.cli import main
+
+    db = tmp_path / "results.db"
+    argv = ["sweep", "--agent", "uniform", "--problem", "coin/0,coin/1", "--executor", "inline",
+            "--results", str(db), "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(block.code).fetchall()
+    finally:
+        conn.close()
+    assert len(rows) == 2 and all(None not in r for r in rows), rows

@@ -422,7 +422,7 @@ def test_families_and_agents_that_declare_nothing_are_not_checked(scoped_registr
          "agent npe predicts a posterior; 7 problems of family classification_2d_test "),
         (["--agent", "uniform", "--problem", "sbi/two_moons/1000/1"],
          "agent uniform predicts labels or real values; problem sbi/two_moons/1000/1 needs a "
-         "posterior; agents that fit: nle, npe"),
+         "posterior; agents that fit: bnre, fmpe, nle, npe"),
     ],
 )  # fmt: skip
 def test_the_command_line_refuses_such_a_sweep_in_one_line_before_any_job(

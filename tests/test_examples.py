@@ -103,7 +103,7 @@ def test_haiku_agent_has_a_regression_head_and_refuses_posteriors():
     with pytest.raises(testbed.InputError) as err:
         testbed.evaluate(agent, generative.load("sbi/two_moons/1000/1"))
     assert str(err.value).startswith("agent mc_dropout_haiku predicts labels or real values; ")
-    assert "needs a posterior; agents that fit: nle, npe, nre" in str(err.value)
+    assert "needs a posterior; agents that fit: bnre, fmpe, nle, npe, npse, nre" in str(err.value)
 
 
 def test_sklearn_ensemble_is_a_finite_sampler_of_bagged_trees():

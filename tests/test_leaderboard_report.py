@@ -28,7 +28,14 @@ from leaderboard.store import ResultsStore
 
 EVIL = "<img src=x onerror=\"console.error('xss')\">&$x$"
 TRACE = f'Traceback (most recent call last):\n  File "agent.py", line 3\nValueError: {EVIL}'
-PLOTS = {"kl-by-agent", "kl-vs-num-train", "nll-by-agent", "c2st-vs-budget", "runtimes"}
+PLOTS = {
+    "kl-by-agent",
+    "kl-vs-num-train",
+    "nll-by-agent",
+    "nll-vs-num-train",
+    "c2st-vs-budget",
+    "runtimes",
+}
 TABLES = {
     "kl-tau-1",
     "kl-tau-5",
