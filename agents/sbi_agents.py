@@ -134,10 +134,16 @@ class NLEConfig(MCMCConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class NREConfig(MCMCConfig):
-    """NRE (sbi NRE_B): a classifier for p(theta, x) / p(theta)p(x), sampled by MCMC."""
+class RatioConfig(MCMCConfig):
+    """Settings shared by the ratio estimators: sbi's classifier network, sampled by MCMC."""
 
     classifier: Literal["resnet", "mlp", "linear"] = "resnet"
+
+
+@dataclasses.dataclass(frozen=True)
+class NREConfig(RatioConfig):
+    """NRE (sbi NRE_B): a classifier for p(theta, x) / p(theta)p(x), sampled by MCMC."""
+
     num_atoms: int = 10
 
     def __post_init__(self):
@@ -146,14 +152,13 @@ class NREConfig(MCMCConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class NRECConfig(MCMCConfig):
+class NRECConfig(RatioConfig):
     """NRE-C (sbi NRE_C, contrastive NRE; Miller et al. 2022): a classifier telling the
     joint pair from `num_classes` contrasting parameters plus one independently drawn pair,
     sampled by MCMC. The benchmark's NRE settings (ResNet, 50 hidden features, batch 10,000
     capped at the simulations, lr 5e-4, 10% validation, stop after 20 epochs, clip 5, slice
     sampling as for nre); num_classes 5 and gamma 1 are sbi's defaults."""
 
-    classifier: Literal["resnet", "mlp", "linear"] = "resnet"
     num_classes: int = 5
     gamma: float = 1.0
 
@@ -164,14 +169,13 @@ class NRECConfig(MCMCConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class BNREConfig(MCMCConfig):
+class BNREConfig(RatioConfig):
     """BNRE (sbi BNRE, balanced NRE; Delaunoy et al. 2022): NRE-A's binary classifier with a
     balancing penalty (regularization_strength = 100, sbi's default), sampled by MCMC;
     otherwise the benchmark's NRE settings (ResNet, 50 hidden features, batch 10,000 capped
     at the simulations, lr 5e-4, 10% validation, stop after 20 epochs, clip 5, slice
     sampling as for nre)."""
 
-    classifier: Literal["resnet", "mlp", "linear"] = "resnet"
     regularization_strength: float = 100.0
 
     def __post_init__(self):

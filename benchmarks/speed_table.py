@@ -71,6 +71,14 @@ def render() -> str:
             measured = f"{r['date']}, `{r['commit']}`, {r['machine']}; {r['load']}"
             cells = (r["case"], r["ours"], r["reference"], r["ratio"], r.get("agree", ""))
             parts.append("| " + " | ".join(cell(c) for c in (*cells, measured)) + " |")
+    missing = [stem for stem in SECTIONS if not rows_of(stem)]
+    if missing:
+        parts.append(
+            "\n## Not recorded yet\n\nThese benchmarks have no recorded run at the current "
+            "form of their comparison; run one (`python benchmarks/<name>.py`) and then this "
+            "script to add its rows:\n"
+        )
+        parts += [f"- `benchmarks/{stem}.py`: {SECTIONS[stem]}" for stem in missing]
     return "\n".join(parts) + "\n"
 
 

@@ -13,12 +13,14 @@ Every fault ends in one line `testbed: error: ...` (no traceback) and an exit st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -713,15 +715,56 @@ def _attach_values(argv: Sequence[str]) -> list[str]:
     return out
 
 
+# What every command loads; a Ctrl-C while they import waits until they are loaded.
+STACK = ("leaderboard.executors", "leaderboard.worker", "leaderboard.runner", "generative",
+         "agents")  # fmt: skip
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C inside the block waits for its end, then raises KeyboardInterrupt. Only in
+    the main thread over Python's default handler (a caller's handler is left alone)."""
+    import threading
+
+    pending: list[int] = []
+    hold = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+    if hold:
+        signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        if hold:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pending:
+        raise KeyboardInterrupt
+
+
+def _import_stack() -> None:
+    """Sets up logging (before a plugin can warn) and imports the stack with Ctrl-C held
+    back: a KeyboardInterrupt raised inside an import can leave a native extension half
+    initialised (a later import fails, or the process crashes) or be dropped by a
+    garbage-collection callback (the sweep then ran to its end)."""
+    import importlib
+
+    with _interrupts_held():
+        setup_logging()
+        for name in STACK:
+            importlib.import_module(name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        _import_stack()
         from leaderboard.executors import recorded_interrupts
 
-        # from the start, a Ctrl-C that Python drops (inside JAX's gc callback while the
-        # stack imports) is recorded and raised again: never lost
+        # from here on, a Ctrl-C that Python drops (inside JAX's gc callback) is recorded
+        # and raised again: never lost
         with recorded_interrupts():
             return _main(argv)
-    except KeyboardInterrupt:  # e.g. while the stack is still importing
+    except KeyboardInterrupt:
         print("testbed: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 

@@ -70,14 +70,37 @@ def configs(agent_configs: str) -> dict[str, dict]:
     return {a: (dict(FIGURE_2021[a]) if agent_configs == "2021" else {}) for a in FIGURE_2021}
 
 
+def by_seed_group(problem_ids) -> dict[int, list[str]]:
+    """The problems of each error-bar group (seed % 10), in the sweep's order."""
+    import generative
+
+    groups: dict[int, list[str]] = {}
+    for p in problem_ids:
+        groups.setdefault(generative.problem_settings(p)["seed"] % 10, []).append(p)
+    return dict(sorted(groups.items()))
+
+
 def jobs_for(agent_names: Sequence[str], overrides: dict[str, dict], problem_ids) -> list:
-    """The leaderboard jobs: each agent's (overridden) default config on every problem."""
+    """The leaderboard jobs: each agent's (overridden) default config on every problem, one
+    seed group after another (every agent on group 0, then on group 1, ...), so that a run
+    stopped part-way holds whole groups that every agent finished."""
     from leaderboard.jobs import expand
 
     jobs = []
-    for name in agent_names:
-        jobs += expand([name], problem_ids, overrides=overrides.get(name), configs="default")
+    for ids in by_seed_group(problem_ids).values():
+        for name in agent_names:
+            jobs += expand([name], ids, overrides=overrides.get(name), configs="default")
     return jobs
+
+
+def finished_groups(jobs: Sequence, stored: set[str]) -> list[int]:
+    """The seed groups whose every job is stored: a partial run's table uses these only."""
+    import generative
+
+    missing = {generative.problem_settings(j.problem_id)["seed"] % 10
+               for j in jobs if j.key not in stored}  # fmt: skip
+    every = {generative.problem_settings(j.problem_id)["seed"] % 10 for j in jobs}
+    return sorted(every - missing)
 
 
 def seed_group(settings: pd.DataFrame) -> pd.Series:
@@ -101,16 +124,7 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
 
     df = store.load(results)
     df = df[df["problem_id"].str.startswith(SWEEP + "/")].copy()
-    if keys is not None:
-        df = df[df["key"].isin(keys)]
-    if df.empty:
-        raise InputError(f"results: {str(results)!r} has no {SWEEP} runs to summarise")
-    several = df.groupby("agent")["config_key"].nunique()
-    if (several > 1).any():
-        raise InputError(
-            f"results: {str(results)!r} holds several configs of "
-            f"{', '.join(several[several > 1].index)}; allowed: one config per agent"
-        )
+    df = store.rows_to_summarise(df, results, keys, f"{SWEEP} runs to summarise")
     df["kl"] = kl_values(df)
     df["group"] = seed_group(df)
     published = published_figure().set_index(["agent", "tau"])
@@ -234,6 +248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--problems", default=None, help="only these problem ids (a,b,...; a trial run)"
     )
+    parser.add_argument(
+        "--report", action="store_true",
+        help="run nothing: the table and figure of the seed groups every agent has finished",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     setup_logging()
     enable_compilation_cache()
@@ -268,15 +286,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides = select_configs(args.results, executor, names, args.select, ids)
             ids = [i for i in ids if generative.problem_settings(i)["seed"] % 10 != args.select]
         jobs = jobs_for(names, overrides, ids)
-        start = time.perf_counter()
-        with ResultsStore(args.results, mode="w") as store:
-            summary = run_sweep(jobs, store, executor, progress=True)
-        print(
-            f"{summary.total} runs: {summary.skipped} already stored, {summary.ok} ok, "
-            f"{summary.failed} failed in {time.perf_counter() - start:.0f} s -> {args.results}",
-            file=sys.stderr,
-        )
-        table = summary_table(args.results, {job.key for job in jobs})
+        if args.report:
+            failed = False
+            if not Path(args.results).exists():
+                raise InputError(f"--results: got {args.results!r}, no such file")
+            with ResultsStore(args.results, mode="r") as store:
+                stored = store.keys()
+            groups = finished_groups(jobs, stored)
+            if not groups:
+                raise InputError(
+                    f"--results: {args.results!r} has no seed group that every agent finished"
+                )
+            keys = {j.key for j in jobs if generative.problem_settings(j.problem_id)["seed"] % 10
+                    in groups}  # fmt: skip
+            print(f"seed groups every agent finished: {groups}", file=sys.stderr)
+        else:
+            start = time.perf_counter()
+            with ResultsStore(args.results, mode="w") as store:
+                summary = run_sweep(jobs, store, executor, progress=True)
+            print(
+                f"{summary.total} runs: {summary.skipped} already stored, {summary.ok} ok, "
+                f"{summary.failed} failed in {time.perf_counter() - start:.0f} s -> "
+                f"{args.results}",
+                file=sys.stderr,
+            )
+            failed, keys = summary.any_failed, {job.key for job in jobs}
+        table = summary_table(args.results, keys)
     except InputError as e:
         print(f"reproduce_neural_testbed: error: {e}", file=sys.stderr)
         return 2
@@ -288,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_atomically("--out", out / OUTPUTS[2], lambda tmp: figure(table, tmp))
     print(text)
     print(f"\ntable and figure: {out.resolve()}", file=sys.stderr)
-    return 1 if summary.any_failed else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -111,17 +111,9 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
 
     df = store.load(results)
     df = df[(df["status"] == "ok") & df["problem_id"].str.startswith("sbi/")].copy()
-    if keys is not None:
-        df = df[df["key"].isin(keys)]
-    if df.empty:
-        raise InputError(f"results: {str(results)!r} has no finished sbi/... runs to compare")
-    configs = df.groupby("agent")["config_key"].nunique()
-    if (configs > 1).any():
-        raise InputError(
-            f"results: {str(results)!r} holds several configs of "
-            f"{', '.join(configs[configs > 1].index)}; allowed: one config per agent "
-            "(summarise one run's jobs)"
-        )
+    df = store.rows_to_summarise(
+        df, results, keys, "finished sbi/... runs to compare", " (summarise one run's jobs)"
+    )
     df = df[df["observation_source"] != "seeded"]  # ours have no published counterpart
     df = df.rename(columns={"num_simulations": "budget", "num_observation": "observation"})
     df = df.astype({"budget": int, "observation": int})

@@ -23,7 +23,7 @@ from generative.input_designs import gaussian_inputs, polyadic_gaussian_inputs
 from generative.registry import register_sweep, register_table
 from testbed.accuracy import LabelledInputs
 from testbed.base import SHARED_BY_ANY, Data, PriorKnowledge
-from testbed.config import check_at_least, check_one_of, check_positive
+from testbed.config import check_one_of, check_positive, check_sizes
 from testbed.evaluation import Evidence, EvidenceScoring
 from testbed.joint_kl import TestBatches, estimator_keys, sample_keys
 from testbed.random_mlp import make_random_mlp
@@ -55,14 +55,11 @@ class ClassificationSettings:
     max_tau_monte_carlo: int = 10
 
     def __post_init__(self):
-        check_at_least("input_dim", self.input_dim, 1)
-        check_at_least("num_train", self.num_train, 0)
+        check_sizes(self, input_dim=1, num_train=0)
         check_positive("temperature", self.temperature)
-        check_at_least("tau", self.tau, 1)
-        check_at_least("num_classes", self.num_classes, 2)
+        check_sizes(self, tau=1, num_classes=2)
         check_one_of("test_design", self.test_design, ("gaussian", "dyadic"))
-        check_at_least("num_test_seeds", self.num_test_seeds, 1)
-        check_at_least("num_enn_samples", self.num_enn_samples, 1)
+        check_sizes(self, num_test_seeds=1, num_enn_samples=1)
 
 
 # The environment's functions are jitted once per shape, with the MLP's parameters and the

@@ -24,7 +24,7 @@ import numpy as np
 
 from generative.registry import register_table
 from testbed.base import Data, PriorKnowledge
-from testbed.config import check_at_least, check_positive
+from testbed.config import check_positive, check_sizes
 from testbed.evaluation import Evidence, EvidenceScoring
 from testbed.joint_kl import sample_keys
 from testbed.nngp import nngp_kernel
@@ -48,13 +48,9 @@ class RegressionSettings:
     kernel_ridge: float = 1e-5
 
     def __post_init__(self):
-        check_at_least("input_dim", self.input_dim, 1)
-        check_at_least("num_train", self.num_train, 0)
+        check_sizes(self, input_dim=1, num_train=0)
         check_positive("noise_std", self.noise_std)
-        check_at_least("tau", self.tau, 1)
-        check_at_least("num_test_seeds", self.num_test_seeds, 1)
-        check_at_least("num_enn_samples", self.num_enn_samples, 1)
-        check_at_least("num_test_cache", self.num_test_cache, 1)
+        check_sizes(self, tau=1, num_test_seeds=1, num_enn_samples=1, num_test_cache=1)
         check_positive("kernel_ridge", self.kernel_ridge)
 
     @property

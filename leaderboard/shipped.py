@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from leaderboard.store import JOB_COLUMNS
 from testbed.errors import InputError, bad_value
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -34,16 +35,7 @@ SOURCES = {
     "neural_testbed": DATA / "neural_testbed.csv.gz",
     "sbibm_ours": DATA / "sbibm_ours.csv",
 }
-COLUMNS = [  # before the metric columns
-    "key",
-    "agent",
-    "config_key",
-    "config",
-    "problem_id",
-    "agent_seed",
-    "status",
-    "wall_seconds",
-]
+COLUMNS = [*JOB_COLUMNS, "wall_seconds"]  # before the metric columns
 LABEL = "{agent} (ours, shipped)"
 KEY_PREFIX = "shipped:"
 

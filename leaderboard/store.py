@@ -103,14 +103,9 @@ WHERE results.status != 'ok'
     OR NOT row_ok(CAST(results.metrics AS BLOB), CAST(results.config AS BLOB))
 """
 
+JOB_COLUMNS = ["key", "agent", "config_key", "config", "problem_id", "agent_seed", "status"]
 BASE_COLUMNS = [  # a row's fields before its metrics, in the order rows() and frames give them
-    "key",
-    "agent",
-    "config_key",
-    "config",
-    "problem_id",
-    "agent_seed",
-    "status",
+    *JOB_COLUMNS,
     "error",
     "wall_seconds",
     "versions",
@@ -901,6 +896,22 @@ def load(path: str | os.PathLike = DEFAULT_PATH, problem_ids: Iterable[str] | No
     jobs carry their stored `error` and `traceback` (see `ResultsStore.dataframe`)."""
     with ResultsStore(path, mode="r") as store:
         return store.dataframe(problem_ids)
+
+
+def rows_to_summarise(df, results, keys: Iterable[str] | None, none: str, hint: str = ""):
+    """The rows of jobs `keys` (default: all) in `df`, loaded from `results`; refused when
+    there are none (`none` says what is missing) or an agent has several configs."""
+    if keys is not None:
+        df = df[df["key"].isin(keys)]
+    if df.empty:
+        raise InputError(f"results: {str(results)!r} has no {none}")
+    several = df.groupby("agent")["config_key"].nunique()
+    if (several > 1).any():
+        raise InputError(
+            f"results: {str(results)!r} holds several configs of "
+            f"{', '.join(several[several > 1].index)}; allowed: one config per agent{hint}"
+        )
+    return df
 
 
 def export(path: str | os.PathLike, out: str | os.PathLike) -> int:

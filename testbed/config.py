@@ -201,6 +201,12 @@ def check_at_least(name: str, value: int, low: int) -> None:
         raise InputError(f"{name}: got {value!r}; allowed: an integer >= {low}")
 
 
+def check_sizes(settings: Any, **lows: int) -> None:
+    """`check_at_least` on each named field of `settings`, in the order given."""
+    for name, low in lows.items():
+        check_at_least(name, getattr(settings, name), low)
+
+
 def check_seed(name: str, value: Any) -> int:
     """`value` as a seed, an integer >= 0 (a command-line string is parsed), else an
     InputError naming `name`. One rule for every seed: `--seed`, `--seeds`, `--set seed`."""

@@ -88,3 +88,18 @@ JOINT_KL = RankedBy(
         "(uniform: the class probabilities 1/C) is 1."
     ),
 )
+
+
+def c2st(cell: tuple[str, ...], **more) -> RankedBy:
+    """Ranked on C2ST (0.5 = perfect) by the observations rule over `cell`; unnormalised."""
+    return RankedBy(
+        score="c2st",
+        name="C2ST",
+        short="c2st",
+        rule=OBSERVATIONS,
+        normalizer=None,
+        clip_negative=False,
+        accuracy=False,
+        cell=cell,
+        **more,
+    )

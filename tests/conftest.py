@@ -29,3 +29,13 @@ def scoped_registries():
         for registry in (agents.AGENTS, FAMILIES, SWEEPS, METRICS):
             stack.enter_context(registry.scope())
         yield
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for a module's tests (skipped without torch); restored after."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -15,9 +15,9 @@ import os
 import time
 
 from generative.registry import FAMILIES, register_family
+from testbed import ranking
 from testbed.base import Data, PriorKnowledge, Quality
 from testbed.errors import InputError
-from testbed.ranking import OBSERVATIONS, RankedBy
 
 MODES = ("nan", "raise", "hang", "die", "env", "infstd", "infkl", "clock")
 
@@ -90,17 +90,7 @@ if "lbfault" not in FAMILIES:
         "lbfault_sbi",
         _sbi_settings,
         "posterior-problem settings for tests",
-        ranked_by=RankedBy(
-            score="c2st",
-            name="C2ST",
-            short="c2st",
-            rule=OBSERVATIONS,
-            normalizer=None,
-            clip_negative=False,
-            accuracy=False,
-            cell=("task", "num_simulations"),
-            replicate="num_observation",
-        ),  # fmt: skip
+        ranked_by=ranking.c2st(("task", "num_simulations"), replicate="num_observation"),
     )
     def build_sbi(settings: dict):
         raise InputError("lbfault_sbi problems only carry settings")

@@ -101,13 +101,7 @@ SBI_QUALITY = {  # agent: (overrides, C2ST bound, moment-KL bound)
 FAST_SBI = ("rej_abc", "smc_abc")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def sbi_scores(posterior_of) -> tuple[float, float]:

@@ -359,6 +359,7 @@ def check_paper_finding(good: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_paper_finding_ensemble_plus_wins_on_joint_kl():
     """ensemble+ vs ensemble and dropout, default configs, over STRATIFIED (~6 min).
 
@@ -369,6 +370,7 @@ def test_paper_finding_ensemble_plus_wins_on_joint_kl():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_paper_finding_sgmcmc_wins_on_joint_kl():
     """sgmcmc (default: 500,000 SGHMC steps a problem) vs ensemble and dropout (~15 min more).
 

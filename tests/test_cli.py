@@ -170,3 +170,28 @@ def test_tables_are_never_cut_when_piped(capsys):
     assert "…" not in out
     assert "Training-label class frequencies at every input." in out
     assert "│ average_class_probs │" in out
+
+
+def test_ctrl_c_while_the_stack_imports_waits_for_the_block_then_stops():
+    """A KeyboardInterrupt raised inside an import could leave a native library half
+    initialised (a crash, or an import error later): while the stack loads it waits."""
+    import os
+    import signal
+    import time
+
+    from experiments.cli import _interrupts_held
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        finished = []
+        with pytest.raises(KeyboardInterrupt):
+            with _interrupts_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # delivered by now: it must not raise here
+                finished.append(True)
+        assert finished == [True]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with _interrupts_held():  # nothing pending: nothing raised
+            pass
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -44,7 +44,9 @@ TIMEOUT = 1200  # seconds a block may take
 SLOW = (
     ("docs/reproductions/sbibm.md", "experiments.reproduce_sbibm"),
     ("docs/how-to/sweeps.md", "--executor ray"),
+    ("docs/reproductions/neural_testbed.md", "experiments.reproduce_neural_testbed"),
 )
+HEAVY = (("docs/reproductions/sbibm.md", "experiments.reproduce_sbibm"),)  # minutes
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,13 @@ def all_blocks(lang: str | None = None, readme: bool = True) -> list[Block]:
 
 
 def params(found: list[Block]) -> list:
-    return [pytest.param(b, id=b.id, marks=[pytest.mark.slow] if b.slow else []) for b in found]
+    return [pytest.param(b, id=b.id, marks=marks(b)) for b in found]
+
+
+def marks(block: Block) -> list:
+    """`slow` for the blocks of SLOW; `heavy` too for those of HEAVY."""
+    heavy = any(block.page == page and s in block.code for page, s in HEAVY)
+    return [pytest.mark.slow, *([pytest.mark.heavy] if heavy else [])] if block.slow else []
 
 
 # ----------------------------------------------------------------------------- shortening
@@ -119,6 +127,12 @@ def shortened(code: str) -> str:
         return _SWEEP_OPTION.sub(lambda o: f"--problem {sweep_problems(o.group(1))}", m.group(0))
 
     code = _SWEEP_COMMAND.sub(cut_sweep, code)
+    if "experiments.reproduce_neural_testbed" in code and "--problems" not in code:
+        code = code.replace(  # two agents on the first problem of each tau
+            "experiments.reproduce_neural_testbed",
+            "experiments.reproduce_neural_testbed --agents mlp,ensemble "
+            "--problems classification_2d_2021/0,classification_2d_2021/1",
+        )
     if "experiments.reproduce_sbibm" in code:
         code = re.sub(r"(--(?:tasks|budgets)[ =])([^,\s]+)\S*", r"\1\2", code)
         if "--observations" not in code:
@@ -259,6 +273,9 @@ def test_shell_block(block, tmp_path):
         ran = re.findall(r"\| two_moons \| 1,000 \| (\w+) \|", table)
         named = re.search(r"--agents[ =](\S+)", block.code).group(1).split(",")
         assert sorted(ran) == sorted(named), table
+    if "experiments.reproduce_neural_testbed" in block.code:  # ours beside the published
+        table = (tmp_path / "neural-testbed-reproduction" / "table.md").read_text()
+        assert re.search(r"\| ensemble \| 100 \| 1 \| [\d.]+ \|  \| 0\.992 \|", table), table
 
 
 def test_site_builds_strict(tmp_path):

@@ -160,7 +160,9 @@ def test_agrees_with_sklearn_sbibm_settings():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shift,d", [(0.0, 2), (0.3, 5), (1.0, 2), (0.2, 10)])
+@pytest.mark.parametrize(
+    "shift,d", [(0.0, 2), (0.3, 5), (1.0, 2), pytest.param(0.2, 10, marks=pytest.mark.heavy)]
+)
 def test_agrees_with_sklearn_more_cases(shift, d):
     """Mean over 8 seeds (folds, initial weights and shuffles) within 0.01 of scikit-learn's.
 

@@ -124,3 +124,29 @@ def test_figure_configs_and_refusals():
     assert rnt.main(["--agents", "ensemble"]) == 2
     assert rnt.main(["--agents", "mlp,knn"]) == 2
     assert rnt.main(["--select", "12"]) == 2
+
+
+def test_jobs_run_group_by_group_and_a_partial_run_reports_whole_groups():
+    import generative
+
+    ids = generative.sweep_ids(rnt.SWEEP)
+    jobs = rnt.jobs_for(["mlp", "ensemble"], rnt.configs("2021"), ids)
+    assert len(jobs) == 2 * len(ids) and len({j.key for j in jobs}) == len(jobs)
+    groups = [generative.problem_settings(j.problem_id)["seed"] % 10 for j in jobs]
+    assert groups == sorted(groups)  # every agent on group 0 before any job of group 1
+    first = [j for j, g in zip(jobs, groups) if g == 0]
+    assert [j.agent for j in first[:42]] == ["mlp"] * 42 and first[42].agent == "ensemble"
+    stored = {j.key for j, g in zip(jobs, groups) if g < 3} | {jobs[-1].key}
+    assert rnt.finished_groups(jobs, stored) == [0, 1, 2]
+    assert rnt.finished_groups(jobs, set()) == []
+
+
+def test_report_of_a_store_without_a_finished_group_is_refused(tmp_path, capsys):
+    from leaderboard.store import ResultsStore
+
+    with ResultsStore(tmp_path / "r.db"):
+        pass
+    argv = ["--report", "--results", str(tmp_path / "r.db"), "--out", str(tmp_path / "o")]
+    assert rnt.main(argv) == 2
+    assert "no seed group that every agent finished" in capsys.readouterr().err
+    assert rnt.main(["--report", "--results", str(tmp_path / "none.db")]) == 2

@@ -11,6 +11,8 @@ import warnings
 
 import numpy as np
 import pytest
+import sbi_runs
+from sbi_runs import run_agent, seeded_prior_draws
 from scipy import stats
 from sklearn.model_selection import KFold
 from sklearn.neighbors import KernelDensity
@@ -28,18 +30,11 @@ from generative.sbi.problems import PosteriorProblem, ReferencePosterior
 from testbed.errors import InputError
 from testbed.posterior_adapter import as_posterior
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 FAST = {"max_num_epochs": 3, "training_batch_size": 100}
-FAST_MCMC = {**FAST, "num_chains": 2, "warmup_steps": 2, "thin": 1, "num_candidate_samples": 50}
+FAST_MCMC = {**FAST, **sbi_runs.FAST_MCMC}
 
 # (agent, overrides, budget): sequential agents run 2 rounds of 150 here.
 NEURAL = [
@@ -52,21 +47,11 @@ NEURAL = [
 ]
 
 
-def _run(name, overrides, budget, task="two_moons", num_samples=20):
-    problem = PosteriorProblem(task, budget, 1, num_samples=num_samples)
-    access = problem.train_data
-    post = agents.load(name, **overrides)(access, problem.prior_knowledge)
-    return problem, post, access
-
-
 @pytest.mark.parametrize("name, overrides, budget", NEURAL)
 def test_neural_agents_wiring(name, overrides, budget):
-    problem, post, access = _run(name, overrides, budget)
+    problem, post, access = run_agent(name, overrides, budget)
     assert access.num_simulations == budget  # 2 rounds x 150, or 300
-    s = post.sample(problem.x_o, 12, seed=3)
-    assert s.shape == (12, 2) and np.isfinite(s).all()
-    assert np.all(np.abs(s) <= 1.0)  # inside the U(-1, 1)^2 prior
-    np.testing.assert_array_equal(s, post.sample(problem.x_o, 12, seed=3))  # seeded
+    s = seeded_prior_draws(post, problem, 12)
     has_density = name in ("npe", "snpe")
     assert callable(getattr(post, "log_prob", None)) == has_density
     # the bare sbi posterior scored through the adapter: NLTP only from normalised densities
@@ -132,9 +117,9 @@ def test_default_configs_are_the_benchmarks():
 
 
 def test_npe_is_reproducible_from_its_seed():
-    _, a, _ = _run("npe", {**FAST, "seed": 4}, 200)
-    _, b, _ = _run("npe", {**FAST, "seed": 4}, 200)
-    _, c, _ = _run("npe", {**FAST, "seed": 5}, 200)
+    _, a, _ = run_agent("npe", {**FAST, "seed": 4}, 200)
+    _, b, _ = run_agent("npe", {**FAST, "seed": 4}, 200)
+    _, c, _ = run_agent("npe", {**FAST, "seed": 5}, 200)
     x_o = a.x_o
     np.testing.assert_array_equal(a.sample(x_o, 5, 0), b.sample(x_o, 5, 0))
     assert not np.array_equal(a.sample(x_o, 5, 0), c.sample(x_o, 5, 0))
@@ -142,7 +127,7 @@ def test_npe_is_reproducible_from_its_seed():
 
 def test_npe_on_a_real_valued_prior_task():
     # gaussian_linear: 10-d, support R^10 (the torch prior has no bounds)
-    problem, post, _ = _run("npe", FAST, 200, task="gaussian_linear")
+    problem, post, _ = run_agent("npe", FAST, 200, task="gaussian_linear")
     s = post.sample(problem.x_o, 8, seed=0)
     assert s.shape == (8, 10) and np.isfinite(s).all()
 
@@ -193,7 +178,7 @@ def test_nre_asks_sbi_to_drop_invalid_x_only_when_there_is_some():
         assert inference.exclude is exclude
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _run("nre", FAST_MCMC, 300)
+        run_agent("nre", FAST_MCMC, 300)
     assert not [w for w in caught if "systematically wrong" in str(w.message)]
 
 
@@ -313,7 +298,9 @@ def test_amortized_runs_draw_at_all_observations_in_one_call(caplog):
 
 
 def test_rej_abc_keeps_the_closest_simulations():
-    problem, post, access = _run("rej_abc", {"num_top_samples": 50, "kde_bandwidth": "0.01"}, 1000)
+    problem, post, access = run_agent(
+        "rej_abc", {"num_top_samples": 50, "kde_bandwidth": "0.01"}, 1000
+    )
     assert access.num_simulations == 1000
     # Recompute the run: same seeds as the agent (seed 0 -> prior seed, simulation seed).
     rng = np.random.default_rng(0)
@@ -344,7 +331,7 @@ def test_smc_abc_uses_the_budget_and_shrinks_epsilon():
 
 
 def test_smc_abc_agent_end_to_end():
-    problem, post, _ = _run("smc_abc", {}, 1000)
+    problem, post, _ = run_agent("smc_abc", {}, 1000)
     s = post.sample(problem.x_o, 30, seed=0)
     assert s.shape == (30, 2) and np.isfinite(post.log_prob(problem.theta_true)).all()
 
@@ -443,6 +430,7 @@ def test_kde_samples_follow_the_mixture():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_npe_two_moons_10k_reaches_the_benchmarks_c2st():
     """NPE at 10,000 simulations with the benchmark's settings, 10,000 vs 10,000 samples.
 

@@ -7,24 +7,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import sbi_runs
+from sbi_runs import run_agent, seeded_prior_draws
 
 import agents
 from generative.sbi.problems import PosteriorProblem
 from testbed.errors import InputError
 from testbed.posterior_adapter import as_posterior
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 FAST = {"max_num_epochs": 2, "training_batch_size": 100}
-FAST_MCMC = {**FAST, "num_chains": 2, "warmup_steps": 2, "thin": 1, "num_candidate_samples": 50}
+FAST_MCMC = {**FAST, **sbi_runs.FAST_MCMC}
 NEW = [
     ("fmpe", FAST, 200),
     ("npse", {**FAST, "sampling_steps": 10}, 200),
@@ -35,21 +30,11 @@ NEW = [
 ]
 
 
-def _run(name, overrides, budget, task="two_moons"):
-    problem = PosteriorProblem(task, budget, 1, num_samples=20)
-    access = problem.train_data
-    post = agents.load(name, **overrides)(access, problem.prior_knowledge)
-    return problem, post, access
-
-
 @pytest.mark.parametrize("name, overrides, budget", NEW)
 def test_new_agents_wiring(name, overrides, budget):
-    problem, post, access = _run(name, overrides, budget)
+    problem, post, access = run_agent(name, overrides, budget)
     assert access.num_simulations == budget  # 2 rounds x 100, or 200
-    s = post.sample(problem.x_o, 8, seed=3)
-    assert s.shape == (8, 2) and np.isfinite(s).all()
-    assert np.all(np.abs(s) <= 1.0)  # inside the U(-1, 1)^2 prior
-    np.testing.assert_array_equal(s, post.sample(problem.x_o, 8, seed=3))  # seeded
+    seeded_prior_draws(post, problem, 8)
     vector_field = name in ("fmpe", "npse")
     assert as_posterior(post).has_log_prob == vector_field  # ratio methods: MCMC samples
     assert as_posterior(post).can_sample_many == (not vector_field)
@@ -109,10 +94,10 @@ def test_bad_config_names_the_field(name, field, value):
 
 def test_npse_sampler_settings_reach_sbi():
     """The SDE's steps go to every sbi `sample` call; an ODE sampler takes none."""
-    _, post, _ = _run("npse", {**FAST, "sampling_steps": 7}, 100)
+    _, post, _ = run_agent("npse", {**FAST, "sampling_steps": 7}, 100)
     assert post.sample_kwargs == {"steps": 7}
     assert post.posterior.sample_with == "sde"
-    _, post, _ = _run("npse", {**FAST, "sample_with": "ode"}, 100)
+    _, post, _ = run_agent("npse", {**FAST, "sample_with": "ode"}, 100)
     assert post.sample_kwargs == {} and post.posterior.sample_with == "ode"
 
 

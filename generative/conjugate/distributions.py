@@ -73,15 +73,20 @@ class Gaussian:
         return stats.norm.cdf(np.asarray(theta), self.mean_, np.sqrt(self.var))
 
 
+class _Scalar:
+    """A (non-Gaussian) distribution over a scalar theta [1]."""
+
+    gaussian = False
+    independent = True
+    dim = 1
+
+
 @dataclasses.dataclass(frozen=True)
-class Gamma:
+class Gamma(_Scalar):
     """Gamma(shape, rate) over a positive scalar theta [1]."""
 
     shape: float
     rate: float
-    gaussian = False
-    independent = True
-    dim = 1
 
     @property
     def mean(self) -> np.ndarray:
@@ -106,14 +111,11 @@ class Gamma:
 
 
 @dataclasses.dataclass(frozen=True)
-class Beta:
+class Beta(_Scalar):
     """Beta(a, b) over a probability theta [1]."""
 
     a: float
     b: float
-    gaussian = False
-    independent = True
-    dim = 1
 
     @property
     def mean(self):

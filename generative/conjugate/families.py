@@ -57,10 +57,12 @@ class Family:
 # ---- linear-Gaussian families -------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
 class LinearGaussian(Family):
     """theta ~ N(prior_mean, prior_cov) and y_flat = A(x) theta + N(0, noise(x))."""
 
-    dim_u: int
+    prior_mean: np.ndarray
+    prior_cov: np.ndarray
 
     @property
     def dim(self) -> int:
@@ -108,8 +110,6 @@ class LinearGaussian(Family):
 class NormalKnownVar(LinearGaussian):
     """y_i ~ N(mu, noise_var), mu ~ N(prior_mean, prior_cov) (1 x 1)."""
 
-    prior_mean: np.ndarray
-    prior_cov: np.ndarray
     noise_var: float
     name = "normal_known_var"
     param_names = ("mu",)
@@ -133,8 +133,6 @@ class NormalKnownVar(LinearGaussian):
 class MvnKnownCov(LinearGaussian):
     """y_i ~ N(mu, noise_cov) in R^p, mu ~ N(prior_mean, prior_cov)."""
 
-    prior_mean: np.ndarray
-    prior_cov: np.ndarray
     noise_cov: np.ndarray
     name = "mvn_known_cov"
 
@@ -165,8 +163,6 @@ class MvnKnownCov(LinearGaussian):
 class BayesLinReg(LinearGaussian):
     """y_i ~ N(x_i . w, noise_var), w ~ N(prior_mean, prior_cov); inputs x_i ~ N(0, I)."""
 
-    prior_mean: np.ndarray
-    prior_cov: np.ndarray
     noise_var: float
     name = "blr"
     dim_y = 1
@@ -210,31 +206,25 @@ class BayesLinReg(LinearGaussian):
         return dens.mvn(y[..., 0], mean, cov)
 
 
-# ---- Gaussian likelihoods with unknown scale ------------------------------------------------
+# ---- scalar families ---------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class NormalKnownMean(Family):
-    """y_i ~ N(mean, 1 / lam), precision lam ~ Gamma(shape, rate)."""
+class _Scalar(Family):
+    """A scalar parameter and scalar observations."""
 
-    mean: float
-    shape: float
-    rate: float
-    name = "normal_known_mean"
-    param_names = ("precision",)
     dim = 1
     dim_u = 1
     dim_y = 1
+
+
+class _GammaScalar(_Scalar):
+    """A positive scalar with a Gamma(shape, rate) prior, unconstrained through log."""
 
     def prior(self):
         return dist.Gamma(self.shape, self.rate)
 
     def log_prior(self, theta, xp=np):
         return dens.gamma(theta[..., 0], self.shape, self.rate, xp=xp)
-
-    def log_likelihood(self, theta, x, y, xp=np):
-        var = 1.0 / theta[..., None, 0]
-        return xp.sum(dens.normal(y[..., 0], self.mean, var, xp=xp), axis=-1)
 
     def constrain(self, u, xp=jnp):
         return xp.exp(u)
@@ -244,6 +234,24 @@ class NormalKnownMean(Family):
 
     def log_det_jacobian(self, u, xp=jnp):
         return xp.sum(u)
+
+
+# ---- Gaussian likelihoods with unknown scale ------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class NormalKnownMean(_GammaScalar):
+    """y_i ~ N(mean, 1 / lam), precision lam ~ Gamma(shape, rate)."""
+
+    mean: float
+    shape: float
+    rate: float
+    name = "normal_known_mean"
+    param_names = ("precision",)
+
+    def log_likelihood(self, theta, x, y, xp=np):
+        var = 1.0 / theta[..., None, 0]
+        return xp.sum(dens.normal(y[..., 0], self.mean, var, xp=xp), axis=-1)
 
     def update(self, x, y):
         y = _arr(y)[:, 0]
@@ -499,16 +507,13 @@ class NormalInverseWishartFamily(Family):
 
 
 @dataclasses.dataclass(frozen=True)
-class BetaBinomial(Family):
+class BetaBinomial(_Scalar):
     """y_i ~ Bernoulli(p), p ~ Beta(a, b); k successes in n trials give Beta(a + k, b + n - k)."""
 
     a: float
     b: float
     name = "beta_binomial"
     param_names = ("p",)
-    dim = 1
-    dim_u = 1
-    dim_y = 1
 
     def prior(self):
         return dist.Beta(self.a, self.b)
@@ -558,34 +563,16 @@ class BetaBinomial(Family):
 
 
 @dataclasses.dataclass(frozen=True)
-class GammaPoisson(Family):
+class GammaPoisson(_GammaScalar):
     """y_i ~ Poisson(lam), lam ~ Gamma(shape, rate)."""
 
     shape: float
     rate: float
     name = "gamma_poisson"
     param_names = ("rate",)
-    dim = 1
-    dim_u = 1
-    dim_y = 1
-
-    def prior(self):
-        return dist.Gamma(self.shape, self.rate)
-
-    def log_prior(self, theta, xp=np):
-        return dens.gamma(theta[..., 0], self.shape, self.rate, xp=xp)
 
     def log_likelihood(self, theta, x, y, xp=np):
         return xp.sum(dens.poisson(y[..., 0], theta[..., None, 0], xp=xp), axis=-1)
-
-    def constrain(self, u, xp=jnp):
-        return xp.exp(u)
-
-    def unconstrain(self, theta, xp=jnp):
-        return xp.log(theta)
-
-    def log_det_jacobian(self, u, xp=jnp):
-        return xp.sum(u)
 
     def update(self, x, y):
         y = _arr(y)

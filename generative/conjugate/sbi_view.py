@@ -71,15 +71,8 @@ def conjugate_sbi_settings(rest: str) -> dict[str, Any]:
     options=problem_set.OPTIONS,
     prediction="posterior",
     option_types=ConjugateProblem,
-    ranked_by=ranking.RankedBy(
-        score="c2st",
-        name="C2ST",
-        short="c2st",
-        rule=ranking.OBSERVATIONS,
-        normalizer=None,
-        clip_negative=False,
-        accuracy=False,
-        cell=("problem", "num_simulations"),  # one observation a problem
+    ranked_by=ranking.c2st(
+        ("problem", "num_simulations"),  # one observation a problem
         note="C2ST against the exact posterior of the conjugate model (0.5 = perfect).",
     ),
 )

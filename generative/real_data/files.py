@@ -226,6 +226,14 @@ def _error(path: Path, why: str, allowed: str) -> InputError:
     return InputError(f"{_where(path)}{why}; allowed: {allowed}")
 
 
+def _refuse_first_bad(bad, rows, path: Path, said, allowed: str) -> None:
+    """Raises on the first of `rows` (line, cells) flagged in `bad`; `said(cells)` says why."""
+    first = np.flatnonzero(bad)
+    if len(first):
+        line, r = rows[first[0]]
+        raise _error(path, f"line {line}, {said(r)}", allowed)
+
+
 def read_npz(path: Path) -> tuple[RawDataset, int]:
     try:
         loaded = np.load(path, allow_pickle=False)
@@ -288,27 +296,25 @@ def read_csv(path: Path) -> tuple[RawDataset, int]:
     cells = np.array([r for _, r in rows], dtype=object).reshape(len(rows), width)
     x = _numeric(cells[:, features], rows, [names[j] for j in features], path, ALLOWED_CSV)
     y_float = _numeric(cells[:, [label]], rows, [names[label]], path, ALLOWED_CSV)[:, 0]
-    bad = np.flatnonzero((y_float != np.round(y_float)) | (y_float < 0))
-    if len(bad):
-        line, r = rows[bad[0]]
-        raise _error(
-            path,
-            f"line {line}, column {names[label]!r}: label {r[label].strip()!r}",
-            "integer labels 0..C-1",
-        )
+    _refuse_first_bad(
+        (y_float != np.round(y_float)) | (y_float < 0),
+        rows,
+        path,
+        lambda r: f"column {names[label]!r}: label {r[label].strip()!r}",
+        "integer labels 0..C-1",
+    )
     y = y_float.astype(np.int64)
     if split is None:
         train, test = offline_split(len(y))
     else:
         kinds = np.array([str(c).strip().lower() for c in cells[:, split]])
-        bad = np.flatnonzero(~np.isin(kinds, ("train", "test")))
-        if len(bad):
-            line, r = rows[bad[0]]
-            raise _error(
-                path,
-                f"line {line}, column 'split': got {r[split].strip()!r}",
-                "'train' or 'test' in the split column",
-            )
+        _refuse_first_bad(
+            ~np.isin(kinds, ("train", "test")),
+            rows,
+            path,
+            lambda r: f"column 'split': got {r[split].strip()!r}",
+            "'train' or 'test' in the split column",
+        )
         train, test = np.flatnonzero(kinds == "train"), np.flatnonzero(kinds == "test")
         for name, idx in (("train", train), ("test", test)):
             if not len(idx):

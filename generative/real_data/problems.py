@@ -42,7 +42,7 @@ from generative.real_data.preprocessing import preprocess
 from generative.registry import register_family, register_sweep
 from testbed.accuracy import LabelledInputs
 from testbed.base import SHARED_BY_ANY, Data, PriorKnowledge
-from testbed.config import check_at_least, check_one_of, check_positive
+from testbed.config import check_at_least, check_one_of, check_positive, check_sizes
 from testbed.errors import InputError, bad_value
 from testbed.evaluation import Evidence, EvidenceScoring
 from testbed.joint_kl import TestBatches, estimator_keys, sample_keys
@@ -88,9 +88,7 @@ class RealDataSettings:
                     f"num_train: got {self.num_train!r}; allowed: an integer in "
                     f"1..{spec.num_train} (the size of {self.dataset}'s training split)"
                 )
-        check_at_least("kappa", self.kappa, 1)
-        check_at_least("num_test_seeds", self.num_test_seeds, 1)
-        check_at_least("num_enn_samples", self.num_enn_samples, 1)
+        check_sizes(self, kappa=1, num_test_seeds=1, num_enn_samples=1)
         check_one_of("standardize", self.standardize, STANDARDIZE)
         check_positive("temperature", self.temperature)
         check_at_least("num_eval_points", self.num_eval_points, 1)

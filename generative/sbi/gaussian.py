@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from generative.sbi.samplers import log_box_mass, truncated_normal
-from generative.sbi.task import Support, Task
+from generative.sbi.task import Support, Task, UniformBoxTask
 
 LOG_2PI = np.log(2 * np.pi)
 
@@ -89,7 +89,7 @@ class GaussianLinear(Task):
         return mean + sd * rng.standard_normal((num_samples, self.dim_parameters))
 
 
-class GaussianLinearUniform(Task):
+class GaussianLinearUniform(UniformBoxTask):
     """theta ~ U(-1, 1)^10; x ~ N(theta, 0.1 I); posterior = product of truncated normals."""
 
     name = "gaussian_linear_uniform"
@@ -98,13 +98,6 @@ class GaussianLinearUniform(Task):
     support = Support("box", -1.0, 1.0)
     noise_var = 0.1
     supports_iid = True
-
-    def _sample_prior(self, num, rng):
-        return rng.uniform(-1.0, 1.0, size=(num, self.dim_parameters))
-
-    def _log_prior(self, theta):
-        inside = np.all((theta >= -1.0) & (theta <= 1.0), axis=1)
-        return np.where(inside, -self.dim_parameters * np.log(2.0), -np.inf)
 
     def _simulate(self, theta, rng):
         return theta + rng.normal(0.0, np.sqrt(self.noise_var), size=theta.shape)
@@ -127,7 +120,7 @@ class GaussianLinearUniform(Task):
         return truncated_normal(mean, np.sqrt(self.noise_var / len(xs)), -1.0, 1.0, rng)
 
 
-class GaussianMixture(Task):
+class GaussianMixture(UniformBoxTask):
     """theta ~ U(-10, 10)^2; x ~ 0.5 N(theta, I) + 0.5 N(theta, 0.01 I), component per row."""
 
     name = "gaussian_mixture"
@@ -137,13 +130,6 @@ class GaussianMixture(Task):
     scales = (1.0, 0.1)
     weights = (0.5, 0.5)
     iid_refusal = "its posterior for n draws is a mixture of 2^n truncated normals"
-
-    def _sample_prior(self, num, rng):
-        return rng.uniform(-10.0, 10.0, size=(num, self.dim_parameters))
-
-    def _log_prior(self, theta):
-        inside = np.all((theta >= -10.0) & (theta <= 10.0), axis=1)
-        return np.where(inside, -self.dim_parameters * np.log(20.0), -np.inf)
 
     def _simulate(self, theta, rng):
         # One mixture component per simulation (the benchmark's v1.1.0 fix), shared by both dims.

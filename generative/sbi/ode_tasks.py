@@ -10,6 +10,8 @@ theta serves the whole set).
 
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 from scipy import special
 
@@ -46,6 +48,21 @@ class LogNormalPriorTask(Task):
             z = (logt - self.prior_loc) / self.prior_scale
             out = (-0.5 * z**2 - np.log(self.prior_scale) - 0.5 * np.log(2 * np.pi) - logt).sum(1)
         return np.where(np.all(theta > 0, axis=1), out, -np.inf)
+
+    @abc.abstractmethod
+    def _solution(self, theta: np.ndarray) -> np.ndarray:
+        """What the simulator's noise acts on: the ODE solved at theta's rows, [n, ...]."""
+
+    @abc.abstractmethod
+    def _log_likelihood_given(self, solution: np.ndarray, x_o: np.ndarray) -> np.ndarray:
+        """log p(x_o | theta) [n] from theta's `_solution` (NaN rows: -inf)."""
+
+    def _log_likelihood(self, theta, x_o):
+        return self._log_likelihood_given(self._solution(theta), x_o)
+
+    def _log_likelihood_iid(self, theta, xs):
+        solution = self._solution(theta)  # one solve per theta for the whole set
+        return np.sum([self._log_likelihood_given(solution, x) for x in xs], axis=0)
 
     def _reference_posterior(self, x_o, num_samples, rng):
         return self._log_space_rejection(
@@ -131,14 +148,10 @@ class SIR(LogNormalPriorTask):
             raise bad_value("x_o", x_o.tolist(), f"integer counts in 0..{self.num_trials}")
         return x_o
 
-    def _log_likelihood(self, theta, x_o):
-        return self._binomial_log_likelihood(self.infected_fraction(theta), x_o)
+    def _solution(self, theta):
+        return self.infected_fraction(theta)
 
-    def _log_likelihood_iid(self, theta, xs):
-        prob = self.infected_fraction(theta)  # one solve per theta for the whole set
-        return np.sum([self._binomial_log_likelihood(prob, x) for x in xs], axis=0)
-
-    def _binomial_log_likelihood(self, prob: np.ndarray, x_o: np.ndarray) -> np.ndarray:
+    def _log_likelihood_given(self, prob: np.ndarray, x_o: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):
             ll = special.xlogy(x_o, prob) + special.xlog1py(self.num_trials - x_o, -prob)
         ll = (
@@ -206,15 +219,10 @@ class LotkaVolterra(LogNormalPriorTask):
             raise bad_value("x_o", x_o.tolist(), "positive population values")
         return x_o
 
-    def _log_likelihood(self, theta, x_o):
-        return self._lognormal_log_likelihood(self.log_populations(theta), x_o)
+    def _solution(self, theta):
+        return self.log_populations(theta)
 
-    def _log_likelihood_iid(self, theta, xs):
-        logu = self.log_populations(theta)  # one solve per theta for the whole set
-        return np.sum([self._lognormal_log_likelihood(logu, x) for x in xs], axis=0)
-
-    @staticmethod
-    def _lognormal_log_likelihood(logu: np.ndarray, x_o: np.ndarray) -> np.ndarray:
+    def _log_likelihood_given(self, logu: np.ndarray, x_o: np.ndarray) -> np.ndarray:
         logx = np.log(x_o)
         z = (logx - logu) / LV_NOISE
         ll = (-0.5 * z**2 - np.log(LV_NOISE) - 0.5 * np.log(2 * np.pi) - logx).sum(axis=1)

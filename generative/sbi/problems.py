@@ -324,15 +324,8 @@ def sbi_settings(rest: str) -> dict[str, Any]:
 
 # Ranked as the SBI benchmark ranks: mean C2ST over the observations of a task and budget,
 # beside the paper's runs; our seeded observations and i.i.d. sets are tasks of their own.
-SBI_C2ST = ranking.RankedBy(
-    score="c2st",
-    name="C2ST",
-    short="c2st",
-    rule=ranking.OBSERVATIONS,
-    normalizer=None,
-    clip_negative=False,
-    accuracy=False,
-    cell=("task", "num_simulations"),
+SBI_C2ST = ranking.c2st(
+    ("task", "num_simulations"),
     replicate="num_observation",
     apart=(("observation_source", "sbibm", "{}"), ("num_iid", 1, "iid{}")),
     published="sbibm",

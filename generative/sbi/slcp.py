@@ -28,7 +28,7 @@ from generative.sbi.samplers import (
     truncated_normal,
     truncated_normal_quantile,
 )
-from generative.sbi.task import Support, Task, no_posterior_mass
+from generative.sbi.task import Support, UniformBoxTask, no_posterior_mass
 from testbed.seeding import Seed, make_rng
 
 NUM_DRAWS = 4
@@ -274,7 +274,7 @@ def slcp_reference_posterior(
     return draws
 
 
-class SLCP(Task):
+class SLCP(UniformBoxTask):
     """The SLCP task (x in R^8)."""
 
     name = "slcp"
@@ -282,13 +282,6 @@ class SLCP(Task):
     dim_data = 8
     support = Support("box", -BOUND, BOUND)
     supports_iid = True
-
-    def _sample_prior(self, num, rng):
-        return rng.uniform(-BOUND, BOUND, size=(num, 5))
-
-    def _log_prior(self, theta):
-        inside = np.all(np.abs(theta) <= BOUND, axis=1)
-        return np.where(inside, -5 * np.log(2 * BOUND), -np.inf)
 
     def _slcp_draws(self, theta, rng):
         a, b, c = covariance(theta)

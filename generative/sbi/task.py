@@ -417,6 +417,19 @@ class Task(abc.ABC):
         return np.zeros(z.shape[0])
 
 
+class UniformBoxTask(Task):
+    """A task whose prior is uniform on its box support: U(low, high)^dim_parameters."""
+
+    def _sample_prior(self, num, rng):
+        s = self.support
+        return rng.uniform(s.low, s.high, size=(num, self.dim_parameters))
+
+    def _log_prior(self, theta):
+        s = self.support
+        inside = np.all((theta >= s.low) & (theta <= s.high), axis=1)
+        return np.where(inside, -self.dim_parameters * np.log(s.high - s.low), -np.inf)
+
+
 def no_posterior_mass(task: str) -> InputError:
     """The error for an observation the prior cannot (numerically) produce."""
     return InputError(

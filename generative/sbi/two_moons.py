@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from generative.sbi.task import Support, Task, no_posterior_mass
+from generative.sbi.task import Support, UniformBoxTask, no_posterior_mass
 
 R_MEAN, R_SD, OFFSET = 0.1, 0.01, 0.25
 C = np.cos(np.pi / 4)
@@ -21,7 +21,7 @@ def _shift(theta: np.ndarray) -> np.ndarray:
     )
 
 
-class TwoMoons(Task):
+class TwoMoons(UniformBoxTask):
     """The two-moons task; `log_likelihood` is the true density of x (incl. the 1/(pi r) term).
 
     The benchmark's closed-form likelihood keeps only the radial normal factor; its reference
@@ -39,13 +39,6 @@ class TwoMoons(Task):
     observation_seeds = (1000011, 1000001, 1000002, 1000003, 1000013) + tuple(
         1000005 + i for i in range(5)
     )
-
-    def _sample_prior(self, num, rng):
-        return rng.uniform(-1.0, 1.0, size=(num, 2))
-
-    def _log_prior(self, theta):
-        inside = np.all((theta >= -1.0) & (theta <= 1.0), axis=1)
-        return np.where(inside, -2 * np.log(2.0), -np.inf)
 
     def _noise(self, num: int, rng: np.random.Generator) -> np.ndarray:
         a = rng.uniform(-np.pi / 2, np.pi / 2, size=num)
