@@ -70,13 +70,18 @@ def configs(agent_configs: str) -> dict[str, dict]:
     return {a: (dict(FIGURE_2021[a]) if agent_configs == "2021" else {}) for a in FIGURE_2021}
 
 
-def by_seed_group(problem_ids) -> dict[int, list[str]]:
-    """The problems of each error-bar group (seed % 10), in the sweep's order."""
+def group_of(problem_id: str) -> int:
+    """The problem's error-bar group, as the reference's code formed them: seed % 10."""
     import generative
 
+    return int(generative.problem_settings(problem_id)["seed"]) % 10
+
+
+def by_seed_group(problem_ids) -> dict[int, list[str]]:
+    """The problems of each error-bar group, in the sweep's order."""
     groups: dict[int, list[str]] = {}
     for p in problem_ids:
-        groups.setdefault(generative.problem_settings(p)["seed"] % 10, []).append(p)
+        groups.setdefault(group_of(p), []).append(p)
     return dict(sorted(groups.items()))
 
 
@@ -95,12 +100,8 @@ def jobs_for(agent_names: Sequence[str], overrides: dict[str, dict], problem_ids
 
 def finished_groups(jobs: Sequence, stored: set[str]) -> list[int]:
     """The seed groups whose every job is stored: a partial run's table uses these only."""
-    import generative
-
-    missing = {generative.problem_settings(j.problem_id)["seed"] % 10
-               for j in jobs if j.key not in stored}  # fmt: skip
-    every = {generative.problem_settings(j.problem_id)["seed"] % 10 for j in jobs}
-    return sorted(every - missing)
+    missing = {group_of(j.problem_id) for j in jobs if j.key not in stored}
+    return sorted({group_of(j.problem_id) for j in jobs} - missing)
 
 
 def seed_group(settings: pd.DataFrame) -> pd.Series:
@@ -202,12 +203,11 @@ def figure(table: pd.DataFrame, path: Path) -> None:
 def select_configs(results, executor, agent_names, group: int, problem_ids) -> dict[str, dict]:
     """Each agent's config of its sweep with the lowest mean KL on the problems of seed
     group `group` (all taus), run through the store."""
-    import generative
     from leaderboard.jobs import expand
     from leaderboard.runner import run_sweep
     from leaderboard.store import ResultsStore
 
-    chosen = [p for p in problem_ids if generative.problem_settings(p)["seed"] % 10 == group]
+    chosen = [p for p in problem_ids if group_of(p) == group]
     jobs = expand(agent_names, chosen, configs="sweep")
     with ResultsStore(results, mode="w") as store:
         run_sweep(jobs, store, executor, progress=True)
@@ -276,6 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ids = given
         if args.select is not None and not 0 <= args.select <= 9:
             raise InputError(f"--select: got {args.select}; allowed: a seed group 0-9")
+        if args.select is not None and args.report:
+            raise InputError("--report: runs nothing; allowed: without --select (which runs)")
         out = Path(args.out)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
@@ -284,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         executor = LocalExecutor(workers=args.workers)
         if args.select is not None:
             overrides = select_configs(args.results, executor, names, args.select, ids)
-            ids = [i for i in ids if generative.problem_settings(i)["seed"] % 10 != args.select]
+            ids = [i for i in ids if group_of(i) != args.select]
         jobs = jobs_for(names, overrides, ids)
         if args.report:
             failed = False
@@ -297,8 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise InputError(
                     f"--results: {args.results!r} has no seed group that every agent finished"
                 )
-            keys = {j.key for j in jobs if generative.problem_settings(j.problem_id)["seed"] % 10
-                    in groups}  # fmt: skip
+            keys = {j.key for j in jobs if group_of(j.problem_id) in groups}
             print(f"seed groups every agent finished: {groups}", file=sys.stderr)
         else:
             start = time.perf_counter()

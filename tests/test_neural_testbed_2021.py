@@ -150,3 +150,29 @@ def test_report_of_a_store_without_a_finished_group_is_refused(tmp_path, capsys)
     assert rnt.main(argv) == 2
     assert "no seed group that every agent finished" in capsys.readouterr().err
     assert rnt.main(["--report", "--results", str(tmp_path / "none.db")]) == 2
+
+
+def test_report_of_a_partial_run_uses_the_groups_every_agent_finished(tmp_path, capsys):
+    import generative
+    from leaderboard.store import ResultsStore
+
+    ids = generative.sweep_ids(rnt.SWEEP)
+    jobs = rnt.jobs_for(["mlp", "ensemble"], rnt.configs("2021"), ids)
+    kl = {"mlp": 0.4, "ensemble": 0.3}
+    with ResultsStore(tmp_path / "r.db") as store:
+        for j in jobs:  # all of group 0, and mlp alone on group 1
+            g = rnt.group_of(j.problem_id)
+            if g == 0 or (g == 1 and j.agent == "mlp"):
+                metrics = {"kl_estimate": kl[j.agent], "pct_finite_kl": 1.0}
+                store.record({**j.as_dict(), "status": "ok", "metrics": metrics})
+    out = tmp_path / "out"
+    argv = ["--report", "--agents", "mlp,ensemble", "--results", str(tmp_path / "r.db"),
+            "--out", str(out)]  # fmt: skip
+    assert rnt.main(argv) == 0
+    assert "seed groups every agent finished: [0]" in capsys.readouterr().err
+    table = pd.read_csv(out / "table.csv").set_index(["agent", "tau"])
+    # seed = i + 1 and tau alternates with i: an even group holds tau = 100 problems only
+    assert list(table.index) == [("mlp", 100), ("ensemble", 100)]
+    assert set(table["problems"]) == {42}
+    assert table.loc[("ensemble", 100), "normalized_kl"] == pytest.approx(0.75)
+    assert rnt.main([*argv, "--select", "0"]) == 2  # --select runs: not with --report
