@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -755,18 +755,23 @@ def _import_stack() -> None:
             importlib.import_module(name)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def interruptible(prog: str, run: Callable[[], int]) -> int:
+    """`run()` as a command runs: Ctrl-C while the stack loads waits for it, later ones
+    are never lost (a KeyboardInterrupt that Python drops inside JAX's gc callback is
+    recorded and raised again); an interrupt ends in one line and status 130."""
     try:
         _import_stack()
         from leaderboard.executors import recorded_interrupts
 
-        # from here on, a Ctrl-C that Python drops (inside JAX's gc callback) is recorded
-        # and raised again: never lost
         with recorded_interrupts():
-            return _main(argv)
+            return run()
     except KeyboardInterrupt:
-        print("testbed: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return interruptible("testbed", lambda: _main(argv))
 
 
 def _main(argv: Sequence[str] | None = None) -> int:

@@ -319,4 +319,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from experiments.cli import interruptible
+
+    sys.exit(interruptible("reproduce_sbibm", main))

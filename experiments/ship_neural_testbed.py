@@ -133,4 +133,6 @@ def _write(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from experiments.cli import interruptible
+
+    sys.exit(interruptible("ship_neural_testbed", main))

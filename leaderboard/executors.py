@@ -14,9 +14,10 @@ Ctrl-C: while an executor runs (or inside `recorded_interrupts()`), SIGINT in th
 recorded as well as raised, so a KeyboardInterrupt that Python drops (raised inside a gc
 callback, as JAX registers one, or a `__del__`) is raised again at the next safe point;
 a result that has arrived is stored before the interrupt stops the sweep. Local workers
-ignore SIGINT from their first instruction (they are started with it ignored, which an
-interpreter keeps through exec, unlike a blocked signal mask): the driver alone answers
-Ctrl-C, and a Ctrl-C while a worker still imports the stack prints nothing of it.
+hold SIGINT from their first instruction (they start with it blocked, as the driver's mask
+is while it forks and execs them; the mask survives both), then ignore it: the driver alone
+answers Ctrl-C, a Ctrl-C while a worker still imports the stack prints nothing of it, and
+one that lands while the driver starts a worker waits for the driver, never lost.
 
 A job that ends its process (`sys.exit()` in an agent: SystemExit) is a failed job like
 any other, in every executor. A job that times out or whose worker dies is stored with
@@ -324,29 +325,29 @@ def _worker_entry(conn, env, imports: tuple[str, ...], parent: int, stack: str) 
 
 
 @contextlib.contextmanager
-def _sigint_ignored_in_children() -> Iterator[None]:
-    """Processes that multiprocessing starts inside start with SIGINT ignored, from their
-    first instruction: the disposition is set to SIG_IGN in this process just around the
-    fork and exec (an ignored signal stays ignored through exec; Python then installs no
-    KeyboardInterrupt handler), so a terminal's Ctrl-C never interrupts a worker that is
-    still importing, which printed its traceback. Only in the main thread; a Ctrl-C that
-    lands in those few milliseconds is not seen by the driver (press it again)."""
+def _sigint_blocked_in_children() -> Iterator[None]:
+    """Processes that multiprocessing starts inside start with SIGINT blocked, from their
+    first instruction: it is blocked in this process just around the fork and exec (a
+    signal mask survives both), so a terminal's Ctrl-C never interrupts a worker that is
+    still importing (it printed its traceback); the worker ignores SIGINT, which drops
+    one held for it, then unblocks it (`worker.worker_main`). A Ctrl-C that lands here
+    meanwhile waits in this process and is handled when the mask is restored: never lost
+    (an ignored disposition lost it). Only in the main thread."""
     from multiprocessing import util
 
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or previous is None:
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
     spawn = util.spawnv_passfds
 
-    def quiet_spawn(path, args, passfds):
-        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    def held_spawn(path, args, passfds):
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             return spawn(path, args, passfds)
         finally:
-            signal.signal(signal.SIGINT, handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
-    util.spawnv_passfds = quiet_spawn
+    util.spawnv_passfds = held_spawn
     try:
         yield
     finally:
@@ -371,7 +372,7 @@ class _Slot:
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            with _sigint_ignored_in_children():
+            with _sigint_blocked_in_children():
                 self.process.start()
         except BaseException:
             self._remove_stack()

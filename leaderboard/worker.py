@@ -293,7 +293,8 @@ def worker_main(conn, env: Mapping[str, str], imports: tuple[str, ...], parent: 
 
     Ctrl-C reaches the whole terminal's process group: a worker ignores it and lets the
     driver stop it (the driver stores what finished and kills the workers)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # drops a Ctrl-C held while starting
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # the driver held it blocked
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     try:
         prepare(env, imports)

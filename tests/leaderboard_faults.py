@@ -3,7 +3,7 @@
 Imported by the tests and, through the executors' `imports`, by the worker processes.
 `lbfault/<mode>` (or `lbfault/<mode>-<n>` for many problems of one mode): `nan` returns a
 NaN KL, `raise` raises, `hang` sleeps for an hour, `die` kills its worker process, `env`
-reports the worker's thread settings and JAX cache folder, `infstd` has an infinite
+reports the worker's thread settings, JAX cache folder and SIGINT state, `infstd` has an infinite
 diagnostic, `infkl` an infinite KL, `clock` sleeps for LBFAULT_SLEEP seconds (default 0.5),
 reports when it ran and appends its problem id to the file LBFAULT_LOG if that is set.
 `lbfault_sbi/<task>/<budget>/<observation>`: settings of a posterior problem (c2st rows).
@@ -55,6 +55,8 @@ class FaultProblem:
                 with open(os.environ["LBFAULT_LOG"], "a") as f:
                     f.write(f"{self.name} {os.getpid()}\n")
             return Quality(kl_estimate=0.0, started=started, ended=time.time())
+        import signal
+
         import jax
 
         flags = os.environ.get("XLA_FLAGS", "")
@@ -65,6 +67,8 @@ class FaultProblem:
             omp_threads=float(os.environ.get("OMP_NUM_THREADS", "-1")),
             xla_one_thread=float("intra_op_parallelism_threads=1" in flags),
             eigen_off=float("--xla_cpu_multi_thread_eigen=false" in flags),
+            sigint_ignored=float(signal.getsignal(signal.SIGINT) is signal.SIG_IGN),
+            sigint_blocked=float(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
         )
 
 

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -195,3 +196,27 @@ def test_ctrl_c_while_the_stack_imports_waits_for_the_block_then_stops():
             pass
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.parametrize(
+    "script", ["reproduce_neural_testbed", "ship_neural_testbed", "reproduce_sbibm"]
+)
+def test_the_sweeping_scripts_end_an_interrupt_in_one_line(script, capsys, monkeypatch):
+    """The experiment scripts that run sweeps answer Ctrl-C as `testbed` does: one line
+    naming the script, status 130 (they printed a traceback)."""
+    import importlib
+    import signal
+
+    from experiments.cli import EXIT_INTERRUPTED, interruptible
+
+    module = importlib.import_module(f"experiments.{script}")
+
+    def interrupted_sweep(argv=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "main", interrupted_sweep)
+    assert interruptible(script, module.main) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == f"{script}: interrupted\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    source = Path(module.__file__).read_text()
+    assert f'sys.exit(interruptible("{script}", main))' in source

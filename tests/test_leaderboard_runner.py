@@ -67,6 +67,9 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     env = rows["lbfault/env"]["metrics"]
     assert (env["omp_threads"], env["xla_one_thread"], env["eigen_off"]) == (1.0, 1.0, 1.0)
     assert env["jax_cache_set"] == 1.0  # the persistent compilation cache of TESTBED_JAX_CACHE
+    # started with SIGINT blocked (a Ctrl-C while it imports waits), a worker ignores it
+    # and unblocks it: the driver alone answers Ctrl-C
+    assert (env["sigint_ignored"], env["sigint_blocked"]) == (1.0, 0.0)
 
 
 def _sweep_cmd(db: Path) -> list[str]:

@@ -736,6 +736,36 @@ def test_ctrl_c_stops_a_sweep_with_one_line_and_keeps_what_finished(tmp_path):
     assert stored["inside a gc callback"] < 40
 
 
+def test_a_ctrl_c_while_a_worker_is_started_waits_for_the_driver(monkeypatch):
+    """A Ctrl-C that lands while the driver forks and execs a worker (SIGINT blocked for
+    the child's sake) is handled by the driver once the mask is restored: it used to be
+    ignored there, and that sweep ran to its end and exited 0."""
+    from multiprocessing import util
+
+    from leaderboard.executors import _sigint_blocked_in_children
+
+    def spawn_hit_by_ctrl_c(path, args, passfds):
+        os.kill(os.getpid(), signal.SIGINT)  # lands while the worker is being started
+        time.sleep(0.05)
+        return 4242
+
+    monkeypatch.setattr(util, "spawnv_passfds", spawn_hit_by_ctrl_c)
+    handled = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: handled.append(signum))
+    try:
+        with _sigint_blocked_in_children():
+            assert util.spawnv_passfds("python", [], ()) == 4242
+            for _ in range(100):  # Python runs a handler between bytecodes: very soon
+                if handled:
+                    break
+                time.sleep(0.01)
+        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert handled == [signal.SIGINT]
+    assert util.spawnv_passfds is spawn_hit_by_ctrl_c  # put back
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
 @pytest.mark.parametrize("repeat", range(4))
