@@ -1,4 +1,4 @@
-"""The `testbed` command line: list, run, sweep, leaderboard, report.
+"""The `testbed` command line: list, run, sweep, leaderboard, report, salvage.
 
 Every fault ends in one line `testbed: error: ...` (no traceback) and an exit status:
 
@@ -80,9 +80,10 @@ def check_problem_options(problem_ids: Sequence[str], options: dict[str, Any]) -
                 f"--option: got {unknown[0]!r} for {pid}; allowed: none ({family.name} "
                 "problems take no options)"
             )
+        where = f"--option for {family.name} problems"
         if unknown:
-            raise unknown_name(f"--option for {family.name} problems", unknown[0], family.options)
-        typed = typed_options(family, dict(options))
+            raise unknown_name(where, unknown[0], family.options)
+        typed = typed_options(family, dict(options), where)
         cls = family.option_types
         if cls is None:
             try:
@@ -96,6 +97,8 @@ def check_problem_options(problem_ids: Sequence[str], options: dict[str, Any]) -
                 cls(**fields)  # its own checks of the values (ranges, choices)
             except TypeError:  # settings that are not all its fields: types checked only
                 pass
+            except InputError as e:
+                raise InputError(f"{where}: {e}") from None
         typed_first = typed if typed_first is None else typed_first
     return typed_first or {}
 
@@ -188,10 +191,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         sweeps = generative.family_sweeps()
         rows = [
             [f.name, f.id_form, _example(generative, sweeps[f.name]), ", ".join(sweeps[f.name]),
-             f.description]
+             list(f.options) if args.json else ", ".join(f.options), f.description]
             for f in map(generative.FAMILIES.get, generative.FAMILIES)
         ]  # fmt: skip
-        cols = ["family", "id form", "example", "sweeps", "description"]
+        cols = ["family", "id form", "example", "sweeps", "options", "description"]
     elif args.what == "sweeps":
         rows = [[n, len(generative.sweep_ids(n))] for n in generative.sweep_names()]
         cols = ["sweep", "problems"]
@@ -227,7 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         overrides["seed"] = args.seed
     agent = agents.load(args.agent, **overrides)
-    options = _parse_sets(args.option or [], "--option")
+    options = check_problem_options([args.problem], _parse_sets(args.option or [], "--option"))
     problem = generative.load(args.problem, **options)
     from testbed.evaluate import check_prediction
 
@@ -636,7 +639,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="write a self-contained HTML report")
     p.add_argument("--results", default="testbed-results.db")
-    p.add_argument("--out", default="report.html")
+    p.add_argument("--out", default="report.html", help="the HTML file to write")
     p.add_argument("--sweep", help="rank over this sweep's problems")
     p.add_argument(
         "--normalize",

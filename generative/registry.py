@@ -231,7 +231,9 @@ def load(problem_id: str, **options: Any) -> Problem:
     return problem
 
 
-def typed_options(family: ProblemFamily, options: dict[str, Any]) -> dict[str, Any]:
+def typed_options(
+    family: ProblemFamily, options: dict[str, Any], where: str | None = None
+) -> dict[str, Any]:
     """`options` checked against the field types of the family's `option_types` dataclass
     (else of the dataclass its `build` returns), as agent settings are: `c2st_z_score="no"`
     becomes False, `lc2st=1.5` is refused naming the option. Options that are not its
@@ -248,7 +250,8 @@ def typed_options(family: ProblemFamily, options: dict[str, Any]) -> dict[str, A
         return options
     fields = set(field_types(cls))
     typed = {k: v for k, v in options.items() if k in fields}
-    return {**options, **coerce_fields(cls, typed, where=f"option of {family.name} problems")}
+    where = where or f"option of {family.name} problems"
+    return {**options, **coerce_fields(cls, typed, where=where)}
 
 
 def family_sweeps() -> dict[str, list[str]]:

@@ -37,6 +37,8 @@ KL_COLUMNS = [  # the columns a ranking table shows (csv/json output: every colu
     "pct_health",
     "num_problems",
 ]
+OPTIONAL = ("mean_test_acc", "mean_test_ece")  # not shown where no problem reports them
+
 SHORT_NAMES = {  # terminal and report headers
     "rank": "rank",
     "label": "agent",
@@ -87,18 +89,22 @@ COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     "normalized_kl": "mean KL divided by the normalising agent's (named above the table); "
     "lower is better: 0 = the true predictive, 1 = as good as the normalising agent",
     "normalized_stderr": "standard error of the normalised score over problem-seed groups "
-    "(seed % 10)",
+    "(seed % 10); blank when the problems fall in fewer than two groups",
     "mean_kl": "mean KL from the true predictive to the agent's over the problems (negative "
     "clipped to 0, missing or non-finite counts 1e6); lower is better",
     "normalized_nll": "mean joint NLL divided by the normalising agent's (named above the "
     "table); lower is better, 1 = as good as the normalising agent",
     "mean_nll": "mean joint negative log-likelihood (nats) of tau test labels over the "
     "problems (a uniform predictive gives tau * log C); lower is better",
-    "mean_test_acc": "mean test accuracy of the agent's mean predictive (higher is better)",
+    "mean_test_acc": "mean test accuracy of the agent's mean predictive (higher is better; "
+    "a tie goes to the first class, so a uniform predictive scores the first class's share)",
     "mean_test_ece": "mean expected calibration error of the agent's mean predictive, 10 "
     "bins (lower is better)",
-    "median_train_seconds": f"median seconds of training per job ({MEDIAN_NOTE})",
-    "median_evaluation_seconds": f"median seconds of scoring per job ({MEDIAN_NOTE})",
+    "median_train_seconds": f"median seconds of training per job ({MEDIAN_NOTE}); problems "
+    "that share their training data (tau pairs) train once: the first job of such a group "
+    "holds the training time, the others 0",
+    "median_evaluation_seconds": f"median seconds of scoring per job: the KL estimate and "
+    f"accuracy on the test batches ({MEDIAN_NOTE})",
     "pct_health": HEALTH_HELP,
     "num_non_finite": "problems scored as infinitely wrong: a test batch held a label the "
     "agent gives probability 0 (an infinite KL or NLL), so the problem counts 1e6, as the "
@@ -500,6 +506,9 @@ def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
         shown = ranking.table
         if not full:
             shown = shown[[c for c in shown_columns(ranking.spec) if c in shown.columns]]
+            shown = shown.drop(
+                columns=[c for c in OPTIONAL if c in shown and shown[c].isna().all()]
+            )
         else:
             shown = shown.assign(family=ranking.family, tau=ranking.tau)
         shown.attrs["spec"] = ranking.spec

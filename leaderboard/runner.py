@@ -181,15 +181,17 @@ class Progress:
         self._bar.start()
 
     def describe(self) -> str:
-        """`sweep: 12/70 done (1 failed), 2 running, 1 min 30 s, ETA 7 min`."""
+        """`sweep: 12/70 done (1 failed), 2 jobs in progress, 1 min 30 s, ETA 7 min` (jobs
+        that share one training run are in progress together)."""
         done = self.ok + self.failed
         elapsed = time.monotonic() - self.start
         eta = (
             "ETA unknown" if not done else f"ETA {_duration(elapsed / done * (self.total - done))}"
         )
         failed = f" ({self.failed} failed)" if self.failed else ""
+        jobs = "job" if self.running == 1 else "jobs"
         return (
-            f"sweep: {done}/{self.total} done{failed}, {self.running} running, "
+            f"sweep: {done}/{self.total} done{failed}, {self.running} {jobs} in progress, "
             f"{_duration(elapsed)}, {eta}"
         )
 

@@ -167,8 +167,9 @@ def best_configs(clean: pd.DataFrame, lower_is_better: bool = True) -> dict[str,
 
 
 def _stderr(values: np.ndarray) -> float:
-    """np.std (ddof 0) / sqrt(n), as the Neural Testbed's ranking."""
-    return float(np.std(values) / np.sqrt(len(values))) if len(values) else math.nan
+    """np.std (ddof 0) / sqrt(n), as the Neural Testbed's ranking; NaN (unknown, shown
+    blank) from fewer than two values, where it would read as a perfect 0."""
+    return float(np.std(values) / np.sqrt(len(values))) if len(values) > 1 else math.nan
 
 
 def seed_group_stderr(kl: pd.Series, seeds: pd.Series, groups: int = NUM_SEED_GROUPS) -> float:

@@ -30,7 +30,8 @@ def test_list_sweeps_json(capsys):
 
 
 def test_list_problems_shows_id_forms_examples_and_sweeps(capsys):
-    """Each family says how its ids are written, an example that loads, and its sweeps."""
+    """Each family says how its ids are written, an example that loads, its sweeps and
+    options."""
     import generative
 
     assert main(["list", "problems", "--json"]) == 0
@@ -43,6 +44,9 @@ def test_list_problems_shows_id_forms_examples_and_sweeps(capsys):
     assert "sbi_test" in rows["sbi"]["sweeps"] and "sbi_two_moons" in rows["sbi"]["sweeps"]
     assert rows["classification_2d"]["id form"] == "classification_2d/<i>, i = 0..419"
     assert rows["real"]["example"] == "real/iris/1/1"
+    # and the options `--option` takes for it (each loads an id of the family)
+    assert rows["classification_2d"]["options"] == ["num_test_seeds", "num_enn_samples"]
+    assert rows["coin"]["options"] == []
     for row in rows.values():
         if row["example"]:  # every example is an id of its family (settings parse)
             assert generative.problem_settings(row["example"])["family"] == row["family"]
@@ -109,7 +113,7 @@ def test_unknown_agent_error_names_every_agent(capsys):
 def test_list_json_is_machine_readable(what, capsys):
     assert main(["list", what, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    width = {"agents": 3, "metrics": 4, "problems": 5}.get(what, 2)  # agents: predicts too
+    width = {"agents": 3, "metrics": 4, "problems": 6}.get(what, 2)  # predicts, options too
     assert rows and all(isinstance(r, dict) and len(r) == width for r in rows)
     if what == "agents":  # what each agent predicts, as a list (null: not declared)
         said = {r["agent"]: r["predicts"] for r in rows}

@@ -471,16 +471,22 @@ def test_problem_options_on_the_command_line(tmp_path, capsys, monkeypatch):
     argv = ["run", "--agent", "uniform", "--problem", "real/iris/1/1", "--json"]
     assert main([*argv, "--option", "num_test_seeds=50", "--option", "standardize=feature"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["options"] == {"num_test_seeds": "50", "standardize": "feature"}
+    assert out["options"] == {"num_test_seeds": 50, "standardize": "feature"}  # typed
+    sweep = ["sweep", "--agent", "uniform", "--problem", "real/iris/1/1,coin/0", "--executor",
+             "inline", "--results", str(tmp_path / "r.db")]  # fmt: skip
+    where = "--option for real problems: "
     for bad, said in (
         ("standardize=row", "standardize: got 'row'; allowed: one of: example, feature, auto"),
         ("num_test_seeds=0", "num_test_seeds: got 0"),
-        ("standardize", "--option: got 'standardize'; allowed: key=value"),
-    ):
+        ("num_test_seeds=many", "num_test_seeds: got 'many'; allowed: an integer"),
+        ("nosuch=1", "got 'nosuch'; allowed: one of: "),
+    ):  # run and sweep say it alike
         assert main([*argv, "--option", bad]) == 2
-        _one_line_error(capsys, said)
-    sweep = ["sweep", "--agent", "uniform", "--problem", "real/iris/1/1,coin/0", "--executor",
-             "inline", "--results", str(tmp_path / "r.db")]  # fmt: skip
+        _one_line_error(capsys, where + said)
+        assert main([*sweep[:4], "real/iris/1/1", *sweep[5:], "--option", bad]) == 2
+        _one_line_error(capsys, where + said)
+    assert main([*argv, "--option", "standardize"]) == 2
+    _one_line_error(capsys, "--option: got 'standardize'; allowed: key=value")
     assert main([*sweep, "--option", "num_test_seeds=50"]) == 2  # coin takes none
     _one_line_error(capsys, "--option: got 'num_test_seeds' for coin/0; allowed: none")
     assert not (tmp_path / "r.db").exists()

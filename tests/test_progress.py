@@ -172,7 +172,7 @@ def test_sweep_lines_say_done_failed_running_and_eta(heard, tmp_path, monkeypatc
         summary = run_sweep(jobs, store, InlineExecutor(timeout=None), progress=True)
     assert (summary.ok, summary.failed) == (1, 1)
     sweep = sweep_lines(heard.records)
-    assert sweep and sweep[0].startswith("sweep: 0/2 done, 1 running, ")
+    assert sweep and sweep[0].startswith("sweep: 0/2 done, 1 job in progress, ")
     assert " · uniform on lbfault/clock · scoring (" in sweep[0]  # the job in this process
     assert any(re.match(r"ok: uniform on lbfault/clock \(\d", t) for t in heard.texts)
     failed = [t for t in heard.texts if t.startswith("failed: uniform on lbfault/raise")]
@@ -184,7 +184,9 @@ def test_progress_summary_text():
     p.running, p.ok, p.failed = 2, 11, 1
     p.start -= 90
     text = p.describe()
-    assert text.startswith("sweep: 12/70 done (1 failed), 2 running, 1 min 30 s, ETA 7 min")
+    assert text.startswith(
+        "sweep: 12/70 done (1 failed), 2 jobs in progress, 1 min 30 s, ETA 7 min"
+    )
     assert [_duration(s) for s in (4.4, 75, 7260)] == ["4 s", "1 min 15 s", "2 h 01 min"]
 
 
