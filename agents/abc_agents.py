@@ -21,7 +21,7 @@ from scipy.special import logsumexp
 from agents.kde import fit_kde
 from agents.registry import register
 from testbed.base import POSTERIOR
-from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
+from testbed.config import check_in_range, check_nonnegative, check_positive, check_sizes
 from testbed.errors import InputError
 from testbed.simulation import SimulationAccess, SimulatorKnowledge, check_access
 
@@ -72,8 +72,7 @@ class RejABCConfig:
     seed: int = 0
 
     def __post_init__(self):
-        check_at_least("num_top_samples", self.num_top_samples, 2)
-        check_at_least("simulation_batch_size", self.simulation_batch_size, 1)
+        check_sizes(self, num_top_samples=2, simulation_batch_size=1)
         check_bandwidth(self.kde_bandwidth)
         check_nonnegative("seed", self.seed)
 
@@ -142,8 +141,7 @@ class SMCABCConfig:
     seed: int = 0
 
     def __post_init__(self):
-        check_at_least("population_size", self.population_size, 0)
-        check_at_least("initial_round_factor", self.initial_round_factor, 1)
+        check_sizes(self, population_size=0, initial_round_factor=1)
         check_in_range("epsilon_decay", self.epsilon_decay, 1e-6, 1.0)
         check_positive("kernel_variance_scale", self.kernel_variance_scale)
         check_bandwidth(self.kde_bandwidth)

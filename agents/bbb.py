@@ -21,14 +21,15 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
-from agents.networks import make_mlp
+from agents.networks import make_flat_mlp
 from agents.registry import NETWORK, register
 from agents.training import (
+    Network,
     NetworkConfig,
     ScheduleConfig,
     data_loss,
+    schedule_sweep,
     temperature_of,
 )
 from testbed.base import Data, PriorKnowledge
@@ -72,10 +73,7 @@ def bbb_sweep() -> list[BBBConfig]:
         for pi in (0.0, 0.5, 1.0)
     ]
     sweep += [BBBConfig(hidden_sizes=h) for h in ((50, 50), (100, 100))]
-    sweep += [
-        BBBConfig(batch_strategy=b, num_batches=n) for b in (True, False) for n in (500, 1000)
-    ]
-    return sweep
+    return sweep + schedule_sweep(BBBConfig)
 
 
 def _normal_logpdf(x, sigma):
@@ -84,12 +82,10 @@ def _normal_logpdf(x, sigma):
 
 @functools.cache
 def _structure(hidden, num_classes, input_dim, num_index_samples, kl_method):
-    net = make_mlp(hidden, num_classes)
-    dummy = jnp.zeros((1, input_dim), jnp.float32)
-    _, unravel = ravel_pytree(net.init(jax.random.PRNGKey(0), dummy))
+    mlp = make_flat_mlp(hidden, num_classes, input_dim)
 
     def init(key):
-        mu = ravel_pytree(net.init(key, dummy))[0]
+        mu = mlp.init(key)
         rho = jnp.full_like(mu, math.log(math.expm1(0.01)))
         return {"mu": mu, "rho": rho}
 
@@ -116,7 +112,7 @@ def _structure(hidden, num_classes, input_dim, num_index_samples, kl_method):
 
         def single(k):
             theta = sample_theta(params, k)
-            logits = net.apply(unravel(theta), batch.x) / output_scale
+            logits = mlp.apply(theta, batch.x) / output_scale
             nll = jnp.mean(data_loss(logits, batch.y))
             return nll + kl_scale * kl(params, theta, prior_params)
 
@@ -124,9 +120,9 @@ def _structure(hidden, num_classes, input_dim, num_index_samples, kl_method):
 
     @jax.jit
     def sample_logits(params, output_scale, x, key):
-        return net.apply(unravel(sample_theta(params, key)), x) / output_scale
+        return mlp.apply(sample_theta(params, key), x) / output_scale
 
-    return jax.jit(init), loss, sample_logits
+    return Network(jax.jit(init), loss, sample_logits)
 
 
 @register("bbb", BBBConfig, sweep=bbb_sweep, predicts=NETWORK)
@@ -134,15 +130,15 @@ def make_bbb(config: BBBConfig):
     """Bayes by backprop: each key draws one weight vector from the variational posterior."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        init, loss, sample_logits = _structure(
+        net = _structure(
             tuple(config.hidden_sizes),
             prior.num_classes,
             prior.input_dim,
             config.num_index_samples,
             config.kl_method,
         )
-        init_key, train_key = jax.random.split(jax.random.PRNGKey(config.seed))
-        params = init(init_key)
+        init_key, train_key = config.keys()
+        params = net.init(init_key)
         n = max(prior.num_train, 1)
         kl_scale = 1.0 / n
         if config.adaptive_scale:
@@ -152,11 +148,6 @@ def make_bbb(config: BBBConfig):
             jnp.float32(v) for v in (config.sigma_1, config.sigma_2, config.mixture_scale)
         )
         aux = (jnp.float32(kl_scale), output_scale, prior_params)
-        params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
-
-        def sampler(x, key):
-            return sample_logits(params, output_scale, x, key)
-
-        return sampler
+        return config.trained_sampler(net, params, data, prior, train_key, aux, output_scale)
 
     return agent

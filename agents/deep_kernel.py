@@ -22,9 +22,9 @@ from agents.networks import make_mlp_with_features
 from agents.registry import NETWORK, register
 from agents.training import (
     NetworkConfig,
-    data_loss,
+    bind_sampler,
     decay_factor,
-    l2_norm_squared,
+    regularized_loss,
     temperature_of,
 )
 from testbed.base import Data, PriorKnowledge
@@ -68,7 +68,7 @@ def _structure(hidden, num_classes):
 
     def loss(params, batch, key, decay):
         logits, _ = net.apply(params, batch.x)
-        return jnp.mean(data_loss(logits, batch.y)) + decay * l2_norm_squared(params)
+        return regularized_loss(logits, batch.y, decay, params)
 
     @jax.jit
     def cholesky(params, x, sigma2):
@@ -93,7 +93,7 @@ def make_deep_kernel(config: DeepKernelConfig):
         init, loss, cholesky, sample_logits = _structure(
             tuple(config.hidden_sizes), prior.num_classes
         )
-        init_key, train_key, sub_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
+        init_key, train_key, sub_key = config.keys(3)
         params = init(init_key, jnp.zeros((1, prior.input_dim), jnp.float32))
         aux = jnp.float32(config.weight_decay * decay_factor(prior, True))
         params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
@@ -106,10 +106,6 @@ def make_deep_kernel(config: DeepKernelConfig):
         chol = cholesky(params, x, jnp.float32(sigma2))
         n = max(prior.num_train, 1)
         scale = jnp.float32(config.scale_factor * math.sqrt(sigma2) / math.sqrt(n * temperature))
-
-        def sampler(x, key):
-            return sample_logits(params, chol, scale, x, key)
-
-        return sampler
+        return bind_sampler(sample_logits, params, chol, scale)
 
     return agent

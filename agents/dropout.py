@@ -19,10 +19,11 @@ import jax.numpy as jnp
 from agents.networks import make_dropout_mlp
 from agents.registry import NETWORK, register
 from agents.training import (
+    Network,
     NetworkConfig,
     ScheduleConfig,
-    data_loss,
-    l2_norm_squared,
+    regularized_loss,
+    schedule_sweep,
     temperature_of,
 )
 from testbed.base import Data, PriorKnowledge
@@ -68,12 +69,7 @@ def dropout_sweep() -> list[DropoutConfig]:
         for s in (0.01, 0.1, 0.3, 1.0, 3.0, 10.0)
     ]
     sweep += [c(hidden_sizes=h, batch_strategy=True) for h in ((50, 50), (100, 100))]
-    sweep += [
-        c(batch_strategy=b, num_batches=n, hidden_sizes=(50, 50))
-        for b in (True, False)
-        for n in (500, 1000)
-    ]
-    return sweep
+    return sweep + schedule_sweep(functools.partial(c, hidden_sizes=(50, 50)))
 
 
 def decay_scale(config: DropoutConfig, prior: PriorKnowledge) -> float:
@@ -99,14 +95,14 @@ def _dropout_net(hidden, num_classes, rate, dropout_input, first_bias_std, exclu
     net = make_dropout_mlp(hidden, num_classes, rate, dropout_input, first_bias_std)
 
     def loss(params, batch, key, decay):
-        ce = data_loss(net.apply(params, batch.x, key), batch.y)
+        outputs = net.apply(params, batch.x, key)
         if exclude_bias_l2:
             weights = {m: {"w": p["w"]} for m, p in params.items()}
         else:
             weights = params
-        return jnp.mean(ce) + decay * l2_norm_squared(weights)
+        return regularized_loss(outputs, batch.y, decay, weights)
 
-    return jax.jit(net.init), loss, jax.jit(net.apply)
+    return Network(jax.jit(net.init), loss, jax.jit(net.apply))
 
 
 @register("dropout", DropoutConfig, sweep=dropout_sweep, predicts=NETWORK)
@@ -114,7 +110,7 @@ def make_dropout(config: DropoutConfig):
     """MC dropout MLP: each key is one dropout mask (one function for all inputs)."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        init, loss, apply = _dropout_net(
+        net = _dropout_net(
             tuple(config.hidden_sizes),
             prior.num_classes,
             float(config.dropout_rate),
@@ -122,15 +118,10 @@ def make_dropout(config: DropoutConfig):
             1.0 / math.sqrt(prior.input_dim),
             bool(config.exclude_bias_l2),
         )
-        init_key, train_key = jax.random.split(jax.random.PRNGKey(config.seed))
+        init_key, train_key = config.keys()
         dummy = jnp.zeros((1, prior.input_dim), jnp.float32)
-        params = init(init_key, dummy, init_key)
+        params = net.init(init_key, dummy, init_key)
         aux = jnp.float32(decay_scale(config, prior))
-        params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
-
-        def sampler(x, key):
-            return apply(params, x, key)
-
-        return sampler
+        return config.trained_sampler(net, params, data, prior, train_key, aux)
 
     return agent

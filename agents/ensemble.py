@@ -24,6 +24,8 @@ from agents.training import (
     bootstrap_weights,
     data_loss,
     l2_norm_squared,
+    schedule_sweep,
+    weight_decay_sweep,
 )
 from testbed.base import Data, FiniteSampler, PriorKnowledge
 from testbed.config import check_at_least
@@ -84,9 +86,9 @@ def train_ensemble(
     bootstrap weights of each (member, example) pair for the whole run.
     """
     sizes = config.hidden_sizes if isinstance(config, NetworkConfig) else ()
-    hidden, seed = tuple(int(h) for h in sizes), config.seed
+    hidden = tuple(int(h) for h in sizes)
     net, loss = _ensemble_loss(hidden, prior.num_classes, first_bias_std, num_members)
-    init_key, train_key, boot_key = jax.random.split(jax.random.PRNGKey(seed), 3)
+    init_key, train_key, boot_key = config.keys(3)
     params = init_ensemble(net, init_key, num_members, prior.input_dim)
     prior_params = None
     if prior_scale != 0.0:
@@ -115,18 +117,9 @@ class EnsembleConfig(RegularizedMLPConfig):
 
 def ensemble_sweep() -> list[EnsembleConfig]:
     """The reference's `testbed` sweep (23): K, then adaptive x l2, then batch schedule."""
-    sweep = [EnsembleConfig(num_ensemble=k, batch_strategy=True) for k in (1, 3, 10, 30, 100)]
-    for adaptive in (True, False):
-        for l2 in (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0):
-            sweep.append(
-                EnsembleConfig(
-                    l2_weight_decay=l2, adaptive_weight_scale=adaptive, batch_strategy=True
-                )
-            )
-    for strategy in (True, False):
-        for steps in (500, 1000):
-            sweep.append(EnsembleConfig(batch_strategy=strategy, num_batches=steps))
-    return sweep
+    with_strategy = functools.partial(EnsembleConfig, batch_strategy=True)
+    sweep = [with_strategy(num_ensemble=k) for k in (1, 3, 10, 30, 100)]
+    return sweep + weight_decay_sweep(with_strategy) + schedule_sweep(EnsembleConfig)
 
 
 @register("ensemble", EnsembleConfig, sweep=ensemble_sweep, predicts=NETWORK)

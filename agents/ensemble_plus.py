@@ -19,7 +19,7 @@ import math
 
 from agents.ensemble import EnsembleConfig, train_ensemble
 from agents.registry import NETWORK, register
-from agents.training import BOOTSTRAP, PriorFunctionConfig
+from agents.training import BOOTSTRAP, PriorFunctionConfig, schedule_sweep
 from testbed.base import Data, PriorKnowledge
 
 
@@ -39,12 +39,7 @@ def ensemble_plus_sweep() -> list[EnsemblePlusConfig]:
         for how in ("linear", "sqrt")  # the reference wrote 'lin' (a no-op); see module doc
         for s in (1.0, 3.0)
     ]
-    sweep += [
-        c(batch_strategy=strategy, num_batches=steps)
-        for strategy in (True, False)
-        for steps in (500, 1000)
-    ]
-    return sweep
+    return sweep + schedule_sweep(c)
 
 
 @register("ensemble+", EnsemblePlusConfig, sweep=ensemble_plus_sweep, predicts=NETWORK)

@@ -24,10 +24,11 @@ import jax.numpy as jnp
 from agents.networks import init_ensemble, make_mlp
 from agents.registry import NETWORK, register
 from agents.training import (
+    Network,
     NetworkConfig,
     check_hidden_sizes,
     data_loss,
-    l2_norm_squared,
+    index_averaged_loss,
     temperature_of,
 )
 from testbed.base import Data, PriorKnowledge
@@ -99,13 +100,13 @@ def _structure(hidden, epi_hiddens, add_hiddens, num_classes, input_dim, index_d
             logits = output(params, prior_params, prior_scale, batch.x, z)
             return jnp.mean(data_loss(logits, batch.y))
 
-        return jnp.mean(jax.vmap(single)(zs)) + decay * l2_norm_squared(params)
+        return index_averaged_loss(single, zs, decay, params)
 
     @jax.jit
     def sample_logits(params, prior_params, prior_scale, x, key):
         return output(params, prior_params, prior_scale, x, jax.random.normal(key, (index_dim,)))
 
-    return jax.jit(init), loss, sample_logits
+    return Network(jax.jit(init), loss, sample_logits)
 
 
 @register("epinet", EpinetConfig, sweep=epinet_sweep, predicts=NETWORK)
@@ -113,7 +114,7 @@ def make_epinet(config: EpinetConfig):
     """Epinet (Osband et al. 2021) on an MLP base network; one index z per key."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        init, loss, sample_logits = _structure(
+        net = _structure(
             tuple(config.hidden_sizes),
             tuple(config.epi_hiddens),
             tuple(config.add_hiddens),
@@ -121,17 +122,12 @@ def make_epinet(config: EpinetConfig):
             prior.input_dim,
             config.index_dim,
         )
-        init_key, train_key = jax.random.split(jax.random.PRNGKey(config.seed))
-        params, prior_params = init(init_key)
+        init_key, train_key = config.keys()
+        params, prior_params = net.init(init_key)
         scale = jnp.float32(config.prior_scale / temperature_of(prior))
         n = max(prior.num_train, 1)
         decay = jnp.float32(config.l2_weight_decay * (prior.input_dim / n) ** 0.7)
         aux = (prior_params, scale, decay)
-        params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
-
-        def sampler(x, key):
-            return sample_logits(params, prior_params, scale, x, key)
-
-        return sampler
+        return config.trained_sampler(net, params, data, prior, train_key, aux, prior_params, scale)
 
     return agent

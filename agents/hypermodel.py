@@ -26,17 +26,18 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
-from agents.networks import make_hyper_linear_prior, make_linear_index_prior, make_mlp
+from agents.networks import make_flat_mlp, make_hyper_linear_prior, make_linear_index_prior
 from agents.registry import NETWORK, register
 from agents.training import (
     BOOTSTRAP,
+    Network,
     PriorFunctionConfig,
     RegularizedMLPConfig,
     check_hidden_sizes,
     data_loss,
-    l2_norm_squared,
+    index_averaged_loss,
+    schedule_sweep,
 )
 from testbed.base import Data, PriorKnowledge
 from testbed.config import check_at_least
@@ -72,12 +73,7 @@ def hypermodel_sweep() -> list[HypermodelConfig]:
     sweep += [c(index_dim=d) for d in (1, 3, 5, 7)]
     sweep += [c(l2_weight_decay=l2) for l2 in (0.1, 0.3, 1.0, 3.0, 10.0)]
     sweep += [c(distribution=d) for d in BOOTSTRAP]
-    sweep += [
-        HypermodelConfig(batch_strategy=b, num_batches=n)
-        for b in (True, False)
-        for n in (500, 1000)
-    ]
-    return sweep
+    return sweep + schedule_sweep(HypermodelConfig)
 
 
 def gaussian_bootstrap(distribution: str, boot: jax.Array, z: jax.Array) -> jax.Array:
@@ -97,14 +93,12 @@ def gaussian_bootstrap(distribution: str, boot: jax.Array, z: jax.Array) -> jax.
 def _structure(
     hidden, prior_hidden, num_classes, input_dim, index_dim, num_samples, dist, enn_2021
 ):
-    net = make_mlp(hidden, num_classes)
-    dummy = jnp.zeros((1, input_dim), jnp.float32)
-    _, unravel = ravel_pytree(net.init(jax.random.PRNGKey(0), dummy))
+    mlp = make_flat_mlp(hidden, num_classes, input_dim)
     make_index_prior = make_hyper_linear_prior if enn_2021 else make_linear_index_prior
 
     def init(key):
         base_key, w_key, prior_key = jax.random.split(key, 3)
-        b = ravel_pytree(net.init(base_key, dummy))[0]
+        b = mlp.init(base_key)
         shape = (b.shape[0], index_dim)
         if enn_2021:  # Haiku's Linear default over the index: sd 1 / sqrt(D); zero bias
             w = jax.random.truncated_normal(w_key, -2.0, 2.0, shape) / math.sqrt(index_dim)
@@ -117,7 +111,7 @@ def _structure(
         return make_index_prior(key, input_dim, prior_hidden, num_classes, index_dim)
 
     def forward(params, prior_key, prior_scale, x, z):
-        out = net.apply(unravel(params["w"] @ z + params["b"]), x)
+        out = mlp.apply(params["w"] @ z + params["b"], x)
         return out + prior_scale * jax.lax.stop_gradient(make_prior(prior_key)(x, z))
 
     def index(key):
@@ -131,14 +125,13 @@ def _structure(
             ce = data_loss(forward(params, prior_key, prior_scale, batch.x, z), batch.y)
             return jnp.mean(ce * gaussian_bootstrap(dist, boot[batch.index], z))
 
-        per_index = jax.vmap(single)(jax.random.split(key, num_samples))
-        return jnp.mean(per_index) + decay * l2_norm_squared(params)
+        return index_averaged_loss(single, jax.random.split(key, num_samples), decay, params)
 
     @jax.jit
     def sample_logits(params, prior_key, prior_scale, x, key):
         return forward(params, prior_key, prior_scale, x, index(key))
 
-    return jax.jit(init), loss, sample_logits
+    return Network(jax.jit(init), loss, sample_logits)
 
 
 @register("hypermodel", HypermodelConfig, sweep=hypermodel_sweep, predicts=NETWORK)
@@ -146,7 +139,7 @@ def make_hypermodel(config: HypermodelConfig):
     """Linear hypermodel over MLP weights with an additive random prior; one z per key."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        init, loss, sample_logits = _structure(
+        net = _structure(
             tuple(config.hidden_sizes),
             tuple(config.prior_hidden_sizes),
             prior.num_classes,
@@ -156,18 +149,13 @@ def make_hypermodel(config: HypermodelConfig):
             config.distribution,
             bool(config.enn_2021),
         )
-        init_key, train_key, boot_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
-        params, prior_key = init(init_key)
+        init_key, train_key, boot_key = config.keys(3)
+        params, prior_key = net.init(init_key)
         scale = jnp.float32(config.scaled_prior(prior))
         n = max(int(data.x.shape[0]), 1)
         boot = jax.random.normal(boot_key, (n, 2, config.index_dim)) / math.sqrt(config.index_dim)
         decay = jnp.float32(config.decay(prior))
         aux = (prior_key, scale, boot, decay)
-        params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
-
-        def sampler(x, key):
-            return sample_logits(params, prior_key, scale, x, key)
-
-        return sampler
+        return config.trained_sampler(net, params, data, prior, train_key, aux, prior_key, scale)
 
     return agent

@@ -7,13 +7,17 @@ Deterministic predictives: every key gives the same function (a one-member
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from agents.ensemble import train_ensemble
 from agents.registry import NETWORK, register
-from agents.training import RegularizedMLPConfig, WeightDecayConfig
+from agents.training import (
+    RegularizedMLPConfig,
+    WeightDecayConfig,
+    schedule_sweep,
+    weight_decay_sweep,
+)
 from testbed.base import Data, PriorKnowledge
-
-L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,17 +27,8 @@ class MLPConfig(RegularizedMLPConfig):
 
 def mlp_sweep() -> list[MLPConfig]:
     """The reference's `testbed` sweep (18): adaptive x l2 (batch strategy on), then 4 schedules."""
-    sweep = [
-        MLPConfig(l2_weight_decay=l2, adaptive_weight_scale=adaptive, batch_strategy=True)
-        for adaptive in (True, False)
-        for l2 in L2_GRID
-    ]
-    sweep += [
-        MLPConfig(batch_strategy=strategy, num_batches=steps)
-        for strategy in (True, False)
-        for steps in (500, 1000)
-    ]
-    return sweep
+    with_strategy = functools.partial(MLPConfig, batch_strategy=True)
+    return weight_decay_sweep(with_strategy) + schedule_sweep(MLPConfig)
 
 
 @register("mlp", MLPConfig, sweep=mlp_sweep, predicts=NETWORK)
@@ -53,11 +48,7 @@ class LogisticRegressionConfig(WeightDecayConfig):
 
 def logistic_regression_sweep() -> list[LogisticRegressionConfig]:
     """The reference's `testbed_2d` sweep (14): adaptive x l2."""
-    return [
-        LogisticRegressionConfig(l2_weight_decay=l2, adaptive_weight_scale=adaptive)
-        for adaptive in (True, False)
-        for l2 in L2_GRID
-    ]
+    return weight_decay_sweep(LogisticRegressionConfig)
 
 
 @register(

@@ -9,12 +9,14 @@ leading member axis, applied with `vmap` (XLA batches the K matmuls into one ein
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 
 def _bias_init(first_bias_std: float | None, layer: int):
@@ -36,6 +38,28 @@ def make_mlp(
         return hk.Linear(num_classes, b_init=_bias_init(first_bias_std, len(hidden)))(h)
 
     return hk.without_apply_rng(hk.transform(net))
+
+
+class FlatMLP(NamedTuple):
+    """An MLP whose weights are one flat vector [P] (for distributions over the weights)."""
+
+    init: Callable[[jax.Array], jax.Array]  # key -> Haiku's default initial weights [P]
+    apply: Callable[[jax.Array, jax.Array], jax.Array]  # (weights [P], x [n, d]) -> logits
+
+
+def make_flat_mlp(hidden: Sequence[int], num_classes: int, input_dim: int) -> FlatMLP:
+    """`make_mlp` on inputs of `input_dim`, its weights raveled into one vector."""
+    net = make_mlp(hidden, num_classes)
+    dummy = jnp.zeros((1, input_dim), jnp.float32)
+    _, unravel = ravel_pytree(net.init(jax.random.PRNGKey(0), dummy))
+
+    def init(key):
+        return ravel_pytree(net.init(key, dummy))[0]
+
+    def apply(theta, x):
+        return net.apply(unravel(theta), x)
+
+    return FlatMLP(init, apply)
 
 
 def make_mlp_with_features(hidden: Sequence[int], num_classes: int) -> hk.Transformed:

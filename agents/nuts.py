@@ -19,7 +19,7 @@ from numpyro.infer import MCMC, NUTS
 
 from agents.registry import register
 from testbed.base import MODEL_POSTERIOR, Data
-from testbed.config import check_at_least, check_in_range, check_one_of
+from testbed.config import check_at_least, check_in_range, check_one_of, check_sizes
 from testbed.errors import InputError
 from testbed.model import ModelKnowledge
 from testbed.seeding import make_rng
@@ -39,9 +39,7 @@ class NutsConfig:
     seed: int = 0
 
     def __post_init__(self):
-        check_at_least("num_warmup", self.num_warmup, 1)
-        check_at_least("num_samples", self.num_samples, 2)
-        check_at_least("num_chains", self.num_chains, 1)
+        check_sizes(self, num_warmup=1, num_samples=2, num_chains=1)
         check_in_range("target_accept_prob", self.target_accept_prob, 0.05, 0.999)
         check_at_least("max_tree_depth", self.max_tree_depth, 1)
         check_in_range("init_jitter", self.init_jitter, 0.0, 10.0)

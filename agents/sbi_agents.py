@@ -42,7 +42,13 @@ from agents.sbi_torch import (
     make_torch_simulator,
 )
 from testbed.base import POSTERIOR
-from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
+from testbed.config import (
+    check_at_least,
+    check_in_range,
+    check_nonnegative,
+    check_positive,
+    check_sizes,
+)
 from testbed.errors import InputError, bad_value
 from testbed.posterior_adapter import batches_mcmc_over_x
 from testbed.simulation import SimulationAccess, SimulatorKnowledge, check_access
@@ -65,13 +71,10 @@ class TrainingConfig:
     seed: int = 0
 
     def __post_init__(self):
-        check_at_least("num_rounds", self.num_rounds, 1)
-        check_at_least("hidden_features", self.hidden_features, 1)
-        check_at_least("training_batch_size", self.training_batch_size, 1)
+        check_sizes(self, num_rounds=1, hidden_features=1, training_batch_size=1)
         check_positive("learning_rate", self.learning_rate)
         check_in_range("validation_fraction", self.validation_fraction, 1e-6, 0.5)
-        check_at_least("stop_after_epochs", self.stop_after_epochs, 1)
-        check_at_least("max_num_epochs", self.max_num_epochs, 1)
+        check_sizes(self, stop_after_epochs=1, max_num_epochs=1)
         check_positive("clip_max_norm", self.clip_max_norm)
         check_at_least("torch_threads", self.torch_threads, 0)
         check_nonnegative("seed", self.seed)
@@ -93,9 +96,7 @@ class NPEConfig(TrainingConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        check_at_least("num_transforms", self.num_transforms, 1)
-        check_at_least("num_bins", self.num_bins, 1)
-        check_at_least("num_atoms", self.num_atoms, 2)
+        check_sizes(self, num_transforms=1, num_bins=1, num_atoms=2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,10 +112,7 @@ class MCMCConfig(TrainingConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        check_at_least("num_chains", self.num_chains, 1)
-        check_at_least("thin", self.thin, 1)
-        check_at_least("warmup_steps", self.warmup_steps, 0)
-        check_at_least("num_candidate_samples", self.num_candidate_samples, 1)
+        check_sizes(self, num_chains=1, thin=1, warmup_steps=0, num_candidate_samples=1)
 
     def mcmc_parameters(self) -> dict[str, Any]:
         return {
@@ -236,39 +234,37 @@ class NPSEConfig(VectorFieldConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class SNPEConfig(NPEConfig):
+class SequentialConfig:
+    """The sequential form of a method (listed first among its bases): 10 rounds, each
+    simulating from the last round's posterior at x_o."""
+
+    num_rounds: int = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class SNPEConfig(SequentialConfig, NPEConfig):
     """SNPE-C: NPE over 10 rounds, each simulating from the last round's posterior at x_o."""
 
-    num_rounds: int = 10
-
 
 @dataclasses.dataclass(frozen=True)
-class SNLEConfig(NLEConfig):
+class SNLEConfig(SequentialConfig, NLEConfig):
     """SNLE: NLE over 10 rounds, each simulating from the last round's posterior at x_o."""
 
-    num_rounds: int = 10
-
 
 @dataclasses.dataclass(frozen=True)
-class SNREConfig(NREConfig):
+class SNREConfig(SequentialConfig, NREConfig):
     """SNRE-B: NRE over 10 rounds, each simulating from the last round's posterior at x_o."""
 
-    num_rounds: int = 10
-
 
 @dataclasses.dataclass(frozen=True)
-class SNRECConfig(NRECConfig):
+class SNRECConfig(SequentialConfig, NRECConfig):
     """SNRE-C: NRE-C over 10 rounds, each simulating from the last MCMC posterior at x_o
     (sbi trains ratio estimators on later rounds without a correction)."""
 
-    num_rounds: int = 10
-
 
 @dataclasses.dataclass(frozen=True)
-class SBNREConfig(BNREConfig):
+class SBNREConfig(SequentialConfig, BNREConfig):
     """SBNRE: BNRE over 10 rounds, each simulating from the last MCMC posterior at x_o."""
-
-    num_rounds: int = 10
 
 
 # ----- the shared training loop -----
@@ -330,6 +326,15 @@ def _z(config: TrainingConfig) -> str:
     return "independent" if config.z_score else "none"
 
 
+def _net_kwargs(config: TrainingConfig) -> dict[str, Any]:
+    """The network settings every sbi method takes: z-scoring of theta and x, and width."""
+    return {
+        "z_score_theta": _z(config),
+        "z_score_x": _z(config),
+        "hidden_features": config.hidden_features,
+    }
+
+
 def _embedding_kwargs(embedding) -> dict[str, Any]:
     """`embedding_net=embedding` when there is one (else sbi's default, the identity)."""
     return {} if embedding is None else {"embedding_net": embedding}
@@ -365,9 +370,7 @@ class NPEMethod(Method):
 
         net = posterior_nn(
             config.density_estimator,
-            z_score_theta=_z(config),
-            z_score_x=_z(config),
-            hidden_features=config.hidden_features,
+            **_net_kwargs(config),
             num_transforms=config.num_transforms,
             num_bins=config.num_bins,
             **_embedding_kwargs(embedding),
@@ -402,9 +405,7 @@ class VectorFieldMethod(Method):
     def net_kwargs(self, config: VectorFieldConfig, embedding) -> dict[str, Any]:
         return {
             "model": config.vf_estimator,
-            "z_score_theta": _z(config),
-            "z_score_x": _z(config),
-            "hidden_features": config.hidden_features,
+            **_net_kwargs(config),
             "num_layers": config.num_layers,
             **_embedding_kwargs(embedding),
         }
@@ -476,12 +477,7 @@ class NLEMethod(MCMCMethod):
         from sbi.inference import NLE
         from sbi.neural_nets import likelihood_nn
 
-        net = likelihood_nn(
-            config.density_estimator,
-            z_score_theta=_z(config),
-            z_score_x=_z(config),
-            hidden_features=config.hidden_features,
-        )
+        net = likelihood_nn(config.density_estimator, **_net_kwargs(config))
         return NLE(
             prior=torch_prior, density_estimator=net, show_progress_bars=True, tracker=tracker
         )
@@ -494,12 +490,7 @@ class NREMethod(MCMCMethod):
         import sbi.inference
         from sbi.neural_nets import classifier_nn
 
-        net = classifier_nn(
-            config.classifier,
-            z_score_theta=_z(config),
-            z_score_x=_z(config),
-            hidden_features=config.hidden_features,
-        )
+        net = classifier_nn(config.classifier, **_net_kwargs(config))
         trainer = getattr(sbi.inference, self.trainer)
         return trainer(prior=torch_prior, classifier=net, show_progress_bars=True, tracker=tracker)
 

@@ -24,9 +24,8 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
-from agents.networks import make_mlp
+from agents.networks import make_flat_mlp
 from agents.registry import NETWORK, register
 from agents.training import SGDConfig, data_loss, run_steps, targets, temperature_of
 from testbed.base import Data, FiniteSampler, PriorKnowledge
@@ -99,22 +98,17 @@ def sgmcmc_sweep() -> list[SGMCMCConfig]:
 
 @functools.cache
 def _structure(num_hidden: int, num_classes: int, input_dim: int):
-    """(net, unravel, flat initial-parameter maker, loss) for one architecture."""
-    net = make_mlp((num_hidden, num_hidden), num_classes)
-    dummy = jnp.zeros((1, input_dim), jnp.float32)
-    _, unravel = ravel_pytree(net.init(jax.random.PRNGKey(0), dummy))
-
-    def init(key):
-        return ravel_pytree(net.init(key, dummy))[0]
+    """(flat initial-parameter maker, loss, logits of all snapshots) for one architecture."""
+    mlp = make_flat_mlp((num_hidden, num_hidden), num_classes, input_dim)
 
     def loss(theta, batch, decay):
-        ce = data_loss(net.apply(unravel(theta), batch.x), batch.y)
+        ce = data_loss(mlp.apply(theta, batch.x), batch.y)
         return jnp.mean(ce) + decay * jnp.sum(jnp.square(theta))
 
     def logits(thetas, x):
-        return jax.vmap(lambda t: net.apply(unravel(t), x))(thetas)
+        return jax.vmap(lambda t: mlp.apply(t, x))(thetas)
 
-    return jax.jit(init), loss, jax.jit(logits)
+    return jax.jit(mlp.init), loss, jax.jit(logits)
 
 
 @functools.partial(jax.jit, static_argnames=("structure", "first", "count", "every"))
@@ -145,7 +139,7 @@ def sample_chain(config: SGMCMCConfig, data: Data, prior: PriorKnowledge) -> jax
     """The parameter snapshots [S, P] for the data (the initial weights if n = 0)."""
     structure = (int(config.num_hidden), int(prior.num_classes), int(prior.input_dim))
     init, _, _ = _structure(*structure)
-    init_key, chain_key = jax.random.split(jax.random.PRNGKey(config.seed))
+    init_key, chain_key = config.keys()
     theta = init(init_key)
     n = int(data.x.shape[0])
     if n == 0:

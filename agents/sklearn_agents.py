@@ -10,6 +10,8 @@ evaluators call scikit-learn once per input set, never once per key.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
@@ -47,6 +49,18 @@ def as_sampler(classifier, num_classes: int) -> FiniteSampler:
     return FiniteSampler(all_logits, 1)
 
 
+def classifier_agent(name: str, make_classifier: Callable[[int], Any]):
+    """The agent `name` of a scikit-learn classifier: `make_classifier(num_rows)` fitted on
+    the data plus the fake points, as a one-function sampler (classification only)."""
+
+    def agent(data: Data, prior: PriorKnowledge):
+        require_classification(name, prior)
+        x, y = with_fake_points(data, prior)
+        return as_sampler(make_classifier(len(y)).fit(x, y), prior.num_classes)
+
+    return agent
+
+
 @dataclasses.dataclass(frozen=True)
 class KnnConfig:
     """k nearest neighbours (reference `KnnConfig` defaults)."""
@@ -73,15 +87,11 @@ def knn_sweep() -> list[KnnConfig]:
 def make_knn(config: KnnConfig):
     """k-nearest-neighbour class frequencies (deterministic)."""
 
-    def agent(data: Data, prior: PriorKnowledge):
-        require_classification("knn", prior)
-        x, y = with_fake_points(data, prior)
-        knn = KNeighborsClassifier(
-            n_neighbors=min(len(y), config.num_neighbors), weights=config.weighting
-        )
-        return as_sampler(knn.fit(x, y), prior.num_classes)
+    def knn(num_rows: int) -> KNeighborsClassifier:
+        k = min(num_rows, config.num_neighbors)
+        return KNeighborsClassifier(n_neighbors=k, weights=config.weighting)
 
-    return agent
+    return classifier_agent("knn", knn)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,12 +120,9 @@ def random_forest_sweep() -> list[RandomForestConfig]:
 def make_random_forest(config: RandomForestConfig):
     """Random-forest class probabilities (deterministic given the seed)."""
 
-    def agent(data: Data, prior: PriorKnowledge):
-        require_classification("random_forest", prior)
-        x, y = with_fake_points(data, prior)
-        forest = RandomForestClassifier(
+    def forest(num_rows: int) -> RandomForestClassifier:
+        return RandomForestClassifier(
             n_estimators=config.num_trees, criterion=config.criterion, random_state=config.seed
         )
-        return as_sampler(forest.fit(x, y), prior.num_classes)
 
-    return agent
+    return classifier_agent("random_forest", forest)

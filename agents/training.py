@@ -101,6 +101,19 @@ def data_loss(outputs: jax.Array, y: jax.Array) -> jax.Array:
     return softmax_cross_entropy(outputs, y)
 
 
+def regularized_loss(outputs: jax.Array, y: jax.Array, decay: jax.Array, params: Any) -> jax.Array:
+    """Mean data loss plus decay * |params|^2: the reference's weight-decayed objective."""
+    return jnp.mean(data_loss(outputs, y)) + decay * l2_norm_squared(params)
+
+
+def index_averaged_loss(
+    per_index: Callable[[jax.Array], jax.Array], indices: jax.Array, decay: jax.Array, params: Any
+) -> jax.Array:
+    """Mean of per_index(index) over sampled indices, plus decay * |params|^2: the loss of
+    an epistemic network trained on a few index draws per step (epinet, hypermodel)."""
+    return jnp.mean(jax.vmap(per_index)(indices)) + decay * l2_norm_squared(params)
+
+
 def targets(y: Any) -> jax.Array:
     """Training targets as the loop takes them: int32 labels or float32 values, [n]."""
     y = jnp.asarray(y)
@@ -184,6 +197,26 @@ def fit(
     return params, np.asarray(losses)
 
 
+class Network(NamedTuple):
+    """A network agent's pieces for one architecture, built once (`functools.cache`) so a
+    sweep over problems reuses the compiled loop: `init`, the training `loss` and the
+    one-key sampler `sample_logits(params, *fixed, x, key)`; `fit` compiles the loss."""
+
+    init: Callable[..., Any]
+    loss: Callable[..., jax.Array]
+    sample_logits: Callable[..., jax.Array]
+
+
+def bind_sampler(sample_logits: Callable, *fixed: Any) -> Callable:
+    """The predictive (x, key) -> sample_logits(*fixed, x, key): one key, one function. The
+    trained arrays stay in its closure, where evaluation waits for them to be ready."""
+
+    def sampler(x, key):
+        return sample_logits(*fixed, x, key)
+
+    return sampler
+
+
 def bootstrap_weights(key: jax.Array, distribution: str, num_members: int, n: int) -> jax.Array:
     """Per-(member, example) loss weights [K, n], fixed for the whole training run.
 
@@ -232,6 +265,18 @@ class SGDConfig:
         steps, lr = self.num_steps(prior), self.learning_rate
         return fit(loss_fn, params, data.x, data.y, key, steps, aux=aux, learning_rate=lr)
 
+    def keys(self, num: int = 2) -> jax.Array:
+        """`num` keys split from the config's seed (initialisation, training, ...)."""
+        return jax.random.split(jax.random.PRNGKey(self.seed), num)
+
+    def trained_sampler(
+        self, net: Network, params: Any, data: Any, prior: PriorKnowledge, key, aux, *fixed: Any
+    ) -> Callable:
+        """Trains `params` on the data (`net.loss` with `aux`); returns the predictive
+        (x, key) -> net.sample_logits(trained params, *fixed, x, key)."""
+        params, _ = self.fit(net.loss, params, data, prior, key, aux=aux)
+        return bind_sampler(net.sample_logits, params, *fixed)
+
 
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig(SGDConfig):
@@ -273,6 +318,30 @@ class ScheduleConfig(SGDConfig):
 @dataclasses.dataclass(frozen=True)
 class RegularizedMLPConfig(NetworkConfig, WeightDecayConfig, ScheduleConfig):
     """An MLP trained with weight decay and the batch schedule (mlp, ensemble, ...)."""
+
+
+# The reference's sweep blocks that several network agents share. `make` builds a config
+# from keyword settings (a config class, or a functools.partial of one with fixed settings).
+
+L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
+
+
+def schedule_sweep(make: Callable[..., Any]) -> list[Any]:
+    """The reference's 4 schedule variants: batch_strategy (True, False) x num_batches 500, 1000."""
+    return [
+        make(batch_strategy=strategy, num_batches=steps)
+        for strategy in (True, False)
+        for steps in (500, 1000)
+    ]
+
+
+def weight_decay_sweep(make: Callable[..., Any]) -> list[Any]:
+    """The reference's 14 decay variants: adaptive scaling (True, False) x l2 in `L2_GRID`."""
+    return [
+        make(l2_weight_decay=l2, adaptive_weight_scale=adaptive)
+        for adaptive in (True, False)
+        for l2 in L2_GRID
+    ]
 
 
 BOOTSTRAP = ("none", "bernoulli", "exponential")

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -120,8 +119,7 @@ def worker(args) -> None:
 
 def fresh(kind: str, d: int, args, calls: int, cache: str, repeat_below: float = 1e9) -> dict:
     """Runs `worker` in a new process (cache: a folder for TESTBED_JAX_CACHE, or 'off')."""
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    env["TESTBED_JAX_CACHE"] = cache
+    env = record.cache_env(cache)
     if kind == "sklearn" and args.sklearn_threads > 0:
         for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[name] = str(args.sklearn_threads)
@@ -130,10 +128,7 @@ def fresh(kind: str, d: int, args, calls: int, cache: str, repeat_below: float =
         "--shift", str(args.shift), "--max-iter", str(args.max_iter),
         "--calls", str(calls), "--repeat-below", str(repeat_below),
     ]  # fmt: skip
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{kind} worker failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return record.run_worker(cmd, env, f"{kind} worker")
 
 
 def main() -> None:

@@ -28,7 +28,6 @@ import importlib.util
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -90,10 +89,7 @@ def fresh(kind: str, n: int, args) -> dict:
     cmd = [sys.executable, __file__, "--worker", kind, "--n", str(n), "--d", str(args.d)]
     if args.ddks_repo:
         cmd += ["--ddks-repo", args.ddks_repo]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{kind} worker failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return record.run_worker(cmd, what=f"{kind} worker")
 
 
 def main() -> None:

@@ -25,7 +25,6 @@ import argparse
 import functools
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -116,17 +115,13 @@ def worker(args) -> None:
 
 def fresh(args, kind: str, case: int, calls: int, cache: str) -> dict:
     """Runs `worker` in a new process with TESTBED_JAX_CACHE=cache."""
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    env["TESTBED_JAX_CACHE"] = cache
+    env = record.cache_env(cache)
     cmd = [
         sys.executable, __file__, "--worker", kind, "--case", str(case), "--calls", str(calls),
         "--num-batches", str(args.num_batches), "--num-samples", str(args.num_samples),
         "--tau", str(args.tau),
     ]  # fmt: skip
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{kind} worker failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return record.run_worker(cmd, env, f"{kind} worker")
 
 
 def bench_estimator(args) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -83,16 +82,12 @@ def worker(args) -> None:
 
 def fresh(args, calls: int, cache: str) -> dict:
     """Runs `worker` in a new process with TESTBED_JAX_CACHE=cache."""
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    env["TESTBED_JAX_CACHE"] = cache
+    env = record.cache_env(cache)
     cmd = [
         sys.executable, __file__, "--worker", "--num-cal", str(args.num_cal),
         "--trials", str(args.trials), "--scale", str(args.scale), "--calls", str(calls),
     ]  # fmt: skip
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"worker failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return record.run_worker(cmd, env)
 
 
 def main() -> None:

@@ -111,6 +111,23 @@ def save(script: str, rows: list[dict], meter: Meter | None = None) -> Path:
     return path
 
 
+def cache_env(cache: str) -> dict[str, str]:
+    """This process's environment for a worker with TESTBED_JAX_CACHE=cache (a folder, or
+    'off'), without the user's JAX_COMPILATION_CACHE_DIR (which would take precedence)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["TESTBED_JAX_CACHE"] = cache
+    return env
+
+
+def run_worker(cmd: list[str], env: dict[str, str] | None = None, what: str = "worker") -> dict:
+    """Runs a benchmark's worker process (`env`: None inherits this one's) and returns what
+    it measured: the JSON object on the last line of its output."""
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def ratio(reference: float, ours: float) -> str:
     """'12x' (two significant figures below 100, whole numbers above)."""
     if ours <= 0:

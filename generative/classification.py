@@ -162,13 +162,8 @@ class ClassificationProblem(EvidenceScoring):
     @cached_property
     def prior_knowledge(self) -> PriorKnowledge:
         s = self.settings
-        return PriorKnowledge(
-            input_dim=s.input_dim,
-            num_train=s.num_train,
-            num_classes=s.num_classes,
-            tau=s.tau,
-            temperature=s.temperature,
-            layers=len(s.hidden),
+        return PriorKnowledge.of_settings(
+            s, num_classes=s.num_classes, temperature=s.temperature, layers=len(s.hidden)
         )
 
     def oracle_predictive(self):

@@ -110,14 +110,7 @@ class GPRegressionProblem(EvidenceScoring):
     @cached_property
     def prior_knowledge(self) -> PriorKnowledge:
         s = self.settings
-        return PriorKnowledge(
-            input_dim=s.input_dim,
-            num_train=s.num_train,
-            num_classes=1,
-            tau=s.tau,
-            noise_std=s.noise_std,
-            layers=1,
-        )
+        return PriorKnowledge.of_settings(s, num_classes=1, noise_std=s.noise_std, layers=1)
 
     def oracle_predictive(self):
         """The environment's function where the problem tests (the cache): KL 0."""

@@ -51,6 +51,14 @@ class PriorKnowledge:
     noise_std: float | None = None  # regression: the sd of the targets' Gaussian noise
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
+    @classmethod
+    def of_settings(cls, settings: Any, **known: Any) -> PriorKnowledge:
+        """A seeded problem's knowledge: input_dim, num_train and tau read from its
+        settings, plus what else the family tells agents (`known`)."""
+        return cls(
+            input_dim=settings.input_dim, num_train=settings.num_train, tau=settings.tau, **known
+        )
+
 
 @runtime_checkable
 class EpistemicSampler(Protocol):

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import functools
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -148,27 +151,34 @@ def test_stored_programs_skip_tracing_in_a_new_process(tmp_path, monkeypatch, ja
     assert len(list((tmp_path / "testbed-programs").iterdir())) == 3
 
 
+def _c2st_lines(n: int, shift: float) -> str:
+    """Script lines printing C2ST's accuracy on two seeded Gaussian samples of n rows."""
+    return (
+        "from testbed.metrics import c2st\n"
+        "r = np.random.default_rng(0)\n"
+        f"print(c2st(r.standard_normal(({n}, 2)), r.standard_normal(({n}, 2)) + {shift}))\n"
+    )
+
+
+def _fresh_process(script: str, cache: Path, *argv: str) -> subprocess.CompletedProcess:
+    """`python -c script *argv` in a new process whose testbed cache folder is `cache` (and
+    no JAX cache folder of the user's)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["TESTBED_JAX_CACHE"] = str(cache)
+    return subprocess.run(
+        [sys.executable, "-c", script, *argv], env=env, capture_output=True, text=True
+    )
+
+
 def test_a_second_process_neither_compiles_nor_traces_the_classifier(tmp_path):
     """End to end, as a script meets it: the first process compiles C2ST's classifier into
     testbed's default cache (no setting needed), the second loads it."""
-    import subprocess
-    import sys
-
     script = (
-        "import logging, numpy as np, jax\n"
-        "jax.config.update('jax_log_compiles', True)\n"
-        "from testbed.metrics import c2st\n"
-        "r = np.random.default_rng(0)\n"
-        "print(c2st(r.standard_normal((60, 2)), r.standard_normal((60, 2)) + 1))\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    env["TESTBED_JAX_CACHE"] = str(tmp_path)
-    runs = [
-        subprocess.run(
-            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
-        )
-        for _ in range(2)
-    ]
+        "import logging, numpy as np, jax\njax.config.update('jax_log_compiles', True)\n"
+    ) + _c2st_lines(60, 1)
+    runs = [_fresh_process(script, tmp_path) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
     assert runs[0].stdout == runs[1].stdout  # the same accuracy
     assert "_train_epoch" in runs[0].stderr  # compiled (and traced) in the first
     assert "_train_epoch" not in runs[1].stderr  # neither in the second
@@ -181,24 +191,15 @@ def test_a_program_jax_loaded_from_its_cache_is_never_stored_broken(tmp_path):
     but the program does not (a new version, an edited comment): the stored program is
     missed, JAX's cache is hit. Such a copy is checked and not kept, so the next process
     runs (measured: before the check, the third run below failed)."""
-    import subprocess
-    import sys
-
     script = (
         "import sys, numpy as np\n"
         "import testbed.compilation_cache as cc\n"
         "if sys.argv[1] == 'edited':\n"
         "    cc.StoredPrograms._source_hash = property(lambda self: 'edited source')\n"
-        "from testbed.metrics import c2st\n"
-        "r = np.random.default_rng(0)\n"
-        "print(c2st(r.standard_normal((300, 2)), r.standard_normal((300, 2)) + 0.5))\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    env["TESTBED_JAX_CACHE"] = str(tmp_path)
+    ) + _c2st_lines(300, 0.5)
     runs, stored = [], []
     for version in ("original", "edited", "edited"):
-        runs.append(subprocess.run([sys.executable, "-c", script, version], env=env,
-                                   capture_output=True, text=True))  # fmt: skip
+        runs.append(_fresh_process(script, tmp_path, version))
         stored.append(len(list((tmp_path / "testbed-programs").glob("mlp_epoch-*.bin"))))
     assert [r.returncode for r in runs] == [0, 0, 0], runs[-1].stderr[-2000:]
     assert runs[0].stdout == runs[1].stdout == runs[2].stdout

@@ -20,6 +20,7 @@ gives the marginal NLL. Problems built from ids read TFDS data from $TFDS_DATA_D
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from functools import cached_property
 from typing import Literal
@@ -481,27 +482,18 @@ def variant_data_ids(specs) -> list[str]:
     ]
 
 
-@register_sweep("real")
-def real_ids() -> list[str]:
-    """The reference's real-data sweep: 10 TFDS datasets x tau {1, 10} x 5 seeds (100)."""
-    return main_ids(TFDS_DATASETS)
+def register_dataset_sweeps(name: str, specs) -> None:
+    """Registers the sweeps `name` (`main_ids`: datasets x tau {1, 10} x 5 seeds) and
+    `<name>_variant_data` (`variant_data_ids`: also x training sizes 1, 10, ..., capped at
+    each dataset's size) over the datasets `specs`."""
+    register_sweep(name)(functools.partial(main_ids, specs))
+    register_sweep(f"{name}_variant_data")(functools.partial(variant_data_ids, specs))
 
 
-@register_sweep("real_variant_data")
-def real_variant_data_ids() -> list[str]:
-    """TFDS datasets x tau x training sizes 1, 10, ..., capped at the dataset size x 5 seeds."""
-    return variant_data_ids(TFDS_DATASETS)
-
-
-@register_sweep("real_offline")
-def real_offline_ids() -> list[str]:
-    """The scikit-learn datasets (no network needed) x tau {1, 10} x 5 seeds (40)."""
-    return main_ids(SKLEARN_DATASETS)
-
-
-@register_sweep("real_offline_variant_data")
-def real_offline_variant_data_ids() -> list[str]:
-    return variant_data_ids(SKLEARN_DATASETS)
+# "real": the reference's real-data sweep, its 10 TFDS datasets (100 problems);
+# "real_offline": the scikit-learn datasets, no network needed (40 problems).
+register_dataset_sweeps("real", TFDS_DATASETS)
+register_dataset_sweeps("real_offline", SKLEARN_DATASETS)
 
 
 @register_sweep("real_offline_test")

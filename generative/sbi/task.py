@@ -17,6 +17,7 @@ a check (`supports_iid`; the others refuse, naming those that work).
 from __future__ import annotations
 
 import abc
+import dataclasses
 import functools
 import json
 import zlib
@@ -171,11 +172,18 @@ class Task(abc.ABC):
         """log p(theta) + log p(x_o | theta), [n]; -inf outside the support."""
         theta = as_rows(theta, self.dim_parameters, "theta")
         x_o = self.check_observation(x_o)
+        return self._log_posterior(theta, lambda inside: self._log_likelihood(inside, x_o))
+
+    def _log_posterior(
+        self, theta: np.ndarray, log_likelihood: Callable[[np.ndarray], np.ndarray]
+    ) -> np.ndarray:
+        """log p(theta) + log_likelihood(theta) per row [n]: the likelihood is evaluated
+        only where the prior is finite (outside the support, and NaN, give -inf)."""
         lp = self._log_prior(theta)
         out = np.full(theta.shape[0], -np.inf)
         ok = np.isfinite(lp)
         if ok.any():
-            out[ok] = lp[ok] + self._log_likelihood(theta[ok], x_o)
+            out[ok] = lp[ok] + log_likelihood(theta[ok])
         return np.where(np.isnan(out), -np.inf, out)
 
     def check_observation(self, x_o) -> np.ndarray:
@@ -298,12 +306,7 @@ class Task(abc.ABC):
         return self._log_posterior_iid(theta, self.check_observations(xs))
 
     def _log_posterior_iid(self, theta: np.ndarray, xs: np.ndarray) -> np.ndarray:
-        lp = self._log_prior(theta)
-        out = np.full(theta.shape[0], -np.inf)
-        ok = np.isfinite(lp)
-        if ok.any():
-            out[ok] = lp[ok] + self._log_likelihood_iid(theta[ok], xs)
-        return np.where(np.isnan(out), -np.inf, out)
+        return self._log_posterior(theta, lambda inside: self._log_likelihood_iid(inside, xs))
 
     def reference_posterior_iid(self, xs, num_samples: int = 10_000, seed: Seed = 0) -> np.ndarray:
         """`num_samples` draws from p(theta | x_1, ..., x_n) for an i.i.d. set xs [n,
@@ -387,34 +390,58 @@ class Task(abc.ABC):
     def to_unconstrained(self, theta) -> np.ndarray:
         """Maps parameters in the support to R^d (log / scaled logit / identity)."""
         theta = as_rows(theta, self.dim_parameters, "theta")
-        s = self.support
-        if s.kind == "positive":
-            return np.log(theta)
-        if s.kind == "box":
-            u = (theta - s.low) / (s.high - s.low)
-            return np.log(u) - np.log1p(-u)
-        return theta.copy()
+        return UNCONSTRAINING[self.support.kind].to_z(theta, self.support)
 
     def from_unconstrained(self, z) -> np.ndarray:
         """Inverse of `to_unconstrained`."""
         z = as_rows(z, self.dim_parameters, "z")
-        s = self.support
-        if s.kind == "positive":
-            return np.exp(z)
-        if s.kind == "box":
-            return s.low + (s.high - s.low) / (1.0 + np.exp(-z))
-        return z.copy()
+        return UNCONSTRAINING[self.support.kind].from_z(z, self.support)
 
     def log_abs_det_jacobian(self, z) -> np.ndarray:
         """log |d from_unconstrained(z) / dz|, [n]: add it to densities over theta."""
         z = as_rows(z, self.dim_parameters, "z")
-        s = self.support
-        if s.kind == "positive":
-            return z.sum(axis=1)
-        if s.kind == "box":
-            log_sig = -np.logaddexp(0.0, -z) - np.logaddexp(0.0, z)
-            return (np.log(s.high - s.low) + log_sig).sum(axis=1)
-        return np.zeros(z.shape[0])
+        return UNCONSTRAINING[self.support.kind].log_det(z, self.support)
+
+
+@dataclasses.dataclass(frozen=True)
+class Unconstraining:
+    """A support's bijection with R^d on rows [n, d]: theta -> z, z -> theta, and
+    log |d theta / dz| per row [n] (the three formulas of one kind kept together)."""
+
+    to_z: Callable[[np.ndarray, Support], np.ndarray]
+    from_z: Callable[[np.ndarray, Support], np.ndarray]
+    log_det: Callable[[np.ndarray, Support], np.ndarray]
+
+
+def _box_to_z(theta: np.ndarray, s: Support) -> np.ndarray:
+    """Scaled logit of a box's parameters."""
+    u = (theta - s.low) / (s.high - s.low)
+    return np.log(u) - np.log1p(-u)
+
+
+def _box_log_det(z: np.ndarray, s: Support) -> np.ndarray:
+    """log |d theta / dz| of the scaled sigmoid: log(high - low) + log sigma'(z), summed."""
+    log_sig = -np.logaddexp(0.0, -z) - np.logaddexp(0.0, z)
+    return (np.log(s.high - s.low) + log_sig).sum(axis=1)
+
+
+UNCONSTRAINING = {
+    "positive": Unconstraining(
+        to_z=lambda theta, s: np.log(theta),
+        from_z=lambda z, s: np.exp(z),
+        log_det=lambda z, s: z.sum(axis=1),
+    ),
+    "box": Unconstraining(
+        to_z=_box_to_z,
+        from_z=lambda z, s: s.low + (s.high - s.low) / (1.0 + np.exp(-z)),
+        log_det=_box_log_det,
+    ),
+    "real": Unconstraining(
+        to_z=lambda theta, s: theta.copy(),
+        from_z=lambda z, s: z.copy(),
+        log_det=lambda z, s: np.zeros(z.shape[0]),
+    ),
+}
 
 
 class UniformBoxTask(Task):

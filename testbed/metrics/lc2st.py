@@ -233,7 +233,13 @@ class LC2ST:
         p0 = 1.0 - np.asarray(trained.prob_class1(feats))
         return p0.reshape(-1, self.num_folds, self.num_ensemble, feats.shape[0]).mean(axis=2)
 
-    def _eval_points(self, theta_o, x_o) -> tuple[np.ndarray, np.ndarray]:
+    def _eval_points(
+        self, trained: TrainedMLPs | None, untrained: str, theta_o, x_o
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """theta_o [N_v, d] and x_o [1, dim_x], checked, for the classifiers `trained` (an
+        InputError saying `untrained` when they are not trained yet)."""
+        if trained is None:
+            raise InputError(untrained)
         theta_o = as_samples(theta_o, "theta_o")
         x_o = as_samples(np.reshape(to_numpy(x_o), (1, -1)), "x_o")
         if theta_o.shape[1] != self.dim_theta or x_o.shape[1] != self.x.shape[1]:
@@ -256,9 +262,8 @@ class LC2ST:
         return self._observed(theta_o, x_o)
 
     def _observed(self, theta_o, x_o) -> LC2STScores:
-        if self.trained_clfs is None:
-            raise InputError("get_scores: call train_on_observed_data() first")
-        theta_o, x_o = self._eval_points(theta_o, x_o)
+        untrained = "get_scores: call train_on_observed_data() first"
+        theta_o, x_o = self._eval_points(self.trained_clfs, untrained, theta_o, x_o)
         probs = self._probs(self.trained_clfs, theta_o, x_o)
         return LC2STScores(self._scores(probs), probs.mean(axis=1)[0])
 
@@ -267,9 +272,8 @@ class LC2ST:
         return self._null(theta_o, x_o)
 
     def _null(self, theta_o, x_o) -> LC2STScores:
-        if self.trained_clfs_null is None:
-            raise InputError("get_statistics_under_null_hypothesis: train the null first")
-        theta_o, x_o = self._eval_points(theta_o, x_o)
+        untrained = "get_statistics_under_null_hypothesis: train the null first"
+        theta_o, x_o = self._eval_points(self.trained_clfs_null, untrained, theta_o, x_o)
         probs = self._null_probs(theta_o, x_o)
         return LC2STScores(self._scores(probs), probs.mean(axis=1))
 
