@@ -219,8 +219,9 @@ def test_the_sweeping_scripts_end_an_interrupt_in_one_line(script, capsys, monke
         raise KeyboardInterrupt
 
     monkeypatch.setattr(module, "main", interrupted_sweep)
+    before = signal.getsignal(signal.SIGINT)  # default, or ignored in a background run
     assert interruptible(script, module.main) == EXIT_INTERRUPTED
     assert capsys.readouterr().err == f"{script}: interrupted\n"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before  # put back
     source = Path(module.__file__).read_text()
     assert f'sys.exit(interruptible("{script}", main))' in source
