@@ -173,14 +173,17 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def figure(table: pd.DataFrame, path: Path) -> None:
-    """Bars per agent at each tau: ours (solid, +- s.e.) beside the published (hatched)."""
+    """Bars per agent at each tau the table holds: ours (solid, +- s.e.) beside the
+    published (hatched)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(TAUS), figsize=(10, 3.4), sharey=True)
-    for ax, tau in zip(axes, TAUS):
+    taus = [tau for tau in TAUS if (table["tau"] == tau).any()]
+    fig, axes = plt.subplots(1, len(taus), figsize=(5 * len(taus), 3.4), sharey=True)
+    axes = np.atleast_1d(axes)
+    for ax, tau in zip(axes, taus):
         t = table[table["tau"] == tau].reset_index(drop=True)
         x = np.arange(len(t))
         ax.bar(x - 0.2, t["normalized_kl"], 0.4, yerr=t["stderr"], capsize=2, label="ours")

@@ -175,4 +175,7 @@ def test_report_of_a_partial_run_uses_the_groups_every_agent_finished(tmp_path, 
     assert list(table.index) == [("mlp", 100), ("ensemble", 100)]
     assert set(table["problems"]) == {42}
     assert table.loc[("ensemble", 100), "normalized_kl"] == pytest.approx(0.75)
+    # the figure has a panel for tau = 100 only (5 inches at 110 dpi; the PNG header)
+    width = int.from_bytes((out / "normalized_kl.png").read_bytes()[16:20], "big")
+    assert width == 5 * 110
     assert rnt.main([*argv, "--select", "0"]) == 2  # --select runs: not with --report
