@@ -774,16 +774,17 @@ def interruptible(prog: str, run: Callable[[], int]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return interruptible("testbed", lambda: _main(argv))
+    # `--help` and a usage error need none of the libraries: answered before they load
+    args = build_parser().parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
+    return interruptible("testbed", lambda: _main(args))
 
 
-def _main(argv: Sequence[str] | None = None) -> int:
+def _main(args: argparse.Namespace) -> int:
     from leaderboard.worker import enable_compilation_cache
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     setup_logging()
     enable_compilation_cache()
-    args = build_parser().parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
     setup_logging(_verbosity(args))
     from testbed.errors import EnvironmentFault, InputError
 
