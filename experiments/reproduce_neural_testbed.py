@@ -180,7 +180,7 @@ def figure(table: pd.DataFrame, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    taus = [tau for tau in TAUS if (table["tau"] == tau).any()]
+    taus = [tau for tau in TAUS if (table["tau"] == tau).any()] or list(TAUS)  # empty: axes
     fig, axes = plt.subplots(1, len(taus), figsize=(5 * len(taus), 3.4), sharey=True)
     axes = np.atleast_1d(axes)
     for ax, tau in zip(axes, taus):

@@ -179,3 +179,10 @@ def test_report_of_a_partial_run_uses_the_groups_every_agent_finished(tmp_path, 
     width = int.from_bytes((out / "normalized_kl.png").read_bytes()[16:20], "big")
     assert width == 5 * 110
     assert rnt.main([*argv, "--select", "0"]) == 2  # --select runs: not with --report
+
+
+def test_figure_of_a_table_without_rows_still_draws(tmp_path):
+    """A run whose jobs all failed has an empty table: the figure keeps both tau panels
+    (10 inches at 110 dpi) instead of failing after the sweep."""
+    rnt.figure(pd.DataFrame(columns=rnt.TABLE_COLUMNS), tmp_path / "f.png")
+    assert int.from_bytes((tmp_path / "f.png").read_bytes()[16:20], "big") == 10 * 110
