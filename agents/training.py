@@ -122,7 +122,7 @@ def targets(y: Any) -> jax.Array:
 
 
 def run_steps(
-    update: Callable[[Any, Batch, jax.Array], tuple[Any, jax.Array]],
+    update: Callable[[Any, Batch, Any], tuple[Any, jax.Array]],
     state: Any,
     x: jax.Array,
     y: jax.Array,
@@ -130,22 +130,55 @@ def run_steps(
     start: int | jax.Array,
     num_steps: int,
     batch_size: int = BATCH_SIZE,
+    draw: Callable[[jax.Array], Any] | None = None,
 ) -> tuple[Any, jax.Array]:
     """`num_steps` steps `state <- update(state, batch_t, key_t)` from step `start`: one scan.
 
     Traceable (call it inside `jit`); batch t and key t depend only on (key, t), so a
     loop split into pieces (burn-in, thinning) draws the same stream as one long loop.
+    With `draw`, update receives `draw(key_t)` instead of key_t, drawn ahead for a block of
+    steps at a time (the same values; a step's large normal draw costs ~1.6x less so).
     Returns the final state and the per-step losses.
     """
     n = x.shape[0]
     data_key, step_key = jax.random.split(key)
 
-    def step(state, t):
-        index = batch_indices(data_key, t, n, batch_size)
-        batch = Batch(x[index], y[index], index)
-        return update(state, batch, jax.random.fold_in(step_key, t))
+    def step(state, index_and_random):
+        index, random = index_and_random
+        return update(state, Batch(x[index], y[index], index), random)
 
-    return jax.lax.scan(step, state, start + jnp.arange(num_steps))
+    steps = start + jnp.arange(num_steps)
+    if draw is None:
+
+        def keyed_step(state, t):
+            index = batch_indices(data_key, t, n, batch_size)
+            return step(state, (index, jax.random.fold_in(step_key, t)))
+
+        return jax.lax.scan(keyed_step, state, steps)
+
+    def block(state, ts):
+        indices = jax.vmap(lambda t: batch_indices(data_key, t, n, batch_size))(ts)
+        drawn = jax.vmap(lambda t: draw(jax.random.fold_in(step_key, t)))(ts)
+        return jax.lax.scan(step, state, (indices, drawn))
+
+    size = _draw_block(draw, step_key, num_steps)
+    full = num_steps // size * size
+    state, values = jax.lax.scan(block, state, steps[:full].reshape(-1, size))
+    values = jax.tree.map(lambda v: v.reshape(full, *v.shape[2:]), values)
+    if full == num_steps:
+        return state, values
+    state, rest = block(state, steps[full:])
+    return state, jax.tree.map(lambda a, b: jnp.concatenate([a, b]), values, rest)
+
+
+DRAW_BLOCK_BYTES = 2**25  # drawn ahead per block of steps: 32 MB, 1,000 steps of ~8,000 floats
+
+
+def _draw_block(draw: Callable, key: jax.Array, num_steps: int) -> int:
+    """Steps per block of `run_steps`'s draws: at most 1,000 and DRAW_BLOCK_BYTES of draws."""
+    shapes = jax.tree.leaves(jax.eval_shape(draw, key))
+    per_step = max(1, sum(s.size * s.dtype.itemsize for s in shapes))
+    return max(1, min(num_steps, 1000, DRAW_BLOCK_BYTES // per_step))
 
 
 def _adam_update(loss_fn: Callable, learning_rate: jax.Array, aux: Any) -> Callable:

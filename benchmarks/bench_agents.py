@@ -6,11 +6,15 @@
    after another (K = 1 runs, compiled once), the reference's alternative.
 3. sgmcmc steps per second of our single jitted scan against a jitted step called from a
    Python loop (the reference steps its SGLD optimizer from Python).
+4. (`--only sgmcmc-sweep`) sgmcmc's training time over the 2021 sweep's seven training-set
+   sizes at the full default chain, its noise drawn ahead in blocks against drawn in each
+   step, and the 420-problem sweep's training hours on 2 workers that follow.
 
 Usage:
     .venv/bin/python benchmarks/bench_agents.py            # all three, sgmcmc 50,000 steps
     .venv/bin/python benchmarks/bench_agents.py --sgmcmc-steps 500000   # the full default
     .venv/bin/python benchmarks/bench_agents.py --only ensemble sgmcmc --members 30
+    .venv/bin/python benchmarks/bench_agents.py --only sgmcmc-sweep   # ~15 min
 """
 
 from __future__ import annotations
@@ -154,6 +158,45 @@ def bench_sgmcmc(num_steps: int, loop_steps: int) -> None:
     }
 
 
+def bench_sgmcmc_sweep(num_steps: int) -> dict:
+    """sgmcmc's training over the 2021 sweep's sizes: noise drawn ahead vs in each step.
+
+    One tau = 1 problem of each num_train (T = 0.1); the 420-problem sweep holds 60 of each,
+    so its training time on 2 workers is 30x the sum of the seven."""
+    config = SGMCMCConfig(num_batches=num_steps, burn_in_time=num_steps // 5)
+    short = SGMCMCConfig(num_batches=20_000, burn_in_time=4_000)
+    print(f"4. sgmcmc training, {num_steps:,} steps, one problem of each 2021 num_train")
+    print(f"   {'num_train':>9} {'drawn ahead':>12} {'each step':>10}")
+    total, worst = {True: 0.0, False: 0.0}, 0.0
+    for j in range(7):  # problem 60 j + 20: num_train block j, T = 0.1, tau = 1
+        problem = generative.load(f"classification_2d_2021/{60 * j + 20}")
+        data, prior = problem.train_data, problem.prior_knowledge
+        seconds = {}
+        for ahead in (True, False):
+            jax.block_until_ready(sample_chain(short, data, prior, ahead))  # compile
+            start = time.perf_counter()
+            jax.block_until_ready(sample_chain(config, data, prior, ahead))
+            seconds[ahead] = time.perf_counter() - start
+            total[ahead] += seconds[ahead]
+        a, b = (np.asarray(sample_chain(short, data, prior, ahead)) for ahead in (True, False))
+        worst = max(worst, float(np.max(np.abs(a - b)) / np.max(np.abs(b))))
+        n = prior.num_train
+        print(f"   {n:>9} {seconds[True]:>11.1f}s {seconds[False]:>9.1f}s", flush=True)
+    hours = {k: 30 * v / 3600 for k, v in total.items()}
+    print(
+        f"   420-problem sweep, training on 2 workers: {hours[True]:.2f} h drawn ahead, "
+        f"{hours[False]:.2f} h each step ({total[False] / total[True]:.2f}x); snapshots of a "
+        f"20,000-step chain agree within {worst:.1e} (relative to the largest weight)"
+    )
+    return {
+        "case": f"sgmcmc training over classification_2d_2021 (7 sizes x 60, {num_steps:,} steps)",
+        "ours": f"{hours[True]:.2f} h on 2 workers (step noise drawn ahead in blocks)",
+        "reference": f"each step drawing its own noise (before): {hours[False]:.2f} h",
+        "ratio": record.ratio(total[False], total[True]),
+        "agree": f"snapshots within {worst:.0e} of the largest weight (20,000 steps)",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=["training", "ensemble", "sgmcmc"])
@@ -161,6 +204,7 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=100)
     parser.add_argument("--sgmcmc-steps", type=int, default=50_000)
     parser.add_argument("--loop-steps", type=int, default=5_000)
+    parser.add_argument("--sweep-steps", type=int, default=500_000)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     meter, rows = record.Meter(), []
@@ -175,6 +219,8 @@ def main() -> None:
         rows.append(bench_ensemble(args.members))
     if "sgmcmc" in args.only:
         rows.append(bench_sgmcmc(args.sgmcmc_steps, args.loop_steps))
+    if "sgmcmc-sweep" in args.only:
+        rows.append(bench_sgmcmc_sweep(args.sweep_steps))
     if rows and not args.no_record:
         record.save(__file__, rows, meter)
 

@@ -17,7 +17,9 @@ import agents
 import generative
 import testbed
 from agents.training import (
+    DRAW_BLOCK_BYTES,
     Batch,
+    _draw_block,
     batch_indices,
     bootstrap_weights,
     decay_factor,
@@ -93,6 +95,38 @@ def test_loop_split_into_pieces_equals_one_loop():
     half, _ = run_steps(update, 0.0, x, y, key, 0, 8, 10)
     half, _ = run_steps(update, half, x, y, key, 8, 12, 10)
     np.testing.assert_allclose(float(whole), float(half), rtol=1e-6)
+
+
+def test_draws_made_ahead_in_blocks_equal_draws_made_each_step():
+    """`run_steps(draw=...)` (sgmcmc's noise) gives each step the draw it would make itself,
+    over several blocks and a partial last block, with per-step outputs in step order."""
+    x = jax.random.normal(jax.random.PRNGKey(0), (13, 2))
+    y = jnp.arange(13) % 2
+
+    def keyed(state, batch: Batch, key):
+        new = 0.9 * state + batch.x.sum() - jax.random.normal(key, (3,))
+        return new, new.sum()
+
+    def drawn(state, batch: Batch, noise):
+        new = 0.9 * state + batch.x.sum() - noise
+        return new, new.sum()
+
+    key, state = jax.random.PRNGKey(5), jnp.zeros(3)
+    draw = functools.partial(jax.random.normal, shape=(3,))
+    want, want_values = run_steps(keyed, state, x, y, key, 7, 2345, 10)
+    got, got_values = run_steps(drawn, state, x, y, key, 7, 2345, 10, draw=draw)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
+    assert got_values.shape == (2345,)
+    np.testing.assert_allclose(np.asarray(got_values), np.asarray(want_values), rtol=1e-5)
+
+
+def test_draw_blocks_are_capped_in_steps_and_bytes():
+    key = jax.random.PRNGKey(0)
+    small = functools.partial(jax.random.normal, shape=(3,))
+    big = functools.partial(jax.random.normal, shape=(2**22,))  # 16 MB a step
+    assert _draw_block(small, key, 500_000) == 1000
+    assert _draw_block(small, key, 7) == 7
+    assert _draw_block(big, key, 500_000) == DRAW_BLOCK_BYTES // 2**24
 
 
 def test_regularisation_scaling_and_batch_strategy():
