@@ -241,22 +241,6 @@ def test_npe_runs_unchanged_on_a_gaussian_conjugate_problem():
     assert problem.evaluate(predictive.posterior) == quality
 
 
-@pytest.mark.parametrize(
-    "pid,field",
-    [
-        ("conjugate_sbi/1000", "conjugate_sbi/<problem>/<num_simulations>"),
-        ("conjugate_sbi/wyb/99/1000", "conjugate problem"),
-        ("conjugate_sbi/wyb/1", "conjugate problem"),
-        ("conjugate_sbi/wyb/1/500", "num_simulations"),
-        ("conjugate_sbi/wyb/1/1e3", "num_simulations"),
-    ],
-)
-def test_bad_conjugate_sbi_ids_name_the_field(pid, field):
-    with pytest.raises(InputError, match=field) as err:
-        generative.load(pid)
-    assert "allowed" in str(err.value)
-
-
 @pytest.mark.slow
 def test_c2st_against_exact_samples_sees_a_flipped_correlation():
     """C2ST (testbed.metrics.c2st) with 1000 exact reference samples: ~0.5 for the exact

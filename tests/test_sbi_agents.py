@@ -33,18 +33,10 @@ from testbed.posterior_adapter import as_posterior
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-FAST = {"max_num_epochs": 3, "training_batch_size": 100}
-FAST_MCMC = {**FAST, **sbi_runs.FAST_MCMC}
+FAST, FAST_MCMC = sbi_runs.fast(3), sbi_runs.fast(3, mcmc=True)
 
 # (agent, overrides, budget): sequential agents run 2 rounds of 150 here.
-NEURAL = [
-    ("npe", FAST, 300),
-    ("snpe", {**FAST, "num_rounds": 2}, 300),
-    ("nle", FAST_MCMC, 300),
-    ("snle", {**FAST_MCMC, "num_rounds": 2}, 300),
-    ("nre", FAST_MCMC, 300),
-    ("snre", {**FAST_MCMC, "num_rounds": 2}, 300),
-]
+NEURAL = sbi_runs.wiring_cases(["npe", "snpe", "nle", "snle", "nre", "snre"], 3, 300)
 
 
 @pytest.mark.parametrize("name, overrides, budget", NEURAL)
@@ -130,26 +122,6 @@ def test_npe_on_a_real_valued_prior_task():
     problem, post, _ = run_agent("npe", FAST, 200, task="gaussian_linear")
     s = post.sample(problem.x_o, 8, seed=0)
     assert s.shape == (8, 10) and np.isfinite(s).all()
-
-
-@pytest.mark.parametrize(
-    "name, field, value",
-    [
-        ("npe", "num_rounds", 0),
-        ("npe", "learning_rate", -1.0),
-        ("npe", "density_estimator", "gp"),
-        ("nle", "num_chains", 0),
-        ("nle", "init_strategy", "latest"),
-        ("nre", "num_atoms", 1),
-        ("rej_abc", "num_top_samples", 1),
-        ("rej_abc", "kde_bandwidth", "wide"),
-        ("smc_abc", "epsilon_decay", 1.5),
-        ("smc_abc", "kernel_variance_scale", 0.0),
-    ],
-)
-def test_bad_config_names_the_field(name, field, value):
-    with pytest.raises(InputError, match=field):
-        agents.load(name, **{field: value})
 
 
 def test_too_many_rounds_for_the_budget():

@@ -66,22 +66,6 @@ def test_tasks_without_a_trustworthy_reference_refuse_iid_ids(task, n):
         get_task(task).reference_posterior_iid(get_task(task).observation(1), 10)
 
 
-@pytest.mark.parametrize(
-    "pid, message",
-    [
-        ("sbi/slcp/1000/1/iid7", r"iid set size \(iid<n>\): got '7'; allowed: one of: 1, 10, 100"),
-        ("sbi/slcp/1000/1/iid", r"iid set size \(iid<n>\): got ''"),
-        ("sbi/slcp/1000/1/iid010", "got '010'"),
-        ("sbi/slcp/1000/1/iid10/seeded", "allowed: 'sbi/<task>/<num_simulations>/<observation>'"),
-        ("sbi/slcp/1000/1/iid10/x", "'.../iid<n>' for n i.i.d. draws"),
-        ("sbi/slcp/1000/1/seeded/seeded", "problem id: got"),
-    ],
-)
-def test_bad_iid_ids_say_what_is_allowed(pid, message):
-    with pytest.raises(InputError, match=message):
-        generative.problem_settings(pid)
-
-
 # ----------------------------------------------------------------------------- the sets
 @pytest.mark.parametrize("name", ["gaussian_linear", "slcp_distractors", "bernoulli_glm_raw"])
 def test_sets_start_at_observation_k_and_are_nested(name):

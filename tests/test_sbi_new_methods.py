@@ -18,16 +18,10 @@ from testbed.posterior_adapter import as_posterior
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-FAST = {"max_num_epochs": 2, "training_batch_size": 100}
-FAST_MCMC = {**FAST, **sbi_runs.FAST_MCMC}
-NEW = [
-    ("fmpe", FAST, 200),
-    ("npse", {**FAST, "sampling_steps": 10}, 200),
-    ("nre_c", FAST_MCMC, 200),
-    ("bnre", FAST_MCMC, 200),
-    ("snre_c", {**FAST_MCMC, "num_rounds": 2}, 200),
-    ("sbnre", {**FAST_MCMC, "num_rounds": 2}, 200),
-]
+FAST, FAST_MCMC = sbi_runs.fast(2), sbi_runs.fast(2, mcmc=True)
+NEW = sbi_runs.wiring_cases(
+    ["fmpe", "npse", "nre_c", "bnre", "snre_c", "sbnre"], 2, 200, npse={"sampling_steps": 10}
+)
 
 
 @pytest.mark.parametrize("name, overrides, budget", NEW)
@@ -73,23 +67,6 @@ def test_vector_field_agents_have_one_round(name):
     """sbi 0.27 has no multi-round FMPE / NPSE: refused by name, before any training."""
     with pytest.raises(InputError, match=r"num_rounds: got 2; allowed: 1 \(sbi 0.27 trains"):
         agents.load(name, num_rounds=2)
-
-
-@pytest.mark.parametrize(
-    "name, field, value",
-    [
-        ("nre_c", "num_classes", 0),
-        ("nre_c", "gamma", 0.0),
-        ("bnre", "regularization_strength", -1.0),
-        ("npse", "sampling_steps", 1),
-        ("npse", "sde_type", "xx"),
-        ("fmpe", "vf_estimator", "unet"),
-        ("fmpe", "num_layers", 0),
-    ],
-)
-def test_bad_config_names_the_field(name, field, value):
-    with pytest.raises(InputError, match=field):
-        agents.load(name, **{field: value})
 
 
 def test_npse_sampler_settings_reach_sbi():
