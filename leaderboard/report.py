@@ -528,6 +528,17 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
         )
     for spec, rankings in board.sections():
         parts += _section(board, spec, rankings)
+    parts += _runtimes_section(df) + _failures_section(df)
+    configs = df.drop_duplicates("config_key")[["agent", "config_key", "config"]]
+    parts.append("<h2>Agent configs</h2>")
+    parts.append(html_table(configs, "configs"))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _runtimes_section(df: pd.DataFrame) -> list[str]:
+    """The report's runtimes: a table of seconds per agent config and its figure."""
+    parts = []
     timing = runtimes(df)
     parts.append("<h2>Runtimes</h2>")
     parts.append(f'<p class="note">{html.escape(RUNTIME_NOTE)}</p>')
@@ -547,6 +558,12 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
             )
     else:
         parts.append('<p class="note">No finished jobs.</p>')
+    return parts
+
+
+def _failures_section(df: pd.DataFrame) -> list[str]:
+    """The report's failed jobs, each with its stored reason and traceback."""
+    parts = []
     fail_cols = ["agent", "problem_id", "agent_seed", "attempts", "error", "traceback"]
     fails = df.loc[df["status"] == "failed", [c for c in fail_cols if c in df]]
     parts.append(f"<h2>Failed jobs ({len(fails)})</h2>")
@@ -559,11 +576,7 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
         parts.append(html_table(fails, "failures", cells={"traceback": _traceback_cell}))
     else:
         parts.append("<p>None.</p>")
-    configs = df.drop_duplicates("config_key")[["agent", "config_key", "config"]]
-    parts.append("<h2>Agent configs</h2>")
-    parts.append(html_table(configs, "configs"))
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return parts
 
 
 def _unranked_agents(df: pd.DataFrame) -> str:

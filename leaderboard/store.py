@@ -756,52 +756,12 @@ def salvage(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
         raise InputError(f"out: got {str(out)!r}, which exists; allowed: a new file")
     check_output_path("out", out, [path])
     with tempfile.TemporaryDirectory(prefix="testbed-salvage-") as folder:
-        copy = Path(folder) / "results.db"
-        shutil.copyfile(source, copy)
-        _pad_to_header_size(copy)
-        source_wal = wal.wal_path(source)
-        if source_wal.exists():
-            shutil.copyfile(source_wal, wal.wal_path(copy))
-            damage = wal.scan(copy)
-            if damage is not None and damage.lost_commits:
-                wal.repair(wal.wal_path(copy), wal.page_size_of(copy))
-        conn = sqlite3.connect(copy, isolation_level=None)
+        conn = sqlite3.connect(_mended_copy(source, Path(folder)), isolation_level=None)
         conn.text_factory = _text
         try:
-            known, exact = _known_rowids(conn)
-            last = max(known, default=0)
-            copied, lost = 0, 0
             try:
                 with ResultsStore(target, mode="w") as store, store._transaction() as dest:
-                    query = f"SELECT {', '.join(STORED_COLUMNS)} FROM results WHERE rowid = ?"
-                    insert = (
-                        f"INSERT OR IGNORE INTO results ({', '.join(STORED_COLUMNS)}) "
-                        f"VALUES ({', '.join('?' * len(STORED_COLUMNS))})"
-                    )
-                    rowid, misses, seen = 0, 0, 0
-                    failed: list[int] = []  # ids that raised, or that an index names
-                    while rowid < last or (not exact and misses < MAX_MISSES):
-                        rowid += 1
-                        try:
-                            row = conn.execute(query, (rowid,)).fetchone()
-                        except (sqlite3.DatabaseError, UnicodeDecodeError):
-                            row = None
-                            failed.append(rowid)
-                        else:
-                            if row is None and rowid in known:
-                                failed.append(rowid)
-                        if row is None:
-                            misses += 1
-                            continue
-                        misses, seen = 0, rowid
-                        values = dict(zip(STORED_COLUMNS, row))
-                        if row_problem(values["metrics"], values["config"]) is not None:
-                            lost += 1
-                            continue
-                        dest.execute(insert, row)
-                        copied += 1
-                    # ids past the last row there is are not rows: not counted as lost
-                    lost += sum(1 for i in failed if i <= max(last, seen))
+                    copied, lost = _copy_readable_rows(conn, dest)
             except BaseException:
                 _remove_store(target)
                 raise
@@ -810,6 +770,58 @@ def salvage(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
     if copied == 0:
         _remove_store(target)
     return copied, lost
+
+
+def _mended_copy(source: Path, folder: Path) -> Path:
+    """A copy of the results file and its WAL in `folder`, padded to its header's size,
+    the WAL's checksums renewed past a damaged frame (see `salvage`)."""
+    copy = folder / "results.db"
+    shutil.copyfile(source, copy)
+    _pad_to_header_size(copy)
+    source_wal = wal.wal_path(source)
+    if source_wal.exists():
+        shutil.copyfile(source_wal, wal.wal_path(copy))
+        damage = wal.scan(copy)
+        if damage is not None and damage.lost_commits:
+            wal.repair(wal.wal_path(copy), wal.page_size_of(copy))
+    return copy
+
+
+def _copy_readable_rows(conn: sqlite3.Connection, dest: sqlite3.Connection) -> tuple[int, int]:
+    """Copies every readable, sound row of `conn` into `dest` by row id; returns (rows
+    copied, rows lost: unreadable, named by an index but gone, or unsound)."""
+    known, exact = _known_rowids(conn)
+    last = max(known, default=0)
+    copied, lost = 0, 0
+    query = f"SELECT {', '.join(STORED_COLUMNS)} FROM results WHERE rowid = ?"
+    insert = (
+        f"INSERT OR IGNORE INTO results ({', '.join(STORED_COLUMNS)}) "
+        f"VALUES ({', '.join('?' * len(STORED_COLUMNS))})"
+    )
+    rowid, misses, seen = 0, 0, 0
+    failed: list[int] = []  # ids that raised, or that an index names
+    while rowid < last or (not exact and misses < MAX_MISSES):
+        rowid += 1
+        try:
+            row = conn.execute(query, (rowid,)).fetchone()
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
+            row = None
+            failed.append(rowid)
+        else:
+            if row is None and rowid in known:
+                failed.append(rowid)
+        if row is None:
+            misses += 1
+            continue
+        misses, seen = 0, rowid
+        values = dict(zip(STORED_COLUMNS, row))
+        if row_problem(values["metrics"], values["config"]) is not None:
+            lost += 1
+            continue
+        dest.execute(insert, row)
+        copied += 1
+    # ids past the last row there is are not rows: not counted as lost
+    return copied, lost + sum(1 for i in failed if i <= max(last, seen))
 
 
 def _remove_store(path: Path) -> None:

@@ -104,3 +104,46 @@ def test_imports_point_downward():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+MAX_CODE_LINES = 60  # a function's lines of code, its docstring, comments and blanks aside
+SHORT_FUNCTION_PACKAGES = ("leaderboard", "testbed/metrics")
+LONG_FUNCTIONS_ALLOWED: set[str] = set()  # "path::name" of a declared exception
+
+
+def _code_lines(node: ast.FunctionDef, source: list[str]) -> int:
+    first = node.body[0]
+    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+    skip = range(first.lineno, first.end_lineno + 1) if docstring else range(0)
+    lines = (
+        source[n - 1].strip() for n in range(node.lineno, node.end_lineno + 1) if n not in skip
+    )
+    return sum(1 for line in lines if line and not line.startswith("#"))
+
+
+def _long_functions(folder: Path, base: Path = ROOT) -> list[str]:
+    out = []
+    for path in sorted(folder.rglob("*.py")):
+        source = path.read_text().split("\n")
+        for node in ast.walk(ast.parse("\n".join(source))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                name, lines = f"{path.relative_to(base)}::{node.name}", _code_lines(node, source)
+                if lines > MAX_CODE_LINES and name not in LONG_FUNCTIONS_ALLOWED:
+                    out.append(f"{name} ({lines} lines of code)")
+    return out
+
+
+def test_functions_are_short_in_the_leaderboard_and_the_metrics():
+    """Each function of `leaderboard/` and `testbed/metrics/` reads on one screen."""
+    long = [f for package in SHORT_FUNCTION_PACKAGES for f in _long_functions(ROOT / package)]
+    assert long == []
+
+
+def test_the_length_check_counts_code_not_docstrings_or_comments(tmp_path):
+    def body(n):
+        return "\n".join(f"    x{i} = {i}" for i in range(n))
+
+    (tmp_path / "long.py").write_text(f'def f():\n    """Doc."""\n    # note\n\n{body(60)}\n')
+    ok = f'def g():\n    """Doc.\n\n    More."""\n    # note\n\n{body(59)}\n'
+    (tmp_path / "ok.py").write_text(ok)
+    assert _long_functions(tmp_path, tmp_path) == ["long.py::f (61 lines of code)"]

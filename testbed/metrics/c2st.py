@@ -74,6 +74,26 @@ def _sklearn_scores(clf: Any, data, target, n_folds: int, seed: int, scoring: st
 
 
 @with_library_cache
+def _check_settings(ref, smp, n_folds, scoring, mlp_config) -> None:
+    """`c2st_scores`' rules: same dimension, n_folds an integer >= 2 with at least n_folds
+    samples a side, a known scoring, an MLPConfig or None."""
+    same_dim(ref, smp, "reference", "samples")
+    if isinstance(n_folds, bool) or not isinstance(n_folds, int | np.integer):
+        raise InputError(f"n_folds: got {n_folds!r}; allowed: an integer >= 2")
+    check_at_least("n_folds", n_folds, 2)
+    if mlp_config is not None and not isinstance(mlp_config, MLPConfig):
+        raise InputError(
+            f"mlp_config: got {type(mlp_config).__name__}; allowed: an MLPConfig "
+            "(e.g. MLPConfig.sbibm(dim) with dataclasses.replace) or None"
+        )
+    check_one_of("scoring", scoring, ("accuracy", "roc_auc"))
+    for name, x in (("reference", ref), ("samples", smp)):
+        if x.shape[0] < n_folds:
+            raise InputError(
+                f"{name}: got {x.shape[0]} samples; allowed: at least n_folds = {n_folds}"
+            )
+
+
 def c2st_scores(
     reference,
     samples,
@@ -89,22 +109,8 @@ def c2st_scores(
     """Held-out score of each fold (see `c2st`)."""
     ref = as_samples(reference, "reference")
     smp = as_samples(samples, "samples")
-    same_dim(ref, smp, "reference", "samples")
     seed = check_seed("seed", seed)
-    if isinstance(n_folds, bool) or not isinstance(n_folds, int | np.integer):
-        raise InputError(f"n_folds: got {n_folds!r}; allowed: an integer >= 2")
-    check_at_least("n_folds", n_folds, 2)
-    if mlp_config is not None and not isinstance(mlp_config, MLPConfig):
-        raise InputError(
-            f"mlp_config: got {type(mlp_config).__name__}; allowed: an MLPConfig "
-            "(e.g. MLPConfig.sbibm(dim) with dataclasses.replace) or None"
-        )
-    check_one_of("scoring", scoring, ("accuracy", "roc_auc"))
-    for name, x in (("reference", ref), ("samples", smp)):
-        if x.shape[0] < n_folds:
-            raise InputError(
-                f"{name}: got {x.shape[0]} samples; allowed: at least n_folds = {n_folds}"
-            )
+    _check_settings(ref, smp, n_folds, scoring, mlp_config)
     if z_score_data:
         ref, smp = z_score(ref, smp)
     if noise_scale is not None:

@@ -521,6 +521,48 @@ def default_chunk_size(n_models: int) -> int:
 
 
 @with_library_cache
+def _check_training_set(x_host: np.ndarray, y_np: np.ndarray, train_rows: list) -> None:
+    """`train_many`'s input rules: one label row and >= 2 training rows a model, x shared
+    [N, d] or one [N, d] a model, N the rows of y."""
+    n_models = len(train_rows)
+    if n_models == 0 or min(len(r) for r in train_rows) < 2:
+        raise InputError(
+            "train_rows: got no models or a model with fewer than 2 rows; allowed: one array "
+            "of at least 2 row indices per model"
+        )
+    if y_np.ndim != 2 or y_np.shape[0] != n_models:
+        raise InputError(
+            f"y: got shape {y_np.shape}; allowed: [{n_models}, N] (one label row a model)"
+        )
+    if x_host.ndim == 3 and x_host.shape[0] != n_models:
+        raise InputError(
+            f"x: got {x_host.shape[0]} per-model inputs; allowed: [N, d] shared or "
+            f"[{n_models}, N, d] (one a model)"
+        )
+    if x_host.ndim not in (2, 3) or x_host.shape[-2] != y_np.shape[1]:
+        raise InputError(
+            f"x: got shape {x_host.shape} for y of shape {y_np.shape}; allowed: "
+            f"[{y_np.shape[1]}, d] or [{n_models}, {y_np.shape[1]}, d] (the rows of y)"
+        )
+
+
+def _fit_and_validation_rows(
+    cfg: MLPConfig, y_np: np.ndarray, train_rows: list, val_seed: int
+) -> tuple[list, list]:
+    """Each model's fitting and validation rows: a stratified split with early stopping
+    (scikit-learn's), else all rows fit (and one stands in as an unused validation row)."""
+    if not cfg.early_stopping:
+        return train_rows, [r[:1] for r in train_rows]
+    rng = np.random.default_rng(val_seed)
+    splits = [
+        stratified_validation(y_np[i, r].astype(int), cfg.validation_fraction, rng)
+        for i, r in enumerate(train_rows)
+    ]
+    return [r[s[0]] for r, s in zip(train_rows, splits)], [
+        r[s[1]] for r, s in zip(train_rows, splits)
+    ]
+
+
 def train_many(
     cfg: MLPConfig,
     x,
@@ -550,43 +592,15 @@ def train_many(
     x_host = np.asarray(x, np.float32)
     y_np = np.asarray(y, np.float32)
     n_models = len(train_rows)
-    if n_models == 0 or min(len(r) for r in train_rows) < 2:
-        raise InputError(
-            "train_rows: got no models or a model with fewer than 2 rows; allowed: one array "
-            "of at least 2 row indices per model"
-        )
-    if y_np.ndim != 2 or y_np.shape[0] != n_models:
-        raise InputError(
-            f"y: got shape {y_np.shape}; allowed: [{n_models}, N] (one label row a model)"
-        )
-    if x_host.ndim == 3 and x_host.shape[0] != n_models:
-        raise InputError(
-            f"x: got {x_host.shape[0]} per-model inputs; allowed: [N, d] shared or "
-            f"[{n_models}, N, d] (one a model)"
-        )
-    if x_host.ndim not in (2, 3) or x_host.shape[-2] != y_np.shape[1]:
-        raise InputError(
-            f"x: got shape {x_host.shape} for y of shape {y_np.shape}; allowed: "
-            f"[{y_np.shape[1]}, d] or [{n_models}, {y_np.shape[1]}, d] (the rows of y)"
-        )
+    _check_training_set(x_host, y_np, train_rows)
     if chunk_size is None:
         chunk = default_chunk_size(n_models)
     else:
         check_at_least("chunk_size", chunk_size, 1)
         chunk = min(chunk_size, n_models)
-    batch = cfg.batch_size
-    if cfg.early_stopping:
-        rng = np.random.default_rng(val_seed)
-        splits = [
-            stratified_validation(y_np[i, r].astype(int), cfg.validation_fraction, rng)
-            for i, r in enumerate(train_rows)
-        ]
-        fit_rows = [r[s[0]] for r, s in zip(train_rows, splits)]
-        val_rows = [r[s[1]] for r, s in zip(train_rows, splits)]
-    else:
-        fit_rows, val_rows = train_rows, [r[:1] for r in train_rows]
+    fit_rows, val_rows = _fit_and_validation_rows(cfg, y_np, train_rows, val_seed)
     # scikit-learn's batch size is min(batch_size, n_samples)
-    batch = min(batch, min(len(r) for r in fit_rows))
+    batch = min(cfg.batch_size, min(len(r) for r in fit_rows))
     train_idx, n_train = _pad(fit_rows, batch)
     val_idx, n_val = _pad(val_rows, 1)
     init = _to_trainer_layout(stack_init(x_host.shape[-1], cfg.hidden_layers, init_seeds))
