@@ -354,8 +354,8 @@ def _evaluate_group(agent, problems, members: list[int], metrics, done) -> None:
                 value = exc
             done(i, value)
         return
-    try:
-        trained = presample(train_shared(agent, group), group)
+    try:  # checked in evaluate_many: trained here without train_shared's checks
+        trained = presample(_train_once(agent, group), group)
     except Exception as exc:  # a failed training fails every problem it was to serve
         for i in members:
             done(i, exc)
@@ -390,8 +390,12 @@ def train_shared(agent: Agent, problems: Sequence[Problem]) -> Trained:
         )
     for problem in problems:
         check_prediction(agent, problem)
-    trained = train_timed(agent, problems[0])
-    return dataclasses.replace(trained, shared=len(problems))
+    return _train_once(agent, problems)
+
+
+def _train_once(agent: Agent, problems: Sequence[Problem]) -> Trained:
+    """One training on the first problem's data, recorded as shared by all `problems`."""
+    return dataclasses.replace(train_timed(agent, problems[0]), shared=len(problems))
 
 
 def presample(trained: Trained, problems: Sequence[Problem]) -> Trained:

@@ -3,6 +3,8 @@ it, and give the numbers of separate trainings."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 import agents
@@ -49,3 +51,18 @@ def test_oracles_never_share_and_real_data_pairs_do():
     assert len(oracle) == 4
     shared = [tuple(j.problem_id for j in u.jobs) for u in units if isinstance(u, JobGroup)]
     assert shared == [tuple(PAIR), ("real/iris/1/0", "real/iris/10/1")]
+
+
+def test_a_shared_training_checks_each_problem_once(monkeypatch):
+    """evaluate_many checks what the agent predicts once a problem, before training, also
+    when the problems share one training."""
+    evaluate = importlib.import_module("testbed.evaluate")  # the module, not the function
+    calls = []
+    check = evaluate.check_prediction
+    monkeypatch.setattr(
+        evaluate, "check_prediction", lambda a, p, *n: calls.append(p) or check(a, p, *n)
+    )
+    problems = [generative.load(p, num_test_seeds=10, num_enn_samples=5) for p in PAIR]
+    out = testbed.evaluate_many(agents.load("uniform"), problems)
+    assert [q["shared_training"] for q in out] == [2, 2]
+    assert calls == problems
