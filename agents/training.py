@@ -36,6 +36,28 @@ class Batch(NamedTuple):
     index: jax.Array
 
 
+class WeightedRows(NamedTuple):
+    """A batch as its distinct rows: x [r, d], y [r] and weights [r] summing to 1 (a row's
+    count in the batch / batch size), so sum(weight * loss) is the batch's mean loss."""
+
+    x: jax.Array
+    y: jax.Array
+    weight: jax.Array
+
+
+def distinct_rows(x: jax.Array, y: jax.Array, index: jax.Array) -> WeightedRows:
+    """Batch `index` of the n examples (x, y) as WeightedRows: with n < batch size, every
+    example weighted by its count in the batch (fewer rows to compute, n = 1 gives one row
+    instead of 100 copies), else the batch's rows, each weighted 1 / batch size."""
+    n, size = x.shape[0], index.shape[0]
+    if n == 1:  # (also: XLA fails to compile the scatter below into one slot)
+        return WeightedRows(x, y, jnp.ones(1, jnp.float32))
+    if n < size:
+        counts = jnp.zeros(n, jnp.float32).at[index].add(1.0)
+        return WeightedRows(x, y, counts / size)
+    return WeightedRows(x[index], y[index], jnp.full(size, 1.0 / size, jnp.float32))
+
+
 def batch_indices(key: jax.Array, step: jax.Array, n: int, batch_size: int) -> jax.Array:
     """Data indices of batch `step` of the shuffled repeat-then-batch stream over n examples.
 
@@ -122,7 +144,7 @@ def targets(y: Any) -> jax.Array:
 
 
 def run_steps(
-    update: Callable[[Any, Batch, Any], tuple[Any, jax.Array]],
+    update: Callable[[Any, Any, Any], tuple[Any, jax.Array]],
     state: Any,
     x: jax.Array,
     y: jax.Array,
@@ -131,6 +153,7 @@ def run_steps(
     num_steps: int,
     batch_size: int = BATCH_SIZE,
     draw: Callable[[jax.Array], Any] | None = None,
+    weighted: bool = False,
 ) -> tuple[Any, jax.Array]:
     """`num_steps` steps `state <- update(state, batch_t, key_t)` from step `start`: one scan.
 
@@ -138,6 +161,7 @@ def run_steps(
     loop split into pieces (burn-in, thinning) draws the same stream as one long loop.
     With `draw`, update receives `draw(key_t)` instead of key_t, drawn ahead for a block of
     steps at a time (the same values; a step's large normal draw costs ~1.6x less so).
+    With `weighted`, batch_t comes as `distinct_rows` (for a loss that weights its rows).
     Returns the final state and the per-step losses.
     """
     n = x.shape[0]
@@ -145,7 +169,8 @@ def run_steps(
 
     def step(state, index_and_random):
         index, random = index_and_random
-        return update(state, Batch(x[index], y[index], index), random)
+        batch = distinct_rows(x, y, index) if weighted else Batch(x[index], y[index], index)
+        return update(state, batch, random)
 
     steps = start + jnp.arange(num_steps)
     if draw is None:

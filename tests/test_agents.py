@@ -19,10 +19,12 @@ import testbed
 from agents.training import (
     DRAW_BLOCK_BYTES,
     Batch,
+    WeightedRows,
     _draw_block,
     batch_indices,
     bootstrap_weights,
     decay_factor,
+    distinct_rows,
     prior_temperature_scale,
     run_steps,
     scheduled_steps,
@@ -118,6 +120,32 @@ def test_draws_made_ahead_in_blocks_equal_draws_made_each_step():
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
     assert got_values.shape == (2345,)
     np.testing.assert_allclose(np.asarray(got_values), np.asarray(want_values), rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [1, 13, 150])
+def test_weighted_distinct_rows_give_the_batch_mean_loss(n):
+    """`run_steps(weighted=True)` (sgmcmc's batches): a loss weighting the distinct rows
+    (n < 100) or the batch's rows (n >= 100) follows the same path as the batch mean."""
+    x = jax.random.normal(jax.random.PRNGKey(0), (n, 2))
+    y = jnp.arange(n) % 3 - 1.0
+
+    def update(state, batch, key):
+        def loss(theta):
+            err = jnp.square(batch.x @ theta - batch.y)
+            return jnp.sum(batch.weight * err) if isinstance(batch, WeightedRows) else err.mean()
+
+        value, grad = jax.value_and_grad(loss)(state)
+        return state - 0.05 * grad + 0.01 * jax.random.normal(key, (2,)), value
+
+    key, state = jax.random.PRNGKey(3), jnp.ones(2)
+    want, want_values = run_steps(update, state, x, y, key, 0, 300)
+    got, got_values = run_steps(update, state, x, y, key, 0, 300, weighted=True)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(got_values), np.asarray(want_values), rtol=1e-5, atol=1e-7
+    )  # losses near 0: their rounding is absolute
+    rows = distinct_rows(x, y, batch_indices(key, 0, n, 100))
+    assert rows.x.shape[0] == min(n, 100) and float(rows.weight.sum()) == pytest.approx(1.0)
 
 
 def test_draw_blocks_are_capped_in_steps_and_bytes():
