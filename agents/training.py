@@ -50,7 +50,7 @@ def distinct_rows(x: jax.Array, y: jax.Array, index: jax.Array) -> WeightedRows:
     example weighted by its count in the batch (fewer rows to compute, n = 1 gives one row
     instead of 100 copies), else the batch's rows, each weighted 1 / batch size."""
     n, size = x.shape[0], index.shape[0]
-    if n == 1:  # (also: XLA fails to compile the scatter below into one slot)
+    if n == 1:  # its one row, whole (jaxlib 0.10.2 fails to compile the scatter below at n = 1)
         return WeightedRows(x, y, jnp.ones(1, jnp.float32))
     if n < size:
         counts = jnp.zeros(n, jnp.float32).at[index].add(1.0)
