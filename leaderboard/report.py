@@ -414,8 +414,8 @@ def _section(board: Board, spec: RankedBy, rankings: list[Ranking]) -> list[str]
         cols = [c for c in shown_columns(spec) if c in r.table.columns]
         columns += cols
         if len(r.table):
-            name = _table_name(board, r)
-            parts.append(html_table(r.table, name, cols, normalizer=table_norm, spec=spec))
+            table = _table_name(board, r)  # not `name`: the plots' captions use that
+            parts.append(html_table(r.table, table, cols, normalizer=table_norm, spec=spec))
         else:
             parts.append('<p class="note">No agent config has a score here.</p>')
         if r.observations:

@@ -268,6 +268,10 @@ def test_report_explains_itself(report):
     assert not [c for c in cells if re.fullmatch(r"-?[\d.]+e[+-]?\d+", c)]
     # tau = 1 and 5 ran: the caption says marginal and joint
     assert "marginal (tau = 1) and joint (tau = 5)" in page.captions["kl-by-agent"]
+    # the captions name the score, never a table of one tau
+    for plot in ("kl-by-agent", "kl-vs-num-train"):
+        caption = page.captions[plot]
+        assert "KL" in caption and "kl-tau" not in caption, caption
 
 
 def test_runtimes_are_medians_and_say_why(report):
