@@ -204,10 +204,11 @@ def plot_by_agent(rankings: list[Ranking]):
         short = r.spec.short
         ax.barh(y, t[f"normalized_{short}"], xerr=t["normalized_stderr"].fillna(0), color="#4c72b0")
         ax.set_yticks(y, [_mpl(v) for v in t["label"]])
-        said = r.spec.title(r.tau) + ("" if r.tau is None else f" (tau={r.tau})")
+        score = r.spec.title(r.tau)  # marginal at tau = 1, else the family's score
+        said = score + ("" if r.tau is None else f" (tau={r.tau})")
         ax.set_title(_mpl(f"{r.family}: {said}"), fontsize=10)
         norm = r.table.attrs.get("normalizer")
-        ax.set_xlabel(_mpl(f"{r.spec.name} / {norm}'s" if norm else f"mean {r.spec.name}"))
+        ax.set_xlabel(_mpl(f"{score} / {norm}'s" if norm else f"mean {score}"))
         if norm:
             ax.axvline(1.0, color="#999", lw=0.8, ls="--")
     fig.tight_layout()

@@ -19,6 +19,7 @@ from experiments.cli import main
 from leaderboard import board as lb
 from leaderboard.jobs import Job
 from leaderboard.report import (
+    plot_by_agent,
     plot_runtimes,
     plot_vs_budget,
     plot_vs_num_train,
@@ -313,6 +314,14 @@ def test_a_marginal_only_report_never_speaks_of_joint_predictions(tmp_path):
     assert "marginal predictions (tau = 1)" in page.captions["kl-by-agent"]
     assert not [h for h in page.headings if "joint" in h.lower()], page.headings
     assert "joint" not in page.captions["kl-by-agent"].lower()
+
+
+def test_each_panel_names_its_own_score(tmp_path):
+    """A tau = 1 panel's axis says marginal KL, a tau = 5 panel's joint KL."""
+    board = _coin_board(tmp_path, taus=(1, 5))
+    fig = plot_by_agent(board.rankings)
+    labels = [ax.get_xlabel() for ax in fig.axes]
+    assert labels == ["marginal KL / uniform's", "joint KL / uniform's"], labels
 
 
 def test_the_header_names_agents_that_finished_no_job(tmp_path):
