@@ -583,7 +583,8 @@ def legend(board: Board) -> list[str]:
 def runtimes(df: pd.DataFrame) -> pd.DataFrame:
     """Per agent config over its finished jobs: jobs, then the median and the mean train,
     evaluation and wall seconds per job (the first jobs in a worker also compile, which
-    the mean includes: the median is the typical job)."""
+    the mean includes: the median is the typical job). A training shared by several
+    problems counts once in the training seconds (its other jobs record 0 s)."""
     ok = df[df["status"] == "ok"]
     labels = scoring.entry_labels(df)
     columns = ["agent", "config_key", "label", "jobs"]
@@ -595,6 +596,8 @@ def runtimes(df: pd.DataFrame) -> pd.DataFrame:
         row = {"agent": agent, "config_key": ckey, "label": labels[ckey], "jobs": len(g)}
         for m in metrics:
             values = g[m].astype(float)
+            if m == "train_seconds" and "shared_training" in g:  # each training once
+                values = values[~((g["shared_training"].fillna(1) > 1) & (values == 0))]
             row[f"median_{m}"], row[f"mean_{m}"] = float(values.median()), float(values.mean())
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)

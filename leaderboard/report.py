@@ -77,7 +77,10 @@ FAMILY_NOTE = (
     "health, best config per agent and normaliser), as the Neural Testbed ranks each of "
     "its sweeps on its own."
 )
-RUNTIME_NOTE = "Seconds per finished job, medians beside means: " + COMPILE_NOTE + "."
+RUNTIME_NOTE = (
+    "Seconds per finished job, medians beside means: " + COMPILE_NOTE + "; a training "
+    "shared by several problems (tau pairs) counts once in the training seconds."
+)
 
 
 def _esc(value: Any) -> str:

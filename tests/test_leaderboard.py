@@ -793,3 +793,26 @@ def test_the_terminal_says_how_many_jobs_failed(tmp_path, capsys):
         s.record(_result(agent="ensemble", pid="classification_2d_test/6", kl_estimate=0.3))
     assert main(["leaderboard", "--results", str(path)]) == 0
     assert "failed (their reasons" not in capsys.readouterr().out
+
+
+def test_runtimes_count_a_shared_training_once():
+    """Two problems sharing one training: the first job holds its 8 s, the other 0 s; the
+    runtimes give 8 s of training (not the median of 8 and 0), and both jobs' scoring."""
+    from leaderboard.board import runtimes
+
+    df = pd.DataFrame(
+        {
+            "status": ["ok"] * 3,
+            "agent": ["mlp", "mlp", "uniform"],
+            "config_key": ["a", "a", "b"],
+            "config": ["{}", "{}", "{}"],
+            "shared_training": [2, 2, 1],
+            "train_seconds": [8.0, 0.0, 0.0],
+            "evaluation_seconds": [1.0, 3.0, 0.5],
+        }
+    )
+    t = runtimes(df).set_index("agent")
+    assert t.loc["mlp", "jobs"] == 2
+    assert t.loc["mlp", "median_train_seconds"] == t.loc["mlp", "mean_train_seconds"] == 8.0
+    assert t.loc["mlp", "median_evaluation_seconds"] == 2.0
+    assert t.loc["uniform", "median_train_seconds"] == 0.0  # an agent that does not train
