@@ -126,7 +126,7 @@ def _chain(structure, theta, x, y, key, hyper, first, count, every, legacy=False
     """All snapshots [count, P] of one SG-MCMC chain: one compiled program.
 
     The step noise is drawn ahead for a block of steps and a batch of n < 100 examples is
-    computed on its n distinct rows, weighted by their counts (2x faster here); `legacy`
+    computed on its n distinct rows, weighted by their counts (2.7x faster here); `legacy`
     draws the noise in each step and computes all 100 rows (the same chain up to float
     rounding; kept to measure against)."""
     _, loss, _ = _structure(*structure)

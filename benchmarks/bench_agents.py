@@ -15,7 +15,9 @@ Usage:
     .venv/bin/python benchmarks/bench_agents.py            # all three, sgmcmc 50,000 steps
     .venv/bin/python benchmarks/bench_agents.py --sgmcmc-steps 500000   # the full default
     .venv/bin/python benchmarks/bench_agents.py --only ensemble sgmcmc --members 30
-    .venv/bin/python benchmarks/bench_agents.py --only sgmcmc-sweep   # ~15 min
+    # sgmcmc-sweep (~20 min), one thread as a sweep's worker runs:
+    XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \
+        .venv/bin/python benchmarks/bench_agents.py --only sgmcmc-sweep
 """
 
 from __future__ import annotations

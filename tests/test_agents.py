@@ -148,6 +148,29 @@ def test_weighted_distinct_rows_give_the_batch_mean_loss(n):
     assert rows.x.shape[0] == min(n, 100) and float(rows.weight.sum()) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("n", [1, 13, 150])  # 13: rows counted 7 or 8 times a batch
+def test_sgmcmc_chain_equals_its_legacy_program(n):
+    """sgmcmc's fast chain (noise drawn ahead, distinct rows weighted by their counts)
+    gives the snapshots of the legacy one (noise drawn in each step, all 100 rows)."""
+    from agents.sgmcmc import SGMCMCConfig, sample_chain
+
+    rng = np.random.default_rng(n)
+    data = testbed.Data(rng.normal(size=(n, 2)).astype(np.float32), rng.integers(0, 2, (n, 1)))
+    prior = PriorKnowledge(input_dim=2, num_train=n, num_classes=2, temperature=0.1)
+    config = SGMCMCConfig(  # no noise: the gradients alone move the chain, so a wrongly
+        num_batches=1500,  # weighted batch shows
+        burn_in_time=500,
+        model_saving_frequency=500,
+        alg_temperature=0.0,
+        learning_rate=1e-3,
+        prior_variance=10.0,  # a weak prior: the data move the weights
+    )
+    fast, legacy = (np.asarray(sample_chain(config, data, prior, legacy=b)) for b in (False, True))
+    assert fast.shape == legacy.shape == (3, legacy.shape[1])
+    np.testing.assert_allclose(fast, legacy, atol=1e-4 * np.abs(legacy).max())
+    assert not np.allclose(fast[0], fast[-1])  # the chain moved
+
+
 def test_draw_blocks_are_capped_in_steps_and_bytes():
     key = jax.random.PRNGKey(0)
     small = functools.partial(jax.random.normal, shape=(3,))
