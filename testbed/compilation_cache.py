@@ -178,6 +178,8 @@ def _machine() -> str:
     import jax
     import jaxlib
 
+    from testbed import threefry_cpu
+
     device = jax.devices()[0]
     parts = [
         STORE_FORMAT,
@@ -188,6 +190,7 @@ def _machine() -> str:
         device.device_kind,
         str(jax.device_count()),
         os.environ.get("XLA_FLAGS", ""),
+        f"threefry={threefry_cpu.lowering()}",
     ]
     try:
         with open("/proc/cpuinfo") as f:

@@ -1,0 +1,77 @@
+"""testbed's unrolled threefry lowering on the CPU: in use, and JAX's bits exactly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import testbed  # noqa: F401  (installs the lowering)
+from testbed import threefry_cpu
+
+DRAWS = """
+import sys
+import jax, jax.numpy as jnp, numpy as np
+import testbed
+from testbed import threefry_cpu
+
+def draws():
+    key = jax.random.PRNGKey(7)
+    keys = jax.random.split(key, 5)
+    return {
+        "normal": jax.jit(jax.vmap(lambda k: jax.random.normal(k, (2802,))))(keys),
+        "uniform": jax.jit(lambda k: jax.random.uniform(k, (3, 7)))(key),
+        "bits_odd": jax.jit(lambda k: jax.random.bits(k, (1001,)))(key),
+        "fold_in": jax.jit(jax.vmap(lambda i: jax.random.fold_in(key, i)))(jnp.arange(50)),
+        "split": jax.jit(lambda k: jax.random.split(k, 9))(key),
+        "permutation": jax.jit(lambda k: jax.random.permutation(k, 300))(key),
+    }
+
+def has_loop():
+    lowered = jax.jit(lambda k: jax.random.bits(k, (8,))).lower(jax.random.PRNGKey(0))
+    return "stablehlo.while" in lowered.as_text()
+"""
+
+
+def _run_rolled(path) -> list[str]:
+    """The draws under JAX's own CPU lowering (TESTBED_THREEFRY=rolled), in a fresh process."""
+    code = DRAWS + (
+        "\nnp.savez(sys.argv[1], **{k: np.asarray(v) for k, v in draws().items()})"
+        "\nprint(threefry_cpu.lowering(), has_loop())"
+    )
+    env = {**os.environ, threefry_cpu.ENV: "rolled"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        env=env, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    return out.stdout.split()
+
+
+def test_unrolled_lowering_in_use_and_bits_equal_jax_own(tmp_path):
+    ns: dict = {}
+    exec(DRAWS, ns)
+    assert threefry_cpu.lowering() == "unrolled"
+    assert not ns["has_loop"]()  # the rounds are unrolled: no loop in the program
+    ours = {k: np.asarray(v) for k, v in ns["draws"]().items()}
+    assert _run_rolled(tmp_path / "rolled.npz") == ["rolled", "True"]
+    with np.load(tmp_path / "rolled.npz") as rolled:
+        assert set(rolled.files) == set(ours)
+        for name in ours:
+            np.testing.assert_array_equal(ours[name], rolled[name], err_msg=name)
+
+
+def test_a_bad_setting_warns_naming_the_variable_and_choices(monkeypatch):
+    monkeypatch.setenv(threefry_cpu.ENV, "fast")
+    with pytest.warns(UserWarning, match="TESTBED_THREEFRY: got 'fast'; allowed: unrolled, rolled"):
+        assert threefry_cpu.install() == "unrolled"
+
+
+def test_the_stored_programs_key_names_the_lowering():
+    from testbed import compilation_cache
+
+    assert "threefry=unrolled" in compilation_cache._machine()
+    assert jax.devices()[0].platform == "cpu"
