@@ -29,6 +29,7 @@ SECTIONS = {
     "bench_sbi_tasks": "SBI task simulators (the SBI benchmark's own)",
     "bench_sbi_agents": "ABC agents (sbi's MCABC / SMCABC)",
     "bench_agents": "Agent training",
+    "bench_threefry": "Random numbers (JAX's own CPU lowering of threefry)",
     "bench_runner": "Sweep runner",
 }
 
