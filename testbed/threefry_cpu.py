@@ -3,7 +3,7 @@
 On the CPU, JAX lowers its threefry2x32 generator as a loop of five iterations of four
 rounds, which keeps programs small but stops XLA from fusing the rounds: each iteration
 streams its arrays through memory. JAX's unrolled lowering (the one it uses on other
-backends) fuses into one pass and gives the same bits, 2-4x faster here (a Gaussian value
+backends) fuses into one pass and gives the same bits, 1.4-4x faster here (a Gaussian value
 in 5 ns instead of 21 on JAX's default stream). Drawing noise bounds `sgmcmc`'s chain.
 A program around the draws may be fused differently, so its floats can differ from JAX's
 lowering by rounding (a trained `hypermodel`'s KL by 1e-4 relative; `sgmcmc`'s and `bbb`'s
