@@ -15,9 +15,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -67,18 +65,17 @@ print(json.dumps(out))
 
 
 def run_side(lowering: str, quick: bool, folder: str) -> tuple[dict, dict]:
+    """One side's timings and outputs, measured in a fresh process with that lowering."""
     env = {
         **os.environ,
         "TESTBED_THREEFRY": lowering,
         "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
     }
     path = os.path.join(folder, f"{lowering}.npz")
-    done = subprocess.run(
-        [sys.executable, "-c", SIDE, path, "1" if quick else "0"],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    timings = json.loads(done.stdout.strip().splitlines()[-1])
-    assert timings["lowering"] == lowering, timings
+    cmd = [sys.executable, "-c", SIDE, path, "1" if quick else "0"]
+    timings = record.run_worker(cmd, env, what=f"the {lowering} side")
+    if timings["lowering"] != lowering:
+        raise RuntimeError(f"asked for the {lowering} lowering, got {timings['lowering']}")
     with np.load(path) as arrays:
         return timings, {k: arrays[k] for k in arrays.files}
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import warnings
 
+from testbed.errors import bad_value
+
 ENV = "TESTBED_THREEFRY"
 CHOICES = ("unrolled", "rolled")
 _state = {"lowering": "rolled"}
@@ -41,10 +43,8 @@ def install() -> str:
     """Uses the unrolled lowering on the CPU unless `TESTBED_THREEFRY=rolled`; returns the
     lowering in use. Idempotent."""
     choice = os.environ.get(ENV, "unrolled").strip().lower() or "unrolled"
-    if choice not in CHOICES:
-        warnings.warn(
-            f"{ENV}: got {choice!r}; allowed: {', '.join(CHOICES)} (using unrolled)", stacklevel=2
-        )
+    if choice not in CHOICES:  # a warning, not an error: the bits are the same either way
+        warnings.warn(f"{bad_value(ENV, choice, CHOICES)} (using unrolled)", stacklevel=2)
         choice = "unrolled"
     if choice == "unrolled" and _state["lowering"] != "unrolled" and _register_unrolled():
         _state["lowering"] = "unrolled"

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-import jax
 import numpy as np
 import pytest
 
@@ -46,8 +45,9 @@ def _run_rolled(path) -> list[str]:
     env = {**os.environ, threefry_cpu.ENV: "rolled"}
     out = subprocess.run(
         [sys.executable, "-c", code, str(path)],
-        env=env, capture_output=True, text=True, timeout=300, check=True,
+        env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
+    assert out.returncode == 0, out.stderr
     return out.stdout.split()
 
 
@@ -77,7 +77,7 @@ def test_unrolled_lowering_in_use_and_bits_equal_jax_own(tmp_path):
 
 def test_a_bad_setting_warns_naming_the_variable_and_choices(monkeypatch):
     monkeypatch.setenv(threefry_cpu.ENV, "fast")
-    with pytest.warns(UserWarning, match="TESTBED_THREEFRY: got 'fast'; allowed: unrolled, rolled"):
+    with pytest.warns(UserWarning, match="TESTBED_THREEFRY: got 'fast'.*unrolled, rolled"):
         assert threefry_cpu.install() == ("unrolled" if _jax_offers_unrolled() else "rolled")
 
 
@@ -85,4 +85,3 @@ def test_the_stored_programs_key_names_the_lowering():
     from testbed import compilation_cache
 
     assert f"threefry={threefry_cpu.lowering()}" in compilation_cache._machine()
-    assert jax.devices()[0].platform == "cpu"
