@@ -17,7 +17,9 @@ sbi 0.27's newer methods run the same way (`fmpe`, `npse`, `nre_c`, `bnre` and t
 sequential `snre_c`, `sbnre`): the paper has no results for them, so their rows have none.
 `--ship PATH` writes this run's finished runs as our shipped results
 (`leaderboard/data/sbibm_ours.csv`, read by `leaderboard.shipped`), shown beside a
-user's own runs by `testbed leaderboard`.
+user's own runs by `testbed leaderboard`. `--report` runs nothing: the table and figure of
+the cells (task x budget x agent) whose every observation the results store holds, while
+the run that fills it goes on.
 
 Run:
     python -m experiments.reproduce_sbibm --tasks two_moons,gaussian_linear,slcp \\
@@ -101,6 +103,18 @@ def jobs_for(tasks, budgets, agent_names, observations, overrides) -> list:
     for name in agent_names:
         jobs += expand([name], ids, overrides=overrides.get(name), configs="default")
     return jobs
+
+
+def cell_of(job) -> tuple[str, str, str]:
+    """(task, budget, agent) of a job on sbi/<task>/<budget>/<k>."""
+    _, task, budget, _ = job.problem_id.split("/", 3)
+    return task, budget, job.agent
+
+
+def finished_cells(jobs: Sequence, stored: set[str]) -> list[tuple[str, str, str]]:
+    """The cells whose every job is stored: a partial run's table uses these only."""
+    missing = {cell_of(j) for j in jobs if j.key not in stored}
+    return sorted({cell_of(j) for j in jobs} - missing)
 
 
 def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataFrame:
@@ -229,6 +243,25 @@ def figure(table: pd.DataFrame, path: Path, paper: pd.DataFrame | None = None) -
     plt.close(fig)
 
 
+def _reported_keys(jobs: Sequence, results: str) -> set[str]:
+    """`--report`: the keys of the finished cells' jobs (the store read, never written)."""
+    from leaderboard.store import ResultsStore
+
+    if not Path(results).exists():
+        raise InputError(f"--results: got {results!r}, no such file")
+    with ResultsStore(results, mode="r") as store:
+        stored = store.keys()
+    cells = finished_cells(jobs, stored)
+    if not cells:
+        raise InputError(
+            f"--results: {results!r} has no cell (task, budget, agent) whose every "
+            "observation is stored"
+        )
+    left = len({cell_of(j) for j in jobs}) - len(cells)
+    print(f"{len(cells)} cells finished, {left} not yet", file=sys.stderr)
+    return {j.key for j in jobs if cell_of(j) in set(cells)}
+
+
 def _paper_agents(text: str, run: Sequence[str]) -> list[str]:
     """The paper's algorithms drawn though not run (`--paper-agents`)."""
     if text == "auto":
@@ -267,6 +300,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         " or 'auto' (npe,nle,nre when the run has none of the paper's algorithms)",
     )  # fmt: skip
     parser.add_argument(
+        "--report", action="store_true",
+        help="run nothing: the table and figure of the cells whose every observation the "
+        "results store holds (a run in progress)",
+    )  # fmt: skip
+    parser.add_argument(
         "--ship", default=None, metavar="CSV",
         help="also write this run's finished runs as our shipped results (e.g. "
         "leaderboard/data/sbibm_ours.csv; see leaderboard.shipped)",
@@ -289,21 +327,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_output_path("--out", out / name, [args.results])
         jobs = jobs_for(tasks, budgets, agent_names, observations, agent_overrides(args.set))
         executor = LocalExecutor(workers=args.workers)  # refused before the store is made
-        start = time.perf_counter()
-        with ResultsStore(args.results, mode="w") as store:
-            summary = run_sweep(jobs, store, executor, progress=True)
-        print(
-            f"{summary.total} runs: {summary.skipped} already stored, {summary.ok} ok, "
-            f"{summary.failed} failed in {time.perf_counter() - start:.0f} s -> {args.results}",
-            file=sys.stderr,
-        )
-        for key, reason in summary.failures[:10]:
-            print(f"  failed {key}: {reason}", file=sys.stderr)
-        table = summary_table(args.results, {job.key for job in jobs})
+        if args.report:
+            failed, keys = False, _reported_keys(jobs, args.results)
+        else:
+            start = time.perf_counter()
+            with ResultsStore(args.results, mode="w") as store:
+                summary = run_sweep(jobs, store, executor, progress=True)
+            print(
+                f"{summary.total} runs: {summary.skipped} already stored, {summary.ok} ok, "
+                f"{summary.failed} failed in {time.perf_counter() - start:.0f} s -> "
+                f"{args.results}",
+                file=sys.stderr,
+            )
+            for key, reason in summary.failures[:10]:
+                print(f"  failed {key}: {reason}", file=sys.stderr)
+            failed, keys = summary.any_failed, {job.key for job in jobs}
+        table = summary_table(args.results, keys)
         if args.ship:
             from leaderboard import shipped
 
-            rows = shipped.from_results(args.results, {job.key for job in jobs})
+            rows = shipped.from_results(args.results, keys)
             shipped.write(rows, args.ship)
             print(f"{len(rows)} runs shipped -> {args.ship}", file=sys.stderr)
     except InputError as e:
@@ -315,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_atomically("--out", out / OUTPUTS[1], lambda tmp: figure(table, tmp, paper))
     print(text)
     print(f"\ntable and figure: {out.resolve()}", file=sys.stderr)
-    return 1 if summary.any_failed else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -546,6 +546,7 @@ def test_reproduce_sbibm_refuses_bad_input(capsys, tmp_path):
         # the table would have been written over the results store
         (["--results", str(store), "--out", str(out)], "which would overwrite results"),
         (["--workers", "-1", "--results", str(tmp_path / "new.db")], "workers: got -1"),
+        (["--report", "--results", str(tmp_path / "new.db")], "--results: got"),  # no store
     ):
         assert reproduce_sbibm.main(args) == 2, args
         assert message in capsys.readouterr().err
@@ -575,12 +576,29 @@ def test_reproduce_sbibm_end_to_end_on_a_tiny_grid(tmp_path, capsys):
     assert sorted(m["shared_training"] for m in npe) == [2, 2]
     assert reproduce_sbibm.main(args) == 0  # resumes: nothing to run again
     assert "4 runs: 4 already stored" in capsys.readouterr().err
+    (tmp_path / "out" / "table.md").unlink()
+    assert reproduce_sbibm.main([*args, "--report"]) == 0  # runs nothing, the same table
+    assert "2 cells finished, 0 not yet" in capsys.readouterr().err
+    assert (tmp_path / "out" / "table.md").read_text() == table
+    # a cell with an observation not stored is left out; none left: refused in one line
+    assert reproduce_sbibm.main([*args, "--report", "--observations", "1,2,3"]) == 2
+    assert "has no cell (task, budget, agent) whose every observation" in capsys.readouterr().err
     with pytest.raises(InputError, match="several configs of npe"):  # never mixed silently
         with ResultsStore(tmp_path / "r.db") as store:
             job = Job.make("npe", {"max_num_epochs": 3}, "sbi/two_moons/1000/1").as_dict()
             store.record({**job, "status": "ok", "error": None, "wall_seconds": 1.0,
                           "metrics": {"c2st": 0.9, "train_seconds": 1.0}})  # fmt: skip
         reproduce_sbibm.summary_table(tmp_path / "r.db")
+
+
+def test_report_uses_the_cells_whose_every_observation_is_stored():
+    from experiments import reproduce_sbibm
+
+    jobs = reproduce_sbibm.jobs_for(["two_moons"], [1000], ["npe", "nle"], [1, 2], {})
+    npe = {j.key for j in jobs if j.agent == "npe"}
+    one_nle = {next(j.key for j in jobs if j.agent == "nle")}
+    assert reproduce_sbibm.finished_cells(jobs, npe | one_nle) == [("two_moons", "1000", "npe")]
+    assert reproduce_sbibm.finished_cells(jobs, set()) == []
 
 
 def test_seeded_observations_are_a_task_of_their_own(sbi_results):
