@@ -695,6 +695,36 @@ def setup_logging(level: int = logging.INFO) -> None:
     logger.propagate = False
 
 
+def run_jobs(jobs: Sequence, results: str, executor: Any):
+    """Run `jobs` into the results store `results` (what it holds is skipped), then say on
+    stderr what ran and why the first failures failed; returns the sweep's summary."""
+    from leaderboard.runner import run_sweep
+    from leaderboard.store import ResultsStore
+
+    start = time.perf_counter()
+    with ResultsStore(results, mode="w") as store:
+        summary = run_sweep(jobs, store, executor, progress=True)
+    print(
+        f"{summary.total} runs: {summary.skipped} already stored, {summary.ok} ok, "
+        f"{summary.failed} failed in {time.perf_counter() - start:.0f} s -> {results}",
+        file=sys.stderr,
+    )
+    for key, reason in summary.failures[:10]:
+        print(f"  failed {key}: {reason}", file=sys.stderr)
+    return summary
+
+
+def stored_keys(results: str) -> set[str]:
+    """The keys of the jobs a results store holds, read and never written (`--report`)."""
+    from leaderboard.store import ResultsStore
+    from testbed.errors import InputError
+
+    if not Path(results).exists():
+        raise InputError(f"--results: got {results!r}, no such file")
+    with ResultsStore(results, mode="r") as store:
+        return store.keys()
+
+
 def _verbosity(args: argparse.Namespace) -> int:
     """The logging level the options ask for."""
     if getattr(args, "quiet", False):

@@ -25,7 +25,6 @@ import argparse
 import io
 import json
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -228,11 +227,9 @@ def select_configs(results, executor, agent_names, group: int, problem_ids) -> d
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import setup_logging
+    from experiments.cli import run_jobs, setup_logging, stored_keys
     from leaderboard.executors import LocalExecutor
     from leaderboard.outputs import check_output_path, write_atomically
-    from leaderboard.runner import run_sweep
-    from leaderboard.store import ResultsStore
     from leaderboard.worker import enable_compilation_cache
 
     parser = argparse.ArgumentParser(
@@ -293,11 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         jobs = jobs_for(names, overrides, ids)
         if args.report:
             failed = False
-            if not Path(args.results).exists():
-                raise InputError(f"--results: got {args.results!r}, no such file")
-            with ResultsStore(args.results, mode="r") as store:
-                stored = store.keys()
-            groups = finished_groups(jobs, stored)
+            groups = finished_groups(jobs, stored_keys(args.results))
             if not groups:
                 raise InputError(
                     f"--results: {args.results!r} has no seed group that every agent finished"
@@ -305,16 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             keys = {j.key for j in jobs if group_of(j.problem_id) in groups}
             print(f"seed groups every agent finished: {groups}", file=sys.stderr)
         else:
-            start = time.perf_counter()
-            with ResultsStore(args.results, mode="w") as store:
-                summary = run_sweep(jobs, store, executor, progress=True)
-            print(
-                f"{summary.total} runs: {summary.skipped} already stored, {summary.ok} ok, "
-                f"{summary.failed} failed in {time.perf_counter() - start:.0f} s -> "
-                f"{args.results}",
-                file=sys.stderr,
-            )
-            failed, keys = summary.any_failed, {job.key for job in jobs}
+            failed, keys = run_jobs(jobs, args.results, executor).any_failed, {j.key for j in jobs}
         table = summary_table(args.results, keys)
     except InputError as e:
         print(f"reproduce_neural_testbed: error: {e}", file=sys.stderr)

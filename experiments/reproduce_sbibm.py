@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -245,13 +244,9 @@ def figure(table: pd.DataFrame, path: Path, paper: pd.DataFrame | None = None) -
 
 def _reported_keys(jobs: Sequence, results: str) -> set[str]:
     """`--report`: the keys of the finished cells' jobs (the store read, never written)."""
-    from leaderboard.store import ResultsStore
+    from experiments.cli import stored_keys
 
-    if not Path(results).exists():
-        raise InputError(f"--results: got {results!r}, no such file")
-    with ResultsStore(results, mode="r") as store:
-        stored = store.keys()
-    cells = finished_cells(jobs, stored)
+    cells = finished_cells(jobs, stored_keys(results))
     if not cells:
         raise InputError(
             f"--results: {results!r} has no cell (task, budget, agent) whose every "
@@ -272,11 +267,9 @@ def _paper_agents(text: str, run: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import setup_logging
+    from experiments.cli import run_jobs, setup_logging
     from leaderboard.executors import LocalExecutor
     from leaderboard.outputs import check_output_path, write_atomically
-    from leaderboard.runner import run_sweep
-    from leaderboard.store import ResultsStore
     from leaderboard.worker import enable_compilation_cache
 
     parser = argparse.ArgumentParser(
@@ -330,18 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.report:
             failed, keys = False, _reported_keys(jobs, args.results)
         else:
-            start = time.perf_counter()
-            with ResultsStore(args.results, mode="w") as store:
-                summary = run_sweep(jobs, store, executor, progress=True)
-            print(
-                f"{summary.total} runs: {summary.skipped} already stored, {summary.ok} ok, "
-                f"{summary.failed} failed in {time.perf_counter() - start:.0f} s -> "
-                f"{args.results}",
-                file=sys.stderr,
-            )
-            for key, reason in summary.failures[:10]:
-                print(f"  failed {key}: {reason}", file=sys.stderr)
-            failed, keys = summary.any_failed, {job.key for job in jobs}
+            failed, keys = run_jobs(jobs, args.results, executor).any_failed, {j.key for j in jobs}
         table = summary_table(args.results, keys)
         if args.ship:
             from leaderboard import shipped
