@@ -246,15 +246,15 @@ def _reported_keys(jobs: Sequence, results: str) -> set[str]:
     """`--report`: the keys of the finished cells' jobs (the store read, never written)."""
     from experiments.cli import stored_keys
 
-    cells = finished_cells(jobs, stored_keys(results))
+    cells = set(finished_cells(jobs, stored_keys(results)))
     if not cells:
         raise InputError(
             f"--results: {results!r} has no cell (task, budget, agent) whose every "
             "observation is stored"
         )
-    left = len({cell_of(j) for j in jobs}) - len(cells)
+    left = len({cell_of(j) for j in jobs} - cells)
     print(f"{len(cells)} cells finished, {left} not yet", file=sys.stderr)
-    return {j.key for j in jobs if cell_of(j) in set(cells)}
+    return {j.key for j in jobs if cell_of(j) in cells}
 
 
 def _paper_agents(text: str, run: Sequence[str]) -> list[str]:

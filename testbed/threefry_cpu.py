@@ -44,7 +44,7 @@ def install() -> str:
     lowering in use. Idempotent."""
     choice = os.environ.get(ENV, "unrolled").strip().lower() or "unrolled"
     if choice not in CHOICES:  # a warning, not an error: the bits are the same either way
-        warnings.warn(f"{bad_value(ENV, choice, CHOICES)} (using unrolled)", stacklevel=2)
+        warnings.warn(f"{bad_value(ENV, choice, CHOICES)} (using the default)", stacklevel=2)
         choice = "unrolled"
     if choice == "unrolled" and _state["lowering"] != "unrolled" and _register_unrolled():
         _state["lowering"] = "unrolled"
