@@ -32,6 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from agents.registry import register
+from agents.sbi_checkpoint import TrainingCheckpoint, resumable
 from agents.sbi_progress import TrainingProgress
 from agents.sbi_torch import (
     NullTracker,
@@ -42,6 +43,7 @@ from agents.sbi_torch import (
     make_torch_simulator,
 )
 from testbed.base import POSTERIOR
+from testbed.checkpoints import checkpoint_dir, checkpoint_path
 from testbed.config import (
     check_at_least,
     check_in_range,
@@ -554,7 +556,8 @@ def run_rounds(
     proposal = torch_prior
     posterior = None
     progress = TrainingProgress(f"{name} on {knowledge.task}", int(access.budget))
-    with progress.capture(inference):
+    checkpoint = _checkpoint(config, name, knowledge, int(access.budget), n, sets)
+    with progress.capture(inference), resumable(inference, checkpoint):
         for r, num in enumerate(sizes):
             progress.begin_round(r + 1, len(sizes), access.num_simulations)
             theta = (
@@ -571,6 +574,25 @@ def run_rounds(
             progress.end_round(access.num_simulations)
     progress.close()
     return method.predictive(posterior, x_o, shape, config)
+
+
+def _checkpoint(
+    config: TrainingConfig,
+    name: str,
+    knowledge: SimulatorKnowledge,
+    budget: int,
+    n: int,
+    sets: bool,
+) -> TrainingCheckpoint | None:
+    """The checkpoint of a one-round training where a checkpoint directory is set
+    (`agents.sbi_checkpoint`), keyed by what decides the training."""
+    directory = checkpoint_dir()
+    if directory is None or config.num_rounds != 1:
+        return None
+    import sbi
+
+    key = (repr(config), budget, n, sets, sbi.__version__)
+    return TrainingCheckpoint(checkpoint_path(directory, name, knowledge.task, *key))
 
 
 def _make(method: Method, name: str):

@@ -22,6 +22,7 @@ from typing import Any
 
 from leaderboard.jobs import Job, JobGroup, JobResult, training_groups
 from leaderboard.store import CLAIMED, DONE, ResultsStore
+from testbed.checkpoints import beside_store
 from testbed.errors import InputError
 from testbed.progress import activity, held, listening, progress_mode
 from testbed.progress import log as progress_log
@@ -245,8 +246,10 @@ def run_sweep(
     """Runs the jobs not yet in `store` on `executor`, committing each result as it lands.
 
     An amortized agent config trains once for the jobs it serves (`training_groups`;
-    `share_training=False` trains once per job). Returns when every job of the sweep is
-    stored (by this driver or another one).
+    `share_training=False` trains once per job). Workers keep checkpoints of long
+    trainings in `<results>.checkpoints` (`testbed.checkpoints.beside_store`), removed once
+    every job is stored as finished. Returns when every job of the sweep is stored (by this
+    driver or another one).
     """
     start = time.perf_counter()
     check_data_unchanged(jobs, store)
@@ -278,13 +281,17 @@ def run_sweep(
                 summary.failures.append((result.key, str(result.error)))
             bar.update(result.status, result)
 
+    def finished() -> bool:  # every job stored as ok: the trainings' checkpoints are spent
+        return not todo(jobs, store, retry_failed=True)
+
     try:
         batch = training_groups(remaining) if share_training else remaining
-        while batch:
-            claims = _Claims(batch, claim)
-            executor.run(claims, on_result)
-            summary.by_others += len(claims.done)
-            batch = _wait_for_others(store, claims.busy, summary, claim)
+        with beside_store(store.path, finished):
+            while batch:
+                claims = _Claims(batch, claim)
+                executor.run(claims, on_result)
+                summary.by_others += len(claims.done)
+                batch = _wait_for_others(store, claims.busy, summary, claim)
     finally:
         bar.close()
         store.release()

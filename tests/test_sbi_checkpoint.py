@@ -1,0 +1,212 @@
+"""Checkpoints of sbi trainings: a training interrupted and resumed ends with the weights
+of an uninterrupted one; an ended one is not trained again; a checkpoint that does not fit
+is set aside; a sweep with a store gives its workers a checkpoint directory and removes it
+once every job is stored."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sbi_runs import fast, run_agent
+
+import agents.sbi_checkpoint as sbi_checkpoint
+from agents.sbi_checkpoint import TrainingCheckpoint
+from leaderboard.executors import InlineExecutor
+from leaderboard.jobs import expand
+from leaderboard.runner import run_sweep
+from leaderboard.store import ResultsStore
+from testbed.checkpoints import CHECKPOINTS_ENV, beside_store, checkpoint_dir
+
+BUDGET, EPOCHS, STOP_AT = 200, 6, 3
+# each sbi trainer has its own steps before its loop
+CASES = ["npe", "nle", "nre", "nre_c", "bnre", "fmpe", "npse"]
+MCMC = {"nle", "nre", "nre_c", "bnre"}
+
+
+class Stop(Exception):
+    """Stands for the end of a session: the process stops mid-training."""
+
+
+def overrides(name: str) -> dict:
+    return {**fast(EPOCHS, mcmc=name in MCMC), "seed": 2, "torch_threads": 1}
+
+
+def draws(name: str) -> np.ndarray:
+    problem, post, _ = run_agent(name, overrides(name), BUDGET)
+    return post.sample(problem.x_o, 8, seed=3)
+
+
+@pytest.fixture
+def directory(tmp_path, monkeypatch):
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(tmp_path / "ck"))
+    monkeypatch.setattr(sbi_checkpoint, "CHECKPOINT_SECONDS", 0.0)  # after every epoch
+    return tmp_path / "ck"
+
+
+def epochs_run(monkeypatch) -> list[int]:
+    """The epochs trained from here on (the counter after each)."""
+    seen: list[int] = []
+    on_epoch = TrainingCheckpoint.on_epoch
+
+    def counting(self, inference):
+        seen.append(int(inference.epoch))
+        on_epoch(self, inference)
+
+    monkeypatch.setattr(TrainingCheckpoint, "on_epoch", counting)
+    return seen
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_resumed_training_ends_as_an_uninterrupted_one(name, directory, monkeypatch, caplog):
+    monkeypatch.delenv(CHECKPOINTS_ENV)
+    whole = draws(name)
+    assert not directory.exists()  # no directory: no checkpoint
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(directory))
+    on_epoch = TrainingCheckpoint.on_epoch
+
+    def stopping(self, inference):
+        on_epoch(self, inference)
+        if inference.epoch == STOP_AT:
+            raise Stop
+
+    with monkeypatch.context() as m:
+        m.setattr(TrainingCheckpoint, "on_epoch", stopping)
+        with pytest.raises(Stop):
+            draws(name)
+    (saved,) = directory.glob("*.pt")
+    assert torch.load(saved, weights_only=False)["loop"]["epoch"] == STOP_AT
+    seen = epochs_run(monkeypatch)
+    with caplog.at_level(logging.INFO, "testbed.progress"):
+        resumed = draws(name)
+    assert f"at epoch {STOP_AT}" in caplog.text
+    assert seen[0] == STOP_AT + 1 and len(seen) < EPOCHS  # only the epochs left
+    np.testing.assert_array_equal(resumed, whole)
+    state = torch.load(saved, weights_only=False)
+    assert state["finished"] and state["loop"]["epoch"] == seen[-1]
+
+
+def test_an_ended_training_is_not_trained_again(directory, monkeypatch, caplog):
+    first = draws("npe")
+    seen = epochs_run(monkeypatch)
+    with caplog.at_level(logging.INFO, "testbed.progress"):
+        again = draws("npe")
+    assert seen == [] and "(it had ended)" in caplog.text
+    np.testing.assert_array_equal(again, first)
+
+
+@pytest.mark.parametrize(
+    "spoil, said",
+    [
+        (lambda p: p.write_bytes(b"not a checkpoint"), "cannot be read"),
+        (lambda p: _edit(p, data="other"), "on other simulations"),
+        (lambda p: _edit(p, sbi="0.1"), "written by sbi 0.1"),
+        (lambda p: _edit(p, format=0), "not a checkpoint of this version"),
+        (lambda p: _edit(p, optimizer={"state": {}}), "does not fit"),
+    ],
+)
+def test_a_checkpoint_that_does_not_fit_is_set_aside(spoil, said, directory, caplog):
+    first = draws("npe")
+    (saved,) = directory.glob("*.pt")
+    spoil(saved)
+    with caplog.at_level(logging.INFO, "testbed.progress"):
+        again = draws("npe")
+    assert said in caplog.text and "training from the start" in caplog.text
+    assert (directory / (saved.name + ".unused")).exists()
+    assert torch.load(saved, weights_only=False)["finished"]  # this training's, written anew
+    np.testing.assert_array_equal(again, first)
+
+
+def _edit(path, **fields):
+    state = torch.load(path, weights_only=False)
+    state.update(fields)
+    torch.save(state, path)
+
+
+def test_a_checkpoint_that_cannot_be_written_is_logged(tmp_path, monkeypatch, caplog):
+    whole = draws("npe")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(blocked / "ck"))  # under a file: cannot exist
+    with caplog.at_level(logging.INFO, "testbed.progress"):
+        np.testing.assert_array_equal(draws("npe"), whole)
+    assert "not written" in caplog.text
+
+
+def test_sequential_trainings_keep_no_checkpoint(directory):
+    problem, post, _ = run_agent("snpe", {**fast(2), "num_rounds": 2}, BUDGET)
+    assert not directory.exists()
+
+
+@pytest.mark.parametrize("value", ["", "off"])
+def test_checkpoints_can_be_turned_off(value, monkeypatch):
+    monkeypatch.setenv(CHECKPOINTS_ENV, value)
+    assert checkpoint_dir() is None
+
+
+def test_beside_store_sets_the_directory_and_removes_it_when_finished(tmp_path, monkeypatch):
+    monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
+    store = tmp_path / "r.db"
+    with beside_store(store, finished=lambda: False) as d:
+        assert os.environ[CHECKPOINTS_ENV] == str(d) == f"{store}.checkpoints"
+        d.mkdir()
+        (d / "x.pt").write_bytes(b"")
+    assert CHECKPOINTS_ENV not in os.environ and d.is_dir()  # jobs left: kept
+    with beside_store(store, finished=lambda: True):
+        pass
+    assert not d.exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(mine))  # the user's: used, never removed
+    with beside_store(store, finished=lambda: True) as d:
+        assert d == mine
+    assert mine.is_dir() and os.environ[CHECKPOINTS_ENV] == str(mine)
+
+
+def test_a_sweep_stopped_mid_training_resumes_it(tmp_path, monkeypatch, caplog):
+    """A job stopped mid-training is stored as failed, its checkpoint kept beside the store;
+    retried, it resumes and stores the metrics of an uninterrupted sweep; the directory
+    goes once every job is stored."""
+    monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
+    monkeypatch.setattr(sbi_checkpoint, "CHECKPOINT_SECONDS", 0.0)
+    jobs = expand(
+        ["npe"], ["sbi/two_moons/1000/1", "sbi/two_moons/1000/2"],
+        overrides={**fast(EPOCHS), "training_batch_size": 450, "torch_threads": 1},
+        problem_options={"num_samples": 200},
+    )  # fmt: skip
+    with ResultsStore(tmp_path / "whole.db") as store:
+        assert run_sweep(jobs, store, InlineExecutor()).ok == 2
+        whole = scores(store)
+    on_epoch = TrainingCheckpoint.on_epoch
+
+    def stopping(self, inference):
+        on_epoch(self, inference)
+        if inference.epoch == STOP_AT:
+            raise Stop("the session ended")
+
+    path = tmp_path / "r.db"
+    with ResultsStore(path) as store:
+        with monkeypatch.context() as m:
+            m.setattr(TrainingCheckpoint, "on_epoch", stopping)
+            assert run_sweep(jobs, store, InlineExecutor()).failed == 2  # one training
+        assert len(list(Path(f"{path}.checkpoints").glob("*.pt"))) == 1
+        with caplog.at_level(logging.INFO, "testbed.progress"):
+            summary = run_sweep(jobs, store, InlineExecutor(), retry_failed=True)
+        assert summary.ok == 2 and f"at epoch {STOP_AT}" in caplog.text
+        assert scores(store) == whole
+    assert not Path(f"{path}.checkpoints").exists()
+
+
+def scores(store) -> dict:
+    """Each stored job's metrics but its times."""
+    out = {}
+    for row in store.rows():
+        metrics = row["metrics"]
+        metrics = json.loads(metrics) if isinstance(metrics, str) else metrics
+        out[row["key"]] = {k: v for k, v in metrics.items() if not k.endswith("_seconds")}
+    return out
