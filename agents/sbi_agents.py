@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -556,7 +557,7 @@ def run_rounds(
     proposal = torch_prior
     posterior = None
     progress = TrainingProgress(f"{name} on {knowledge.task}", int(access.budget))
-    checkpoint = _checkpoint(config, name, knowledge, int(access.budget), n, sets)
+    checkpoint = _checkpoint(config, name, knowledge, int(access.budget), n, sets, progress.say)
     with progress.capture(inference), resumable(inference, checkpoint):
         for r, num in enumerate(sizes):
             progress.begin_round(r + 1, len(sizes), access.num_simulations)
@@ -583,16 +584,18 @@ def _checkpoint(
     budget: int,
     n: int,
     sets: bool,
+    say: Callable[[str], None],
 ) -> TrainingCheckpoint | None:
     """The checkpoint of a one-round training where a checkpoint directory is set
-    (`agents.sbi_checkpoint`), keyed by what decides the training."""
+    (`agents.sbi_checkpoint`), keyed by what decides the training; it says what it does
+    through `say` (the training's progress)."""
     directory = checkpoint_dir()
     if directory is None or config.num_rounds != 1:
         return None
     import sbi
 
     key = (repr(config), budget, n, sets, sbi.__version__)
-    return TrainingCheckpoint(checkpoint_path(directory, name, knowledge.task, *key))
+    return TrainingCheckpoint(checkpoint_path(directory, name, knowledge.task, *key), say=say)
 
 
 def _make(method: Method, name: str):

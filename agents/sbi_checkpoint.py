@@ -65,8 +65,10 @@ class TrainingCheckpoint:
         path: Path,
         every: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        say: Callable[[str], None] | None = None,
     ):
         self.path, self.clock = Path(path), clock
+        self.say = say or log.info  # where a resumed or set-aside checkpoint is said
         self.every = CHECKPOINT_SECONDS if every is None else float(every)
         self._saved_at = clock()
         self._digest: str | None = None
@@ -87,7 +89,7 @@ class TrainingCheckpoint:
         except Exception as exc:  # a truncated or foreign file
             reason = f"cannot be read ({type(exc).__name__}: {exc})"
         if reason is not None:
-            log.info("training checkpoint %s %s; training from the start", self.path, reason)
+            self.say(f"training checkpoint {self.path} {reason}; training from the start")
             self._set_aside()
             return False
         try:
@@ -97,8 +99,9 @@ class TrainingCheckpoint:
             loop = {name: state["loop"][name] for name in _LOOP_STATE}
             rng = state["rng"]
         except Exception as exc:  # written by a testbed that saved other things
-            log.info("training checkpoint %s does not fit (%s); training from the start",
-                     self.path, exc)  # fmt: skip
+            self.say(
+                f"training checkpoint {self.path} does not fit ({exc}); training from the start"
+            )
             self._set_aside()
             return False
         inference._neural_net, inference.optimizer = net, optimizer
@@ -106,12 +109,8 @@ class TrainingCheckpoint:
             setattr(inference, name, value)
         torch.set_rng_state(rng)
         self.resumed_epoch = int(state["loop"]["epoch"])
-        log.info(
-            "training resumed from %s at epoch %d%s",
-            self.path,
-            self.resumed_epoch,
-            " (it had ended)" if state["finished"] else "",
-        )
+        ended = " (it had ended)" if state["finished"] else ""
+        self.say(f"training resumed from {self.path} at epoch {self.resumed_epoch}{ended}")
         return True
 
     def _mismatch(self, state: Any, sbi_version: str) -> str | None:
@@ -148,7 +147,7 @@ class TrainingCheckpoint:
             os.replace(tmp, self.path)
             tmp = None
         except Exception as exc:
-            log.warning("training checkpoint %s not written (%s); training goes on", self.path, exc)
+            self.say(f"training checkpoint {self.path} not written ({exc}); training goes on")
         finally:
             if tmp is not None:
                 with contextlib.suppress(OSError):
