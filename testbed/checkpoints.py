@@ -50,5 +50,13 @@ def beside_store(store_path: str | Path, finished: Callable[[], bool]) -> Iterat
         yield directory
     finally:
         del os.environ[CHECKPOINTS_ENV]
-        if directory.is_dir() and finished():
+        if directory.is_dir() and _true(finished):
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _true(finished: Callable[[], bool]) -> bool:
+    """`finished()`, False when it cannot say (the checkpoints stay)."""
+    try:
+        return bool(finished())
+    except Exception:
+        return False

@@ -157,6 +157,9 @@ def test_beside_store_sets_the_directory_and_removes_it_when_finished(tmp_path, 
         d.mkdir()
         (d / "x.pt").write_bytes(b"")
     assert CHECKPOINTS_ENV not in os.environ and d.is_dir()  # jobs left: kept
+    with beside_store(store, finished=lambda: 1 / 0):  # cannot say: kept
+        pass
+    assert d.is_dir()
     with beside_store(store, finished=lambda: True):
         pass
     assert not d.exists()
