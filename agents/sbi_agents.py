@@ -574,7 +574,10 @@ def run_rounds(
             proposal = posterior
             progress.end_round(access.num_simulations)
     progress.close()
-    return method.predictive(posterior, x_o, shape, config)
+    predictive = method.predictive(posterior, x_o, shape, config)
+    if checkpoint is not None and checkpoint.earlier_seconds:  # its training ran before too
+        predictive.earlier_train_seconds = checkpoint.earlier_seconds
+    return predictive
 
 
 def _checkpoint(
@@ -593,8 +596,11 @@ def _checkpoint(
     if directory is None or config.num_rounds != 1:
         return None
     import sbi
+    import torch
 
-    key = (repr(config), budget, n, sets, sbi.__version__)
+    import testbed
+
+    key = (repr(config), budget, n, sets, sbi.__version__, torch.__version__, testbed.__version__)
     return TrainingCheckpoint(checkpoint_path(directory, name, knowledge.task, *key), say=say)
 
 

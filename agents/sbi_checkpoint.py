@@ -1,17 +1,19 @@
 """Checkpoints of an sbi training, so that an interrupted sweep resumes it where it stopped.
 
-A 10,000-simulation NRE training can run for an hour; a sweep stopped during it (a
-preempted machine, Ctrl-C, a time limit) would start it again from epoch 0. With a
-checkpoint directory set (`testbed.checkpoints`; a sweep with a results store sets
+A 10,000-simulation NRE training can run for an hour; a sweep stopped during it (a preempted
+machine, Ctrl-C, a time limit) would start it again from epoch 0. With a checkpoint
+directory set (`testbed.checkpoints`; a sweep with a results store sets
 `<results>.checkpoints`), a one-round training saves its state at most every
-`CHECKPOINT_SECONDS` and when it ends; a later run of the same agent config on the same
-task and budget loads it and continues with sbi's `resume_training`, or, when the saved
-training had ended, trains no further. The state saved is everything sbi's training loop
-reads (network, optimizer, epoch counters, best weights, the train/validation split) and
-torch's random state, so a resumed training ends with the same weights as an
-uninterrupted one. A checkpoint of other simulations (their digest differs), of another
-sbi version, or that cannot be read is set aside with a log line and the training starts
-afresh; a checkpoint that cannot be written is logged and the training goes on.
+`CHECKPOINT_SECONDS` and when it ends; a later run of the same agent config on the same task
+and budget loads it and continues with sbi's `resume_training`, or, when the saved training
+had ended, trains no further. The state saved is everything sbi's training loop reads
+(network, optimizer, epoch counters, best weights, the train/validation split) and torch's
+random state, so a resumed training ends with the same weights as an uninterrupted one. A
+checkpoint of other simulations (their digest differs), of another sbi version, or that
+cannot be read is set aside (`*.unused`, said on the training's progress) and the training
+starts afresh; a checkpoint that cannot be written is said and the training goes on. A
+resumed training's predictive carries the seconds it trained before
+(`earlier_train_seconds`), which `train_seconds` then includes.
 
 Only one-round (amortized) trainings are checkpointed: a sequential round's simulations
 come from the previous round's posterior, which a checkpoint would also have to hold.
@@ -72,14 +74,17 @@ class TrainingCheckpoint:
         self.every = CHECKPOINT_SECONDS if every is None else float(every)
         self._saved_at = clock()
         self._digest: str | None = None
+        self._began = clock()  # when this process's part of the training began
         self.resumed_epoch: int | None = None  # the epoch a restored training resumed at
+        self.earlier_seconds = 0.0  # the training's seconds in the runs it resumes
 
     def restore(self, inference: Any) -> bool:
         """Loads the saved state into `inference` (its simulations appended); True when it
-        did, False when there is none or it does not fit (set aside, said in a log line)."""
+        did, False when there is none or it does not fit (set aside, and said)."""
         import sbi
         import torch
 
+        self._began = self.clock()
         self._digest = data_digest(inference)
         if not self.path.exists():
             return False
@@ -92,13 +97,18 @@ class TrainingCheckpoint:
             self.say(f"training checkpoint {self.path} {reason}; training from the start")
             self._set_aside()
             return False
+        random = torch.get_rng_state()
         try:
             net = state["net"]
             optimizer = torch.optim.Adam(list(net.parameters()))
             optimizer.load_state_dict(state["optimizer"])
             loop = {name: state["loop"][name] for name in _LOOP_STATE}
-            rng = state["rng"]
+            rng, epoch = state["rng"], int(loop["epoch"])
+            ended = " (it had ended)" if state["finished"] else ""
+            earlier = float(state["seconds"])
+            torch.set_rng_state(rng)  # a bad state raises here, before anything is applied
         except Exception as exc:  # written by a testbed that saved other things
+            torch.set_rng_state(random)
             self.say(
                 f"training checkpoint {self.path} does not fit ({exc}); training from the start"
             )
@@ -107,10 +117,8 @@ class TrainingCheckpoint:
         inference._neural_net, inference.optimizer = net, optimizer
         for name, value in loop.items():
             setattr(inference, name, value)
-        torch.set_rng_state(rng)
-        self.resumed_epoch = int(state["loop"]["epoch"])
-        ended = " (it had ended)" if state["finished"] else ""
-        self.say(f"training resumed from {self.path} at epoch {self.resumed_epoch}{ended}")
+        self.resumed_epoch, self.earlier_seconds = epoch, earlier
+        self.say(f"training resumed from {self.path} at epoch {epoch}{ended}")
         return True
 
     def _mismatch(self, state: Any, sbi_version: str) -> str | None:
@@ -124,7 +132,7 @@ class TrainingCheckpoint:
 
     def save(self, inference: Any, finished: bool = False) -> None:
         """Writes the training's state atomically (a crash mid-write leaves the previous
-        checkpoint); a failure to write is logged, never raised."""
+        checkpoint); a failure to write is said, never raised."""
         import sbi
         import torch
 
@@ -137,6 +145,7 @@ class TrainingCheckpoint:
             "optimizer": inference.optimizer.state_dict(),
             "loop": {name: getattr(inference, name) for name in _LOOP_STATE},
             "rng": torch.get_rng_state(),
+            "seconds": self.earlier_seconds + self.clock() - self._began,
         }
         tmp = None
         try:

@@ -246,10 +246,10 @@ def run_sweep(
     """Runs the jobs not yet in `store` on `executor`, committing each result as it lands.
 
     An amortized agent config trains once for the jobs it serves (`training_groups`;
-    `share_training=False` trains once per job). Workers keep checkpoints of long
-    trainings in `<results>.checkpoints` (`testbed.checkpoints.beside_store`), removed once
-    every job is stored as finished. Returns when every job of the sweep is stored (by this
-    driver or another one).
+    `share_training=False` trains once per job, and keeps no checkpoints). Workers keep
+    checkpoints of long trainings in `<results>.checkpoints`
+    (`testbed.checkpoints.beside_store`), removed once every job is stored as ok. Returns
+    when every job of the sweep is stored (by this driver or another one).
     """
     start = time.perf_counter()
     check_data_unchanged(jobs, store)
@@ -286,7 +286,7 @@ def run_sweep(
 
     try:
         batch = training_groups(remaining) if share_training else remaining
-        with beside_store(store.path, finished):
+        with beside_store(store.path, finished, enabled=share_training):
             while batch:
                 claims = _Claims(batch, claim)
                 executor.run(claims, on_result)

@@ -233,9 +233,19 @@ def run_unit_with_time_limit(unit: Unit, seconds: float | None) -> list[JobResul
 def worker_env(env: Mapping[str, str]) -> dict[str, str]:
     """`env` for a worker process: progress as log lines (no status line under the
     sweep's bar) unless the user chose otherwise; TESTBED_WORKER marks it a worker (what
-    the driver said already, e.g. a broken agent plugin, it does not say again)."""
+    the driver said already, e.g. a broken agent plugin, it does not say again); the
+    sweep's checkpoint directory, or 'off' (`testbed.checkpoints`; imported when called, as
+    it imports JAX)."""
+    from testbed.checkpoints import CHECKPOINTS_ENV
+
     progress = os.environ.get("TESTBED_PROGRESS", "lines")
-    return {"TESTBED_PROGRESS": progress, "TESTBED_WORKER": "1", **env}
+    checkpoints = os.environ.get(CHECKPOINTS_ENV, "off")
+    return {
+        "TESTBED_PROGRESS": progress,
+        "TESTBED_WORKER": "1",
+        CHECKPOINTS_ENV: checkpoints,
+        **env,
+    }
 
 
 def prepare(env: Mapping[str, str], imports: Iterable[str] = ()) -> None:

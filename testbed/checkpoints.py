@@ -2,9 +2,10 @@
 
 `TESTBED_CHECKPOINTS` names the directory (unset, empty or "off": no checkpoints). A sweep
 with a results store sets it to `<results>.checkpoints` for its workers unless the user set
-it, and removes that directory once every job of the sweep is stored as finished
-(`beside_store`). Agents key each file by what decides their training (`checkpoint_path`);
-sbi's one-round trainings use it (`agents.sbi_checkpoint`).
+it, and removes that directory once every job of the sweep is stored as ok (`beside_store`);
+its workers get the variable in their environment (`worker_env`). Agents key each file by
+what decides their training (`checkpoint_path`); sbi's one-round trainings use it
+(`agents.sbi_checkpoint`).
 """
 
 from __future__ import annotations
@@ -36,21 +37,29 @@ def checkpoint_path(directory: Path, name: str, task: str, *key: Any) -> Path:
 
 
 @contextlib.contextmanager
-def beside_store(store_path: str | Path, finished: Callable[[], bool]) -> Iterator[Path | None]:
-    """Within: `TESTBED_CHECKPOINTS` = `<store_path>.checkpoints` (new worker processes
-    inherit it), unless the user set the variable (then theirs holds, and is never
-    removed). On leaving, that directory is removed when `finished()` says every job is
-    stored; otherwise it stays for the run that resumes them."""
-    if CHECKPOINTS_ENV in os.environ:
+def beside_store(
+    store_path: str | Path, finished: Callable[[], bool], enabled: bool = True
+) -> Iterator[Path | None]:
+    """Within: `TESTBED_CHECKPOINTS` = `<store_path>.checkpoints` (absolute; new worker
+    processes get it), unless the user set the variable (then theirs holds, and is never
+    removed), or 'off' when not `enabled` (e.g. a sweep that trains once per job: one job
+    must not take another's training). On leaving, that directory is removed when
+    `finished()` says every job is stored as ok; otherwise it stays for the run that
+    resumes them."""
+    user = os.environ.get(CHECKPOINTS_ENV)
+    if enabled and user is not None:
         yield checkpoint_dir()
         return
-    directory = Path(f"{store_path}{SUFFIX}")
-    os.environ[CHECKPOINTS_ENV] = str(directory)
+    directory = Path(f"{store_path}{SUFFIX}").resolve() if enabled else None
+    os.environ[CHECKPOINTS_ENV] = str(directory) if directory else "off"
     try:
         yield directory
     finally:
-        del os.environ[CHECKPOINTS_ENV]
-        if directory.is_dir() and _true(finished):
+        if user is None:
+            os.environ.pop(CHECKPOINTS_ENV, None)
+        else:
+            os.environ[CHECKPOINTS_ENV] = user
+        if directory is not None and directory.is_dir() and _true(finished):
             shutil.rmtree(directory, ignore_errors=True)
 
 

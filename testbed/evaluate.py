@@ -119,13 +119,15 @@ def _full(cell) -> bool:
 
 def train_timed(agent: Agent | Oracle, problem: Problem) -> Trained:
     """Trains `agent` on `problem` (an Oracle reads the problem instead), timed until the
-    predictive's arrays are ready."""
+    predictive's arrays are ready; a predictive whose training resumed one that ran before
+    (`agents.sbi_checkpoint`) adds those seconds (`earlier_train_seconds`)."""
     start = time.perf_counter()
     with activity(f"training {_name(agent)}"):
         data = None if isinstance(agent, Oracle) else problem.train_data
         predictive = train(agent, problem, data)
         block_until_ready(predictive)
-    return Trained(predictive, data, time.perf_counter() - start)
+    earlier = float(getattr(predictive, "earlier_train_seconds", 0.0))
+    return Trained(predictive, data, time.perf_counter() - start + earlier)
 
 
 def _name(agent: Any) -> str:

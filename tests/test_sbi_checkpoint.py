@@ -91,6 +91,38 @@ def test_a_resumed_training_ends_as_an_uninterrupted_one(name, directory, monkey
     assert state["finished"] and state["loop"]["epoch"] == seen[-1]
 
 
+@pytest.mark.parametrize("name", ["npe", "nre", "fmpe", "npse"])
+def test_a_training_stopped_after_an_epoch_without_improvement_converges_as_before(
+    name, directory, monkeypatch
+):
+    """Stopped where the early-stopping counter has just counted an epoch without
+    improvement: the resumed training stops early at the same epoch, with the same weights."""
+    settings = {**overrides(name), "max_num_epochs": 300, "stop_after_epochs": 2}
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(directory.with_name("whole")))
+    seen = epochs_run(monkeypatch)  # an uninterrupted training, its epochs counted
+    problem, post, _ = run_agent(name, settings, BUDGET)
+    whole, epochs = post.sample(problem.x_o, 8, seed=3), len(seen)
+    assert epochs < 300  # it stopped early: the counter decided
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(directory))
+    on_epoch = TrainingCheckpoint.on_epoch
+    stopped: list[int] = []
+
+    def stopping(self, inference):
+        on_epoch(self, inference)
+        if not stopped and inference.epoch > 1 and inference._val_loss >= inference._best_val_loss:
+            stopped.append(inference.epoch)
+            raise Stop
+
+    with monkeypatch.context() as m:
+        m.setattr(TrainingCheckpoint, "on_epoch", stopping)
+        with pytest.raises(Stop):
+            run_agent(name, settings, BUDGET)
+    seen.clear()
+    problem, post, _ = run_agent(name, settings, BUDGET)
+    assert stopped and stopped[0] + len(seen) == epochs
+    np.testing.assert_array_equal(post.sample(problem.x_o, 8, seed=3), whole)
+
+
 def test_an_ended_training_is_not_trained_again(directory, monkeypatch, caplog):
     first = draws("npe")
     seen = epochs_run(monkeypatch)
@@ -98,6 +130,10 @@ def test_an_ended_training_is_not_trained_again(directory, monkeypatch, caplog):
         again = draws("npe")
     assert seen == [] and "(it had ended)" in caplog.text
     np.testing.assert_array_equal(again, first)
+    _, post, _ = run_agent("npe", overrides("npe"), BUDGET)
+    (saved,) = directory.glob("*.pt")
+    earlier = torch.load(saved, weights_only=False)["seconds"]
+    assert earlier > 0 and post.earlier_train_seconds == pytest.approx(earlier, rel=0.5)
 
 
 @pytest.mark.parametrize(
@@ -213,3 +249,34 @@ def scores(store) -> dict:
         metrics = json.loads(metrics) if isinstance(metrics, str) else metrics
         out[row["key"]] = {k: v for k, v in metrics.items() if not k.endswith("_seconds")}
     return out
+
+
+def test_a_sweep_that_trains_per_job_keeps_no_checkpoints(tmp_path, monkeypatch):
+    """One job must not take another's training: `share_training=False` turns them off,
+    even where the user named a directory."""
+    seen: list[str] = []
+
+    class Recording:  # an executor that only looks at the environment its workers get
+        def run(self, units, on_result):
+            for _ in units:
+                seen.append(os.environ[CHECKPOINTS_ENV])
+
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(tmp_path / "mine"))
+    jobs = expand(["npe"], ["sbi/two_moons/1000/1"])
+    with ResultsStore(tmp_path / "r.db") as store:
+        run_sweep(jobs, store, Recording(), share_training=False)
+        assert seen == ["off"] and os.environ[CHECKPOINTS_ENV] == str(tmp_path / "mine")
+        monkeypatch.delenv(CHECKPOINTS_ENV)
+        seen.clear()
+        run_sweep(jobs, store, Recording())
+        assert seen == [str((tmp_path / "r.db.checkpoints").resolve())]
+        assert CHECKPOINTS_ENV not in os.environ
+
+
+def test_workers_get_the_sweeps_directory(tmp_path, monkeypatch):
+    from leaderboard.worker import worker_env
+
+    monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
+    with beside_store(tmp_path / "r.db", finished=lambda: True) as d:
+        assert worker_env({})[CHECKPOINTS_ENV] == str(d)
+    assert worker_env({})[CHECKPOINTS_ENV] == "off"

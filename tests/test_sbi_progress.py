@@ -255,9 +255,11 @@ def test_workers_default_to_log_lines_and_keep_a_users_choice(monkeypatch):
     from leaderboard.worker import worker_env
 
     monkeypatch.delenv("TESTBED_PROGRESS", raising=False)
+    monkeypatch.delenv("TESTBED_CHECKPOINTS", raising=False)
     assert worker_env({"OMP_NUM_THREADS": "1"}) == {
         "TESTBED_PROGRESS": "lines",
         "TESTBED_WORKER": "1",
+        "TESTBED_CHECKPOINTS": "off",  # no sweep gave a directory
         "OMP_NUM_THREADS": "1",
     }
     monkeypatch.setenv("TESTBED_PROGRESS", "off")
