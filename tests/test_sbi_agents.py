@@ -422,3 +422,19 @@ def test_npe_two_moons_10k_reaches_the_benchmarks_c2st():
             agents.load("rej_abc", seed=k), generative.load(f"sbi/two_moons/1000/{k}")
         )
         assert rej["c2st"] >= npe + 0.15, (k, npe, rej["c2st"])
+
+
+def test_bnre_learns_a_ratio_at_the_benchmarks_smallest_budget():
+    """BNRE at its defaults on two_moons with 1,000 simulations: its log ratio is higher at
+    the reference posterior's draws than at almost all of the prior's (with the benchmark's
+    full batch, one step an epoch, it stopped after ~35 steps with a flat ratio: the
+    reference draws' median below the prior draws')."""
+    import torch
+
+    problem = PosteriorProblem("two_moons", 1000, 1, num_samples=200)
+    post = agents.load("bnre", torch_threads=1)(problem.train_data, problem.prior_knowledge)
+    x = torch.as_tensor(np.asarray(problem.x_o, np.float32).reshape(1, -1))
+    reference = problem.simulator.reference_posterior(problem.x_o, 500, 0)
+    prior = np.random.default_rng(0).uniform(-1, 1, (500, 2))
+    at = lambda theta: post.posterior.potential(torch.as_tensor(theta, dtype=torch.float32), x=x)  # noqa: E731
+    assert float(at(reference).median()) > float(at(prior).quantile(0.9))
