@@ -75,7 +75,6 @@ class TrainingCheckpoint:
         self._saved_at = clock()
         self._digest: str | None = None
         self._began = clock()  # when this process's part of the training began
-        self.resumed_epoch: int | None = None  # the epoch a restored training resumed at
         self.earlier_seconds = 0.0  # the training's seconds in the runs it resumes
 
     def restore(self, inference: Any) -> bool:
@@ -117,7 +116,7 @@ class TrainingCheckpoint:
         inference._neural_net, inference.optimizer = net, optimizer
         for name, value in loop.items():
             setattr(inference, name, value)
-        self.resumed_epoch, self.earlier_seconds = epoch, earlier
+        self.earlier_seconds = earlier
         self.say(f"training resumed from {self.path} at epoch {epoch}{ended}")
         return True
 
@@ -184,10 +183,10 @@ def resumable(inference: Any, checkpoint: TrainingCheckpoint | None) -> Iterator
         return
     train, show = inference.train, inference._maybe_show_progress
 
-    def resumed_train(**kwargs: Any):
+    def resumed_train(*args: Any, **kwargs: Any):
         if checkpoint.restore(inference):
             kwargs["resume_training"] = True
-        out = train(**kwargs)
+        out = train(*args, **kwargs)
         checkpoint.save(inference, finished=True)
         return out
 

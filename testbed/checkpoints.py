@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,10 @@ SUFFIX = ".checkpoints"
 
 
 def checkpoint_dir() -> Path | None:
-    """The directory `TESTBED_CHECKPOINTS` names, or None (unset, empty or 'off')."""
+    """The directory `TESTBED_CHECKPOINTS` names, or None (unset, empty or 'off', in any
+    case)."""
     value = os.environ.get(CHECKPOINTS_ENV, "").strip()
-    return None if value in ("", "off") else Path(value)
+    return None if value.lower() in ("", "off") else Path(value)
 
 
 def checkpoint_path(directory: Path, name: str, task: str, *key: Any) -> Path:
@@ -60,7 +60,18 @@ def beside_store(
         else:
             os.environ[CHECKPOINTS_ENV] = user
         if directory is not None and directory.is_dir() and _true(finished):
-            shutil.rmtree(directory, ignore_errors=True)
+            _remove_checkpoints(directory)
+
+
+def _remove_checkpoints(directory: Path) -> None:
+    """Our files in `directory` (checkpoints, set-aside ones, unfinished writes), then the
+    directory if that left it empty: anything else someone put there stays."""
+    for pattern in ("*.pt", "*.pt.unused", "*.pt*.tmp"):
+        for path in directory.glob(pattern):
+            with contextlib.suppress(OSError):
+                path.unlink()
+    with contextlib.suppress(OSError):
+        directory.rmdir()
 
 
 def _true(finished: Callable[[], bool]) -> bool:

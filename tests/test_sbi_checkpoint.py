@@ -5,6 +5,7 @@ once every job is stored."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -62,23 +63,36 @@ def epochs_run(monkeypatch) -> list[int]:
     return seen
 
 
+@contextlib.contextmanager
+def stopped_when(monkeypatch, condition):
+    """Within: a training raises Stop after the first epoch (its checkpoint saved) where
+    `condition(inference)` holds; yields the list that gets that epoch."""
+    on_epoch = TrainingCheckpoint.on_epoch
+    stopped: list[int] = []
+
+    def stopping(self, inference):
+        on_epoch(self, inference)
+        if not stopped and condition(inference):
+            stopped.append(int(inference.epoch))
+            raise Stop("the session ended")
+
+    with monkeypatch.context() as m:
+        m.setattr(TrainingCheckpoint, "on_epoch", stopping)
+        yield stopped
+
+
+def at_epoch(epoch: int):
+    return lambda inference: inference.epoch == epoch
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_a_resumed_training_ends_as_an_uninterrupted_one(name, directory, monkeypatch, caplog):
     monkeypatch.delenv(CHECKPOINTS_ENV)
     whole = draws(name)
     assert not directory.exists()  # no directory: no checkpoint
     monkeypatch.setenv(CHECKPOINTS_ENV, str(directory))
-    on_epoch = TrainingCheckpoint.on_epoch
-
-    def stopping(self, inference):
-        on_epoch(self, inference)
-        if inference.epoch == STOP_AT:
-            raise Stop
-
-    with monkeypatch.context() as m:
-        m.setattr(TrainingCheckpoint, "on_epoch", stopping)
-        with pytest.raises(Stop):
-            draws(name)
+    with stopped_when(monkeypatch, at_epoch(STOP_AT)), pytest.raises(Stop):
+        draws(name)
     (saved,) = directory.glob("*.pt")
     assert torch.load(saved, weights_only=False)["loop"]["epoch"] == STOP_AT
     seen = epochs_run(monkeypatch)
@@ -104,19 +118,12 @@ def test_a_training_stopped_after_an_epoch_without_improvement_converges_as_befo
     whole, epochs = post.sample(problem.x_o, 8, seed=3), len(seen)
     assert epochs < 300  # it stopped early: the counter decided
     monkeypatch.setenv(CHECKPOINTS_ENV, str(directory))
-    on_epoch = TrainingCheckpoint.on_epoch
-    stopped: list[int] = []
 
-    def stopping(self, inference):
-        on_epoch(self, inference)
-        if not stopped and inference.epoch > 1 and inference._val_loss >= inference._best_val_loss:
-            stopped.append(inference.epoch)
-            raise Stop
+    def no_better(inference) -> bool:  # the epoch just trained did not improve
+        return inference.epoch > 1 and inference._val_loss >= inference._best_val_loss
 
-    with monkeypatch.context() as m:
-        m.setattr(TrainingCheckpoint, "on_epoch", stopping)
-        with pytest.raises(Stop):
-            run_agent(name, settings, BUDGET)
+    with stopped_when(monkeypatch, no_better) as stopped, pytest.raises(Stop):
+        run_agent(name, settings, BUDGET)
     seen.clear()
     problem, post, _ = run_agent(name, settings, BUDGET)
     assert stopped and stopped[0] + len(seen) == epochs
@@ -179,7 +186,7 @@ def test_sequential_trainings_keep_no_checkpoint(directory):
     assert not directory.exists()
 
 
-@pytest.mark.parametrize("value", ["", "off"])
+@pytest.mark.parametrize("value", ["", "off", "OFF", " off "])
 def test_checkpoints_can_be_turned_off(value, monkeypatch):
     monkeypatch.setenv(CHECKPOINTS_ENV, value)
     assert checkpoint_dir() is None
@@ -199,6 +206,11 @@ def test_beside_store_sets_the_directory_and_removes_it_when_finished(tmp_path, 
     with beside_store(store, finished=lambda: True):
         pass
     assert not d.exists()
+    with beside_store(store, finished=lambda: True) as d:  # someone else's file stays
+        d.mkdir()
+        (d / "y.pt").write_bytes(b"")
+        (d / "notes.txt").write_text("mine")
+    assert [f.name for f in d.iterdir()] == ["notes.txt"]
     mine = tmp_path / "mine"
     mine.mkdir()
     monkeypatch.setenv(CHECKPOINTS_ENV, str(mine))  # the user's: used, never removed
@@ -221,17 +233,9 @@ def test_a_sweep_stopped_mid_training_resumes_it(tmp_path, monkeypatch, caplog):
     with ResultsStore(tmp_path / "whole.db") as store:
         assert run_sweep(jobs, store, InlineExecutor()).ok == 2
         whole = scores(store)
-    on_epoch = TrainingCheckpoint.on_epoch
-
-    def stopping(self, inference):
-        on_epoch(self, inference)
-        if inference.epoch == STOP_AT:
-            raise Stop("the session ended")
-
     path = tmp_path / "r.db"
     with ResultsStore(path) as store:
-        with monkeypatch.context() as m:
-            m.setattr(TrainingCheckpoint, "on_epoch", stopping)
+        with stopped_when(monkeypatch, at_epoch(STOP_AT)):
             assert run_sweep(jobs, store, InlineExecutor()).failed == 2  # one training
         assert len(list(Path(f"{path}.checkpoints").glob("*.pt"))) == 1
         with caplog.at_level(logging.INFO, "testbed.progress"):
@@ -280,3 +284,18 @@ def test_workers_get_the_sweeps_directory(tmp_path, monkeypatch):
     with beside_store(tmp_path / "r.db", finished=lambda: True) as d:
         assert worker_env({})[CHECKPOINTS_ENV] == str(d)
     assert worker_env({})[CHECKPOINTS_ENV] == "off"
+
+
+def test_train_seconds_include_those_trained_before_a_resume():
+    """`train_timed` adds a resumed predictive's `earlier_train_seconds` (one that did not
+    resume has none)."""
+    from generative.sbi.problems import PosteriorProblem
+    from testbed.evaluate import train_timed
+
+    class Resumed:
+        earlier_train_seconds = 1000.0
+
+    problem = PosteriorProblem("two_moons", 1000, 1, num_samples=20)
+    resumed = train_timed(lambda data, knowledge: Resumed(), problem)
+    fresh = train_timed(lambda data, knowledge: object(), problem)
+    assert 1000.0 <= resumed.seconds < 1000.0 + 60 and fresh.seconds < 60
