@@ -136,3 +136,45 @@ def test_the_neural_testbed_source_covers_every_reference_agent(tmp_path, capsys
     assert "1 rows ->" in capsys.readouterr().out
     assert list(shipped.shipped(path=out)["key"]) == [jobs[0].key]
     assert ship.main(["run", "--sweeps", "nope"]) == 2
+
+
+def _docs_table(path: str, header: str) -> dict[str, list[str]]:
+    """A markdown table of a docs page: first column -> the other cells."""
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parent.parent.joinpath(path).read_text()
+    block = text[text.index(header) :].split("\n\n")[0].splitlines()
+    cells = [[c.strip() for c in row.split("|")[1:-1]] for row in block[2:]]
+    return {row[0]: row[1:] for row in cells}
+
+
+def test_the_shipped_new_sbi_methods_hold_every_cell_and_the_docs_numbers():
+    """The package's `sbibm_ours`: 4 agents x 3 tasks x 2 budgets x 10 observations, ok,
+    and the docs' table is their mean C2ST per cell."""
+    df = leaderboard.published("sbibm_ours")
+    assert len(df) == 240 and set(df["status"]) == {"ok"} and df["key"].is_unique
+    parts = df["problem_id"].str.split("/", expand=True)
+    cells = df.assign(task=parts[1], budget=parts[2].astype(int), obs=parts[3].astype(int))
+    counts = cells.groupby(["agent", "task", "budget"])["obs"].nunique()
+    assert len(counts) == 24 and set(counts) == {10}
+    assert df["c2st"].between(0.5, 1.0).all() and (df["sampling_seconds"] > 0).all()
+    head = shipped.SOURCES["sbibm_ours"].read_text().splitlines()[:2]
+    assert "labelled as ours" in head[0] and "sbi 0.27.0" in head[1]
+    means = cells.groupby(["agent", "task", "budget"])["c2st"].mean()
+    docs = _docs_table("docs/problems/sbi_new_methods.md", "| agent | two_moons 1k |")
+    columns = [(t, b) for t in ("two_moons", "gaussian_linear", "slcp") for b in (1000, 10000)]
+    for agent in ("fmpe", "npse", "nre_c", "bnre"):
+        shown = [float(v) for v in docs[f"{agent} (ours)"]]
+        assert shown == [round(means[agent, t, b], 3) for t, b in columns], agent
+
+
+def test_a_users_run_is_ranked_beside_the_shipped_new_sbi_methods(tmp_path):
+    ours = leaderboard.published("sbibm_ours").set_index("problem_id")
+    db = tmp_path / "user.db"
+    with ResultsStore(db) as s:
+        _record(s, "my_agent", "sbi/two_moons/1000/1", c2st=0.7)
+    table = build(db).observed().set_index("label")
+    assert {"fmpe (ours, shipped)", "bnre (ours, shipped)"} <= set(table.index)
+    fmpe = ours[ours["agent"] == "fmpe"].loc["sbi/two_moons/1000/1", "c2st"]
+    assert table.loc["fmpe (ours, shipped)", "mean_c2st"] == pytest.approx(fmpe)
+    assert table.loc["fmpe (ours, shipped)", "num_observations"] == 1
