@@ -90,7 +90,12 @@ class TrainingConfig:
 
 @dataclasses.dataclass(frozen=True)
 class NPEConfig(TrainingConfig):
-    """NPE (sbi NPE_C): a conditional flow q(theta | x) trained on the simulations."""
+    """NPE (sbi NPE_C): a conditional flow q(theta | x) trained on the simulations.
+
+    On i.i.d. sets of n, a budget makes budget // n examples and the benchmark's batch
+    would leave one gradient step an epoch (the flow stays at the prior: gaussian_linear,
+    sets of 10 at 100,000 simulations, C2ST 0.98 against 0.76 at sbi's batch): there the
+    batch left at its default is sbi's, `SETS_TRAINING_BATCH_SIZE`."""
 
     density_estimator: Literal["nsf", "maf", "mdn", "made"] = "nsf"
     num_transforms: int = 5
@@ -318,6 +323,9 @@ def set_embedding(dim_x: int, hidden_features: int):
     )
 
 
+SETS_TRAINING_BATCH_SIZE = 200  # sbi's: NPE's batch on i.i.d. sets (NPEConfig)
+
+
 def _train_kwargs(config: TrainingConfig, num: int) -> dict[str, Any]:
     return {
         "training_batch_size": min(config.training_batch_size, num),
@@ -390,6 +398,8 @@ class NPEMethod(Method):
         inference.append_simulations(
             theta, x, proposal=None if first else proposal, exclude_invalid_x=True
         )
+        if x.ndim == 3 and config.training_batch_size == TrainingConfig.training_batch_size:
+            config = dataclasses.replace(config, training_batch_size=SETS_TRAINING_BATCH_SIZE)
         return inference.train(num_atoms=config.num_atoms, **_train_kwargs(config, len(theta)))
 
     def posterior(self, inference, estimator, config):
@@ -560,7 +570,8 @@ def run_rounds(
     inference = method.inference(config, torch_prior, NullTracker(), embedding)
     proposal = torch_prior
     posterior = None
-    progress = TrainingProgress(f"{name} on {knowledge.task}", int(access.budget))
+    on = f"{knowledge.task} (iid{n})" if n > 1 else knowledge.task  # as the leaderboard says
+    progress = TrainingProgress(f"{name} on {on}", int(access.budget))
     checkpoint = _checkpoint(config, name, knowledge, int(access.budget), n, sets, progress.say)
     with progress.capture(inference), resumable(inference, checkpoint):
         for r, num in enumerate(sizes):

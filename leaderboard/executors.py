@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import logging
 import math
 import multiprocessing as mp
 import os
@@ -56,11 +57,17 @@ from testbed.config import check_at_least, check_one_of
 from testbed.cores import usable_cores
 from testbed.errors import EnvironmentFault, InputError
 
+log = logging.getLogger("testbed.sweep")
+
 OnResult = Callable[[list[JobResult]], None]  # a unit's results, one per job
 OnStart = Callable[[Unit], None]
 STARTUP_SECONDS = 300.0  # importing the stack in a fresh process takes ~4 s; allow slow disks
 MAX_START_FAILURES = 3
 DEFAULT_TIMEOUT = 24 * 3600.0  # per job; the SBI benchmark's slowest runs took over 6 hours
+# a worker holding more than this after a job is replaced: memory builds up over many jobs
+# (Neural Testbed agents: about 3.5 GB an hour of a 2021-sweep worker), and a sweep of
+# hours would end with the out-of-memory killer taking a job
+DEFAULT_WORKER_MEMORY_GB = 4.0
 NO_LIMIT_ABOVE = 1e9  # seconds (~30 years): a longer limit is no limit
 MAX_WAIT = 60.0  # the longest single wait of an executor's loop
 # A worker that finds itself running a sweep while it imports the driver's script (spawn
@@ -294,16 +301,20 @@ def _run_inline(job: Unit, seconds: float | None) -> list[JobResult]:
 
 @dataclasses.dataclass(frozen=True)
 class LocalConfig:
-    """A local process pool. `timeout` is per job, in seconds (None, 0 or inf: no limit)."""
+    """A local process pool. `timeout` is per job, in seconds (None, 0 or inf: no limit);
+    a worker whose resident memory exceeds `worker_memory_gb` after a job is replaced by
+    a fresh one before the next (0: never)."""
 
     workers: int = 0  # 0: one per core
     timeout: float | None = DEFAULT_TIMEOUT
     threads_per_worker: int = 1
     start_method: str = "spawn"
     imports: tuple[str, ...] = ()
+    worker_memory_gb: float = DEFAULT_WORKER_MEMORY_GB
 
     def __post_init__(self):
         check_at_least("workers", self.workers, 0)
+        check_at_least("worker_memory_gb", self.worker_memory_gb, 0)
         check_at_least("threads_per_worker", self.threads_per_worker, 1)
         check_one_of("start_method", self.start_method, ["spawn", "forkserver"])
         object.__setattr__(self, "timeout", check_timeout(self.timeout))
@@ -442,6 +453,15 @@ class _Slot:
         with contextlib.suppress(OSError):
             os.unlink(self.stack)
 
+    def resident_gb(self) -> float | None:
+        """The worker's resident memory (Linux's /proc), None where it cannot be read."""
+        try:
+            with open(f"/proc/{self.process.pid}/statm") as f:
+                pages = int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pages * os.sysconf("SC_PAGE_SIZE") / 1e9
+
     def ask_to_stop(self) -> bool:
         """Tells an idle worker to exit; False for a busy or starting one (`stop` kills it)."""
         if self.process.is_alive() and self.job is None and self.ready:
@@ -531,6 +551,9 @@ class LocalExecutor:
                         slot.job, slot.deadline = None, None
                         with interrupts.deferred():  # stored first, then Ctrl-C stops
                             on_result(payload)
+                        if self._outgrown(slot):
+                            slot.stop(time.monotonic() + 5.0 if slot.ask_to_stop() else None)
+                            slots[i] = _Slot(ctx, self.config)
                     elif kind == "failed":  # dead, hung, or failed to start
                         if slot.job is not None:
                             timed_out = payload.startswith("timed out")
@@ -551,6 +574,16 @@ class LocalExecutor:
             deadline = time.monotonic() + 2.0
             for slot, exits in zip(slots, asked):
                 slot.stop(deadline if exits else None)
+
+    def _outgrown(self, slot: _Slot) -> bool:
+        """True when an idle worker holds more memory than `worker_memory_gb`."""
+        limit = self.config.worker_memory_gb
+        gb = slot.resident_gb() if limit else None
+        if gb is None or gb <= limit:
+            return False
+        log.info("worker %d holds %.1f GB after a job (limit %g GB): replaced by a fresh one",
+                 slot.process.pid, gb, limit)  # fmt: skip
+        return True
 
     @staticmethod
     def _waitables(slots: list[_Slot]) -> list[Any]:

@@ -785,3 +785,28 @@ def test_ctrl_c_at_random_moments_always_stops_a_sweep(tmp_path, repeat):
         time.sleep(delay / 1000)
         os.killpg(proc.pid, signal.SIGINT)
         _check_interrupted(proc, db, f"after {delay} ms", one_line=False)
+
+
+@pytest.mark.parametrize("limit, fresh", [(1e-6, True), (0, False)])
+def test_a_worker_that_outgrew_its_memory_is_replaced_between_jobs(
+    limit, fresh, tmp_path, monkeypatch
+):
+    """A worker holding more than `worker_memory_gb` after a job is replaced before the
+    next (a sweep of hours would otherwise meet the out-of-memory killer); every job still
+    runs once and is stored. 0 keeps workers for the whole sweep."""
+    log = tmp_path / "runs.log"
+    monkeypatch.setenv("LBFAULT_LOG", str(log))
+    monkeypatch.setenv("LBFAULT_SLEEP", "0")
+    jobs = expand(["uniform"], [f"lbfault/clock-{i}" for i in range(2)])
+    executor = LocalExecutor(workers=1, imports=("leaderboard_faults",), worker_memory_gb=limit)
+    with ResultsStore(tmp_path / "r.db") as s:
+        summary = run_sweep(jobs, s, executor)
+    assert summary.ok == 2
+    names, pids = log.read_text().split()[::2], log.read_text().split()[1::2]
+    assert sorted(names) == ["clock-0", "clock-1"]
+    assert len(set(pids)) == (2 if fresh else 1)
+
+
+def test_worker_memory_must_be_nonnegative():
+    with pytest.raises(InputError, match="worker_memory_gb"):
+        LocalExecutor(worker_memory_gb=-1)

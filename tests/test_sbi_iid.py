@@ -179,14 +179,17 @@ FAST = {"max_num_epochs": 2, "training_batch_size": 50}
 
 
 @pytest.mark.parametrize("name", ["npe", "fmpe", "npse"])
-def test_posterior_estimators_train_on_sets(name):
+def test_posterior_estimators_train_on_sets(name, capsys, monkeypatch):
     """npe / fmpe / npse see sets of n draws at one theta through sbi's permutation-
-    invariant embedding; each draw counts against the budget."""
+    invariant embedding; each draw counts against the budget. The training's progress
+    names the set size, as the leaderboard does."""
+    monkeypatch.setenv("TESTBED_PROGRESS", "lines")
     overrides = {**FAST, "sampling_steps": 5} if name == "npse" else FAST
     problem = PosteriorProblem("slcp", 200, 1, num_iid=10, num_samples=20)
     access = problem.train_data
     post = agents.load(name, **overrides)(access, problem.prior_knowledge)
     assert access.num_simulations == 200  # 20 sets of 10
+    assert f"{name} on slcp (iid10): round 1/1" in capsys.readouterr().err
     assert post.shape == (1, 10, 8)
     net = (
         post.posterior.posterior_estimator
@@ -206,6 +209,28 @@ def test_posterior_estimators_train_on_sets(name):
         post.log_prob(problem.theta_true, problem.x_o),
         rtol=1e-4,
     )
+
+
+@pytest.mark.parametrize("batch, used", [(None, 200), (10_000, 200), (64, 64)])
+def test_npe_on_sets_trains_with_sbis_batch_unless_told(batch, used, monkeypatch):
+    """On sets (budget // n examples) NPE's default batch, the benchmark's full batch,
+    becomes sbi's 200; another value is used as given. Single draws keep the benchmark's."""
+    from sbi.inference import NPE
+
+    seen = []
+    train = NPE.train
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs["training_batch_size"])
+        return train(self, *args, **kwargs)
+
+    monkeypatch.setattr(NPE, "train", spy)
+    overrides = {"max_num_epochs": 1} | ({} if batch is None else {"training_batch_size": batch})
+    for n in (10, 1):
+        problem = PosteriorProblem("gaussian_linear", 5000, 1, num_iid=n, num_samples=20)
+        agents.load("npe", **overrides)(problem.train_data, problem.prior_knowledge)
+    single = 5000 if batch in (None, 10_000) else batch  # the benchmark's: every example
+    assert seen == [used, single]
 
 
 @pytest.mark.parametrize("name", ["nle", "nre", "nre_c", "bnre"])
@@ -517,7 +542,8 @@ def test_the_leaderboard_keeps_a_set_apart_from_observation_k(tmp_path, capsys):
             s.record({**job, "status": "ok", "error": None, "wall_seconds": 1.0,
                       "metrics": {"c2st": c2st, "train_seconds": 1.0}})  # fmt: skip
     assert main(["leaderboard", "--results", str(db), "--format", "csv"]) == 0
-    rows = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("task")
+    rows = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    rows = rows[rows["label"] == "npe"].set_index("task")  # not our shipped runs beside it
     assert rows.loc["slcp", "mean_c2st"] == 0.9 and rows.loc["slcp (iid10)", "mean_c2st"] == 0.7
     assert np.isfinite(rows.loc["slcp", "paper_c2st"])
     assert np.isnan(rows.loc["slcp (iid10)", "paper_c2st"])
