@@ -55,7 +55,7 @@ from leaderboard.worker import (
 )
 from testbed.config import check_at_least, check_one_of
 from testbed.cores import usable_cores
-from testbed.errors import EnvironmentFault, InputError
+from testbed.errors import EnvironmentFault, InputError, bad_value
 
 log = logging.getLogger("testbed.sweep")
 
@@ -65,7 +65,7 @@ STARTUP_SECONDS = 300.0  # importing the stack in a fresh process takes ~4 s; al
 MAX_START_FAILURES = 3
 DEFAULT_TIMEOUT = 24 * 3600.0  # per job; the SBI benchmark's slowest runs took over 6 hours
 # a worker holding more than this after a job is replaced: memory builds up over many jobs
-# (Neural Testbed agents: about 3.5 GB an hour of a 2021-sweep worker), and a sweep of
+# (a worker of the Neural Testbed's 2021 sweep: 0.7 to 5.5 GB in 95 minutes), and a sweep of
 # hours would end with the out-of-memory killer taking a job
 DEFAULT_WORKER_MEMORY_GB = 4.0
 NO_LIMIT_ABOVE = 1e9  # seconds (~30 years): a longer limit is no limit
@@ -314,7 +314,9 @@ class LocalConfig:
 
     def __post_init__(self):
         check_at_least("workers", self.workers, 0)
-        check_at_least("worker_memory_gb", self.worker_memory_gb, 0)
+        gb = self.worker_memory_gb
+        if isinstance(gb, bool) or not isinstance(gb, int | float) or not 0 <= gb < math.inf:
+            raise bad_value("worker_memory_gb", gb, "a finite number of GB >= 0 (0: never)")
         check_at_least("threads_per_worker", self.threads_per_worker, 1)
         check_one_of("start_method", self.start_method, ["spawn", "forkserver"])
         object.__setattr__(self, "timeout", check_timeout(self.timeout))

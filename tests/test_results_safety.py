@@ -807,6 +807,7 @@ def test_a_worker_that_outgrew_its_memory_is_replaced_between_jobs(
     assert len(set(pids)) == (2 if fresh else 1)
 
 
-def test_worker_memory_must_be_nonnegative():
-    with pytest.raises(InputError, match="worker_memory_gb"):
-        LocalExecutor(worker_memory_gb=-1)
+@pytest.mark.parametrize("value", [-1, float("nan"), float("inf"), "4", True, None])
+def test_worker_memory_must_be_a_finite_number_of_gb(value):
+    with pytest.raises(InputError, match="worker_memory_gb: got .*; allowed: a finite number"):
+        LocalExecutor(worker_memory_gb=value)
