@@ -31,6 +31,7 @@ SECTIONS = {
     "bench_agents": "Agent training",
     "bench_threefry": "Random numbers (JAX's own CPU lowering of threefry)",
     "bench_runner": "Sweep runner",
+    "bench_sweep": "Whole sweeps (`testbed sweep` timed whole)",
 }
 
 HEADER = """# Speed against the reference implementations

@@ -15,6 +15,10 @@ today's defaults (`--agent-configs current`). `--select` instead runs each agent
 sweep on the problems of one seed group, keeps its config with the lowest mean KL (both
 taus), and reports that config on the other groups.
 
+Jobs whose runs the package ships (`leaderboard.published("neural_testbed")`) are taken
+from it, not computed (`--no-shipped` computes them): `--report` tables the shipped runs
+at once, and a run resumes where they end.
+
 Run:
     python -m experiments.reproduce_neural_testbed --workers 2
 """
@@ -226,6 +230,18 @@ def select_configs(results, executor, agent_names, group: int, problem_ids) -> d
     return out
 
 
+def take_shipped(jobs: Sequence, results: str) -> int:
+    """Records in `results` the jobs the package ships runs of (`neural_testbed`) and
+    `results` lacks: a run computes only the rest, and resumes on any machine."""
+    from leaderboard import shipped
+
+    taken = shipped.restore("neural_testbed", results, {j.key for j in jobs})
+    if taken:
+        print(f"{taken} of {len(jobs)} jobs taken from the package's shipped runs "
+              f"({shipped.SOURCES['neural_testbed'].name})", file=sys.stderr)  # fmt: skip
+    return taken
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.cli import run_jobs, setup_logging, stored_keys
     from leaderboard.executors import LocalExecutor
@@ -251,6 +267,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--report", action="store_true",
         help="run nothing: the table and figure of the seed groups every agent has finished",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-shipped", action="store_true",
+        help="compute every job, also those whose runs the package ships",
     )  # fmt: skip
     args = parser.parse_args(argv)
     setup_logging()
@@ -288,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides = select_configs(args.results, executor, names, args.select, ids)
             ids = [i for i in ids if group_of(i) != args.select]
         jobs = jobs_for(names, overrides, ids)
+        if not args.no_shipped:
+            take_shipped(jobs, args.results)
         if args.report:
             failed = False
             groups = finished_groups(jobs, stored_keys(args.results))

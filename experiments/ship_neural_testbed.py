@@ -78,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--results", default="neural-testbed-ship.db")
     run.add_argument("--workers", type=int, default=0, help="parallel jobs (0: one per core)")
     run.add_argument("--sweeps", default=",".join(SWEEPS))
+    run.add_argument(
+        "--no-shipped", action="store_true",
+        help="compute every job, also those whose runs the package ships",
+    )  # fmt: skip
     write = sub.add_parser("write", help="write the shipped source from results stores")
     write.add_argument("--results", action="append", required=True)
     write.add_argument("--out", default="leaderboard/data/neural_testbed.csv.gz")
@@ -104,6 +108,10 @@ def _run(args) -> int:
         raise InputError(f"--sweeps: got {args.sweeps!r}; allowed: some of {', '.join(SWEEPS)}")
     enable_compilation_cache()
     jobs = expected_jobs(sweeps)
+    if not args.no_shipped:
+        from experiments.reproduce_neural_testbed import take_shipped
+
+        take_shipped(jobs, args.results)
     executor = LocalExecutor(workers=args.workers)
     with ResultsStore(args.results, mode="w") as store:
         summary = run_sweep(jobs, store, executor, progress=True)

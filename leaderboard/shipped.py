@@ -36,6 +36,7 @@ SOURCES = {
     "sbibm_ours": DATA / "sbibm_ours.csv",
 }
 COLUMNS = [*JOB_COLUMNS, "wall_seconds"]  # before the metric columns
+PROVENANCE = ["versions", "host", "finished_at"]  # each run's own, where a file has them
 LABEL = "{agent} (ours, shipped)"
 KEY_PREFIX = "shipped:"
 
@@ -101,11 +102,50 @@ def from_results(results: str | os.PathLike, keys: Iterable[str] | None = None) 
     settings = set(store.settings_table(sorted(set(df["problem_id"]))).get(
         df["problem_id"].iloc[0], {}))  # fmt: skip
     metrics = sorted(c for c in df.columns if c not in base and c not in settings)
-    out = df[COLUMNS + metrics].copy()
+    out = df[COLUMNS + PROVENANCE + metrics].copy()
     out["config"] = out["config"].map(lambda c: c if isinstance(c, str) else json.dumps(c))
     return out.sort_values(["agent", "config_key", "problem_id", "agent_seed"]).reset_index(
         drop=True
     )
+
+
+def metric_columns(rows: pd.DataFrame) -> list[str]:
+    """The metric columns of shipped rows: all but the job's and the provenance's."""
+    return [c for c in rows.columns if c not in COLUMNS and c not in PROVENANCE]
+
+
+def restore(name: str, results: str | os.PathLike, keys: Iterable[str]) -> int:
+    """Records in the results store at `results` the shipped runs of source `name` whose
+    key is among `keys` and which the store lacks; returns how many.
+
+    A sweep whose runs ship resumes where they end, on any machine: the reproduction of
+    the Neural Testbed's figure computes only what the package does not hold.
+    """
+    from leaderboard.store import ResultsStore
+
+    rows = shipped(name)
+    rows = rows[rows["key"].isin(set(keys)) & (rows["status"] == "ok")]
+    if not len(rows):
+        return 0
+    metrics = metric_columns(rows)
+    done = 0
+    with ResultsStore(results, mode="w") as store:
+        have = store.keys(status="ok")
+        for row in rows[~rows["key"].isin(have)].to_dict("records"):
+            versions = row.get("versions")
+            store.record({
+                **{c: row[c] for c in ("key", "agent", "config_key", "problem_id", "status")},
+                "config": json.loads(row["config"]),
+                "seed": int(row["agent_seed"]),
+                "metrics": {m: row[m] for m in metrics if not pd.isna(row[m])},
+                "wall_seconds": row["wall_seconds"],
+                "versions": json.loads(versions) if isinstance(versions, str) else {},
+                "host": row.get("host") if isinstance(row.get("host"), str) else "shipped",
+                "finished_at": row.get("finished_at") if isinstance(
+                    row.get("finished_at"), str) else None,
+            })  # fmt: skip
+            done += 1
+    return done
 
 
 def provenance(what: str = "Our runs") -> list[str]:

@@ -531,7 +531,7 @@ class ResultsStore:
             "wall_seconds": _finite_or_none(result.get("wall_seconds")),
             "versions": json.dumps(result.get("versions") or {}, sort_keys=True),
             "host": result.get("host"),
-            "finished_at": now_iso(),
+            "finished_at": result.get("finished_at") or now_iso(),  # given when restored
         }
         with self._transaction() as conn:
             changed = conn.execute(_UPSERT, row).rowcount == 1

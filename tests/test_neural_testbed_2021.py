@@ -141,7 +141,15 @@ def test_jobs_run_group_by_group_and_a_partial_run_reports_whole_groups():
     assert rnt.finished_groups(jobs, set()) == []
 
 
-def test_report_of_a_store_without_a_finished_group_is_refused(tmp_path, capsys):
+@pytest.fixture
+def nothing_shipped(tmp_path, monkeypatch):
+    """The package's shipped runs replaced by none: a report reads the test's store alone."""
+    from leaderboard import shipped
+
+    monkeypatch.setitem(shipped.SOURCES, "neural_testbed", tmp_path / "none.csv.gz")
+
+
+def test_report_of_a_store_without_a_finished_group_is_refused(tmp_path, capsys, nothing_shipped):
     from leaderboard.store import ResultsStore
 
     with ResultsStore(tmp_path / "r.db"):
@@ -152,7 +160,9 @@ def test_report_of_a_store_without_a_finished_group_is_refused(tmp_path, capsys)
     assert rnt.main(["--report", "--results", str(tmp_path / "none.db")]) == 2
 
 
-def test_report_of_a_partial_run_uses_the_groups_every_agent_finished(tmp_path, capsys):
+def test_report_of_a_partial_run_uses_the_groups_every_agent_finished(
+    tmp_path, capsys, nothing_shipped
+):
     import generative
     from leaderboard.store import ResultsStore
 
@@ -179,6 +189,45 @@ def test_report_of_a_partial_run_uses_the_groups_every_agent_finished(tmp_path, 
     width = int.from_bytes((out / "normalized_kl.png").read_bytes()[16:20], "big")
     assert width == 5 * 110
     assert rnt.main([*argv, "--select", "0"]) == 2  # --select runs: not with --report
+
+
+def test_a_run_takes_the_shipped_runs_and_computes_only_the_rest(tmp_path, monkeypatch, capsys):
+    """Jobs the package ships runs of are recorded from them, with their own provenance,
+    and not computed: with all of a seed group shipped, a run on a fresh store computes
+    nothing and tables it; `--no-shipped` takes none."""
+    from leaderboard import shipped
+    from leaderboard.store import ResultsStore, load
+
+    ids = rnt.by_seed_group(generative.sweep_ids(rnt.SWEEP))[0]
+    jobs = rnt.jobs_for(["mlp", "ensemble"], rnt.configs("2021"), ids)
+    kl = {"mlp": 0.4, "ensemble": 0.3}
+    made = tmp_path / "made.db"
+    with ResultsStore(made) as store:
+        for j in jobs:
+            metrics = {"kl_estimate": kl[j.agent], "pct_finite_kl": 1.0, "test_acc": 0.7}
+            store.record({**j.as_dict(), "status": "ok", "metrics": metrics,
+                          "wall_seconds": 3.0, "versions": {"testbed": "0.9"},
+                          "host": "their-machine"})  # fmt: skip
+    source = tmp_path / "neural_testbed.csv.gz"
+    shipped.write(shipped.from_results(made), source, notes=["a test file"])
+    monkeypatch.setitem(shipped.SOURCES, "neural_testbed", source)
+    results, out = tmp_path / "r.db", tmp_path / "out"
+    argv = ["--agents", "mlp,ensemble", "--problems", ",".join(ids), "--results",
+            str(results), "--out", str(out), "--workers", "1"]  # fmt: skip
+    assert rnt.main(argv) == 0
+    assert f"{len(jobs)} of {len(jobs)} jobs taken from the package's shipped runs" in (
+        capsys.readouterr().err
+    )
+    table = pd.read_csv(out / "table.csv").set_index(["agent", "tau"])
+    assert table.loc[("ensemble", 100), "normalized_kl"] == pytest.approx(0.75)
+    rows = load(results).set_index("key")
+    assert len(rows) == len(jobs) and set(rows["host"]) == {"their-machine"}
+    assert set(rows["wall_seconds"]) == {3.0} and set(rows["test_acc"]) == {0.7}
+    assert set(rows["versions"]) == {'{"testbed": "0.9"}'}
+    assert rnt.main(argv) == 0  # all held: nothing taken twice
+    assert "taken" not in capsys.readouterr().err
+    fresh = ["--report", "--no-shipped", *argv[:-5], str(tmp_path / "f.db"), "--out", str(out)]
+    assert rnt.main(fresh) == 2  # its own store holds nothing
 
 
 def test_figure_of_a_table_without_rows_still_draws(tmp_path):

@@ -154,8 +154,11 @@ def test_an_iid_problem_gives_its_agent_the_set():
     ref = problem.reference_samples()
     mean, _ = get_task("gaussian_linear").posterior_mean_cov_iid(problem.x_o)
     assert ref.shape == (50, 10) and np.abs(ref.mean(0) - mean).max() < 0.2
-    with pytest.raises(InputError, match="lc2st: got True; allowed: false for an i.i.d. set"):
-        PosteriorProblem("gaussian_linear", 1000, 3, num_iid=10, lc2st=True)
+    for name in ("lc2st", "median_distance"):  # asked for on a set: refused, not dropped
+        with pytest.raises(InputError, match=f"{name}: got True; allowed: false for an i.i.d"):
+            PosteriorProblem("gaussian_linear", 1000, 3, num_iid=10, **{name: True})
+    off = PosteriorProblem("gaussian_linear", 1000, 3, num_iid=10, median_distance=False)
+    assert "median_distance" not in off.metrics
     custom = PosteriorProblem("slcp", 1000, 1, num_iid=10, x_o=problem_slcp_set())
     assert custom.x_o.shape == (10, 8) and custom.theta_true is None
     with pytest.raises(InputError, match="x_o: got '3 observations'; allowed: a set of"):

@@ -113,7 +113,7 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
     num_samples: int = NUM_SAMPLES
     seed: int = 0
     c2st_z_score: bool = True
-    median_distance: bool = True
+    median_distance: bool | None = None  # None: scored at one observation, not at a set
     lc2st: bool = False
     lc2st_num_calibration: int = 10_000
     lc2st_num_null: int = 100
@@ -139,10 +139,10 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
         k, source, n = self.num_observation, self.observation_source, self.num_iid
         if n > 1:
             self._task.check_iid(iid_task_names())
-            if self.lc2st:
-                raise bad_value(
-                    "lc2st", True, "false for an i.i.d. set (L-C2ST scores single observations)"
-                )
+            for name in ("lc2st", "median_distance"):  # defined at one observation only
+                if getattr(self, name):
+                    raise bad_value(name, True, "false for an i.i.d. set (it scores single "
+                                    "observations)")  # fmt: skip
         self.custom_x_o = self.x_o is not None
         if self.custom_x_o:  # any observation: the reference posterior is the task's at it
             self.x_o = self._custom_observation(self.x_o)
@@ -198,7 +198,8 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
         names = ("c2st", "mmd", "outside_support_fraction")
         names += () if self.custom_x_o else ("nltp",)  # no theta* behind a custom x_o
         # the distance of predictive simulations to one x_o: not defined for a set
-        names += ("median_distance",) if self.median_distance and self.num_iid == 1 else ()
+        on = self.median_distance is not False and self.num_iid == 1
+        names += ("median_distance",) if on else ()
         return names + (("lc2st",) if self.lc2st else ())
 
     def evidence(self, predictive: Any) -> Evidence:
