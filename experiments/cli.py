@@ -451,6 +451,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         best_only=not args.all_configs,
         metric=args.metric,
         per_observation=args.per_observation,
+        shipped=not args.no_shipped,
     )
     if args.export:
         from leaderboard.store import export
@@ -494,7 +495,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     _import_user_modules(args)
     normalize = None if args.normalize == "none" else args.normalize
     board = lb.build(
-        args.results, sweep=args.sweep, normalize=normalize, per_observation=True, unranked_ok=True
+        args.results,
+        sweep=args.sweep,
+        normalize=normalize,
+        per_observation=True,
+        unranked_ok=True,
+        shipped=not args.no_shipped,
     )
     path = write_report(board, args.out, title=args.title)
     print(f"report: {path.resolve()}")
@@ -513,6 +519,14 @@ def cmd_salvage(args: argparse.Namespace) -> int:
         )
     print(f"salvaged {copied} rows of {args.results} -> {args.out} ({lost} unreadable)")
     return 0
+
+
+def _add_no_shipped(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-shipped",
+        action="store_true",
+        help="rank your results alone, without the package's runs of ours beside them",
+    )
 
 
 def _add_import(p: argparse.ArgumentParser) -> None:
@@ -634,6 +648,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also C2ST per observation, beside the SBI benchmark paper's",
     )
+    _add_no_shipped(p)
     _add_import(p)
     p.set_defaults(fn=cmd_leaderboard)
 
@@ -647,6 +662,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="agent whose mean score is 1 (default: each family's own, e.g. uniform), or none",
     )
     p.add_argument("--title", default="testbed leaderboard")
+    _add_no_shipped(p)
     _add_import(p)
     p.set_defaults(fn=cmd_report)
 

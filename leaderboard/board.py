@@ -306,7 +306,7 @@ def _with_shipped(
         else:
             wanted = list(dict.fromkeys(df.loc[family == fam, "problem_id"]))
         if wanted:
-            parts.append(shipped_runs.beside(spec.shipped, wanted))
+            parts.append(shipped_runs.beside(spec.shipped, wanted, held=df["key"]))
     parts = [p for p in parts if len(p)]
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else df
 

@@ -66,15 +66,16 @@ def shipped(name: str = "neural_testbed", path: str | os.PathLike | None = None)
     return _read(str(path), path.stat().st_mtime).copy()
 
 
-def beside(name: str, problem_ids: Iterable[str]) -> pd.DataFrame:
+def beside(name: str, problem_ids: Iterable[str], held: Iterable[str] = ()) -> pd.DataFrame:
     """The shipped runs of source `name` on `problem_ids`, labelled as ours (agent
     `<agent> (ours, shipped)`, config key `shipped:<key>`) and with the problems'
-    settings joined, ready to be ranked beside a user's rows."""
+    settings joined, ready to be ranked beside a user's rows; none of the jobs `held`
+    (keys the user's results hold already, e.g. taken from these runs: not shown twice)."""
     from leaderboard.store import settings_table
 
     wanted = set(problem_ids)
     rows = shipped(name)
-    rows = rows[rows["problem_id"].isin(wanted)].copy()
+    rows = rows[rows["problem_id"].isin(wanted) & ~rows["key"].isin(set(held))].copy()
     if not len(rows):
         return rows
     rows["agent"] = rows["agent"].map(lambda a: LABEL.format(agent=a))
@@ -163,8 +164,9 @@ def provenance(what: str = "Our runs") -> list[str]:
     return [
         f"{what}, made by this project (labelled as ours; not any paper's), one row per "
         "job, shipped so a new agent is ranked beside them.",
-        f"Made {datetime.date.today().isoformat()} at commit {commit or '?'} on "
-        f"{platform.machine()} ({os.cpu_count()} cores) with {made_with}.",
+        f"Written {datetime.date.today().isoformat()} at commit {commit or '?'} on "
+        f"{platform.machine()} ({os.cpu_count()} cores) with {made_with}; each row's "
+        "versions, host and finished_at, where given, are those of its own run.",
     ]
 
 

@@ -76,6 +76,18 @@ def test_a_users_agent_is_ranked_beside_the_shipped_reference_agents(nt, tmp_pat
     assert "my_agent" not in set(full[10]["label"])  # 1e6 everywhere: dropped, as the paper
 
 
+def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path):
+    """A store that took shipped runs (`restore`) ranks them as its own rows, once."""
+    rows = shipped.shipped("neural_testbed")
+    mlp = set(rows.loc[rows["agent"] == "mlp", "key"])
+    db = tmp_path / "mine.db"
+    assert shipped.restore("neural_testbed", db, mlp) == 4
+    assert shipped.restore("neural_testbed", db, mlp) == 0  # held already
+    table = build(db).tables_of("classification_2d")[1].set_index("label")
+    assert set(table.index) == {"mlp", "uniform (ours, shipped)"}
+    assert table.loc["mlp", "mean_kl"] == pytest.approx((0.2 + 0.3) / 2)
+
+
 def test_leaderboard_and_report_show_them(nt, tmp_path, capsys):
     db = tmp_path / "user.db"
     with ResultsStore(db) as s:
@@ -86,6 +98,12 @@ def test_leaderboard_and_report_show_them(nt, tmp_path, capsys):
     report = tmp_path / "r.html"
     assert main(["report", "--results", str(db), "--out", str(report)]) == 0
     assert "mlp (ours, shipped)" in report.read_text()
+    capsys.readouterr()
+    # --no-shipped: the user's rows alone
+    assert main(["leaderboard", "--results", str(db), "--format", "csv", "--no-shipped"]) == 0
+    assert set(pd.read_csv(io.StringIO(capsys.readouterr().out))["label"]) == {"my_agent"}
+    assert main(["report", "--results", str(db), "--out", str(report), "--no-shipped"]) == 0
+    assert "(ours, shipped)" not in report.read_text()
 
 
 def test_over_observations_the_same_observations_as_the_users(tmp_path, monkeypatch):
