@@ -46,6 +46,8 @@ def timed_sweep(args, folder: Path, per_job: bool) -> dict:
     from leaderboard.store import load
 
     results = folder / ("per-job.db" if per_job else "shared.db")
+    if results.exists():  # a resumed sweep is not timed whole
+        sys.exit(f"bench_sweep: {results} exists; allowed: a --keep folder without one")
     cmd = [str(TESTBED), "sweep", "--agent", args.agent, "--sweep", args.sweep,
            "--workers", str(args.workers), "--results", str(results), "-q"]  # fmt: skip
     cmd += ["--train-per-job"] if per_job else []
@@ -106,16 +108,18 @@ def main() -> None:
         for per_job in (False, True) if args.before else (False,):
             run = runs[per_job] = timed_sweep(args, folder, per_job)
             if per_job:  # the same numbers as the shared run's, problem by problem
-                run["kl_gap"] = kl_gap(Path(folder) / "shared.db", Path(folder) / "per-job.db")
+                run["kl_gap"] = kl_gap(folder / "shared.db", folder / "per-job.db")
             what = "one training per problem" if per_job else "training shared"
-            print(f"   {what}: {run['wall'] / 3600:.2f} h wall, {run['cpu'] / 3600:.2f} "
-                  f"CPU h; {run['ok']}/{run['jobs']} jobs ok, {run['trainings']} trainings",
-                  flush=True)  # fmt: skip
+            print(f"   {what}: {hours(run)}; {run['ok']}/{run['jobs']} jobs ok, "
+                  f"{run['trainings']} trainings", flush=True)  # fmt: skip
     after = runs[False]
     if args.before:
         before = runs[True]
         print(f"   shared training is {before['wall'] / after['wall']:.2f}x faster (wall)")
     print(f"   {meter.load_note()}")
+    unfinished = [r for r in runs.values() if r["status"] != 0 or r["ok"] < r["jobs"]]
+    if unfinished:  # a sweep with failed jobs is no sweep's cost
+        sys.exit("bench_sweep: some jobs failed; not recorded")
     if not args.no_record:
         record.save(__file__, [row_of(args, runs)], meter)
 

@@ -126,21 +126,31 @@ def restore(name: str, results: str | os.PathLike, keys: Iterable[str]) -> int:
 
     rows = shipped(name)
     rows = rows[rows["key"].isin(set(keys)) & (rows["status"] == "ok")]
+    if len(rows) and Path(results).exists():  # read first: a store holding them stays untouched
+        with ResultsStore(results, mode="r") as store:
+            rows = rows[~rows["key"].isin(store.keys(status="ok"))]
     if not len(rows):
         return 0
     metrics = metric_columns(rows)
     done = 0
     with ResultsStore(results, mode="w") as store:
-        have = store.keys(status="ok")
-        for row in rows[~rows["key"].isin(have)].to_dict("records"):
-            versions = row.get("versions")
+        for row in rows.to_dict("records"):
+            try:
+                config = json.loads(row["config"])
+                versions = row.get("versions")
+                versions = json.loads(versions) if isinstance(versions, str) else {}
+            except ValueError:
+                raise InputError(
+                    f"shipped results {name!r}: the run {row['key']} has a config or versions "
+                    "that is not JSON; allowed: a file written by leaderboard.shipped.write"
+                ) from None
             store.record({
                 **{c: row[c] for c in ("key", "agent", "config_key", "problem_id", "status")},
-                "config": json.loads(row["config"]),
+                "config": config,
                 "seed": int(row["agent_seed"]),
                 "metrics": {m: row[m] for m in metrics if not pd.isna(row[m])},
                 "wall_seconds": row["wall_seconds"],
-                "versions": json.loads(versions) if isinstance(versions, str) else {},
+                "versions": versions,
                 "host": row.get("host") if isinstance(row.get("host"), str) else "shipped",
                 "finished_at": row.get("finished_at") if isinstance(
                     row.get("finished_at"), str) else None,

@@ -226,8 +226,10 @@ def test_a_run_takes_the_shipped_runs_and_computes_only_the_rest(tmp_path, monke
     assert set(rows["versions"]) == {'{"testbed": "0.9"}'}
     assert rnt.main(argv) == 0  # all held: nothing taken twice
     assert "taken" not in capsys.readouterr().err
-    fresh = ["--report", "--no-shipped", *argv[:-5], str(tmp_path / "f.db"), "--out", str(out)]
+    fresh = ["--report", "--no-shipped", "--agents", "mlp,ensemble", "--problems",
+             ",".join(ids), "--results", str(tmp_path / "f.db"), "--out", str(out)]  # fmt: skip
     assert rnt.main(fresh) == 2  # its own store holds nothing
+
 
 
 def test_figure_of_a_table_without_rows_still_draws(tmp_path):

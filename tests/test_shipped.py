@@ -76,16 +76,26 @@ def test_a_users_agent_is_ranked_beside_the_shipped_reference_agents(nt, tmp_pat
     assert "my_agent" not in set(full[10]["label"])  # 1e6 everywhere: dropped, as the paper
 
 
-def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path):
+def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path, monkeypatch):
     """A store that took shipped runs (`restore`) ranks them as its own rows, once."""
     rows = shipped.shipped("neural_testbed")
     mlp = set(rows.loc[rows["agent"] == "mlp", "key"])
     db = tmp_path / "mine.db"
     assert shipped.restore("neural_testbed", db, mlp) == 4
-    assert shipped.restore("neural_testbed", db, mlp) == 0  # held already
+    opened = []  # held already: the store is only read (a read-only store stays usable)
+    real_init = ResultsStore.__init__
+    monkeypatch.setattr(ResultsStore, "__init__", lambda self, path, mode="w": (
+        opened.append(mode), real_init(self, path, mode))[1])  # fmt: skip
+    assert shipped.restore("neural_testbed", db, mlp) == 0 and opened == ["r"]
+    monkeypatch.setattr(ResultsStore, "__init__", real_init)
     table = build(db).tables_of("classification_2d")[1].set_index("label")
     assert set(table.index) == {"mlp", "uniform (ours, shipped)"}
     assert table.loc["mlp", "mean_kl"] == pytest.approx((0.2 + 0.3) / 2)
+    broken = tmp_path / "broken.csv"
+    rows.assign(config="{not json").to_csv(broken, index=False)
+    monkeypatch.setitem(shipped.SOURCES, "neural_testbed", broken)
+    with pytest.raises(InputError, match="config or versions that is not JSON"):
+        shipped.restore("neural_testbed", tmp_path / "other.db", mlp)
 
 
 def test_leaderboard_and_report_show_them(nt, tmp_path, capsys):
