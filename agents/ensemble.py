@@ -14,6 +14,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax.tree_util import Partial
 
 from agents.networks import apply_ensemble, init_ensemble, make_mlp
 from agents.registry import NETWORK, register
@@ -101,7 +102,7 @@ def train_ensemble(
     params, _ = config.fit(loss, params, data, prior, train_key, aux=aux)
     apply = _ensemble_logits(hidden, prior.num_classes, first_bias_std)
     scale = jnp.float32(prior_scale)
-    return FiniteSampler(lambda x: apply(params, prior_params, scale, x), num_members)
+    return FiniteSampler(Partial(apply, params, prior_params, scale), num_members)
 
 
 @dataclasses.dataclass(frozen=True)

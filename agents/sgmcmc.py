@@ -26,6 +26,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+from jax.tree_util import Partial
 
 from agents.networks import make_flat_mlp
 from agents.registry import NETWORK, register
@@ -200,6 +201,6 @@ def make_sgmcmc(config: SGMCMCConfig):
         thetas = sample_chain(config, data, prior)
         structure = (int(config.num_hidden), int(prior.num_classes), int(prior.input_dim))
         _, _, logits = _structure(*structure)
-        return FiniteSampler(lambda x: logits(thetas, x), thetas.shape[0])
+        return FiniteSampler(Partial(logits, thetas), thetas.shape[0])
 
     return agent

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.tree_util import Partial
 
 from testbed.base import PriorKnowledge
 from testbed.config import check_at_least, check_nonnegative, check_one_of, check_positive
@@ -265,14 +266,11 @@ class Network(NamedTuple):
     sample_logits: Callable[..., jax.Array]
 
 
-def bind_sampler(sample_logits: Callable, *fixed: Any) -> Callable:
-    """The predictive (x, key) -> sample_logits(*fixed, x, key): one key, one function. The
-    trained arrays stay in its closure, where evaluation waits for them to be ready."""
-
-    def sampler(x, key):
-        return sample_logits(*fixed, x, key)
-
-    return sampler
+def bind_sampler(sample_logits: Callable, *fixed: Any) -> Partial:
+    """The predictive (x, key) -> sample_logits(*fixed, x, key): one key, one function. A
+    `jax.tree_util.Partial`, so evaluators pass the trained arrays to one compiled program
+    that every problem of a sweep reuses (build `sample_logits` once per structure)."""
+    return Partial(sample_logits, *fixed)
 
 
 def bootstrap_weights(key: jax.Array, distribution: str, num_members: int, n: int) -> jax.Array:

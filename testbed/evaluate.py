@@ -9,6 +9,7 @@ its predictive on each; other problems are evaluated one by one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 import types
@@ -94,6 +95,8 @@ def block_until_ready(obj: Any, depth: int = 12) -> None:
             return
         if isinstance(o, list | tuple | set | frozenset):
             items = list(o)
+        elif isinstance(o, functools.partial):  # a jax.tree_util.Partial: its bound arrays
+            items = [o.func, *o.args, *o.keywords.values()]
         elif isinstance(o, dict):
             items = list(o.values())
         else:

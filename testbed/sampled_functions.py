@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.tree_util import Partial
 
 from testbed.base import FiniteSampler
 from testbed.errors import InputError
@@ -117,15 +118,27 @@ def _checked(reduce: Callable, out: jax.Array, aux: Any, link: Callable = log_so
     return reduce(link(out), aux), bad_nan, bad_inf
 
 
-@functools.partial(jax.jit, static_argnames=("sampler", "reduce", "chunk_size", "link"))
+def traced(fn: Callable) -> Partial:
+    """`fn` as a `jax.tree_util.Partial`, the form the compiled maps below take it in.
+
+    A Partial's bound arguments (a trained network's arrays) are arguments of the compiled
+    program and its function is part of the program's cache key, so every problem of a sweep
+    with the same function and shapes reuses one program. A plain closure is compiled with
+    its arrays as constants: once per trained predictive, about as long as scoring it (10 s
+    for a hypermodel at tau = 1).
+    """
+    return fn if isinstance(fn, Partial) else Partial(fn)
+
+
+@functools.partial(jax.jit, static_argnames=("reduce", "chunk_size", "link"))
 def _map_keys(sampler, reduce, x, keys, aux, chunk_size, link):
-    """Each key applied once to all of x: jitted (and cached) per sampler and reduce."""
+    """Each key applied once to all of x: compiled (and cached) per function and reduce."""
     return jax.lax.map(
         lambda k: _checked(reduce, sampler(x, k), aux, link), keys, batch_size=chunk_size
     )
 
 
-@functools.partial(jax.jit, static_argnames=("all_logits", "reduce", "link"))
+@functools.partial(jax.jit, static_argnames=("reduce", "link"))
 def _map_members(all_logits, reduce, x, aux, link):
     return jax.vmap(lambda out: _checked(reduce, out, aux, link))(all_logits(x))
 
@@ -180,12 +193,14 @@ def apply_functions(
         ok, shape = _is_traceable(sampler.all_logits, x)
         if ok:
             _check_members(shape, sampler.num_functions, x.shape[0], num_classes, link)
-            values, bad_nan, bad_inf = _map_members(sampler.all_logits, reduce, x, aux, link)
+            values, bad_nan, bad_inf = _map_members(
+                traced(sampler.all_logits), reduce, x, aux, link
+            )
         else:
             logits = np.asarray(sampler.all_logits(np.asarray(x)))
             _check_members(logits.shape, sampler.num_functions, x.shape[0], num_classes, link)
             values, bad_nan, bad_inf = _map_members(
-                lambda _: jnp.asarray(logits), reduce, x, aux, link
+                traced(lambda _: jnp.asarray(logits)), reduce, x, aux, link
             )
         _raise_if_bad(bad_nan, bad_inf, link)
         index = jax.vmap(sampler.index)(keys)
@@ -196,7 +211,7 @@ def apply_functions(
     if ok:
         _check_shape(shape, x.shape[0], num_classes, link)
         chunk = _divisor_at_most(num_keys, chunk_size)  # no remainder: one compiled body
-        values, bad_nan, bad_inf = _map_keys(sampler, reduce, x, keys, aux, chunk, link)
+        values, bad_nan, bad_inf = _map_keys(traced(sampler), reduce, x, keys, aux, chunk, link)
     else:
         outs = []
         x_np = np.asarray(x)
@@ -229,7 +244,7 @@ def _chunk_of_batches(num_batches: int, rows_per_batch: int, target_rows: int) -
 
 
 @functools.partial(
-    jax.jit, static_argnames=("sampler", "reduce", "batches_per_chunk", "keys_per_chunk", "link")
+    jax.jit, static_argnames=("reduce", "batches_per_chunk", "keys_per_chunk", "link")
 )
 def _map_batches(sampler, reduce, x, y, keys, aux, batches_per_chunk, keys_per_chunk, link):
     """reduce(link(outputs of batch i's M functions), uniform weights, y_i, aux_i) per batch."""
@@ -246,7 +261,7 @@ def _map_batches(sampler, reduce, x, y, keys, aux, batches_per_chunk, keys_per_c
     return jax.lax.map(one_batch, (x, y, keys, aux), batch_size=batches_per_chunk)
 
 
-@functools.partial(jax.jit, static_argnames=("all_logits", "reduce", "batches_per_chunk", "link"))
+@functools.partial(jax.jit, static_argnames=("reduce", "batches_per_chunk", "link"))
 def _map_member_batches(all_logits, reduce, x, y, log_w, aux, batches_per_chunk, link):
     """reduce(link(all K functions at batch i's inputs), batch i's member weights, y_i, aux_i)."""
 
@@ -311,7 +326,7 @@ def reduce_per_batch(
         chunk = _chunk_of_batches(num_batches, rows, target_rows)
         log_w = member_log_weights(sampler, keys)
         values, bad_nan, bad_inf = _map_member_batches(
-            sampler.all_logits, reduce, x, y, log_w, aux, chunk, link
+            traced(sampler.all_logits), reduce, x, y, log_w, aux, chunk, link
         )
     else:
         ok, shape = _is_traceable(sampler, x[0], keys[0, 0])
@@ -324,7 +339,7 @@ def reduce_per_batch(
         functions = max(key_chunk, min(400, target_rows // max(tau, 1)))
         chunk = _divisor_at_most(num_batches, max(1, functions // key_chunk))
         values, bad_nan, bad_inf = _map_batches(
-            sampler, reduce, x, y, keys, aux, chunk, key_chunk, link
+            traced(sampler), reduce, x, y, keys, aux, chunk, key_chunk, link
         )
     _raise_if_bad(bad_nan, bad_inf, link)
     return values

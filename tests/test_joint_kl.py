@@ -240,3 +240,38 @@ def test_summarize_kl_clips_inf_to_largest_finite():
     assert out["kl_estimate"] == pytest.approx((1 + 3 + 3) / 3)
     assert out["pct_finite_kl"] == pytest.approx(2 / 3)
     assert summarize_kl(np.zeros(2), np.full(2, -np.inf))["kl_estimate"] == math.inf
+
+
+@pytest.mark.parametrize("per_batch_keys", [False, True])
+def test_bound_arrays_compile_once_and_equal_a_closure(per_batch_keys):
+    """A sampler whose trained arrays are bound in a `Partial` is compiled once for every
+    predictive of its structure (a sweep's problems), and gives a closure's numbers."""
+    from jax.tree_util import Partial
+
+    from testbed import sampled_functions
+
+    net = make_random_mlp(2, 2)
+
+    def sample(params, x, key):
+        noise = 0.3 * jax.random.normal(key, (1, 2))
+        return net.apply(params, x) + noise
+
+    x = jax.random.normal(jax.random.PRNGKey(2), (40, 3, 2))
+    y = jax.random.bernoulli(jax.random.PRNGKey(3), 0.5, (40, 3)).astype(int)
+    keys = sample_keys(jax.random.PRNGKey(1), 20)
+    if per_batch_keys:  # the 2021 estimator: each batch has its own keys
+        keys = jax.vmap(lambda k: sample_keys(k, 20))(jax.random.split(keys[0], 40))
+    mapped = sampled_functions._map_batches if per_batch_keys else sampled_functions._map_keys
+    bound_new, closure_new = [], []  # programs each call compiled
+    for seed in (10, 11, 12):  # three trained predictives of one structure
+        params = net.init(jax.random.PRNGKey(seed), jnp.zeros((1, 2)))
+        before = mapped._cache_size()
+        bound = joint_log_likelihoods(Partial(sample, params), x, y, keys)
+        bound_new.append(mapped._cache_size() - before)
+        before = mapped._cache_size()
+        closure = joint_log_likelihoods(lambda xx, k, p=params: sample(p, xx, k), x, y, keys)
+        closure_new.append(mapped._cache_size() - before)
+        np.testing.assert_allclose(bound, closure, rtol=1e-6, atol=1e-6)
+    assert bound_new[1:] == [0, 0]  # the first predictive's program serves the others
+    assert closure_new == [1, 1, 1]  # a closure's arrays are constants: one program each
+    assert len(set(np.asarray(bound).round(4))) > 1  # not a constant
