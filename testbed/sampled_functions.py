@@ -121,13 +121,20 @@ def _checked(reduce: Callable, out: jax.Array, aux: Any, link: Callable = log_so
 def traced(fn: Callable) -> Partial:
     """`fn` as a `jax.tree_util.Partial`, the form the compiled maps below take it in.
 
-    A Partial's bound arguments (a trained network's arrays) are arguments of the compiled
-    program and its function is part of the program's cache key, so every problem of a sweep
-    with the same function and shapes reuses one program. A plain closure is compiled with
-    its arrays as constants: once per trained predictive, about as long as scoring it (10 s
-    for a hypermodel at tau = 1).
+    A Partial whose bound arguments are all arrays (a trained network's) passes them as
+    arguments of the compiled program, its function being the program's cache key, so every
+    problem of a sweep with the same function and shapes reuses one program. Anything else
+    (a closure; a Partial that binds settings `fn` may branch on) is the cache key itself and
+    is compiled with its values as constants: once per trained predictive, about as long as
+    scoring it (10 s for a hypermodel at tau = 1).
     """
-    return fn if isinstance(fn, Partial) else Partial(fn)
+    if isinstance(fn, Partial) and all(_is_array(v) for v in jax.tree.leaves(fn)):
+        return fn
+    return Partial(fn)
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, jax.Array | np.ndarray | np.generic)
 
 
 @functools.partial(jax.jit, static_argnames=("reduce", "chunk_size", "link"))

@@ -31,6 +31,7 @@ from agents.training import (
     scheduled_steps,
 )
 from generative.classification import ClassificationProblem
+from testbed import sampled_functions
 from testbed.base import FiniteSampler, PriorKnowledge
 from testbed.errors import InputError
 
@@ -320,6 +321,7 @@ def test_agent_trains_and_keeps_the_sampler_contract(name):
     if name not in SKLEARN:  # trained arrays bound apart: one compiled estimator a sweep
         fn = sampler.all_logits if isinstance(sampler, FiniteSampler) else sampler
         assert isinstance(fn, Partial) and jax.tree.leaves(fn), type(fn)
+        assert sampled_functions.traced(fn) is fn  # its arrays are the program's arguments
 
 
 @pytest.mark.slow

@@ -275,3 +275,23 @@ def test_bound_arrays_compile_once_and_equal_a_closure(per_batch_keys):
     assert bound_new[1:] == [0, 0]  # the first predictive's program serves the others
     assert closure_new == [1, 1, 1]  # a closure's arrays are constants: one program each
     assert len(set(np.asarray(bound).round(4))) > 1  # not a constant
+
+
+def test_a_partial_binding_a_setting_is_compiled_as_a_closure():
+    """A Partial that binds a Python setting its function branches on still scores (its
+    values are constants, as a closure's), with the numbers of the closure."""
+    from jax.tree_util import Partial
+
+    def sample(scale, mode, x, key):
+        shift = jax.random.normal(key, (1, 2))
+        return scale * x[:, :2] + (shift if mode == "shifted" else -shift)
+
+    x = jax.random.normal(jax.random.PRNGKey(2), (30, 2, 2))
+    y = jax.random.bernoulli(jax.random.PRNGKey(3), 0.5, (30, 2)).astype(int)
+    keys = sample_keys(jax.random.PRNGKey(1), 16)
+    for mode in ("shifted", "flipped"):
+        bound = joint_log_likelihoods(Partial(sample, 0.5, mode), x, y, keys)
+        closure = joint_log_likelihoods(lambda xx, k, m=mode: sample(0.5, m, xx, k), x, y, keys)
+        np.testing.assert_allclose(bound, closure, rtol=1e-6, atol=1e-6)
+    shifted = joint_log_likelihoods(Partial(sample, 0.5, "shifted"), x, y, keys)
+    assert not np.allclose(bound, shifted)  # the setting is used

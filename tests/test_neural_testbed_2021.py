@@ -231,7 +231,6 @@ def test_a_run_takes_the_shipped_runs_and_computes_only_the_rest(tmp_path, monke
     assert rnt.main(fresh) == 2  # its own store holds nothing
 
 
-
 def test_figure_of_a_table_without_rows_still_draws(tmp_path):
     """A run whose jobs all failed has an empty table: the figure keeps both tau panels
     (10 inches at 110 dpi) instead of failing after the sweep."""
