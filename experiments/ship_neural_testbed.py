@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 
@@ -82,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-shipped", action="store_true",
         help="compute every job, also those whose runs the package ships",
     )  # fmt: skip
-    write = sub.add_parser("write", help="write the shipped source from results stores")
+    write = sub.add_parser(
+        "write", help="add the stores' runs to the shipped source (the runs it holds stay)"
+    )
     write.add_argument("--results", action="append", required=True)
     write.add_argument("--out", default="leaderboard/data/neural_testbed.csv.gz")
     args = parser.parse_args(argv)
@@ -124,6 +127,10 @@ def _write(args) -> int:
 
     jobs = expected_jobs()
     keys = {j.key for j in jobs}
+    missing = [r for r in args.results if not Path(r).exists()]
+    if missing:
+        raise InputError(f"--results: got {missing[0]!r}, which does not exist; allowed: a "
+                         "results store")  # fmt: skip
     parts = []
     for results in args.results:
         try:
@@ -133,6 +140,12 @@ def _write(args) -> int:
     if not parts:
         raise InputError(f"--results: {', '.join(args.results)} hold none of the jobs to ship")
     rows = pd.concat(parts, ignore_index=True).drop_duplicates("key")
+    # the runs --out holds already stay: a store that lacks them does not drop them
+    kept = shipped.shipped(path=args.out)
+    kept = kept[kept["key"].isin(keys) & ~kept["key"].isin(set(rows["key"]))]
+    if len(kept):
+        print(f"{len(kept)} runs kept from {args.out} (no store given holds them)")
+        rows = pd.concat([rows, kept], ignore_index=True)
     shipped.write(rows, args.out, shipped.provenance("Our runs of the Neural Testbed's "
                                                      "reference agents on its sweeps"))  # fmt: skip
     print(coverage(rows, jobs).to_string(index=False))

@@ -163,6 +163,23 @@ def test_the_neural_testbed_source_covers_every_reference_agent(tmp_path, capsys
     assert ship.main(["write", "--results", str(db), "--out", str(out)]) == 0
     assert "1 rows ->" in capsys.readouterr().out
     assert list(shipped.shipped(path=out)["key"]) == [jobs[0].key]
+    # writing again from another store keeps the runs the file has (none lost), and a
+    # store's run of a job the file holds replaces that row
+    other = tmp_path / "other.db"
+    with ResultsStore(other) as s:
+        s.record({**jobs[1].as_dict(), "status": "ok", "metrics": {"kl_estimate": 0.7}})
+        s.record({**jobs[0].as_dict(), "status": "ok", "metrics": {"kl_estimate": 0.6}})
+    with ResultsStore(tmp_path / "third.db") as s:
+        s.record({**jobs[2].as_dict(), "status": "ok", "metrics": {"kl_estimate": 0.9}})
+    assert ship.main(["write", "--results", str(other), "--out", str(out)]) == 0
+    rows = shipped.shipped(path=out).set_index("key")
+    assert rows["kl_estimate"].to_dict() == {jobs[0].key: 0.6, jobs[1].key: 0.7}
+    assert ship.main(["write", "--results", str(tmp_path / "third.db"), "--out", str(out)]) == 0
+    assert "2 runs kept from" in capsys.readouterr().out
+    rows = shipped.shipped(path=out).set_index("key")
+    assert rows["kl_estimate"].to_dict() == {jobs[2].key: 0.9, jobs[0].key: 0.6, jobs[1].key: 0.7}
+    assert ship.main(["write", "--results", str(tmp_path / "typo.db"), "--out", str(out)]) == 2
+    assert "typo.db" in capsys.readouterr().err and len(shipped.shipped(path=out)) == 3
     assert ship.main(["run", "--sweeps", "nope"]) == 2
 
 
