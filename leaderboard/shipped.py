@@ -21,7 +21,6 @@ import functools
 import json
 import os
 import platform
-import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -161,14 +160,9 @@ def restore(name: str, results: str | os.PathLike, keys: Iterable[str]) -> int:
 
 def provenance(what: str = "Our runs") -> list[str]:
     """The `#` lines a shipped file starts with: what, date, commit, machine, versions."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
-            cwd=Path(__file__).resolve().parent,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    from leaderboard.worker import versions
+    from leaderboard.worker import source_commit, versions
+
+    commit = source_commit()
 
     made_with = ", ".join(f"{k} {v}" for k, v in versions().items())
     return [

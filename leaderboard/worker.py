@@ -15,6 +15,7 @@ import math
 import os
 import platform
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -75,8 +76,33 @@ def versions() -> dict[str, str]:
                 out[dist] = metadata.version(dist)
             except metadata.PackageNotFoundError:
                 continue
+        commit = source_commit()
+        if commit:
+            out["testbed_commit"] = commit
         _VERSIONS = out
     return dict(_VERSIONS)
+
+
+def source_commit(folder: str | os.PathLike | None = None) -> str | None:
+    """The git commit that testbed's source (or `folder`) is checked out at, with "-dirty"
+    when tracked files differ from it; None when it is not tracked by git (an installed
+    package), so a result names the code that made it."""
+    where = Path(folder) if folder is not None else Path(__file__).resolve().parent
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
+                              timeout=10, check=False)  # fmt: skip
+
+    try:
+        if git("ls-files", "--error-unmatch", "--", ".").returncode != 0:
+            return None
+        head = git("rev-parse", "--short", "HEAD")
+        if head.returncode != 0 or not head.stdout.strip():
+            return None
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("-dirty" if changed.stdout.strip() else "")
 
 
 def _one_line(exc: BaseException) -> str:

@@ -83,3 +83,34 @@ def test_problem_options_go_with_a_sweeps_jobs(tmp_path, capsys):
         generative.load("classification_2d_test/0", num_test_seeds=20, num_enn_samples=3),
     )
     assert with_options["kl_estimate"].iloc[0] == pytest.approx(alone["kl_estimate"])
+
+
+def test_a_result_names_the_commit_of_the_code_that_made_it(tmp_path):
+    """`versions()` (stored with every result) carries the git commit testbed's source is
+    checked out at, "-dirty" with changed tracked files; an untracked folder has none."""
+    import subprocess
+    from pathlib import Path
+
+    from leaderboard.worker import source_commit, versions
+
+    def git(*args, cwd=tmp_path):
+        run = ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args]
+        return subprocess.run(
+            run, cwd=cwd, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    assert source_commit(tmp_path) is None  # not a git checkout
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "installed").mkdir()
+    git("add", "code.py")
+    git("commit", "-q", "-m", "first")
+    head = git("rev-parse", "--short", "HEAD")
+    assert source_commit(tmp_path) == head
+    assert source_commit(tmp_path / "installed") is None  # a package git does not track
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert source_commit(tmp_path) == head + "-dirty"
+    root = Path(__file__).resolve().parents[1]
+    if (root / ".git").exists():  # this checkout (CI runs a clone)
+        head = git("rev-parse", "--short", "HEAD", cwd=root)
+        assert versions()["testbed_commit"].startswith(head)
