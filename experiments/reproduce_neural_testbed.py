@@ -55,7 +55,7 @@ TAUS = (1, 100)
 NORMALISER = "mlp"
 TABLE_COLUMNS = [
     "agent", "tau", "problems", "mean_kl", "normalized_kl", "stderr",
-    "published", "published_low", "published_high",
+    "published", "published_low", "published_high", "rank", "published_rank",
 ]  # fmt: skip
 
 
@@ -156,13 +156,22 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
             )
     order = {a: i for i, a in enumerate(FIGURE_2021)}
     out = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    out["rank"], out["published_rank"] = ranks(out, "normalized_kl"), ranks(out, "published")
     out["_o"] = out["agent"].map(lambda a: order.get(a, len(order)))
     return out.sort_values(["tau", "_o", "agent"]).drop(columns="_o").reset_index(drop=True)
 
 
+def ranks(table: pd.DataFrame, column: str) -> pd.Series:
+    """Each agent's place at its tau by `column` (1 = lowest KL; ties share the better
+    place), among the table's agents that have a value: an ordering that differs from
+    the figure's shows as differing ranks."""
+    return table.groupby("tau")[column].rank(method="min").astype("Int64")
+
+
 def markdown(table: pd.DataFrame) -> str:
     """The summary as a markdown table."""
-    head = ["agent", "tau", "problems", "KL / mlp's (ours)", "+- s.e.", "published", "bar"]
+    head = ["agent", "tau", "problems", "KL / mlp's (ours)", "+- s.e.", "published", "bar",
+            "rank (ours, published)"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in table.itertuples(index=False):
         bar = f"{r.published_low:.3f}-{r.published_high:.3f}" if np.isfinite(r.published) else ""
@@ -170,6 +179,7 @@ def markdown(table: pd.DataFrame) -> str:
             r.agent, str(r.tau), str(r.problems), f"{r.normalized_kl:.3f}",
             f"{r.stderr:.3f}" if np.isfinite(r.stderr) else "",
             f"{r.published:.3f}" if np.isfinite(r.published) else "", bar,
+            ", ".join("-" if pd.isna(v) else str(v) for v in (r.rank, r.published_rank)),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

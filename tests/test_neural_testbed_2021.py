@@ -4,6 +4,7 @@ the reference's cleaning of KLs)."""
 from __future__ import annotations
 
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -101,6 +102,24 @@ def test_summary_normalises_by_mlp_with_seed_group_errors(monkeypatch):
     groups = np.array([1.1, 1.3, 1.5, 1.7, 1.9]) / mlp_mean
     assert ens["stderr"] == pytest.approx(groups.std(ddof=1) / math.sqrt(5))
     assert ens["published"] == pytest.approx(0.996)
+
+
+def test_the_table_ranks_ours_beside_the_figures_order(monkeypatch):
+    """An ordering that differs from the figure's shows in the table: dropout's published
+    0.995 is the lowest at tau = 1, ours the highest."""
+    kl = {"mlp": 2.0, "ensemble": 1.0, "dropout": 3.0}
+    rows = [dict(agent=a, seed=s, tau=1, kl_estimate=v) for a, v in kl.items() for s in (1, 3)]
+    rows += [dict(agent="mine", seed=1, tau=1, kl_estimate=2.0)]  # no published value
+    monkeypatch.setattr("leaderboard.store.load", lambda path: _results(rows))
+    table = rnt.summary_table("x.db")
+    ranked = table.set_index("agent")[["rank", "published_rank"]]
+    assert ranked.loc["ensemble"].tolist() == [1, 2]
+    assert ranked.loc["mlp"].tolist() == [2, 3] and ranked.loc["mine"].iloc[0] == 2  # a tie
+    assert ranked.loc["dropout"].tolist() == [4, 1] and pd.isna(ranked.loc["mine"].iloc[1])
+    text = rnt.markdown(table)
+    assert "rank (ours, published)" in text.splitlines()[0]
+    assert re.search(r"^\| dropout \| 1 \| 2 \| 1\.500 \|.* \| 4, 1 \|$", text, re.M), text
+    assert re.search(r"^\| mine \| 1 \| 1 \| 1\.000 \|.* \| 2, - \|$", text, re.M), text
 
 
 def test_summary_cleans_kls_as_the_reference(monkeypatch):
