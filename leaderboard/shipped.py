@@ -131,31 +131,31 @@ def restore(name: str, results: str | os.PathLike, keys: Iterable[str]) -> int:
     if not len(rows):
         return 0
     metrics = metric_columns(rows)
-    done = 0
+    runs = []
+    for row in rows.to_dict("records"):  # all read before any is written
+        try:
+            config = json.loads(row["config"])
+            versions = row.get("versions")
+            versions = json.loads(versions) if isinstance(versions, str) else {}
+        except ValueError:
+            raise InputError(
+                f"shipped results {name!r}: the run {row['key']} has a config or versions "
+                "that is not JSON; allowed: a file written by leaderboard.shipped.write"
+            ) from None
+        runs.append({
+            **{c: row[c] for c in ("key", "agent", "config_key", "problem_id", "status")},
+            "config": config,
+            "seed": int(row["agent_seed"]),
+            "metrics": {m: row[m] for m in metrics if not pd.isna(row[m])},
+            "wall_seconds": row["wall_seconds"],
+            "versions": versions,
+            "host": row.get("host") if isinstance(row.get("host"), str) else "shipped",
+            "finished_at": row.get("finished_at") if isinstance(
+                row.get("finished_at"), str) else None,
+        })  # fmt: skip
     with ResultsStore(results, mode="w") as store:
-        for row in rows.to_dict("records"):
-            try:
-                config = json.loads(row["config"])
-                versions = row.get("versions")
-                versions = json.loads(versions) if isinstance(versions, str) else {}
-            except ValueError:
-                raise InputError(
-                    f"shipped results {name!r}: the run {row['key']} has a config or versions "
-                    "that is not JSON; allowed: a file written by leaderboard.shipped.write"
-                ) from None
-            store.record({
-                **{c: row[c] for c in ("key", "agent", "config_key", "problem_id", "status")},
-                "config": config,
-                "seed": int(row["agent_seed"]),
-                "metrics": {m: row[m] for m in metrics if not pd.isna(row[m])},
-                "wall_seconds": row["wall_seconds"],
-                "versions": versions,
-                "host": row.get("host") if isinstance(row.get("host"), str) else "shipped",
-                "finished_at": row.get("finished_at") if isinstance(
-                    row.get("finished_at"), str) else None,
-            })  # fmt: skip
-            done += 1
-    return done
+        store.record_many(runs)  # one transaction: all of them or none
+    return len(runs)
 
 
 def provenance(what: str = "Our runs") -> list[str]:

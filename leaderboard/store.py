@@ -282,6 +282,26 @@ def _retry_busy(fn, seconds: float = BUSY_SECONDS):
         delay = min(delay * 2, 0.25)
 
 
+def _stored_row(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A finished job's result as the `results` table's row."""
+    return {
+        "key": result["key"],
+        "agent": result["agent"],
+        "config_key": result["config_key"],
+        "config": json.dumps(result["config"], sort_keys=True),
+        "problem_id": result["problem_id"],
+        "seed": int(result["seed"]),
+        "status": result["status"],
+        "error": result.get("error"),
+        "traceback": result.get("traceback"),
+        "metrics": metrics_json(result.get("metrics", {})),
+        "wall_seconds": _finite_or_none(result.get("wall_seconds")),
+        "versions": json.dumps(result.get("versions") or {}, sort_keys=True),
+        "host": result.get("host"),
+        "finished_at": result.get("finished_at") or now_iso(),  # given when restored
+    }
+
+
 class ResultsStore:
     """A results file. `mode='w'` creates or opens it for a sweep; `'r'` only reads."""
 
@@ -494,9 +514,12 @@ class ResultsStore:
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[sqlite3.Connection]:
-        """The connection, with SQLite's errors turned into one-line InputErrors."""
+        """The connection, with SQLite's errors turned into one-line InputErrors (but a
+        caller's misuse, such as a value SQLite cannot store, which says nothing of the file)."""
         try:
             yield self._conn
+        except sqlite3.ProgrammingError:
+            raise
         except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             raise self._error(e) from None
 
@@ -517,25 +540,18 @@ class ResultsStore:
     def record(self, result: Mapping[str, Any]) -> bool:
         """Commits one finished job and drops its lease; False when an `ok` row for its key
         was already there (it is kept)."""
-        row = {
-            "key": result["key"],
-            "agent": result["agent"],
-            "config_key": result["config_key"],
-            "config": json.dumps(result["config"], sort_keys=True),
-            "problem_id": result["problem_id"],
-            "seed": int(result["seed"]),
-            "status": result["status"],
-            "error": result.get("error"),
-            "traceback": result.get("traceback"),
-            "metrics": metrics_json(result.get("metrics", {})),
-            "wall_seconds": _finite_or_none(result.get("wall_seconds")),
-            "versions": json.dumps(result.get("versions") or {}, sort_keys=True),
-            "host": result.get("host"),
-            "finished_at": result.get("finished_at") or now_iso(),  # given when restored
-        }
+        return self.record_many([result]) == 1
+
+    def record_many(self, results: Iterable[Mapping[str, Any]]) -> int:
+        """Commits finished jobs in one transaction (all or none; one disk sync, not one a
+        job, as when restoring shipped runs) and drops their leases; returns how many rows
+        changed (an `ok` row already there is kept)."""
+        rows = [_stored_row(r) for r in results]
+        changed = 0
         with self._transaction() as conn:
-            changed = conn.execute(_UPSERT, row).rowcount == 1
-            conn.execute("DELETE FROM leases WHERE key = ?", (row["key"],))
+            for row in rows:
+                changed += conn.execute(_UPSERT, row).rowcount == 1
+                conn.execute("DELETE FROM leases WHERE key = ?", (row["key"],))
         return changed
 
     def claim(self, key: str, *, rerun_failed: int | None = None, seconds: float | None) -> str:

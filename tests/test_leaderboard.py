@@ -86,6 +86,22 @@ def test_store_commits_keeps_ok_rows_and_replaces_failed_ones(tmp_path):
     assert (row["p"], row["num_train"], row["tau"], row["seed"]) == (0.2, 10, 1, 2)
 
 
+def test_a_batch_of_results_commits_whole_or_not_at_all(tmp_path):
+    """`record_many` (restoring shipped runs) commits its rows in one transaction: a row
+    SQLite refuses leaves none of the batch behind, and ok rows are still kept."""
+    path = tmp_path / "r.db"
+    with ResultsStore(path) as s:
+        assert s.record(_result(pid="coin/0", kl_estimate=0.25))
+        bad = {**_result(pid="coin/2"), "host": object()}  # no SQLite type binds it
+        with pytest.raises(sqlite3.ProgrammingError, match="binding"):  # not "damaged"
+            s.record_many([_result(pid="coin/1", kl_estimate=0.5), bad])
+        assert s.keys() == {_result(pid="coin/0")["key"]}  # coin/1 rolled back with it
+        batch = [_result(pid=p, kl_estimate=0.5) for p in ("coin/0", "coin/1", "coin/2")]
+        assert s.record_many(batch) == 2  # coin/0's ok row is kept
+    kl = store.load(path).set_index("problem_id")["kl_estimate"].to_dict()
+    assert kl == {"coin/0": 0.25, "coin/1": 0.5, "coin/2": 0.5}
+
+
 def test_a_real_job_row_has_metrics_timings_config_and_versions(tmp_path):
     from leaderboard.executors import InlineExecutor
     from leaderboard.runner import run_sweep
