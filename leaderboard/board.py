@@ -88,8 +88,9 @@ COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     "agent": "agent name",
     "normalized_kl": "mean KL divided by the normalising agent's (named above the table); "
     "lower is better: 0 = the true predictive, 1 = as good as the normalising agent",
-    "normalized_stderr": "standard error of the normalised score over problem-seed groups "
-    "(seed % 10); blank when the problems fall in fewer than two groups",
+    "normalized_stderr": "standard error of the score (normalised, where the title says so) "
+    "over problem-seed groups (seed % 10); blank when the problems fall in fewer than two "
+    "groups",
     "mean_kl": "mean KL from the true predictive to the agent's over the problems (negative "
     "clipped to 0, missing or non-finite counts 1e6); lower is better",
     "normalized_nll": "mean joint NLL divided by the normalising agent's (named above the "
@@ -175,6 +176,8 @@ class Board:
     results: str | None = None  # the results file they came from
     per_observation: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
     sweep: str | None = None
+    # shipped agents left out where the user's results hold the same jobs: agent -> jobs
+    shipped_held: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def tables_of(self, family: str) -> dict[int | None, pd.DataFrame]:
         """A family's ranking tables by tau (None: ranked over observations, or no tau)."""
@@ -275,7 +278,7 @@ def build(
                 "allowed: --metric auto, or results of such problems"
             )
     rank = dict(normalize=normalize, best_only=best_only)
-    ranked = _with_shipped(df, specs, ids) if shipped else df
+    ranked, held = _with_shipped(df, specs, ids) if shipped else (df, {})
     rankings, clean = _rank_testbed(ranked, ids, tau, specs, rank)
     observed, per_obs = _rank_observations(ranked, specs, best_only, per_observation)
     rankings += observed
@@ -288,16 +291,18 @@ def build(
         raise _nothing_to_rank(df, results, sweep)
     order = {f: i for i, f in enumerate(_registration_order())}
     rankings.sort(key=lambda r: (order.get(r.family, len(order)), r.tau or 0))
-    return Board(df, ids, rankings, clean, os.fspath(results), per_obs, sweep)
+    return Board(df, ids, rankings, clean, os.fspath(results), per_obs, sweep, held)
 
 
 def _with_shipped(
     df: pd.DataFrame, specs: dict[str, RankedBy], ids: Sequence[str] | None
-) -> pd.DataFrame:
+) -> tuple[pd.DataFrame, dict[str, int]]:
     """`df` and, for each family that names shipped runs of ours, those of its problems
-    in the sweep (`ids`) or, without a sweep, in `df`."""
+    in the sweep (`ids`) or, without a sweep, in `df`; and how many shipped jobs of each
+    agent were left out because `df` holds the same jobs (shown once, as the user's)."""
     family = scoring.family_of(df["problem_id"])
     parts = [df]
+    held: dict[str, int] = {}
     for fam, spec in specs.items():
         if spec.shipped is None:
             continue
@@ -307,8 +312,12 @@ def _with_shipped(
             wanted = list(dict.fromkeys(df.loc[family == fam, "problem_id"]))
         if wanted:
             parts.append(shipped_runs.beside(spec.shipped, wanted, held=df["key"]))
+            same = shipped_runs.shipped(spec.shipped)
+            same = same[same["key"].isin(set(df["key"]))]
+            for agent, n in same["agent"].value_counts().items():
+                held[agent] = held.get(agent, 0) + int(n)
     parts = [p for p in parts if len(p)]
-    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else df
+    return (pd.concat(parts, ignore_index=True) if len(parts) > 1 else df), held
 
 
 def _registration_order() -> list[str]:
@@ -509,6 +518,8 @@ def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
             shown = shown.drop(
                 columns=[c for c in OPTIONAL if c in shown and shown[c].isna().all()]
             )
+            if not ranking.table.attrs.get("normalizer"):
+                shown = unnormalised(shown, ranking.spec.short)
         else:
             shown = shown.assign(family=ranking.family, tau=ranking.tau)
         shown.attrs["spec"] = ranking.spec
@@ -523,6 +534,15 @@ def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
     return out
 
 
+def unnormalised(shown: pd.DataFrame, short: str) -> pd.DataFrame:
+    """A table with no normalising agent: the score shown once (its "normalised" copy
+    dropped), its standard error after it."""
+    columns = [c for c in shown.columns if c not in (f"normalized_{short}", "normalized_stderr")]
+    if "normalized_stderr" in shown and f"mean_{short}" in columns:
+        columns.insert(columns.index(f"mean_{short}") + 1, "normalized_stderr")
+    return shown[columns]
+
+
 TERMINAL_LEGEND = (  # the headers explained under the terminal's tables (the report: all)
     "rank",
     "normalized_*",
@@ -532,6 +552,7 @@ TERMINAL_LEGEND = (  # the headers explained under the terminal's tables (the re
     "paper_*",
     "paper_min",
     "median_train_seconds",
+    "median_evaluation_seconds",
     "num_non_finite",
     "pct_health",
     "num_problems",
@@ -577,7 +598,14 @@ def legend(board: Board) -> list[str]:
                     if spec is not None and column == spec.short:  # a per-observation table
                         name += " (per observation table)"
                     lines.append(f"{name}: {column_help(column, spec)}")
-    return lines
+    return lines + ([shipped_note(board)] if board.shipped_held else [])
+
+
+def shipped_note(board: Board) -> str:
+    """Which shipped agents' runs are left out because the user's results hold the same
+    jobs (e.g. a run that took them from the package): they count once, as the user's."""
+    agents = ", ".join(f"{a} ({n} jobs)" for a, n in sorted(board.shipped_held.items()))
+    return f"Our shipped runs of jobs your results also hold are shown once, as yours: {agents}."
 
 
 def runtimes(df: pd.DataFrame) -> pd.DataFrame:

@@ -27,6 +27,7 @@ from leaderboard.board import (
     column_help,
     per_observation_columns,
     runtimes,
+    shipped_note,
     shown_columns,
 )
 from leaderboard.outputs import check_output_path, write_atomically
@@ -520,6 +521,8 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
         f"{_count(df['problem_id'].nunique(), 'problem')}. Generated {when}.</p>",
         f"<p>{html.escape(READING)}</p>",
     ]
+    if board.shipped_held:
+        parts.append(f'<p class="note">{html.escape(shipped_note(board))}</p>')
     if not board.rankings:
         reason = (
             "No job finished"

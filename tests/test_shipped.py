@@ -14,8 +14,9 @@ import pytest
 import leaderboard
 from experiments.cli import main
 from leaderboard import shipped
-from leaderboard.board import build
+from leaderboard.board import build, legend, tables
 from leaderboard.jobs import Job
+from leaderboard.report import render_report
 from leaderboard.store import ResultsStore
 from testbed.errors import InputError
 
@@ -88,9 +89,14 @@ def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path, monk
         opened.append(mode), real_init(self, path, mode))[1])  # fmt: skip
     assert shipped.restore("neural_testbed", db, mlp) == 0 and opened == ["r"]
     monkeypatch.setattr(ResultsStore, "__init__", real_init)
-    table = build(db).tables_of("classification_2d")[1].set_index("label")
+    board = build(db)
+    table = board.tables_of("classification_2d")[1].set_index("label")
     assert set(table.index) == {"mlp", "uniform (ours, shipped)"}
     assert table.loc["mlp", "mean_kl"] == pytest.approx((0.2 + 0.3) / 2)
+    assert board.shipped_held == {"mlp": 4}  # and the leaderboard and report say so
+    said = "Our shipped runs of jobs your results also hold are shown once, as yours: mlp (4 jobs)."
+    assert legend(board)[-1] == said and said in render_report(board)
+    assert build(db, shipped=False).shipped_held == {}
     broken = tmp_path / "broken.csv"
     rows.assign(config="{not json").to_csv(broken, index=False)
     monkeypatch.setitem(shipped.SOURCES, "neural_testbed", broken)
@@ -223,3 +229,21 @@ def test_a_users_run_is_ranked_beside_the_shipped_new_sbi_methods(tmp_path):
     fmpe = ours[ours["agent"] == "fmpe"].loc["sbi/two_moons/1000/1", "c2st"]
     assert table.loc["fmpe (ours, shipped)", "mean_c2st"] == pytest.approx(fmpe)
     assert table.loc["fmpe (ours, shipped)", "num_observations"] == 1
+
+
+def test_a_table_without_its_normalising_agent_shows_the_score_once(nt, tmp_path):
+    """The 2021 sweep has no shipped uniform: its tables are not normalised, so the score
+    shows once, its standard error beside it, and the legend explains every column."""
+    db = tmp_path / "user.db"
+    with ResultsStore(db) as s:
+        _record(s, "my_agent", "classification_2d_2021/1", kl_estimate=0.1, pct_finite_kl=1.0)
+    board = build(db)
+    ((title, shown),) = tables(board)
+    assert title.endswith("(not normalised)")
+    assert "normalized_kl" not in shown
+    assert list(shown.columns[2:4]) == ["mean_kl", "normalized_stderr"]
+    named = {line.split(":")[0] for line in legend(board)}
+    assert {"KL", "stderr", "train s (median)", "eval s (median)"} <= named
+    assert "KL/norm" not in named
+    normalised = build(db, normalize="my_agent")
+    assert "normalized_kl" in tables(normalised)[0][1]
