@@ -26,9 +26,11 @@ Run:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -185,9 +187,9 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def figure(table: pd.DataFrame, path: Path) -> None:
+def figure(table: pd.DataFrame, path: Path, groups: Sequence[int] = ()) -> None:
     """Bars per agent at each tau the table holds: ours (solid, +- s.e.) beside the
-    published (hatched)."""
+    published (hatched); titled with the seed groups and problems they cover."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -208,9 +210,12 @@ def figure(table: pd.DataFrame, path: Path) -> None:
         )  # fmt: skip
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
         ax.set_xticks(x, t["agent"], rotation=30)
-        ax.set_title(f"tau = {tau}")
+        problems = int(t["problems"].max()) if len(t) else 0
+        ax.set_title(f"tau = {tau} ({problems} problems)")
     axes[0].set_ylabel("KL / mlp's KL")
     axes[-1].legend(fontsize=8, frameon=False)
+    if groups:
+        fig.suptitle(f"{SWEEP}, seed groups {', '.join(map(str, groups))}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
@@ -285,6 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging()
     enable_compilation_cache()
+    stack = contextlib.ExitStack()  # a --report's temporary store, when it makes one
     try:
         import generative
 
@@ -318,11 +324,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides = select_configs(args.results, executor, names, args.select, ids)
             ids = [i for i in ids if group_of(i) != args.select]
         jobs = jobs_for(names, overrides, ids)
+        results = args.results
+        if args.report and not Path(results).exists():  # the shipped runs alone: no store made
+            if args.no_shipped:
+                raise InputError(
+                    f"--results: got {results!r}, which does not exist; allowed: this "
+                    "reproduction's results store (or, without --no-shipped, none: the "
+                    "package's shipped runs)"
+                )
+            results = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "r.db")
         if not args.no_shipped:
-            take_shipped(jobs, args.results)
+            take_shipped(jobs, results)
         if args.report:
             failed = False
-            groups = finished_groups(jobs, stored_keys(args.results))
+            groups = finished_groups(jobs, stored_keys(results))
             if not groups:
                 raise InputError(
                     f"--results: {args.results!r} has no seed group that every agent finished"
@@ -330,17 +345,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             keys = {j.key for j in jobs if group_of(j.problem_id) in groups}
             print(f"seed groups every agent finished: {groups}", file=sys.stderr)
         else:
-            failed, keys = run_jobs(jobs, args.results, executor).any_failed, {j.key for j in jobs}
-        table = summary_table(args.results, keys)
+            failed, keys = run_jobs(jobs, results, executor).any_failed, {j.key for j in jobs}
+            groups = sorted({group_of(j.problem_id) for j in jobs})
+        table = summary_table(results, keys)
     except InputError as e:
         print(f"reproduce_neural_testbed: error: {e}", file=sys.stderr)
         return 2
+    finally:
+        stack.close()
     text = markdown(table)
     csv = io.StringIO()
     table.to_csv(csv, index=False, float_format="%.4f")
     write_atomically("--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"))
     write_atomically("--out", out / OUTPUTS[1], lambda tmp: tmp.write_text(csv.getvalue()))
-    write_atomically("--out", out / OUTPUTS[2], lambda tmp: figure(table, tmp))
+    write_atomically("--out", out / OUTPUTS[2], lambda tmp: figure(table, tmp, groups))
     print(text)
     print(f"\ntable and figure: {out.resolve()}", file=sys.stderr)
     return 1 if failed else 0

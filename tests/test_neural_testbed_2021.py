@@ -247,7 +247,16 @@ def test_a_run_takes_the_shipped_runs_and_computes_only_the_rest(tmp_path, monke
     assert "taken" not in capsys.readouterr().err
     fresh = ["--report", "--no-shipped", "--agents", "mlp,ensemble", "--problems",
              ",".join(ids), "--results", str(tmp_path / "f.db"), "--out", str(out)]  # fmt: skip
-    assert rnt.main(fresh) == 2  # its own store holds nothing
+    assert rnt.main(fresh) == 2  # no store of its own, and the shipped runs not wanted
+    assert "'" + str(tmp_path / "f.db") + "', which does not exist" in capsys.readouterr().err
+    # a --report without a store tables the shipped runs and leaves no store behind
+    absent = tmp_path / "absent" / "a.db"
+    report = ["--report", "--agents", "mlp,ensemble", "--results", str(absent), "--out",
+              str(tmp_path / "o2")]  # fmt: skip
+    assert rnt.main(report) == 0 and not absent.parent.exists()
+    assert "seed groups every agent finished: [0]" in capsys.readouterr().err
+    shown = pd.read_csv(tmp_path / "o2" / "table.csv").set_index(["agent", "tau"])
+    assert shown.loc[("ensemble", 100), "normalized_kl"] == pytest.approx(0.75)
 
 
 def test_figure_of_a_table_without_rows_still_draws(tmp_path):
