@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -36,9 +37,22 @@ PATH_ERRNOS = ("ENAMETOOLONG", "ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM",
                "ELOOP", "EEXIST", "EINVAL")  # fmt: skip
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, status 2
-        self.exit(EXIT_BAD_INPUT, f"testbed: error: {message}\n")
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, `<name>: error: ...`, with
+    status 2 (argparse prints its usage first); `name` defaults to the program's first
+    word, so `testbed sweep`'s errors say `testbed`."""
+
+    def __init__(self, *args: Any, name: str | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.name = name or self.prog.split()[0]
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.name}: error: {message}\n")
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        """Subcommands parse alike and name their errors as this program does."""
+        kwargs.setdefault("parser_class", functools.partial(OneLineParser, name=self.name))
+        return super().add_subparsers(**kwargs)
 
 
 def _parse_sets(pairs: Sequence[str], option: str = "--set") -> dict[str, str]:
@@ -560,8 +574,8 @@ def _add_verbosity(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="testbed", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineParser(prog="testbed", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("list", help="list agents, problems, sweeps or metrics")
     p.add_argument("what", choices=["agents", "problems", "sweeps", "metrics"])

@@ -258,12 +258,14 @@ def take_shipped(jobs: Sequence, results: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import run_jobs, setup_logging, stored_keys
+    from experiments.cli import OneLineParser, run_jobs, setup_logging, stored_keys
     from leaderboard.executors import LocalExecutor
     from leaderboard.outputs import check_output_path, write_atomically
     from leaderboard.worker import enable_compilation_cache
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
+        prog="python -m experiments.reproduce_neural_testbed",
+        name="reproduce_neural_testbed",
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

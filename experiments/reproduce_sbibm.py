@@ -267,12 +267,14 @@ def _paper_agents(text: str, run: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import run_jobs, setup_logging
+    from experiments.cli import OneLineParser, run_jobs, setup_logging
     from leaderboard.executors import LocalExecutor
     from leaderboard.outputs import check_output_path, write_atomically
     from leaderboard.worker import enable_compilation_cache
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
+        prog="python -m experiments.reproduce_sbibm",
+        name="reproduce_sbibm",
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

@@ -19,7 +19,6 @@ Run:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,9 +70,12 @@ def coverage(rows: pd.DataFrame, jobs: Sequence) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import setup_logging
+    from experiments.cli import OneLineParser, setup_logging
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(
+        prog="python -m experiments.ship_neural_testbed", name="ship_neural_testbed",
+        description=__doc__.splitlines()[0],
+    )  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the reference agents on today's sweeps (resumes)")
     run.add_argument("--results", default="neural-testbed-ship.db")

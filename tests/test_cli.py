@@ -225,3 +225,25 @@ def test_the_sweeping_scripts_end_an_interrupt_in_one_line(script, capsys, monke
     assert signal.getsignal(signal.SIGINT) is before  # put back
     source = Path(module.__file__).read_text()
     assert f'sys.exit(interruptible("{script}", main))' in source
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["reproduce_neural_testbed", "--workers", "abc"], "--workers"),
+        (["reproduce_sbibm", "--budgets"], "--budgets"),
+        (["ship_neural_testbed", "run", "--workers", "abc"], "--workers"),
+        (["ship_neural_testbed"], "command"),
+    ],
+)
+def test_the_scripts_usage_errors_are_one_line_exit_2(argv, named, capsys):
+    """A mistyped option of an experiment script is one line naming the script and the
+    option, status 2, as `testbed`'s are (argparse printed its usage above it)."""
+    import importlib
+
+    module = importlib.import_module(f"experiments.{argv[0]}")
+    with pytest.raises(SystemExit) as done:
+        module.main(argv[1:])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"{argv[0]}: error: ") and named in err, err
