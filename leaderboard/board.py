@@ -312,8 +312,8 @@ def _with_shipped(
             wanted = list(dict.fromkeys(df.loc[family == fam, "problem_id"]))
         if wanted:
             parts.append(shipped_runs.beside(spec.shipped, wanted, held=df["key"]))
-            same = shipped_runs.shipped(spec.shipped)
-            same = same[same["key"].isin(set(df["key"]))]
+            same = shipped_runs.shipped(spec.shipped)  # the family's own problems only
+            same = same[same["problem_id"].isin(set(wanted)) & same["key"].isin(set(df["key"]))]
             for agent, n in same["agent"].value_counts().items():
                 held[agent] = held.get(agent, 0) + int(n)
     parts = [p for p in parts if len(p)]

@@ -94,6 +94,9 @@ def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path, monk
     assert set(table.index) == {"mlp", "uniform (ours, shipped)"}
     assert table.loc["mlp", "mean_kl"] == pytest.approx((0.2 + 0.3) / 2)
     assert board.shipped_held == {"mlp": 4}  # and the leaderboard and report say so
+    with ResultsStore(db) as s:  # a second family with the same shipped source: still 4
+        _record(s, "mlp", "classification_2d_2021/1", kl_estimate=0.1, pct_finite_kl=1.0)
+    board = build(db)
     said = "Our shipped runs of jobs your results also hold are shown once, as yours: mlp (4 jobs)."
     assert legend(board)[-1] == said and said in render_report(board)
     assert build(db, shipped=False).shipped_held == {}
