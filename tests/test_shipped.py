@@ -250,3 +250,24 @@ def test_a_table_without_its_normalising_agent_shows_the_score_once(nt, tmp_path
     assert "KL/norm" not in named
     normalised = build(db, normalize="my_agent")
     assert "normalized_kl" in tables(normalised)[0][1]
+
+
+def test_the_shipped_2021_runs_hold_every_job_and_give_the_docs_table(tmp_path, capsys):
+    """The package ships every job of the Neural Testbed reproduction, and its `--report`
+    on them prints the table the docs show (a change to either shows here)."""
+    from pathlib import Path
+
+    import generative
+    from experiments import reproduce_neural_testbed as rnt
+
+    rows = shipped.shipped("neural_testbed")
+    ids = generative.sweep_ids(rnt.SWEEP)
+    jobs = rnt.jobs_for(list(rnt.FIGURE_2021), rnt.configs("2021"), ids)
+    assert {j.key for j in jobs} <= set(rows.loc[rows["status"] == "ok", "key"])
+    out = tmp_path / "out"
+    argv = ["--report", "--results", str(tmp_path / "r.db"), "--out", str(out)]
+    assert rnt.main(argv) == 0
+    table = (out / "table.md").read_text().strip()
+    docs = Path(__file__).resolve().parents[1] / "docs" / "reproductions" / "neural_testbed.md"
+    assert table in docs.read_text(), table
+    assert "| bbb | 100 | 210 |" in table
