@@ -66,7 +66,10 @@ def timed_sweep(args, folder: Path, per_job: bool) -> dict:
 
 
 def hours(run: dict) -> str:
-    return f"{run['wall'] / 3600:.2f} h wall, {run['cpu'] / 3600:.2f} CPU h"
+    """Wall and CPU time in hours, or in minutes for a sweep under an hour."""
+    if run["wall"] >= 3600:
+        return f"{run['wall'] / 3600:.2f} h wall, {run['cpu'] / 3600:.2f} CPU h"
+    return f"{run['wall'] / 60:.1f} min wall, {run['cpu'] / 60:.1f} CPU min"
 
 
 def row_of(args, runs: dict) -> dict:
