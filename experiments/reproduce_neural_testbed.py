@@ -327,7 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ids = [i for i in ids if group_of(i) != args.select]
         jobs = jobs_for(names, overrides, ids)
         results = args.results
-        if args.report and not Path(results).exists():  # the shipped runs alone: no store made
+        shipped_only = args.report and not Path(results).exists()
+        if shipped_only:  # the shipped runs alone: no store made
             if args.no_shipped:
                 raise InputError(
                     f"--results: got {results!r}, which does not exist; allowed: this "
@@ -339,10 +340,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             take_shipped(jobs, results)
         if args.report:
             failed = False
-            groups = finished_groups(jobs, stored_keys(results))
+            stored = stored_keys(results) if Path(results).exists() else set()  # none shipped
+            groups = finished_groups(jobs, stored)
             if not groups:
+                held = "the package's shipped runs hold" if shipped_only else f"{results!r} has"
                 raise InputError(
-                    f"--results: {args.results!r} has no seed group that every agent finished"
+                    f"--results: {held} no seed group that every agent finished; allowed: "
+                    "a results store of this reproduction that does"
                 )
             keys = {j.key for j in jobs if group_of(j.problem_id) in groups}
             print(f"seed groups every agent finished: {groups}", file=sys.stderr)

@@ -177,6 +177,9 @@ def test_report_of_a_store_without_a_finished_group_is_refused(tmp_path, capsys,
     assert rnt.main(argv) == 2
     assert "no seed group that every agent finished" in capsys.readouterr().err
     assert rnt.main(["--report", "--results", str(tmp_path / "none.db")]) == 2
+    err = capsys.readouterr().err  # no store there: nothing made, and the message says why
+    assert "the package's shipped runs hold no seed group" in err and "none.db" not in err
+    assert not (tmp_path / "none.db").exists()
 
 
 def test_report_of_a_partial_run_uses_the_groups_every_agent_finished(
