@@ -178,6 +178,9 @@ class Board:
     sweep: str | None = None
     # shipped agents left out where the user's results hold the same jobs: agent -> jobs
     shipped_held: dict[str, int] = dataclasses.field(default_factory=dict)
+    # ranked families whose shipped source (named by the family) holds none of the
+    # problems ranked: family -> source
+    shipped_none: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def tables_of(self, family: str) -> dict[int | None, pd.DataFrame]:
         """A family's ranking tables by tau (None: ranked over observations, or no tau)."""
@@ -278,7 +281,7 @@ def build(
                 "allowed: --metric auto, or results of such problems"
             )
     rank = dict(normalize=normalize, best_only=best_only)
-    ranked, held = _with_shipped(df, specs, ids) if shipped else (df, {})
+    ranked, held, none = _with_shipped(df, specs, ids) if shipped else (df, {}, {})
     rankings, clean = _rank_testbed(ranked, ids, tau, specs, rank)
     observed, per_obs = _rank_observations(ranked, specs, best_only, per_observation)
     rankings += observed
@@ -291,18 +294,22 @@ def build(
         raise _nothing_to_rank(df, results, sweep)
     order = {f: i for i, f in enumerate(_registration_order())}
     rankings.sort(key=lambda r: (order.get(r.family, len(order)), r.tau or 0))
-    return Board(df, ids, rankings, clean, os.fspath(results), per_obs, sweep, held)
+    ranked_families = {r.family for r in rankings}
+    none = {f: source for f, source in none.items() if f in ranked_families}
+    return Board(df, ids, rankings, clean, os.fspath(results), per_obs, sweep, held, none)
 
 
 def _with_shipped(
     df: pd.DataFrame, specs: dict[str, RankedBy], ids: Sequence[str] | None
-) -> tuple[pd.DataFrame, dict[str, int]]:
+) -> tuple[pd.DataFrame, dict[str, int], dict[str, str]]:
     """`df` and, for each family that names shipped runs of ours, those of its problems
-    in the sweep (`ids`) or, without a sweep, in `df`; and how many shipped jobs of each
-    agent were left out because `df` holds the same jobs (shown once, as the user's)."""
+    in the sweep (`ids`) or, without a sweep, in `df`; how many shipped jobs of each
+    agent were left out because `df` holds the same jobs (shown once, as the user's);
+    and the families whose source holds none of those problems (family -> source)."""
     family = scoring.family_of(df["problem_id"])
     parts = [df]
     held: dict[str, int] = {}
+    none: dict[str, str] = {}
     for fam, spec in specs.items():
         if spec.shipped is None:
             continue
@@ -313,11 +320,14 @@ def _with_shipped(
         if wanted:
             parts.append(shipped_runs.beside(spec.shipped, wanted, held=df["key"]))
             same = shipped_runs.shipped(spec.shipped)  # the family's own problems only
-            same = same[same["problem_id"].isin(set(wanted)) & same["key"].isin(set(df["key"]))]
+            same = same[same["problem_id"].isin(set(wanted))]
+            if not len(same):
+                none[fam] = spec.shipped
+            same = same[same["key"].isin(set(df["key"]))]
             for agent, n in same["agent"].value_counts().items():
                 held[agent] = held.get(agent, 0) + int(n)
     parts = [p for p in parts if len(p)]
-    return (pd.concat(parts, ignore_index=True) if len(parts) > 1 else df), held
+    return (pd.concat(parts, ignore_index=True) if len(parts) > 1 else df), held, none
 
 
 def _registration_order() -> list[str]:
@@ -428,8 +438,7 @@ def failures_note(board: Board) -> str | None:
     n = board.num_failed
     if not n or board.results is None:
         return None
-    jobs = "1 job" if n == 1 else f"{n} jobs"
-    return f"{jobs} failed (their reasons: {failures_command(board.results, board.sweep)})"
+    return f"{_jobs(n)} failed (their reasons: {failures_command(board.results, board.sweep)})"
 
 
 def missing_note(board: Board) -> str | None:
@@ -598,14 +607,35 @@ def legend(board: Board) -> list[str]:
                     if spec is not None and column == spec.short:  # a per-observation table
                         name += " (per observation table)"
                     lines.append(f"{name}: {column_help(column, spec)}")
-    return lines + ([shipped_note(board)] if board.shipped_held else [])
+    return lines + shipped_notes(board)
 
 
-def shipped_note(board: Board) -> str:
-    """Which shipped agents' runs are left out because the user's results hold the same
-    jobs (e.g. a run that took them from the package): they count once, as the user's."""
-    agents = ", ".join(f"{a} ({n} jobs)" for a, n in sorted(board.shipped_held.items()))
-    return f"Our shipped runs of jobs your results also hold are shown once, as yours: {agents}."
+def shipped_notes(board: Board) -> list[str]:
+    """What the tables leave out of our shipped runs, a line each: the runs of jobs the
+    user's results hold too (e.g. taken from the package; they count once, as the
+    user's), and the families whose shipped source holds none of the ranked problems
+    (else their tables show no shipped agent without saying why)."""
+    lines = []
+    if board.shipped_held:
+        held = sorted(board.shipped_held.items())
+        agents = ", ".join(f"{a} ({_jobs(n)})" for a, n in held)
+        lines.append(f"Our shipped runs of jobs your results also hold are shown once, as "
+                     f"yours: {agents}.")  # fmt: skip
+    by_source: dict[str, list[str]] = {}
+    for fam, source in board.shipped_none.items():
+        by_source.setdefault(source, []).append(fam)
+    for source, families in by_source.items():
+        covered = sorted(set(scoring.family_of(shipped_runs.shipped(source)["problem_id"])))
+        lines.append(
+            f"Our shipped runs ({source}) hold none of the ranked problems of "
+            f"{', '.join(families)}, so no shipped agent is shown there; they hold runs of "
+            f"{', '.join(covered) or 'no problem yet'}."
+        )
+    return lines
+
+
+def _jobs(n: int) -> str:
+    return "1 job" if n == 1 else f"{n} jobs"
 
 
 def runtimes(df: pd.DataFrame) -> pd.DataFrame:

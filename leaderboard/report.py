@@ -27,7 +27,7 @@ from leaderboard.board import (
     column_help,
     per_observation_columns,
     runtimes,
-    shipped_note,
+    shipped_notes,
     shown_columns,
 )
 from leaderboard.outputs import check_output_path, write_atomically
@@ -521,8 +521,7 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
         f"{_count(df['problem_id'].nunique(), 'problem')}. Generated {when}.</p>",
         f"<p>{html.escape(READING)}</p>",
     ]
-    if board.shipped_held:
-        parts.append(f'<p class="note">{html.escape(shipped_note(board))}</p>')
+    parts += [f'<p class="note">{html.escape(line)}</p>' for line in shipped_notes(board)]
     if not board.rankings:
         reason = (
             "No job finished"

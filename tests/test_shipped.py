@@ -5,6 +5,7 @@ the same observations). Small files here, not the package's."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 import leaderboard
 from experiments.cli import main
 from leaderboard import shipped
-from leaderboard.board import build, legend, tables
+from leaderboard.board import build, legend, shipped_notes, tables
 from leaderboard.jobs import Job
 from leaderboard.report import render_report
 from leaderboard.store import ResultsStore
@@ -77,6 +78,24 @@ def test_a_users_agent_is_ranked_beside_the_shipped_reference_agents(nt, tmp_pat
     assert "my_agent" not in set(full[10]["label"])  # 1e6 everywhere: dropped, as the paper
 
 
+def test_a_family_whose_shipped_source_holds_none_of_the_problems_says_so(nt, tmp_path):
+    """Without the note, a table with no shipped agent looks as if there were none to show."""
+    db = tmp_path / "user.db"
+    with ResultsStore(db) as s:  # classification_test names the same source, which has none
+        _record(s, "my_agent", "classification_test/0", kl_estimate=0.1, pct_finite_kl=1.0)
+        _record(s, "my_agent", "classification_2d/0", kl_estimate=0.1, pct_finite_kl=1.0)
+    board = build(db)
+    assert board.shipped_none == {"classification_test": "neural_testbed"}
+    said = ("Our shipped runs (neural_testbed) hold none of the ranked problems of "
+            "classification_test, so no shipped agent is shown there; they hold runs of "
+            "classification_2d.")  # fmt: skip
+    assert shipped_notes(board) == [said] and legend(board)[-1] == said
+    assert said in render_report(board)
+    assert list(board.tables_of("classification_test")[1]["label"]) == ["my_agent"]
+    assert build(db, shipped=False).shipped_none == {}  # asked for none: nothing to explain
+    assert build(db, sweep="classification_2d").shipped_none == {}
+
+
 def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path, monkeypatch):
     """A store that took shipped runs (`restore`) ranks them as its own rows, once."""
     rows = shipped.shipped("neural_testbed")
@@ -98,7 +117,9 @@ def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path, monk
         _record(s, "mlp", "classification_2d_2021/1", kl_estimate=0.1, pct_finite_kl=1.0)
     board = build(db)
     said = "Our shipped runs of jobs your results also hold are shown once, as yours: mlp (4 jobs)."
-    assert legend(board)[-1] == said and said in render_report(board)
+    assert said in legend(board) and said in render_report(board)
+    one = dataclasses.replace(board, shipped_held={"mlp": 1, "uniform": 2})
+    assert shipped_notes(one)[0].endswith(": mlp (1 job), uniform (2 jobs).")
     assert build(db, shipped=False).shipped_held == {}
     broken = tmp_path / "broken.csv"
     rows.assign(config="{not json").to_csv(broken, index=False)
