@@ -452,13 +452,14 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from leaderboard.tables import fmt_cell, render
 
     _import_user_modules(args)  # a family of the user's says how it is ranked
+    _check_shipped_only(args, "failures", "export")
     if args.failures:
         return cmd_failures(args)
     if args.export:
         check_output_path("export", args.export, [args.results])
     normalize = None if args.normalize == "none" else args.normalize
     board = lb.build(
-        args.results,
+        None if args.shipped_only else args.results,
         sweep=args.sweep,
         tau=args.tau,
         normalize=normalize,
@@ -505,11 +506,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from leaderboard.outputs import check_output_path
     from leaderboard.report import write_report
 
-    check_output_path("out", args.out, [args.results])  # before anything is read
+    _check_shipped_only(args)
+    check_output_path("out", args.out, [] if args.shipped_only else [args.results])
     _import_user_modules(args)
     normalize = None if args.normalize == "none" else args.normalize
     board = lb.build(
-        args.results,
+        None if args.shipped_only else args.results,
         sweep=args.sweep,
         normalize=normalize,
         per_observation=True,
@@ -541,6 +543,30 @@ def _add_no_shipped(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rank your results alone, without the package's runs of ours beside them",
     )
+    p.add_argument(
+        "--shipped-only",
+        action="store_true",
+        help="rank the package's runs of ours on --sweep alone (no results file is read): "
+        "where the reference agents stand",
+    )
+
+
+def _check_shipped_only(args: argparse.Namespace, *options: str) -> None:
+    """--shipped-only reads no results file: options that act on one are refused."""
+    from testbed.errors import InputError
+
+    if not args.shipped_only:
+        return
+    if args.no_shipped:
+        raise InputError("--no-shipped: leaves out the runs --shipped-only ranks; allowed: one "
+                         "of --no-shipped, --shipped-only")  # fmt: skip
+    for option in options:
+        if getattr(args, option):
+            raise InputError(
+                f"--{option}: acts on a results file, and --shipped-only reads none; allowed: "
+                f"--{option} without --shipped-only (the shipped rows: "
+                "leaderboard.published(NAME))"
+            )
 
 
 def _add_import(p: argparse.ArgumentParser) -> None:

@@ -244,7 +244,7 @@ METRIC_RULES = {"kl": TESTBED, "c2st": OBSERVATIONS}  # --metric: which rule's t
 
 
 def build(
-    results: str | os.PathLike = DEFAULT_PATH,
+    results: str | os.PathLike | None = DEFAULT_PATH,
     *,
     sweep: str | None = None,
     tau: int | None = None,
@@ -268,10 +268,15 @@ def build(
     with nothing to rank give a board without rankings instead of an error. With
     `shipped` (default), our shipped runs of the same problems that a family names
     (`RankedBy.shipped`) are ranked beside the user's, labelled `<agent> (ours,
-    shipped)`; `Board.df` holds the user's rows only."""
+    shipped)`; `Board.df` holds the user's rows only. `results=None` ranks our shipped
+    runs of the sweep's problems alone (`sweep` required): where the reference agents
+    stand."""
     _check_args(metric, tau)
     ids = problem_universe(sweep)
-    df = _load(results, sweep, ids)
+    if results is None:
+        df, shipped = _shipped_only(sweep, ids, shipped), False
+    else:
+        df = _load(results, sweep, ids)
     specs = scoring.ranked_by(sorted(set(scoring.family_of(df["problem_id"]))))
     if metric != "auto":
         specs = {f: spec for f, spec in specs.items() if spec.rule == METRIC_RULES[metric]}
@@ -296,7 +301,39 @@ def build(
     rankings.sort(key=lambda r: (order.get(r.family, len(order)), r.tau or 0))
     ranked_families = {r.family for r in rankings}
     none = {f: source for f, source in none.items() if f in ranked_families}
-    return Board(df, ids, rankings, clean, os.fspath(results), per_obs, sweep, held, none)
+    path = None if results is None else os.fspath(results)
+    return Board(df, ids, rankings, clean, path, per_obs, sweep, held, none)
+
+
+def _shipped_only(sweep: str | None, ids: list[str] | None, shipped: bool) -> pd.DataFrame:
+    """Our shipped runs of `sweep`'s problems, labelled as ours, as the rows to rank."""
+    if not shipped:
+        raise InputError(
+            "shipped: ranking the shipped runs alone needs them; allowed: results of yours "
+            "with --no-shipped, or the shipped runs without it"
+        )
+    if sweep is None or ids is None:
+        raise InputError(
+            "sweep: the shipped runs alone are ranked over a sweep's problems, and none was "
+            "given; allowed: a sweep, e.g. classification_2d"
+        )
+    specs = scoring.ranked_by(sorted({i.split("/", 1)[0] for i in ids}))
+    sources = {spec.shipped for spec in specs.values() if spec.shipped is not None}
+    parts = [
+        shipped_runs.beside(spec.shipped, [i for i in ids if i.startswith(f"{fam}/")])
+        for fam, spec in specs.items()
+        if spec.shipped is not None
+    ]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        held = {
+            f for s in sources for f in scoring.family_of(shipped_runs.shipped(s)["problem_id"])
+        }
+        raise InputError(
+            f"sweep: the package ships no runs of the problems of sweep {sweep!r}; allowed: a "
+            f"sweep of {', '.join(sorted(held)) or 'a family with shipped runs'}"
+        )
+    return pd.concat(parts, ignore_index=True)
 
 
 def _with_shipped(
@@ -445,7 +482,7 @@ def missing_note(board: Board) -> str | None:
     """One line saying how many of the sweep's problems have no stored job at all (None
     without a sweep or when none is missing): tables ranked over observations show only
     what ran."""
-    if board.problem_ids is None or board.sweep is None:
+    if board.problem_ids is None or board.sweep is None or board.results is None:
         return None
     ran = set(board.df["problem_id"])
     missing = [p for p in board.problem_ids if p not in ran]

@@ -259,7 +259,8 @@ def score_rankings(clean: pd.DataFrame, **kwargs: Any) -> dict[int | None, pd.Da
     """`score_ranking` for each tau present (one table for None when there is no tau)."""
     if "tau" not in clean.columns or clean["tau"].isna().all():
         return {None: score_ranking(clean, None, **kwargs)}
-    return {int(t): score_ranking(clean, int(t), **kwargs) for t in sorted(clean["tau"].dropna())}
+    taus = sorted({int(t) for t in clean["tau"].dropna()})  # each tau once, not once a row
+    return {t: score_ranking(clean, t, **kwargs) for t in taus}
 
 
 def _first(df: pd.DataFrame, names: Sequence[str]) -> pd.Series:
