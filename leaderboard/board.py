@@ -326,9 +326,7 @@ def _shipped_only(sweep: str | None, ids: list[str] | None, shipped: bool) -> pd
     ]
     parts = [p for p in parts if len(p)]
     if not parts:
-        held = {
-            f for s in sources for f in scoring.family_of(shipped_runs.shipped(s)["problem_id"])
-        }
+        held = {f for source in sources for f in shipped_runs.families(source)}
         raise InputError(
             f"sweep: the package ships no runs of the problems of sweep {sweep!r}; allowed: a "
             f"sweep of {', '.join(sorted(held)) or 'a family with shipped runs'}"
@@ -662,7 +660,7 @@ def shipped_notes(board: Board) -> list[str]:
     for fam, source in board.shipped_none.items():
         by_source.setdefault(source, []).append(fam)
     for source, families in by_source.items():
-        covered = sorted(set(scoring.family_of(shipped_runs.shipped(source)["problem_id"])))
+        covered = shipped_runs.families(source)
         lines.append(
             f"Our shipped runs ({source}) hold none of the ranked problems of "
             f"{', '.join(families)}, so no shipped agent is shown there; they hold runs of "

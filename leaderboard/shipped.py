@@ -65,6 +65,11 @@ def shipped(name: str = "neural_testbed", path: str | os.PathLike | None = None)
     return _read(str(path), path.stat().st_mtime).copy()
 
 
+def families(name: str) -> list[str]:
+    """The problem families our shipped runs called `name` hold runs of, sorted."""
+    return sorted({p.split("/", 1)[0] for p in shipped(name)["problem_id"]})
+
+
 def beside(name: str, problem_ids: Iterable[str], held: Iterable[str] = ()) -> pd.DataFrame:
     """The shipped runs of source `name` on `problem_ids`, labelled as ours (agent
     `<agent> (ours, shipped)`, config key `shipped:<key>`) and with the problems'
