@@ -332,3 +332,20 @@ def test_the_shipped_2021_runs_hold_every_job_and_give_the_docs_table(tmp_path, 
     docs = Path(__file__).resolve().parents[1] / "docs" / "reproductions" / "neural_testbed.md"
     assert table in docs.read_text(), table
     assert "| bbb | 100 | 210 |" in table
+
+
+@pytest.mark.slow  # the full-size problems: compiling their scoring takes a while
+@pytest.mark.parametrize("agent", ["uniform", "knn", "mlp"])
+def test_a_shipped_run_is_what_the_code_gives_today(agent, tmp_path):
+    """The shipped runs stay true: today's code gives each shipped KL again (up to float32
+    rounding between processors, as the golden values); a change that moves them shows
+    here, and then the runs are made again."""
+    pair = ["classification_2d/7", "classification_2d/217"]  # tau 1 and 10, one training
+    db = tmp_path / "again.db"
+    argv = ["sweep", "--agent", agent, "--problem", ",".join(pair), "--results", str(db)]
+    assert main([*argv, "--executor", "inline", "-q"]) == 0
+    again = leaderboard.load(db).set_index("key")
+    ours = shipped.shipped("neural_testbed").set_index("key")
+    assert len(again) == 2 and set(again.index) <= set(ours.index)
+    for key, row in again.iterrows():
+        assert row["kl_estimate"] == pytest.approx(ours.loc[key, "kl_estimate"], rel=1e-6), key
