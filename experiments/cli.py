@@ -32,6 +32,7 @@ EXIT_ENVIRONMENT = 3  # a full disk, an I/O error, a cluster that cannot be reac
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as other Unix tools
 MAX_JOBS = 1_000_000  # one sweep's jobs (each is held in memory while it is expanded)
+RESULTS = "testbed-results.db"  # the results file when --results is not given
 # OSErrors of a path the user gave (exit 2); any other OSError is the machine's (exit 3)
 PATH_ERRNOS = ("ENAMETOOLONG", "ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS",
                "ELOOP", "EEXIST", "EINVAL")  # fmt: skip
@@ -302,7 +303,8 @@ MAX_FAILURES_SHOWN = 10
 def _print_summary(summary: Any, results: str) -> None:
     """The sweep's one-line summary, then its failures (the first MAX_FAILURES_SHOWN)."""
     print(
-        f"{summary.total} jobs: {summary.skipped} already stored, {summary.ok} ok, "
+        f"{summary.total} job{'' if summary.total == 1 else 's'}: {summary.skipped} already "
+        f"stored, {summary.ok} ok, "
         f"{summary.failed} failed in {summary.seconds:.1f} s -> {results}"
     )
     if summary.stored_failed:
@@ -447,12 +449,12 @@ def cmd_failures(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
+    _check_shipped_only(args, "failures", "export")
     from leaderboard import board as lb
     from leaderboard.outputs import check_output_path
     from leaderboard.tables import fmt_cell, render
 
     _import_user_modules(args)  # a family of the user's says how it is ranked
-    _check_shipped_only(args, "failures", "export")
     if args.failures:
         return cmd_failures(args)
     if args.export:
@@ -495,18 +497,21 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         print(render(rows.astype({c: "Int64" for c in ints}), "csv"))
     else:
         print(json.dumps({title: json.loads(render(t, "json")) for title, t in tables}, indent=2))
-    for note in (lb.failures_note(board), lb.missing_note(board)):
+    notes = [lb.failures_note(board), lb.missing_note(board)]
+    if args.format != "table":  # the table's legend has them
+        notes += lb.shipped_notes(board)
+    for note in notes:
         if note:  # csv, json, markdown: kept out of the output, on stderr
             print(note, file=sys.stdout if args.format == "table" else sys.stderr)
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    _check_shipped_only(args)
     from leaderboard import board as lb
     from leaderboard.outputs import check_output_path
     from leaderboard.report import write_report
 
-    _check_shipped_only(args)
     check_output_path("out", args.out, [] if args.shipped_only else [args.results])
     _import_user_modules(args)
     normalize = None if args.normalize == "none" else args.normalize
@@ -552,11 +557,16 @@ def _add_no_shipped(p: argparse.ArgumentParser) -> None:
 
 
 def _check_shipped_only(args: argparse.Namespace, *options: str) -> None:
-    """--shipped-only reads no results file: options that act on one are refused."""
+    """--shipped-only reads no results file: options that act on one are refused (else
+    `args.results` gets its default)."""
     from testbed.errors import InputError
 
     if not args.shipped_only:
+        args.results = args.results or RESULTS
         return
+    if args.results is not None:
+        raise InputError("--results: --shipped-only reads no results file; allowed: one of "
+                         "--results, --shipped-only")  # fmt: skip
     if args.no_shipped:
         raise InputError("--no-shipped: leaves out the runs --shipped-only ranks; allowed: one "
                          "of --no-shipped, --shipped-only")  # fmt: skip
@@ -653,7 +663,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout",
         help="per-job time limit in seconds (default 86400 = 24 h; 0, inf or none: no limit)",
     )
-    p.add_argument("--results", default="testbed-results.db", help="SQLite results file")
+    p.add_argument("--results", default=RESULTS, help="SQLite results file")
     p.add_argument("--retry-failed", action="store_true", help="run failed jobs again")
     p.add_argument(
         "--train-per-job",
@@ -668,7 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_sweep)
 
     p = sub.add_parser("leaderboard", help="rank agents from a results file")
-    p.add_argument("--results", default="testbed-results.db")
+    p.add_argument("--results", help=f"SQLite results file (default: {RESULTS})")
     p.add_argument("--sweep", help="rank over this sweep's problems (missing ones count 1e6)")
     p.add_argument("--tau", type=int, help="one tau only (default: a table per tau)")
     p.add_argument(
@@ -693,7 +703,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_leaderboard)
 
     p = sub.add_parser("report", help="write a self-contained HTML report")
-    p.add_argument("--results", default="testbed-results.db")
+    p.add_argument("--results", help=f"SQLite results file (default: {RESULTS})")
     p.add_argument("--out", default="report.html", help="the HTML file to write")
     p.add_argument("--sweep", help="rank over this sweep's problems")
     p.add_argument(

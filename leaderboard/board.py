@@ -176,7 +176,7 @@ class Board:
     results: str | None = None  # the results file they came from
     per_observation: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
     sweep: str | None = None
-    # shipped agents left out where the user's results hold the same jobs: agent -> jobs
+    # shipped agent configs left out: the user's results hold all their jobs: agent -> jobs
     shipped_held: dict[str, int] = dataclasses.field(default_factory=dict)
     # ranked families whose shipped source (named by the family) holds none of the
     # problems ranked: family -> source
@@ -339,8 +339,8 @@ def _with_shipped(
 ) -> tuple[pd.DataFrame, dict[str, int], dict[str, str]]:
     """`df` and, for each family that names shipped runs of ours, those of its problems
     in the sweep (`ids`) or, without a sweep, in `df`; how many shipped jobs of each
-    agent were left out because `df` holds the same jobs (shown once, as the user's);
-    and the families whose source holds none of those problems (family -> source)."""
+    agent were left out because `df` holds every job of their config there (shown once,
+    as the user's); and the families whose source holds none of those problems."""
     family = scoring.family_of(df["problem_id"])
     parts = [df]
     held: dict[str, int] = {}
@@ -358,7 +358,7 @@ def _with_shipped(
             same = same[same["problem_id"].isin(set(wanted))]
             if not len(same):
                 none[fam] = spec.shipped
-            same = same[same["key"].isin(set(df["key"]))]
+            same = same[shipped_runs.wholly_held(same, df["key"])]
             for agent, n in same["agent"].value_counts().items():
                 held[agent] = held.get(agent, 0) + int(n)
     parts = [p for p in parts if len(p)]
@@ -654,8 +654,8 @@ def shipped_notes(board: Board) -> list[str]:
     if board.shipped_held:
         held = sorted(board.shipped_held.items())
         agents = ", ".join(f"{a} ({_jobs(n)})" for a, n in held)
-        lines.append(f"Our shipped runs of jobs your results also hold are shown once, as "
-                     f"yours: {agents}.")  # fmt: skip
+        lines.append(f"Our shipped runs of agent configs whose every job here your results "
+                     f"also hold are shown once, as yours: {agents}.")  # fmt: skip
     by_source: dict[str, list[str]] = {}
     for fam, source in board.shipped_none.items():
         by_source.setdefault(source, []).append(fam)

@@ -25,6 +25,7 @@ from leaderboard.board import (
     Board,
     Ranking,
     column_help,
+    missing_note,
     per_observation_columns,
     runtimes,
     shipped_notes,
@@ -497,6 +498,22 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
+SHIPPED_SUFFIX = scoring.SHIPPED_LABEL.format(agent="")  # " (ours, shipped)"
+
+
+def _whose(board: Board) -> str:
+    return "Our shipped runs: " if board.results is None else ""
+
+
+def _beside_shipped(board: Board) -> str:
+    """How many of our shipped agents the tables rank beside the user's (none: "")."""
+    if board.results is None:
+        return ""
+    labels = {label for r in board.rankings for label in r.table.get("label", [])}
+    n = sum(1 for label in labels if str(label).endswith(SHIPPED_SUFFIX))
+    return f"; ranked beside our shipped runs of {_count(n, 'agent')}" if n else ""
+
+
 def _of_sweep(board: Board) -> str:
     return f" of sweep {html.escape(board.sweep)}" if board.sweep else ""
 
@@ -515,13 +532,15 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="note">{_count(len(df), "job")}{_of_sweep(board)}: '
+        f'<p class="note">{_whose(board)}{_count(len(df), "job")}{_of_sweep(board)}: '
         f"{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed; "
         f"{_count(df['agent'].nunique(), 'agent')}{_unranked_agents(df)}, "
-        f"{_count(df['problem_id'].nunique(), 'problem')}. Generated {when}.</p>",
+        f"{_count(df['problem_id'].nunique(), 'problem')}{_beside_shipped(board)}. "
+        f"Generated {when}.</p>",
         f"<p>{html.escape(READING)}</p>",
     ]
-    parts += [f'<p class="note">{html.escape(line)}</p>' for line in shipped_notes(board)]
+    notes = [missing_note(board), *shipped_notes(board)]
+    parts += [f'<p class="note">{html.escape(line)}</p>' for line in notes if line]
     if not board.rankings:
         reason = (
             "No job finished"

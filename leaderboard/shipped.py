@@ -70,16 +70,26 @@ def families(name: str) -> list[str]:
     return sorted({p.split("/", 1)[0] for p in shipped(name)["problem_id"]})
 
 
+def wholly_held(rows: pd.DataFrame, held: Iterable[str]) -> pd.Series:
+    """Per row of shipped `rows`: whether the user's results hold every job of its agent
+    config among `rows` (job keys `held`): such a config is the user's run of it (e.g.
+    taken from the package) and is shown once, as theirs. A config held in part stays
+    whole: leaving out its held jobs would count them as missing."""
+    inside = rows["key"].isin(set(held))
+    return inside.groupby([rows["agent"], rows["config_key"]]).transform("all").astype(bool)
+
+
 def beside(name: str, problem_ids: Iterable[str], held: Iterable[str] = ()) -> pd.DataFrame:
     """The shipped runs of source `name` on `problem_ids`, labelled as ours (agent
     `<agent> (ours, shipped)`, config key `shipped:<key>`) and with the problems'
-    settings joined, ready to be ranked beside a user's rows; none of the jobs `held`
-    (keys the user's results hold already, e.g. taken from these runs: not shown twice)."""
+    settings joined, ready to be ranked beside a user's rows; without the agent configs
+    whose every job there the user's results hold (`held` keys: `wholly_held`)."""
     from leaderboard.store import settings_table
 
     wanted = set(problem_ids)
     rows = shipped(name)
-    rows = rows[rows["problem_id"].isin(wanted) & ~rows["key"].isin(set(held))].copy()
+    rows = rows[rows["problem_id"].isin(wanted)]
+    rows = rows[~wholly_held(rows, held)].copy()
     if not len(rows):
         return rows
     rows["agent"] = rows["agent"].map(lambda a: LABEL.format(agent=a))

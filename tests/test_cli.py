@@ -247,3 +247,11 @@ def test_the_scripts_usage_errors_are_one_line_exit_2(argv, named, capsys):
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"{argv[0]}: error: ") and named in err, err
+
+
+def test_a_one_job_sweep_says_job(capsys):
+    from experiments.cli import _print_summary
+    from leaderboard.runner import SweepSummary
+
+    _print_summary(SweepSummary(total=1, skipped=0, ran=1, ok=1, seconds=2.0), "r.db")
+    assert capsys.readouterr().out.startswith("1 job: 0 already stored, 1 ok, 0 failed in 2.0 s")

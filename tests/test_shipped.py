@@ -96,7 +96,7 @@ def test_a_family_whose_shipped_source_holds_none_of_the_problems_says_so(nt, tm
     assert build(db, sweep="classification_2d").shipped_none == {}
 
 
-def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path, monkeypatch):
+def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path, monkeypatch, capsys):
     """A store that took shipped runs (`restore`) ranks them as its own rows, once."""
     rows = shipped.shipped("neural_testbed")
     mlp = set(rows.loc[rows["agent"] == "mlp", "key"])
@@ -116,8 +116,12 @@ def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path, monk
     with ResultsStore(db) as s:  # a second family with the same shipped source: still 4
         _record(s, "mlp", "classification_2d_2021/1", kl_estimate=0.1, pct_finite_kl=1.0)
     board = build(db)
-    said = "Our shipped runs of jobs your results also hold are shown once, as yours: mlp (4 jobs)."
+    said = ("Our shipped runs of agent configs whose every job here your results also hold "
+            "are shown once, as yours: mlp (4 jobs).")  # fmt: skip
     assert said in legend(board) and said in render_report(board)
+    capsys.readouterr()  # csv: the note on stderr, out of the table
+    assert main(["leaderboard", "--results", str(db), "--format", "csv"]) == 0
+    assert said in capsys.readouterr().err
     one = dataclasses.replace(board, shipped_held={"mlp": 1, "uniform": 2})
     assert shipped_notes(one)[0].endswith(": mlp (1 job), uniform (2 jobs).")
     assert build(db, shipped=False).shipped_held == {}
@@ -126,6 +130,24 @@ def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path, monk
     monkeypatch.setitem(shipped.SOURCES, "neural_testbed", broken)
     with pytest.raises(InputError, match="config or versions that is not JSON"):
         shipped.restore("neural_testbed", tmp_path / "other.db", mlp)
+
+
+def test_a_shipped_config_the_user_holds_in_part_is_shown_whole(nt, tmp_path):
+    """Leaving out only the held jobs counted them as missing (1e6): shipped mlp's KL/norm
+    went from 0.32 to 79,908 on a user's sweep that shared 14 of its 420 jobs."""
+    rows = shipped.shipped("neural_testbed")
+    mlp_0 = set(
+        rows.loc[(rows["agent"] == "mlp") & (rows["problem_id"] == "classification_2d/0"), "key"]
+    )
+    db = tmp_path / "mine.db"
+    assert shipped.restore("neural_testbed", db, mlp_0) == 1
+    with ResultsStore(db) as s:
+        _record(s, "my_agent", "classification_2d/1", kl_estimate=0.1, pct_finite_kl=1.0)
+    board = build(db)
+    table = board.tables_of("classification_2d")[1].set_index("label")
+    assert table.loc["mlp (ours, shipped)", "mean_kl"] == pytest.approx((0.2 + 0.3) / 2)
+    assert table.loc["mlp (ours, shipped)", "num_problems"] == 2
+    assert board.shipped_held == {} and shipped_notes(board) == []
 
 
 def test_leaderboard_and_report_show_them(nt, tmp_path, capsys):
@@ -138,6 +160,7 @@ def test_leaderboard_and_report_show_them(nt, tmp_path, capsys):
     report = tmp_path / "r.html"
     assert main(["report", "--results", str(db), "--out", str(report)]) == 0
     assert "mlp (ours, shipped)" in report.read_text()
+    assert "; ranked beside our shipped runs of 2 agents." in report.read_text()
     capsys.readouterr()
     # --no-shipped: the user's rows alone
     assert main(["leaderboard", "--results", str(db), "--format", "csv", "--no-shipped"]) == 0
@@ -168,7 +191,9 @@ def test_the_shipped_runs_alone_rank_the_reference_agents_on_a_sweep(nt, tmp_pat
     with pytest.raises(InputError, match="sweep 'regression'; allowed: a sweep of classif"):
         build(None, sweep="regression")  # the test source holds classification_2d only
     capsys.readouterr()
-    for extra in (["--no-shipped"], ["--export", str(tmp_path / "x.csv")], ["--failures"]):
+    assert "Our shipped runs: " in report.read_text()  # the header says whose jobs
+    refused = (["--no-shipped"], ["--export", str(tmp_path / "x.csv")], ["--failures"])
+    for extra in (*refused, ["--results", str(tmp_path / "mine.db")]):
         assert main(["leaderboard", *args, *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"testbed: error: {extra[0]}: ") and "\n" not in err
