@@ -267,7 +267,7 @@ def plot_vs_num_train(board: Board, rankings: list[Ranking]):
             ax.set_xscale("symlog", linthresh=1)
             ax.set_title(_mpl(f"{family}: tau={tau}, temperature={temp}"), fontsize=9)
             ax.set_xlabel("num_train")
-            ax.set_ylabel(_mpl(f"mean {rankings[0].spec.name}"))
+            ax.set_ylabel(_mpl(f"mean {rankings[0].spec.title(tau)}"))
     _legend_below(fig, [ax for ax in axes.flat if ax.get_visible()])
     return fig
 
@@ -411,6 +411,13 @@ def _section(board: Board, spec: RankedBy, rankings: list[Ranking]) -> list[str]
             parts.append(f'<p class="note">{html.escape(note)}</p>')
     if len({r.family for r in rankings}) > 1:
         parts.append(f'<p class="note">{html.escape(FAMILY_NOTE)}</p>')
+    bare = [r for r in rankings if not r.observations and r.table.attrs.get("normalizer") is None]
+    if spec.normalizer and bare:
+        parts.append(
+            f'<p class="note">Tables marked "not normalised" show the mean score itself: their '
+            f"results hold no run of {html.escape(spec.normalizer)}, the normalising agent "
+            "(--normalize AGENT normalises by another).</p>"
+        )
     norms = {r.table.attrs.get("normalizer") for r in rankings}
     norm = next(iter(norms)) if len(norms) == 1 else None
     columns: list[str] = []
@@ -418,6 +425,9 @@ def _section(board: Board, spec: RankedBy, rankings: list[Ranking]) -> list[str]
         table_norm = r.table.attrs.get("normalizer")
         parts.append(f"<h3>{html.escape(_table_title(r))}</h3>")
         cols = [c for c in shown_columns(spec) if c in r.table.columns]
+        if table_norm is None:  # the normalised column would repeat the mean: the mean
+            mean = f"mean_{spec.short}"  # takes its place, its standard error beside it
+            cols = [mean if c == f"normalized_{spec.short}" else c for c in cols if c != mean]
         columns += cols
         if len(r.table):
             table = _table_name(board, r)  # not `name`: the plots' captions use that

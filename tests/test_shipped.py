@@ -334,8 +334,12 @@ def test_a_table_without_its_normalising_agent_shows_the_score_once(nt, tmp_path
     named = {line.split(":")[0] for line in legend(board)}
     assert {"KL", "stderr", "train s (median)", "eval s (median)"} <= named
     assert "KL/norm" not in named
+    report = render_report(board)  # the report as the terminal: the mean once, and why
+    assert ">KL/norm</th>" not in report and ">KL</th>" in report
+    assert "their results hold no run of uniform, the normalising agent" in report
     normalised = build(db, normalize="my_agent")
     assert "normalized_kl" in tables(normalised)[0][1]
+    assert ">KL/norm</th>" in render_report(normalised)
 
 
 def test_the_shipped_2021_runs_hold_every_job_and_give_the_docs_table(tmp_path, capsys):
