@@ -109,11 +109,6 @@ def finished_groups(jobs: Sequence, stored: set[str]) -> list[int]:
     return sorted({group_of(j.problem_id) for j in jobs} - missing)
 
 
-def seed_group(settings: pd.DataFrame) -> pd.Series:
-    """The reference's error-bar groups: the problem's seed % 10."""
-    return settings["seed"].astype(int) % 10
-
-
 def kl_values(df: pd.DataFrame) -> pd.Series:
     """KL as the reference's leaderboard cleaned it: negative -> 0, non-finite or failed ->
     its fill value (1e6), so such a problem counts as infinitely wrong."""
@@ -127,12 +122,12 @@ def kl_values(df: pd.DataFrame) -> pd.Series:
 def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataFrame:
     """Ours normalised by mlp beside the published figure, per agent and tau."""
     from leaderboard import store
+    from leaderboard.scoring import seed_group_stderr
 
     df = store.load(results)
     df = df[df["problem_id"].str.startswith(SWEEP + "/")].copy()
     df = store.rows_to_summarise(df, results, keys, f"{SWEEP} runs to summarise")
     df["kl"] = kl_values(df)
-    df["group"] = seed_group(df)
     published = published_figure().set_index(["agent", "tau"])
     rows = []
     for tau in TAUS:
@@ -140,8 +135,8 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
         base = at[at["agent"] == NORMALISER]["kl"]
         scale = float(base.mean()) if len(base) else float("nan")
         for agent, g in at.groupby("agent"):
-            groups = g.groupby("group")["kl"].mean() / scale
-            stderr = float(groups.std(ddof=1) / np.sqrt(len(groups))) if len(groups) > 1 else np.nan
+            # as the reference's leaderboard: np.std (ddof 0) of the seed groups' means
+            stderr = seed_group_stderr(g["kl"] / scale, g["seed"])
             pub = published.loc[(agent, tau)] if (agent, tau) in published.index else None
             rows.append(
                 dict(
