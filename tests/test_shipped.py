@@ -342,6 +342,25 @@ def test_a_table_without_its_normalising_agent_shows_the_score_once(nt, tmp_path
     assert ">KL/norm</th>" in render_report(normalised)
 
 
+def test_the_shipped_classification_2d_runs_hold_every_job_and_give_the_docs_table():
+    """Every reference agent on all 420 problems, and the docs' table is their ranking
+    (`testbed leaderboard --shipped-only --sweep classification_2d`), rounded."""
+    from experiments import ship_neural_testbed as ship
+
+    rows = shipped.shipped("neural_testbed")
+    jobs = ship.expected_jobs(["classification_2d"])
+    assert {j.key for j in jobs} <= set(rows.loc[rows["status"] == "ok", "key"])
+    board = build(None, sweep="classification_2d")
+    tables = {tau: t.set_index("agent") for tau, t in board.tables_of("classification_2d").items()}
+    docs = _docs_table("docs/reproductions/neural_testbed.md", "| agent | tau = 1 | +- s.e. |")
+    assert list(docs) == [a.removesuffix(" (ours, shipped)") for a in tables[10].index]
+    for agent, shown in docs.items():
+        one, ten = (tables[t].loc[f"{agent} (ours, shipped)"] for t in (1, 10))
+        values = [one["normalized_kl"], one["normalized_stderr"], ten["normalized_kl"],
+                  ten["normalized_stderr"], ten["mean_test_acc"]]  # fmt: skip
+        assert [float(v) for v in shown] == [round(v, 3) for v in values], agent
+
+
 def test_the_shipped_2021_runs_hold_every_job_and_give_the_docs_table(tmp_path, capsys):
     """The package ships every job of the Neural Testbed reproduction, and its `--report`
     on them prints the table the docs show (a change to either shows here)."""
