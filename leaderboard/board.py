@@ -329,7 +329,7 @@ def _shipped_only(sweep: str | None, ids: list[str] | None, shipped: bool) -> pd
         held = {f for source in sources for f in shipped_runs.families(source)}
         raise InputError(
             f"sweep: the package ships no runs of the problems of sweep {sweep!r}; allowed: a "
-            f"sweep of {', '.join(sorted(held)) or 'a family with shipped runs'}"
+            f"sweep of problems of {', '.join(sorted(held)) or 'a family with shipped runs'}"
         )
     return pd.concat(parts, ignore_index=True)
 

@@ -188,7 +188,9 @@ def test_the_shipped_runs_alone_rank_the_reference_agents_on_a_sweep(nt, tmp_pat
     assert "mlp (ours, shipped)" in report.read_text()
     with pytest.raises(InputError, match="^sweep: the shipped runs alone are ranked over a"):
         build(None)
-    with pytest.raises(InputError, match="sweep 'regression'; allowed: a sweep of classif"):
+    with pytest.raises(
+        InputError, match="sweep 'regression'; allowed: a sweep of problems of classif"
+    ):
         build(None, sweep="regression")  # the test source holds classification_2d only
     capsys.readouterr()
     assert "Our shipped runs: " in report.read_text()  # the header says whose jobs
