@@ -13,6 +13,7 @@ N batches' keys). The function's Gaussian draw is the reference's (float32
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import itertools
@@ -72,6 +73,29 @@ def draw_function(key: jax.Array, x: np.ndarray, ridge: float) -> np.ndarray:
     return np.linalg.cholesky(0.5 * (k64 + k64.T)) @ z
 
 
+# Each process keeps the environments' functions it drew (at most 88 KB each, for 10,000
+# training inputs): a sweep builds each problem once for every agent, and a draw on
+# 11,000 inputs (the NNGP kernel and its Cholesky factor) takes 10 to 30 s on one core.
+_FUNCTIONS: collections.OrderedDict[tuple, np.ndarray] = collections.OrderedDict()
+MAX_FUNCTIONS = 512
+
+
+def environment_function(settings: RegressionSettings, key: jax.Array, x: np.ndarray):
+    """`draw_function(key, x, ridge)` for the environment of `settings` (its seed fixes
+    `key` and, with its sizes, `x`), drawn once per process; read-only."""
+    s = settings
+    cached = (s.seed, s.input_dim, s.num_train, s.num_test_cache, s.kernel_ridge)
+    f = _FUNCTIONS.get(cached)
+    if f is None:
+        f = draw_function(key, x, s.kernel_ridge)
+        f.setflags(write=False)
+        _FUNCTIONS[cached] = f
+        if len(_FUNCTIONS) > MAX_FUNCTIONS:
+            _FUNCTIONS.popitem(last=False)
+    _FUNCTIONS.move_to_end(cached)
+    return f
+
+
 @functools.partial(jax.jit, static_argnums=(2, 3))
 def _test_batches(key, f_cache, num_batches, tau, noise_std):
     """Cache indices [N, tau], targets [N, tau] and the true log-likelihood [N]."""
@@ -100,7 +124,7 @@ class GPRegressionProblem(EvidenceScoring):
             self.x_cache = np.asarray(jax.random.normal(cache_key, (s.num_test_cache, s.input_dim)))
             function_key, noise_key = key_sequence(env_key, 2)
             x_all = np.concatenate([np.asarray(x_train), self.x_cache])
-            f = draw_function(function_key, x_all, s.kernel_ridge)
+            f = environment_function(s, function_key, x_all)
             noise = np.asarray(jax.random.normal(noise_key, (s.num_train, 1)), np.float64)
         self.f_train = f[: s.num_train].astype(np.float32)
         self.f_cache = f[s.num_train :].astype(np.float32)

@@ -230,3 +230,30 @@ def test_estimator_is_the_references_for_a_deterministic_agent(problem):
         keys = jax.random.split(problem._estimator_key, int(s.num_test_seeds / s.tau) + 1)
         reference = float(jnp.mean(jax.vmap(one)(keys)))
     assert problem.evaluate(shifted)["kl_estimate"] == pytest.approx(reference, rel=1e-5)
+
+
+def test_an_environment_is_drawn_once_per_process(monkeypatch):
+    """A sweep builds a problem once for each agent: the function draw (seconds on 10,000
+    inputs) is kept, and every build gets the same problem with arrays of its own."""
+    from generative import gp_regression
+
+    calls = []
+    real = gp_regression.draw_function
+    monkeypatch.setattr(gp_regression, "draw_function", lambda *a: (calls.append(1), real(*a))[1])
+    monkeypatch.setattr(gp_regression, "_FUNCTIONS", gp_regression.collections.OrderedDict())
+    first = generative.load("regression/95", num_test_seeds=10)  # d = 10, n = 10
+    again = generative.load("regression/95", num_test_seeds=20)  # other options, same function
+    other = generative.load("regression/96", num_test_seeds=10)
+    assert len(calls) == 2  # 95 once, 96 once
+    assert np.array_equal(first.f_cache, again.f_cache) and np.array_equal(
+        first.train_data.y, again.train_data.y
+    )
+    assert not np.array_equal(first.f_cache, other.f_cache)
+    first.f_cache[0] += 1.0  # a problem's own copy: the next build is unchanged
+    assert not np.array_equal(first.f_cache, generative.load("regression/95").f_cache)
+    monkeypatch.setattr(gp_regression, "_FUNCTIONS", gp_regression.collections.OrderedDict())
+    fresh = generative.load("regression/95", num_test_seeds=10)  # drawn anew: the same
+    assert np.array_equal(fresh.f_cache, again.f_cache) and len(calls) == 3
+    monkeypatch.setattr(gp_regression, "MAX_FUNCTIONS", 1)
+    generative.load("regression/96")
+    assert list(gp_regression._FUNCTIONS) == [(97, 10, 10, 1000, 1e-5)]  # the oldest left
