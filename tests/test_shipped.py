@@ -363,6 +363,25 @@ def test_the_shipped_classification_2d_runs_hold_every_job_and_give_the_docs_tab
         assert [float(v) for v in shown] == [round(v, 3) for v in values], agent
 
 
+def test_the_shipped_regression_runs_hold_every_job_and_give_the_docs_table():
+    """Every reference agent on all 270 `regression` problems, and the docs' table is
+    their ranking (`testbed leaderboard --shipped-only --sweep regression`), rounded."""
+    from experiments import ship_neural_testbed as ship
+
+    rows = shipped.shipped("neural_testbed")
+    jobs = ship.expected_jobs(["regression"])
+    assert {j.key for j in jobs} <= set(rows.loc[rows["status"] == "ok", "key"])
+    (table,) = build(None, sweep="regression").tables_of("regression").values()
+    table = table.set_index("agent")
+    docs = _docs_table("docs/reproductions/neural_testbed.md", "| agent | KL / uniform's |")
+    assert list(docs) == [a.removesuffix(" (ours, shipped)") for a in table.index]
+    for agent, shown in docs.items():
+        row = table.loc[f"{agent} (ours, shipped)"]
+        values = [row["normalized_kl"], row["normalized_stderr"]]
+        assert [float(v) for v in shown[:2]] == [round(v, 3) for v in values], agent
+        assert int(shown[2]) == row["num_problems"] == 270
+
+
 def test_the_shipped_2021_runs_hold_every_job_and_give_the_docs_table(tmp_path, capsys):
     """The package ships every job of the Neural Testbed reproduction, and its `--report`
     on them prints the table the docs show (a change to either shows here)."""
