@@ -378,7 +378,7 @@ def test_the_shipped_regression_runs_hold_every_job_and_give_the_docs_table():
     for agent, shown in docs.items():
         row = table.loc[f"{agent} (ours, shipped)"]
         values = [row["normalized_kl"], row["normalized_stderr"]]
-        assert [float(v) for v in shown[:2]] == [round(v, 3) for v in values], agent
+        assert [float(v) for v in shown[:2]] == [round(v, 4) for v in values], agent
         assert int(shown[2]) == row["num_problems"] == 270
 
 
