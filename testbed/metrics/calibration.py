@@ -65,12 +65,25 @@ def _sbc(evidence) -> dict[str, float]:
     "sbc", ("prior_simulations", "calibration_draws"), _sbc, ("sbc_ks_pvalue_min", "sbc_c2st_max")
 )
 def check_sbc(
-    ranks, num_posterior_samples: int, *, c2st_ranks: bool = True, seed: int = 0
+    ranks,
+    num_posterior_samples: int,
+    *,
+    c2st_ranks: bool = True,
+    seed: int = 0,
+    classifier: str = "mlp",
 ) -> SBCResult:
     """SBC checks of ranks [N, d] in 0..L: KS vs U(0, L) and C2ST of ranks vs U(0, L) draws.
 
     KS p-values near 0 flag miscalibration in that dimension; C2ST near 0.5 means the ranks
-    look uniform. Ranks are jittered within their unit cell so ties do not bias the KS test.
+    look uniform. Ranks are jittered within their unit cell so ties do not bias the KS test
+    (sbi 0.27's `check_uniformity_frequentist` tests the integer ranks against U(0, L): its
+    KS statistic differs from ours by at most 1 / (L + 1)).
+
+    The C2ST of ranks follows sbi's `check_uniformity_c2st` (each dimension's ranks against
+    as many U(0, L) draws, 5 folds) with `classifier` 'mlp' (`c2st`'s MLP), not sbi's
+    default random forest: a forest tells integer ranks from continuous uniform draws by
+    the integer lattice alone, so ranks that are exactly uniform read far above 0.5 (0.87
+    with sbi 0.27 at N = 500, L = 100; 0.5 with the MLP). `classifier='rf'` gives sbi's.
     """
     r = as_samples(ranks, "ranks", min_rows=2, dtype=np.float64)
     check_at_least("num_posterior_samples", num_posterior_samples, 1)
@@ -84,7 +97,8 @@ def check_sbc(
         n_folds = 5 if r.shape[0] >= 10 else 2
         for j in range(r.shape[1]):
             uniform = rng.uniform(0, num_posterior_samples, size=(r.shape[0], 1))
-            scores[j] = c2st(r[:, j : j + 1], uniform, seed=seed, n_folds=n_folds)
+            column = r[:, j : j + 1]
+            scores[j] = c2st(column, uniform, seed=seed, n_folds=n_folds, classifier=classifier)
     return SBCResult(ks_pvals=np.atleast_1d(pvals), c2st_ranks=scores)
 
 
@@ -170,12 +184,16 @@ def tarp(
     z_score_theta: bool = True,
     seed: int = 0,
 ) -> TARPResult:
-    """TARP (Lemos et al. 2023) as sbi's run_tarp + check_tarp, L2 distance.
+    """TARP (Lemos et al. 2023) as sbi 0.27's run_tarp + check_tarp, L2 distance.
 
     references: [N, d] reference points; default uniform in the range of thetas per
     dimension. z_score_theta: min-max scale by the thetas' range (as sbi). Returns the ECP
-    at alpha = linspace(0, 1, num_bins + 1) (num_bins default N // 10), ATC = sum over
-    alpha > 1/2 of (ECP - alpha) and the two-sample KS p-value of ECP vs alpha.
+    at alpha = linspace(0, 1, num_bins + 1) (num_bins default N // 10), the area to the
+    curve ATC = sum over the upper half of the grid (alpha >= 1/2) of (ECP - alpha) times
+    the bin width 1 / num_bins (as sbi 0.27; older sbi, and testbed up to 0.2.0, left out
+    the bin width: num_bins times larger) and the two-sample KS p-value of ECP vs alpha.
+    sbi bins the coverage values over their own range, ours over [0, 1] (the paper's
+    alpha): the two agree when the smallest coverage value is 0 and the largest 1.
     """
     theta, post = _draws(thetas, posterior_samples)
     n = theta.shape[0]
@@ -201,6 +219,6 @@ def tarp(
     ecp = np.concatenate([[0.0], np.cumsum(hist) / hist.sum()])
     alpha = np.linspace(0.0, 1.0, num_bins + 1)
     mid = len(alpha) // 2
-    atc = float(np.sum(ecp[mid:] - alpha[mid:]))
+    atc = float(np.sum(ecp[mid:] - alpha[mid:]) * (alpha[1] - alpha[0]))
     p = float(stats.ks_2samp(ecp, alpha).pvalue)
     return TARPResult(alpha, ecp, atc, p)
