@@ -503,6 +503,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for note in notes:
         if note:  # csv, json, markdown: kept out of the output, on stderr
             print(note, file=sys.stdout if args.format == "table" else sys.stderr)
+    for note in lb.coverage_notes(board):  # configs scored apart: on stderr, in every format
+        print(note, file=sys.stderr)
     return 0
 
 
@@ -679,7 +681,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("leaderboard", help="rank agents from a results file")
     p.add_argument("--results", help=f"SQLite results file (default: {RESULTS})")
-    p.add_argument("--sweep", help="rank over this sweep's problems (missing ones count 1e6)")
+    p.add_argument(
+        "--sweep",
+        help="rank over this sweep's problems (an agent that ran part of them is shown apart)",
+    )
     p.add_argument("--tau", type=int, help="one tau only (default: a table per tau)")
     p.add_argument(
         "--normalize",

@@ -16,6 +16,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from leaderboard import literature, scoring
@@ -24,6 +25,7 @@ from leaderboard.store import DEFAULT_PATH, load
 from testbed.errors import InputError, bad_value
 from testbed.ranking import OBSERVATIONS, TESTBED, RankedBy
 
+SHIPPED_SUFFIX = scoring.SHIPPED_LABEL.format(agent="")  # " (ours, shipped)"
 KL_COLUMNS = [  # the columns a ranking table shows (csv/json output: every column)
     "rank",
     "label",
@@ -69,6 +71,8 @@ SHORT_NAMES = {  # terminal and report headers
     "median_wall_seconds": "wall s (median)",
     "mean_wall_seconds": "wall s (mean)",
     "agent_seed": "seed",
+    "coverage": "ran",
+    "whose": "whose",
 }
 COMPILE_NOTE = (
     "the first jobs in each worker process also compile JAX code that later jobs reuse, "
@@ -77,10 +81,10 @@ COMPILE_NOTE = (
 MEDIAN_NOTE = "a median: robust to the first jobs' compilation in each worker"
 MEAN_NOTE = "a mean: includes the first jobs' compilation in each worker"
 HEALTH_HELP = (
-    "share of the agent config's jobs (the family's problems x its seeds) that gave a "
-    "usable score; a missing or failed job, a non-finite score, or a score below -1e-4 "
+    "share of the agent config's jobs (the family's problems it ran x its seeds) that gave a "
+    "usable score; a missing seed or a failed job, a non-finite score, or a score below -1e-4 "
     "(negative beyond rounding) counts against it (the Neural Testbed's rule; 100% = all "
-    "usable)"
+    "usable); a problem it never ran is coverage, shown apart, not health"
 )
 COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     "rank": "position in this table: 1 = best (lowest score); ties share a rank",
@@ -89,10 +93,13 @@ COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     "normalized_kl": "mean KL divided by the normalising agent's (named above the table); "
     "lower is better: 0 = the true predictive, 1 = as good as the normalising agent",
     "normalized_stderr": "standard error of the score (normalised, where the title says so) "
-    "over problem-seed groups (seed % 10); blank when the problems fall in fewer than two "
-    "groups",
+    "over problem-seed groups (seed % 10); 'n/a: 1 seed group' when the problems fall in "
+    "fewer than two groups (a spread of one value is unknown, not 0)",
+    "coverage": "problems the config ran of the table's (a table of configs that ran part "
+    "of them: each scored over those it ran, not ranked with the configs that ran them all)",
+    "whose": "yours: a run in your results file; shipped: our run shipped with the package",
     "mean_kl": "mean KL from the true predictive to the agent's over the problems (negative "
-    "clipped to 0, missing or non-finite counts 1e6); lower is better",
+    "clipped to 0, a failed job or non-finite score counts 1e6); lower is better",
     "normalized_nll": "mean joint NLL divided by the normalising agent's (named above the "
     "table); lower is better, 1 = as good as the normalising agent",
     "mean_nll": "mean joint negative log-likelihood (nats) of tau test labels over the "
@@ -111,7 +118,8 @@ COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     "agent gives probability 0 (an infinite KL or NLL), so the problem counts 1e6, as the "
     "reference ranks a non-finite score (the stored kl_estimate clips such batches to the "
     "largest finite one, for parity with the reference's per-problem values)",
-    "num_problems": "problems scored in this table (a missing one counts 1e6)",
+    "num_problems": "problems scored in this row (a failed job counts 1e6; a config that ran "
+    "part of the table's problems is shown apart, scored over those it ran)",
     "task": "simulator task",
     "budget": "simulation budget: simulations the agent may run",
     "mean_c2st": "mean C2ST over observations: accuracy of a classifier telling the agent's "
@@ -157,6 +165,14 @@ class Ranking:
     family: str
     tau: int | None
     table: pd.DataFrame
+    # the configs that ran part of the ranked problems, each scored over those it ran (not
+    # ranked with the table's: `scoring.score_ranking`)
+    partial: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+
+    @property
+    def coverage(self) -> dict[str, int]:
+        """label -> problems run, of each config that ran part of the problems here."""
+        return dict(self.table.attrs.get("partial_coverage", {}))
 
     @property
     def observations(self) -> bool:
@@ -424,8 +440,10 @@ def _rank_testbed(
         if picked:
             clean[fam] = cleaned
             for t, table in picked.items():
+                partial = table.attrs.pop("partial", pd.DataFrame())
                 _add_rank_and_medians(table, cleaned, t, spec)
-                rankings.append(Ranking(spec, fam, t, table))
+                _add_medians(partial, cleaned, t)
+                rankings.append(Ranking(spec, fam, t, table, partial))
     if tau is not None and not rankings and present:
         raise bad_value("tau", tau, sorted(present))
     return rankings, clean
@@ -502,6 +520,13 @@ def _add_rank_and_medians(
         return
     ranks = table[f"normalized_{spec.short}"].rank(method="min", ascending=spec.lower_is_better)
     table["rank"] = ranks.astype(int)
+    _add_medians(table, clean, tau)
+
+
+def _add_medians(table: pd.DataFrame, clean: pd.DataFrame, tau: int | None) -> None:
+    """Adds the median train / evaluation seconds over the problems each config ran."""
+    if not len(table):
+        return
     rows = clean if tau is None or "tau" not in clean.columns else clean[clean["tau"] == tau]
     for metric in ("train_seconds", "evaluation_seconds"):
         medians = rows.groupby(scoring.ENTRY)[metric].median() if metric in rows else {}
@@ -548,7 +573,73 @@ def title(board: Board, ranking: Ranking) -> str:
         return said
     text = f"{said}, tau={ranking.tau}" if ranking.tau is not None else said
     norm = ranking.table.attrs.get("normalizer")
-    return text + (f" (normalised by {norm})" if norm else " (not normalised)")
+    return text + (f" (normalised by {norm}{over(ranking)})" if norm else
+                   f" (not normalised{over(ranking)})")  # fmt: skip
+
+
+def over(ranking: Ranking) -> str:
+    """'; over the 14 of 210 problems uniform ran' when the table ranks part of the
+    problems (no config ran them all, or the normaliser ran part), else ''."""
+    attrs = ranking.table.attrs
+    n, ranked = attrs.get("num_problems"), attrs.get("ranked_problems")
+    if n is None or ranked is None or ranked >= n or not len(ranking.table):
+        return ""
+    norm = attrs.get("normalizer")
+    whose = f"{norm} ran" if norm else "the config that ran the most ran"
+    return f"; over the {ranked} of {n} problems {whose}: no config here ran them all"
+
+
+def partial_title(board: Board, ranking: Ranking) -> str:
+    """The title of a ranking's table of configs that ran part of its problems."""
+    norm = ranking.table.attrs.get("normalizer")
+    scale = f", normalised by {norm}'s mean on the same problems" if norm else ""
+    return (
+        f"{title(board, ranking)}: configs that ran part of the problems, each scored over "
+        f"those it ran{scale}; not ranked with the table above"
+    )
+
+
+def stderr_cells(table: pd.DataFrame, column: str = "normalized_stderr") -> pd.Series:
+    """`column` for display: where it is blank, why ('n/a: 1 seed group')."""
+    values = table[column].astype(object)
+    if "num_seed_groups" not in table:
+        return values
+    for i in np.flatnonzero(table[column].isna().to_numpy()):
+        groups = table["num_seed_groups"].iloc[i]
+        values.iloc[i] = f"n/a: {int(groups)} seed group" + ("" if groups == 1 else "s")
+    return values
+
+
+def whose(labels: pd.Series) -> pd.Series:
+    """'yours' for a user's row, 'shipped' for our shipped runs."""
+    return labels.map(lambda v: "shipped" if str(v).endswith(SHIPPED_SUFFIX) else "yours")
+
+
+def coverage_notes(board: Board) -> list[str]:
+    """One line per family whose tables leave out, or score apart, configs that ran part
+    of the ranked problems, naming each and what it ran; and one per table ranked over
+    part of its problems (no config ran them all)."""
+    lines = []
+    for family in board.families():
+        rankings = [r for r in board.rankings if r.family == family and not r.observations]
+        ran: dict[str, list[str]] = {}
+        for r in rankings:
+            n = r.table.attrs.get("num_problems", 0)
+            at = f" at tau {r.tau}" if r.tau is not None else ""
+            for label, k in r.coverage.items():
+                ran.setdefault(label, []).append(f"{k} of {n}{at}")
+        if ran:
+            each = "; ".join(f"{label} ({', '.join(v)})" for label, v in sorted(ran.items()))
+            lines.append(
+                f"{family}: configs that ran part of the ranked problems are shown apart, "
+                f"each scored over those it ran, not ranked with the configs that ran them "
+                f"all (a missing problem is not counted 1e6): {each}."
+            )
+        for r in rankings:
+            if over(r):
+                lines.append(f"{family}{'' if r.tau is None else f', tau {r.tau}'}: ranked"
+                             f"{over(r)[1:]}.")  # fmt: skip
+    return lines
 
 
 def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
@@ -567,7 +658,26 @@ def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
         else:
             shown = shown.assign(family=ranking.family, tau=ranking.tau)
         shown.attrs["spec"] = ranking.spec
+        if not full and not ranking.observations:
+            shown = _display(shown)
         out.append((title(board, ranking), shown))
+        if len(ranking.partial):
+            part = ranking.partial
+            if full:
+                part = part.assign(family=ranking.family, tau=ranking.tau)
+            else:
+                cols = [c for c in shown_columns(ranking.spec) if c != "rank"]
+                cols.insert(cols.index("label") + 1, "coverage")
+                part = part[[c for c in cols if c in part.columns] + (
+                    ["num_seed_groups"] if "num_seed_groups" in part else [])]  # fmt: skip
+                part = part.drop(
+                    columns=[c for c in OPTIONAL if c in part and part[c].isna().all()]
+                )
+                if not ranking.table.attrs.get("normalizer"):
+                    part = unnormalised(part, ranking.spec.short)
+                part = _display(part)
+            part.attrs["spec"] = ranking.spec
+            out.append((partial_title(board, ranking), part))
     for fam, runs in board.per_observation.items():
         spec = next(r.spec for r in board.rankings if r.family == fam)
         cols = per_observation_columns(spec)
@@ -576,6 +686,18 @@ def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
         published = f", beside {spec.published}'s" if spec.published else ""
         out.append((f"{spec.name} per observation on {fam}{published}", shown))
     return out
+
+
+def _display(shown: pd.DataFrame) -> pd.DataFrame:
+    """A table as shown: a blank standard error says why; `whose` beside the agent when
+    the table mixes the user's rows with our shipped ones."""
+    shown = shown.copy()
+    if "normalized_stderr" in shown and "num_seed_groups" in shown:
+        shown["normalized_stderr"] = stderr_cells(shown)
+    shown = shown.drop(columns=["num_seed_groups"], errors="ignore")
+    if "label" in shown and len(set(whose(shown["label"]))) > 1:
+        shown.insert(list(shown.columns).index("label") + 1, "whose", whose(shown["label"]))
+    return shown
 
 
 def unnormalised(shown: pd.DataFrame, short: str) -> pd.DataFrame:
@@ -600,6 +722,8 @@ TERMINAL_LEGEND = (  # the headers explained under the terminal's tables (the re
     "num_non_finite",
     "pct_health",
     "num_problems",
+    "coverage",
+    "whose",
 )
 
 

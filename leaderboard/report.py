@@ -25,11 +25,15 @@ from leaderboard.board import (
     Board,
     Ranking,
     column_help,
+    coverage_notes,
     missing_note,
+    over,
     per_observation_columns,
     runtimes,
     shipped_notes,
     shown_columns,
+    stderr_cells,
+    whose,
 )
 from leaderboard.outputs import check_output_path, write_atomically
 from leaderboard.tables import fmt_cell
@@ -49,6 +53,7 @@ th{background:#f3f3f3;white-space:nowrap}th[title]{cursor:help}th.text{text-alig
 td.text{text-align:left;font-family:monospace;min-width:8em;max-width:36em;
 overflow-wrap:anywhere}
 td.rank{font-weight:600}
+tr.yours td{background:#fff4cc;font-weight:600}
 details pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.85em;margin:.3em 0}
 figure{margin:1em 0}figcaption{font-size:.85em;color:#555}img{max-width:100%;height:auto}
 .note{color:#555;font-size:.9em}
@@ -68,9 +73,12 @@ READING = (
 RULE_NOTES = {
     TESTBED: (
         "Neural Testbed rules, per agent config and problem: a negative score clipped to 0 "
-        "(a KL's estimation noise); a missing job, a non-finite score or a test batch with a "
-        "label the agent gives probability 0 counts 1e6; the mean per tau is divided by the "
-        "normalising agent's (1 = as good as it); standard error over problem-seed groups "
+        "(a KL's estimation noise); a failed job, a non-finite score or a test batch with a "
+        "label the agent gives probability 0 counts 1e6; an agent config that ran part of the "
+        "problems is scored apart, over those it ran (never with 1e6 for the others); the "
+        "mean per tau is divided by the normalising agent's (1 = as good as it; the run of it "
+        "that covers the problems: ours, shipped, when yours is partial); standard error "
+        "over problem-seed groups "
         "(seed % 10); the best config per agent (best mean over all problems) is shown."
     ),
 }
@@ -145,10 +153,12 @@ def html_table(
     normalizer: str | None = None,
     cells: dict[str, Any] | None = None,
     spec: RankedBy | None = None,
+    row_classes: list[str] | None = None,
 ) -> str:
     """An escaped HTML table in a box that scrolls sideways when the table is wider than
     the page; `name` goes into data-table for tests and styling; every header carries
-    its meaning as a tooltip; `cells` maps a column to its own cell renderer."""
+    its meaning as a tooltip; `cells` maps a column to its own cell renderer;
+    `row_classes` gives each row a class (e.g. `yours`: highlighted)."""
     cols = [c for c in (columns or list(df.columns)) if c in df.columns]
     text = {c for c in cols if len(df) and isinstance(df[c].iloc[0], str)}  # left-aligned
     head = "".join(
@@ -157,8 +167,10 @@ def html_table(
         for c in cols
     )
     body = []
-    for values in df[cols].itertuples(index=False):
-        body.append("<tr>" + "".join(_cell(c, v, cells) for c, v in zip(cols, values)) + "</tr>")
+    classes = row_classes or [""] * len(df)
+    for kind, values in zip(classes, df[cols].itertuples(index=False)):
+        tr = f'<tr class="{_esc(kind)}">' if kind else "<tr>"
+        body.append(tr + "".join(_cell(c, v, cells) for c, v in zip(cols, values)) + "</tr>")
     return (
         f'<div class="scroll"><table data-table="{_esc(name)}"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"
@@ -195,10 +207,15 @@ def _figure(name: str, fig, caption: str) -> str:
     )
 
 
+YOURS, SHIPPED = "#dd8452", "#4c72b0"  # bar colours: the user's runs, our shipped ones
+
+
 def plot_by_agent(rankings: list[Ranking]):
-    """Normalised score per agent with seed-group stderr, one panel per family and tau
-    (marginal vs joint); families are never pooled."""
+    """Normalised score per agent with seed-group stderr (no whisker where there is none:
+    one seed group), one panel per family and tau (marginal vs joint); families are never
+    pooled; the user's bars in their own colour, apart from our shipped ones."""
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     rows = max((len(r.table) for r in rankings), default=1)
     fig, axes = plt.subplots(1, len(rankings), figsize=(4.5 * len(rankings), 0.9 + 0.45 * rows))
@@ -207,7 +224,8 @@ def plot_by_agent(rankings: list[Ranking]):
         t = r.table.iloc[::-1]
         y = np.arange(len(t))
         short = r.spec.short
-        ax.barh(y, t[f"normalized_{short}"], xerr=t["normalized_stderr"].fillna(0), color="#4c72b0")
+        colors = [YOURS if w == "yours" else SHIPPED for w in whose(t["label"])]
+        ax.barh(y, t[f"normalized_{short}"], xerr=t["normalized_stderr"].fillna(0), color=colors)
         ax.set_yticks(y, [_mpl(v) for v in t["label"]])
         score = r.spec.title(r.tau)  # marginal at tau = 1, else the family's score
         said = score + ("" if r.tau is None else f" (tau={r.tau})")
@@ -216,7 +234,12 @@ def plot_by_agent(rankings: list[Ranking]):
         ax.set_xlabel(_mpl(f"{score} / {norm}'s" if norm else f"mean {score}"))
         if norm:
             ax.axvline(1.0, color="#999", lw=0.8, ls="--")
-    fig.tight_layout()
+    kinds = {w for r in rankings for w in whose(r.table["label"])}
+    if len(kinds) > 1:  # the user's runs beside ours: say which colour is whose
+        handles = [Patch(color=YOURS, label="yours"), Patch(color=SHIPPED, label="ours, shipped")]
+        fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, -0.02))  # fmt: skip
+    fig.tight_layout(rect=(0, 0.04 if len(kinds) > 1 else 0, 1, 1))
     return fig
 
 
@@ -250,6 +273,7 @@ def plot_vs_num_train(board: Board, rankings: list[Ranking]):
         return None
     rows = df[["family", "tau"]].drop_duplicates().sort_values(["family", "tau"])
     temps = sorted(df["temperature"].unique(), key=str)
+    styles = line_styles(sorted(set(df["label"])))
     fig, axes = plt.subplots(
         len(rows), len(temps), figsize=(3.6 * len(temps), 2.9 * len(rows)), squeeze=False,
         layout="constrained",
@@ -263,13 +287,28 @@ def plot_vs_num_train(board: Board, rankings: list[Ranking]):
                 continue
             for label, g in cell.groupby("label", sort=True):
                 m = g.groupby("num_train")["score"].mean()
-                ax.plot(m.index, m.to_numpy(), marker="o", ms=3, label=_mpl(label))
+                ax.plot(m.index, m.to_numpy(), label=_mpl(label), **styles[label])
             ax.set_xscale("symlog", linthresh=1)
             ax.set_title(_mpl(f"{family}: tau={tau}, temperature={temp}"), fontsize=9)
             ax.set_xlabel("num_train")
             ax.set_ylabel(_mpl(f"mean {rankings[0].spec.title(tau)}"))
     _legend_below(fig, [ax for ax in axes.flat if ax.get_visible()])
     return fig
+
+
+def line_styles(labels: list[str]) -> dict[str, dict[str, Any]]:
+    """A line style per label: a colour of its own (up to 20), the user's runs solid and
+    thick with round markers, our shipped ones dashed and thin."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if len(labels) <= 10 else "tab20"]
+    out = {}
+    for i, (label, kind) in enumerate(zip(labels, whose(pd.Series(labels, dtype=object)))):
+        yours = kind == "yours"
+        out[label] = dict(color=cmap(i % cmap.N), ls="-" if yours else "--",
+                          lw=2.2 if yours else 1.0, marker="o" if yours else ".",
+                          ms=4 if yours else 3, zorder=3 if yours else 2)  # fmt: skip
+    return out
 
 
 def _legend_below(fig, axes) -> None:
@@ -395,7 +434,7 @@ def _table_title(ranking: Ranking) -> str:
     if ranking.observations:
         return title + " (mean over observations, ranked within each task and budget)"
     norm = ranking.table.attrs.get("normalizer")
-    return title + (f"; normalised by {norm}" if norm else "; not normalised")
+    return title + (f"; normalised by {norm}" if norm else "; not normalised") + over(ranking)
 
 
 def _section(board: Board, spec: RankedBy, rankings: list[Ranking]) -> list[str]:
@@ -428,18 +467,52 @@ def _section(board: Board, spec: RankedBy, rankings: list[Ranking]) -> list[str]
         if table_norm is None:  # the normalised column would repeat the mean: the mean
             mean = f"mean_{spec.short}"  # takes its place, its standard error beside it
             cols = [mean if c == f"normalized_{spec.short}" else c for c in cols if c != mean]
-        columns += cols
         if len(r.table):
             table = _table_name(board, r)  # not `name`: the plots' captions use that
-            parts.append(html_table(r.table, table, cols, normalizer=table_norm, spec=spec))
+            parts.append(_ranking_table(r.table, table, cols, table_norm, spec))
         else:
             parts.append('<p class="note">No agent config has a score here.</p>')
+        labels = r.table["label"] if "label" in r.table else pd.Series([], dtype=object)
+        columns += cols + (["whose"] if len(set(whose(labels))) > 1 else [])
+        if len(r.partial):
+            scale = (
+                f", normalised by {table_norm}'s mean on the same problems" if table_norm else ""
+            )
+            parts.append(
+                f'<p class="note" data-partial="{_esc(_table_name(board, r))}">Apart: agent '
+                f"configs that ran part of these problems, each scored over those it ran"
+                f"{html.escape(scale)}; not ranked with the table above (a problem not run "
+                "is not counted 1e6).</p>"
+            )
+            part_cols = [c for c in cols if c != "rank"]
+            part_cols.insert(part_cols.index("label") + 1, "coverage")
+            columns.append("coverage")
+            name = f"{_table_name(board, r)}-partial"
+            parts.append(_ranking_table(r.partial, name, part_cols, table_norm, spec))
         if r.observations:
             parts += _observation_extras(board, r)
     parts.append(html_legend(spec.short, columns, norm, spec))
     if spec.rule == TESTBED:
         parts += _testbed_plots(board, spec, rankings, norm, phrase, name)
     return parts
+
+
+def _ranking_table(
+    table: pd.DataFrame, name: str, cols: list[str], norm: str | None, spec: RankedBy
+) -> str:
+    """A ranking table as HTML: a blank standard error says why, and the user's rows are
+    highlighted, with a `whose` column, when our shipped rows are beside them."""
+    shown = table.copy()
+    if "normalized_stderr" in shown and "num_seed_groups" in shown:
+        shown["normalized_stderr"] = stderr_cells(shown)
+    kinds = list(whose(shown["label"])) if "label" in shown else []
+    classes = None
+    if len(set(kinds)) > 1:
+        shown["whose"] = kinds
+        cols = list(cols)
+        cols.insert(cols.index("label") + 1, "whose")
+        classes = ["yours" if k == "yours" else "" for k in kinds]
+    return html_table(shown, name, cols, normalizer=norm, spec=spec, row_classes=classes)
 
 
 def _observation_extras(board: Board, ranking: Ranking) -> list[str]:
@@ -476,7 +549,9 @@ def _testbed_plots(
         _figure(
             f"{spec.short}-by-agent",
             plot_by_agent(rankings),
-            f"{scored} per agent (bar: mean, whisker: standard error; {better} is better), "
+            f"{scored} per agent (bar: mean, whisker: standard error, none where the problems "
+            f"fall in one seed group; {better} is better; your runs' bars orange, our shipped "
+            f"runs' blue; agents that ran part of the problems are in the tables only), "
             f"one panel per problem family and tau: {phrase or 'all problems'}.",
         )
     ]
@@ -549,7 +624,7 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
         f"Generated {when}.</p>",
         f"<p>{html.escape(READING)}</p>",
     ]
-    notes = [missing_note(board), *shipped_notes(board)]
+    notes = [missing_note(board), *shipped_notes(board), *coverage_notes(board)]
     parts += [f'<p class="note">{html.escape(line)}</p>' for line in notes if line]
     if not board.rankings:
         reason = (

@@ -7,7 +7,11 @@ batches is below 1, becomes 1e6; the mean per tau is normalised by the family's
 normalising agent (or a chosen one); the standard error is over seed groups (problem seed
 % 10: group means, then std / sqrt(#groups)). Accuracy, ECE and timings are averaged
 alongside. Best config per agent = best mean cleaned score over all problems (taus mixed),
-as the Neural Testbed selects hyper-parameters.
+as the Neural Testbed selects hyper-parameters. Like with like: a table ranks the configs
+that ran every problem of it (a failed job counts 1e6; a problem never run is not
+counted), and scores a config that ran part of them apart, over those it ran; the
+normalising agent is the run of it that covers the problems (our shipped one when the
+user's is partial).
 
 The SBI benchmark's rule (`OBSERVATIONS`): the mean score over observations per cell (task
 x simulation budget), with a 95% bootstrap confidence interval over observations (none
@@ -114,14 +118,19 @@ def _clean_entry(rows: pd.DataFrame, universe: list[str], spec: RankedBy) -> pd.
     cleaned = rows[["problem_id", *metrics]].assign(score=score, raw_score=raw)
     cleaned["non_finite"] = non_finite.astype(float)
     per_problem = cleaned.groupby("problem_id", sort=False).mean()
+    per_problem["has_job"] = 1.0  # a stored job, ok or failed: the problem is covered
     missing = [p for p in universe if p not in per_problem.index]
     if missing:
-        absent = pd.DataFrame({"score": fill, "raw_score": math.nan}, index=pd.Index(missing))
+        absent = pd.DataFrame(
+            {"score": fill, "raw_score": math.nan, "has_job": 0.0}, index=pd.Index(missing)
+        )
         per_problem = pd.concat([per_problem, absent])
     per_problem = per_problem.reindex(universe).rename_axis("problem_id").reset_index()
-    # health counts jobs: each problem once per agent seed this config ran
+    # health counts jobs: each problem it ran once per agent seed this config ran (a
+    # problem it never ran is coverage, which the ranking shows apart, not health)
     seeds = rows["agent_seed"].nunique() if "agent_seed" in rows and len(rows) else 1
-    absent_jobs = max(0, len(universe) * max(seeds, 1) - len(rows))
+    ran = len(universe) - len(missing)
+    absent_jobs = max(0, ran * max(seeds, 1) - len(rows))
     total = len(rows) + absent_jobs  # as the paper: extras count as bad, not in total
     bad = int(non_finite.sum()) + bad_negative + extra + absent_jobs
     per_problem["pct_health"] = 1.0 - bad / total if total else 0.0
@@ -136,9 +145,11 @@ def clean_scores(
 
     `problem_ids` is the leaderboard's sweep (default: every problem any agent ran):
     rows of other problems are dropped (and count against health); an agent config
-    missing a problem gets the fill value. Several agent seeds of one problem are averaged
-    after cleaning. Columns: agent, config_key, label, problem_id, score (clean),
-    raw_score, non_finite, the MEAN_METRICS present, pct_health, then the problem settings.
+    missing a problem gets the fill value (and `has_job` 0: the ranking scores it over the
+    problems it has, apart from the configs that have them all). Several agent seeds of one
+    problem are averaged after cleaning. Columns: agent, config_key, label, problem_id,
+    score (clean), raw_score, non_finite, the MEAN_METRICS present, has_job, pct_health,
+    then the problem settings.
     """
     if spec.score not in df.columns:
         raise InputError(f"results: no {spec.score!r} metric; allowed: results of problems "
@@ -181,9 +192,15 @@ def seed_group_stderr(kl: pd.Series, seeds: pd.Series, groups: int = NUM_SEED_GR
     return _stderr(means.to_numpy())
 
 
-def _entry_rows(df: pd.DataFrame, spec: RankedBy, num_seed_groups: int) -> pd.DataFrame:
-    """Per agent config: mean and seed-group stderr of the score, the means of
-    MEAN_METRICS, health, problems and non-finite problems."""
+def num_seed_groups(seeds: pd.Series, groups: int = NUM_SEED_GROUPS) -> int:
+    """How many seed groups (`seed % groups`) `seeds` fall in: below 2, no standard error."""
+    known = seeds.dropna()
+    return int((known.astype(int) % groups).nunique()) if len(known) else 0
+
+
+def _entry_rows(df: pd.DataFrame, spec: RankedBy, groups: int) -> pd.DataFrame:
+    """Per agent config: mean and seed-group stderr of the score (and the seed groups it
+    is over), the means of MEAN_METRICS, health, problems and non-finite problems."""
     seeds = df["seed"] if "seed" in df.columns else pd.Series(np.nan, index=df.index)
     rows = []
     for (agent, ckey, label), g in df.groupby(ENTRY + ["label"], sort=True):
@@ -192,7 +209,8 @@ def _entry_rows(df: pd.DataFrame, spec: RankedBy, num_seed_groups: int) -> pd.Da
             "label": label,
             "config_key": ckey,
             f"mean_{spec.short}": float(g["score"].mean()),
-            f"stderr_{spec.short}": seed_group_stderr(g["score"], seeds[g.index], num_seed_groups),
+            f"stderr_{spec.short}": seed_group_stderr(g["score"], seeds[g.index], groups),
+            "num_seed_groups": num_seed_groups(seeds[g.index], groups),
         }
         for m in MEAN_METRICS:
             row[f"mean_{m}"] = float(g[m].mean()) if m in g.columns else math.nan
@@ -201,6 +219,58 @@ def _entry_rows(df: pd.DataFrame, spec: RankedBy, num_seed_groups: int) -> pd.Da
         row["num_non_finite"] = int((g["non_finite"] > 0).sum()) if "non_finite" in g else 0
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def coverage(clean: pd.DataFrame) -> dict[str, frozenset[str]]:
+    """config_key -> the problems of `clean` it has a stored job of (ok or failed): a
+    problem it never ran is not covered (every problem, for rows without `has_job`)."""
+    rows = clean[clean["has_job"] > 0] if "has_job" in clean.columns else clean
+    covered = {k: frozenset(g) for k, g in rows.groupby("config_key")["problem_id"]}
+    return {k: covered.get(k, frozenset()) for k in dict.fromkeys(clean["config_key"])}
+
+
+def _normalizer_key(
+    entries: pd.DataFrame, cover: Mapping[str, frozenset[str]], name: str
+) -> str | None:
+    """The config that normalises: of agent `name` or our shipped run of it, the one
+    with the most problems (all of them when any has), the user's on a tie, then by
+    label; None when neither ran a problem here."""
+    shipped = SHIPPED_LABEL.format(agent=name)
+    candidates = [
+        (-len(cover[k]), agent != name, label, k)
+        for agent, label, k in entries[["agent", "label", "config_key"]].values
+        if agent in (name, shipped) and cover[k]
+    ]
+    return min(candidates)[3] if candidates else None
+
+
+def _scored(
+    rows: pd.DataFrame, spec: RankedBy, groups: int, scale: float | pd.Series
+) -> pd.DataFrame:
+    """`_entry_rows` of `rows` with the normalised score and stderr (`scale`: one value,
+    or one per config key)."""
+    table = _entry_rows(rows, spec, groups)
+    if not len(table):
+        return table
+    mean, stderr = f"mean_{spec.short}", f"stderr_{spec.short}"
+    if isinstance(scale, pd.Series):
+        scale = table["config_key"].map(scale).astype(float)
+    table[f"normalized_{spec.short}"] = table[mean] / scale
+    table["normalized_stderr"] = table[stderr] / scale
+    return table
+
+
+def _ordered(table: pd.DataFrame, spec: RankedBy) -> pd.DataFrame:
+    """Best first (ties by label), rows at the fill value dropped (as the paper), the
+    score's columns first."""
+    if not len(table):
+        return table
+    mean, stderr, norm = f"mean_{spec.short}", f"stderr_{spec.short}", f"normalized_{spec.short}"
+    order = table[norm] if spec.lower_is_better else -table[norm]
+    table = table.assign(_o=order).sort_values(["_o", "label"], kind="stable")
+    table = table[table[mean].abs() < FILL].drop(columns="_o").reset_index(drop=True)
+    front = ["agent", "label", norm, "normalized_stderr", mean, stderr]
+    return table[front + [c for c in table.columns if c not in front]]
 
 
 def score_ranking(
@@ -215,11 +285,22 @@ def score_ranking(
     """The Neural Testbed's ranking table for one tau (None: all rows).
 
     Columns (s = spec.short): agent, label, config_key, normalized_<s>, normalized_stderr,
-    mean_<s>, stderr_<s>, mean_test_acc, mean_test_ece, mean_train_seconds,
-    mean_evaluation_seconds, pct_health, num_problems, num_non_finite; best first, rows
-    at the fill value dropped. `normalize` names the agent whose mean is 1 (its best
-    config); 'default' is the family's normaliser, skipped when absent (attrs['normalizer']
-    says what was used); any other absent name is an error; None or 'none': no normaliser.
+    mean_<s>, stderr_<s>, num_seed_groups, mean_test_acc, mean_test_ece,
+    mean_train_seconds, mean_evaluation_seconds, pct_health, num_problems, num_non_finite;
+    best first, rows at the fill value dropped. `normalize` names the agent whose mean is 1
+    (its best config; our shipped run of it, `<agent> (ours, shipped)`, when that has more
+    of the problems: a user's partial run never normalises complete ones); 'default' is
+    the family's normaliser, skipped when absent (attrs['normalizer'] gives the label
+    used); any other absent name is an error; None or 'none': no normaliser.
+
+    Like with like: the table ranks the configs that ran every problem of the ranked set
+    (attrs['ranked_problems'] of attrs['num_problems'] at this tau): all of them, or,
+    when the normaliser ran part, the normaliser's (when no config ran them all and none
+    normalises: those of the config that ran most). A config that ran part of them is
+    never scored with 1e6 fills beside them: attrs['partial'] holds it, scored over the
+    ranked problems it ran, normalised by the normaliser's mean over the same problems,
+    with `num_covered` (problems it ran of the tau's) and `coverage` ('14 of 210'); not
+    ranked. A missing problem is one with no stored job; a failed job still counts 1e6.
     """
     df = clean
     if tau is not None:
@@ -230,28 +311,56 @@ def score_ranking(
     if best_only:
         best = best_configs(clean, spec.lower_is_better)
         df = df[[best.get(a) == k for a, k in zip(df["agent"], df["config_key"])]]
-    table = _entry_rows(df, spec, num_seed_groups)
-    mean, stderr, norm = f"mean_{spec.short}", f"stderr_{spec.short}", f"normalized_{spec.short}"
-    normalizer, scale = None, 1.0
+    universe = frozenset(df["problem_id"])
+    cover = coverage(df)
+    entries = df.drop_duplicates("config_key")
     name = spec.normalizer if normalize == "default" else normalize
+    norm_key = None
     if name and name != "none":
-        base = table[table["agent"] == name] if len(table) else table
-        if not len(base) and len(table):  # our shipped run of it, when the user ran none
-            base = table[table["agent"] == SHIPPED_LABEL.format(agent=name)]
-        if len(base):
-            scale, normalizer = float(base[mean].iloc[0]), name
-        elif normalize != "default":
-            agents_present = sorted(set(table["agent"])) if len(table) else []
-            raise bad_value("normalize", normalize, agents_present + ["none"])
-    if len(table):
-        table[norm] = table[mean] / scale
-        table["normalized_stderr"] = table[stderr] / scale
-        order = table[norm] if spec.lower_is_better else -table[norm]
-        table = table.assign(_o=order).sort_values(["_o", "label"], kind="stable")
-        table = table[table[mean].abs() < FILL].drop(columns="_o").reset_index(drop=True)
-        front = ["agent", "label", norm, "normalized_stderr", mean, stderr]
-        table = table[front + [c for c in table.columns if c not in front]]
-    table.attrs.update(normalizer=normalizer, tau=tau, spec=spec)
+        norm_key = _normalizer_key(entries, cover, name)
+        known = {name, SHIPPED_LABEL.format(agent=name)} & set(clean["agent"])
+        if normalize != "default" and not known:
+            raise bad_value("normalize", normalize, sorted(set(df["agent"])) + ["none"])
+    if norm_key is not None:
+        ranked = cover[norm_key]
+    elif any(c == universe for c in cover.values()):
+        ranked = universe
+    else:  # nobody ran them all and nobody normalises: the most-run set
+        widest = min(entries[["label", "config_key"]].values, key=lambda e: (-len(cover[e[1]]),
+                     e[0]), default=(None, None))[1]  # fmt: skip
+        ranked = cover.get(widest, frozenset())
+    whole = [k for k, c in cover.items() if ranked and c >= ranked]
+    part = [k for k, c in cover.items() if c and k not in whole]
+    in_ranked = df["problem_id"].isin(ranked)
+    main_rows = df[df["config_key"].isin(set(whole)) & in_ranked]
+    normalizer, scale = None, 1.0
+    if norm_key is not None:
+        base = main_rows[main_rows["config_key"] == norm_key]
+        scale, normalizer = float(base["score"].mean()), str(base["label"].iloc[0])
+    table = _ordered(_scored(main_rows, spec, num_seed_groups, scale), spec)
+    # the configs that ran part: each over the ranked problems it ran
+    part_rows = df[df["config_key"].isin(set(part)) & in_ranked & (df.get("has_job", 1) > 0)]
+    scales: float | pd.Series = 1.0
+    if norm_key is not None and len(part_rows):
+        base = df[df["config_key"] == norm_key].set_index("problem_id")["score"]
+        scales = part_rows.groupby("config_key")["problem_id"].agg(
+            lambda ids: float(base.reindex(ids).mean())
+        )
+    partial = _ordered(_scored(part_rows, spec, num_seed_groups, scales), spec)
+    if len(partial):
+        partial["num_covered"] = [len(cover[k]) for k in partial["config_key"]]
+        partial["coverage"] = [f"{n} of {len(universe)}" for n in partial["num_covered"]]
+    labels = dict(entries[["config_key", "label"]].values)
+    table.attrs.update(
+        normalizer=normalizer,
+        tau=tau,
+        spec=spec,
+        num_problems=len(universe),
+        ranked_problems=len(ranked),
+        partial=partial,
+        # every config that ran part, shown or not (a table can drop one: all failed)
+        partial_coverage={labels[k]: len(cover[k]) for k in cover if k not in whole},
+    )
     return table
 
 

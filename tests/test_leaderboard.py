@@ -220,7 +220,7 @@ def test_clean_kl_applies_the_papers_rules():
             ("uniform", {}, "coin/3", 0, math.inf, "ok"),  # -> 1e6, bad
             ("uniform", {}, "coin/4", 0, -math.inf, "ok"),  # clipped to 0 first (as the paper)
             ("uniform", {}, "coin/7", 0, 0.3, "ok"),  # not in the sweep: dropped, bad
-            # coin/5 missing -> 1e6, bad
+            # coin/5 missing -> 1e6 here, not run: coverage (scored apart), not health
         ]
     )
     clean = scoring.clean_scores(df, ids).set_index("problem_id")
@@ -232,11 +232,14 @@ def test_clean_kl_applies_the_papers_rules():
         "coin/4": 0.0,
         "coin/5": 1e6,
     }
-    # As the paper: bad = 2 below -1e-4 (-0.5, -inf) + 2 non-finite + 1 extra + 1 missing = 6
-    # over 5 kept rows + 1 filled = 6 entries -> health 0; without the extra id: 1 - 5/6.
+    # As the paper: bad = 2 below -1e-4 (-0.5, -inf) + 2 non-finite + 1 extra = 5 over the
+    # 5 jobs it ran -> health 0; without the extra id: 1 - 4/5. The problem it never ran
+    # (coin/5) is not a bad job: the ranking shows the config apart, with what it ran.
     assert clean["pct_health"].iloc[0] == pytest.approx(0.0)
     clean = scoring.clean_scores(df[df["problem_id"] != "coin/7"], ids)
-    assert clean["pct_health"].iloc[0] == pytest.approx(1 - 5 / 6)
+    assert clean["pct_health"].iloc[0] == pytest.approx(1 - 4 / 5)
+    assert clean.set_index("problem_id")["has_job"].to_dict() == {
+        **{f"coin/{i}": 1.0 for i in range(5)}, "coin/5": 0.0}  # fmt: skip
     clean = clean.set_index("problem_id")
     assert clean.loc["coin/3", "tau"] == 1 and clean.loc["coin/3", "p"] == 0.5
 
@@ -398,15 +401,19 @@ def test_health_counts_problems_where_every_job_failed_and_each_seed(tmp_path):
             ok = i < 12
             s.record(_result(agent="raiser", pid=f"coin/{i}", status="ok" if ok else "failed",
                              **({"kl_estimate": 0.2} if ok else {})))  # fmt: skip
-        for seed in (0, 1):  # two seeds, one problem of the 18
+        for seed in (0, 1):  # two seeds on coin/0, one on coin/1: 3 of its 4 jobs
             s.record(_result(agent="seeded", pid="coin/0", seed=seed, kl_estimate=0.1))
+        s.record(_result(agent="seeded", pid="coin/1", seed=0, kl_estimate=0.1))
     board = lb_build(path, normalize=None)
     tables = [t.set_index("agent") for t in board.tables_of("coin").values()]  # one a tau
     assert all(t.loc["raiser", "pct_health"] == pytest.approx(12 / 18) for t in tables)
     assert sum(t.loc["raiser", "num_problems"] for t in tables) == 18
     assert max(t.loc["raiser", "mean_kl"] for t in tables) > 1e5  # failures count 1e6
-    seeded = [t.loc["seeded", "pct_health"] for t in tables if "seeded" in t.index]
-    assert seeded and all(h == pytest.approx(2 / 36) for h in seeded)
+    # seeded ran 2 of the 18 problems: apart, over those (the 16 others are coverage)
+    assert all("seeded" not in t.index for t in tables)
+    apart = [r.partial.set_index("agent") for r in board.rankings if len(r.partial)]
+    seeded = [t.loc["seeded", "pct_health"] for t in apart if "seeded" in t.index]
+    assert seeded and all(h == pytest.approx(3 / 4) for h in seeded)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 import leaderboard
 from experiments.cli import main
 from leaderboard import scoring, shipped
-from leaderboard.board import build, legend, missing_note, shipped_notes, tables
+from leaderboard.board import build, legend, missing_note, shipped_notes, tables, title
 from leaderboard.jobs import Job
 from leaderboard.report import render_report
 from leaderboard.store import ResultsStore
@@ -175,9 +175,13 @@ def test_the_shipped_runs_alone_rank_the_reference_agents_on_a_sweep(nt, tmp_pat
     assert set(tables) == {1, 10} and board.results is None
     table = tables[1].set_index("label")
     assert list(table.index) == ["mlp (ours, shipped)", "uniform (ours, shipped)"]
-    assert table.attrs["normalizer"] == "uniform"  # the shipped uniform normalises
-    # the four problems shipped, the other 416 of the sweep count 1e6: dropped as the paper
-    assert table.loc["mlp (ours, shipped)", "num_problems"] == 210
+    assert table.attrs["normalizer"] == "uniform (ours, shipped)"  # the tables say whose
+    # the four problems shipped: both ran the same 2 of tau 1's 210, ranked over those (the
+    # other 208 counted 1e6 made every score about 1e6 * 208 / 210)
+    assert table.loc["mlp (ours, shipped)", "num_problems"] == 2
+    assert table.loc["mlp (ours, shipped)", "normalized_kl"] == pytest.approx(0.5)
+    said = "(normalised by uniform (ours, shipped); over the 2 of 210 problems uniform (ours,"
+    assert said in title(board, board.rankings[0])
     assert missing_note(board) is None  # no results file to name
     assert main(["leaderboard", "--shipped-only", "--sweep", "classification_2d_quick"]) == 0
     out = capsys.readouterr().out
@@ -418,3 +422,51 @@ def test_a_shipped_run_is_what_the_code_gives_today(agent, tmp_path):
     assert len(again) == 2 and set(again.index) <= set(ours.index)
     for key, row in again.iterrows():
         assert row["kl_estimate"] == pytest.approx(ours.loc[key, "kl_estimate"], rel=1e-6), key
+
+
+def test_a_users_partial_normaliser_never_normalises_the_complete_ones(nt, tmp_path, capsys):
+    """Issue 47: a user's `uniform` on a few problems (the README's job) normalised every
+    agent on the full sweep, each missing problem counted 1e6: every agent read about 1e-7,
+    nothing said why. The normaliser is now the run of it that covers the problems (ours,
+    shipped), and a config that ran part of them is scored apart, over those it ran."""
+    db = tmp_path / "user.db"
+    with ResultsStore(db) as s:
+        _record(s, "uniform", "classification_2d/0", kl_estimate=0.8, pct_finite_kl=1.0)
+        kls = {"classification_2d/0": 0.1, "classification_2d/1": 0.3}
+        kls |= {"classification_2d/210": 1.0, "classification_2d/211": 3.0}
+        for pid, kl in kls.items():
+            _record(s, "my_agent", pid, kl_estimate=kl, pct_finite_kl=1.0)
+    board = build(db)  # the problems the results hold: all four
+    tau1 = board.tables_of("classification_2d")[1]
+    assert tau1.attrs["normalizer"] == "uniform (ours, shipped)"
+    table = tau1.set_index("label")
+    assert list(table.index) == ["my_agent", "mlp (ours, shipped)", "uniform (ours, shipped)"]
+    assert table.loc["my_agent", "normalized_kl"] == pytest.approx(0.2 / 0.5)
+    assert table.loc["uniform (ours, shipped)", "normalized_kl"] == pytest.approx(1.0)
+    assert (table["mean_kl"] < 1e5).all() and (table["num_problems"] == 2).all()
+    (ranking,) = [r for r in board.rankings if r.tau == 1]
+    apart = ranking.partial.set_index("label")  # the user's uniform: over the one it ran
+    assert list(apart.index) == ["uniform"] and apart.loc["uniform", "coverage"] == "1 of 2"
+    assert apart.loc["uniform", "normalized_kl"] == pytest.approx(0.8 / 0.4)
+    assert apart.loc["uniform", "mean_kl"] == pytest.approx(0.8)
+    assert apart.loc["uniform", "pct_health"] == 1.0  # a problem not run is coverage
+    assert ranking.coverage == {"uniform": 1}
+    assert "uniform" not in set(board.tables_of("classification_2d")[10]["label"])
+    # shown: the table apart, its blank standard error saying why, whose rows are whose
+    shown = dict(tables(board))
+    main_title = "marginal KL, tau=1 (normalised by uniform (ours, shipped))"
+    assert list(shown[main_title]["whose"]) == ["yours", "shipped", "shipped"]
+    part = next(t for title, t in shown.items() if title.startswith(main_title + ": configs"))
+    assert list(part["label"]) == ["uniform"] and list(part["coverage"]) == ["1 of 2"]
+    assert list(part["normalized_stderr"]) == ["n/a: 1 seed group"]
+    # named on stderr in every format
+    for fmt in ("table", "csv"):
+        assert main(["leaderboard", "--results", str(db), "--format", fmt]) == 0
+        err = capsys.readouterr().err
+        assert "classification_2d: configs that ran part of the ranked problems are shown " in err
+        assert "uniform (1 of 2 at tau 1, 0 of 2 at tau 10)." in err
+    report = render_report(board)  # the report: the same rule, the user's rows marked
+    assert 'data-table="kl-tau-1-partial"' in report and "normalised by uniform (ours, sh" in report
+    assert '<tr class="yours"><td class="rank">1</td><td class="text">my_agent</td>' in report
+    assert ">n/a: 1 seed group</td>" in report
+    assert "uniform (1 of 2 at tau 1, 0 of 2 at tau 10)." in report
