@@ -254,6 +254,14 @@ def _best_rows(board: Board, rankings: list[Ranking]) -> pd.DataFrame | None:
         best = scoring.best_configs(clean, spec.lower_is_better)
         df = clean[[best.get(a) == k for a, k in zip(clean["agent"], clean["config_key"])]]
         df = df[df["score"].abs() < FILL].assign(family=family)
+        # the configs each table ranks: one that ran part of the problems is in its table
+        # apart, not drawn as a mean over fewer problems beside the others
+        ranked = {(r.tau, k) for r in rankings if r.family == family for k in r.table.get(
+            "config_key", [])}  # fmt: skip
+        if "tau" in df.columns and df["tau"].notna().any():
+            df = df[[(int(t), k) in ranked for t, k in zip(df["tau"], df["config_key"])]]
+        else:
+            df = df[[(None, k) in ranked for k in df["config_key"]]]
         if "tau" not in df.columns or df["tau"].isna().all():
             df = df.assign(tau=1)
         if "temperature" not in df.columns or df["temperature"].isna().all():
@@ -563,7 +571,8 @@ def _testbed_plots(
                 fig,
                 f"Mean {name} ({better} is better) against training size, one panel per "
                 "problem family, tau and temperature (best config per agent; problems with a "
-                "missing or non-finite score left out).",
+                "failed job or non-finite score left out; agents that ran part of the "
+                "problems are in their tables only); your runs solid, our shipped runs dashed.",
             )
         )
     return parts

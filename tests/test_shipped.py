@@ -17,7 +17,7 @@ from experiments.cli import main
 from leaderboard import scoring, shipped
 from leaderboard.board import build, legend, missing_note, shipped_notes, tables, title
 from leaderboard.jobs import Job
-from leaderboard.report import render_report
+from leaderboard.report import _best_rows, render_report
 from leaderboard.store import ResultsStore
 from testbed.errors import InputError
 
@@ -470,3 +470,5 @@ def test_a_users_partial_normaliser_never_normalises_the_complete_ones(nt, tmp_p
     assert '<tr class="yours"><td class="rank">1</td><td class="text">my_agent</td>' in report
     assert ">n/a: 1 seed group</td>" in report
     assert "uniform (1 of 2 at tau 1, 0 of 2 at tau 10)." in report
+    drawn = _best_rows(board, board.rankings)  # the num_train plot: not a mean over fewer
+    assert set(drawn["label"]) == {"my_agent", "mlp (ours, shipped)", "uniform (ours, shipped)"}
