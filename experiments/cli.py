@@ -534,13 +534,15 @@ def cmd_salvage(args: argparse.Namespace) -> int:
     from leaderboard.store import salvage
     from testbed.errors import InputError
 
-    copied, lost = salvage(args.results, args.out)
+    done = salvage(args.results, args.out, args.wal)
+    copied, lost = done
+    notes = "".join(f"; {note}" for note in done.notes)
     if copied == 0:
         raise InputError(
-            f"results: no row of {args.results!r} could be read ({lost} unreadable), so "
-            f"{args.out!r} was not written; allowed: a results file with readable rows"
+            f"results: no row of {args.results!r} could be read ({lost} unreadable{notes}), "
+            f"so {args.out!r} was not written; allowed: a results file with readable rows"
         )
-    print(f"salvaged {copied} rows of {args.results} -> {args.out} ({lost} unreadable)")
+    print(f"salvaged {copied} rows of {args.results} -> {args.out} ({lost} unreadable{notes})")
     return 0
 
 
@@ -724,6 +726,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("salvage", help="copy the readable rows of a damaged results file")
     p.add_argument("--results", required=True, help="the damaged results file (not changed)")
     p.add_argument("--out", required=True, help="a new results file for the rows that read")
+    p.add_argument(
+        "--wal", choices=("check", "ignore", "use"), default="check",
+        help="its WAL file: refused when another store's or zeroed (check), left out "
+        "(ignore), or read whatever wrote it (use)",
+    )  # fmt: skip
     p.set_defaults(fn=cmd_salvage)
     return parser
 

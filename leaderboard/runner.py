@@ -243,7 +243,8 @@ def run_sweep(
     progress: bool = False,
     share_training: bool = True,
 ) -> SweepSummary:
-    """Runs the jobs not yet in `store` on `executor`, committing each result as it lands.
+    """Runs the jobs not yet in `store` on `executor`, committing each result as it lands
+    (the results of a group that shares one training in one transaction: all or none).
 
     An amortized agent config trains once for the jobs it serves (`training_groups`;
     `share_training=False` trains once per job, and keeps no checkpoints). Workers keep
@@ -271,8 +272,9 @@ def run_sweep(
         return outcome
 
     def on_result(results: list[JobResult]) -> None:
+        # a training group's rows in one transaction: a kill never stores a part of it
+        store.record_many(result.row() for result in results)
         for result in results:
-            store.record(result.row())
             summary.ran += 1
             if result.ok:
                 summary.ok += 1

@@ -29,6 +29,7 @@ import stat
 import tempfile
 import time
 import urllib.parse
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,12 @@ log = logging.getLogger("testbed.results")
 
 SCHEMA_VERSION = 1
 DEFAULT_PATH = "testbed-results.db"
+# meta rows: the store's own id (written when it is made), and a stamp of it that every
+# write rewrites, so that each WAL generation holds the meta page (see `foreign_wal`)
+STORE_ID, WAL_STAMP = "store_id", "wal_stamp"
 BUSY_SECONDS = 30.0  # how long an open or a write waits for another writer
-CHECKPOINT_BUSY_MS = 1000  # how long closing waits to move the WAL into the main file
+CHECKPOINT_BUSY_MS = 1000  # how long one checkpoint waits for the file's readers
+CHECKPOINT_SECONDS = 10.0  # how long closing tries to move the whole WAL into the main file
 # SQLite's primary result codes that say the machine failed, not the input
 SQLITE_NOMEM, SQLITE_IOERR, SQLITE_FULL = 7, 10, 13
 
@@ -230,16 +235,24 @@ def _read_only_reason(path: Path) -> str | None:
     return None
 
 
-def _check_path(path: Path, mode: str) -> None:
-    """An InputError for a results path that is no results file (before anything opens it)."""
+def resolved(path: str | os.PathLike) -> Path:
+    """The file `path` names: absolute, every symbolic link followed (SQLite keeps a
+    database's `-wal` and `-shm` beside the file a link points to, not beside the link)."""
+    return Path(os.path.realpath(os.fspath(path)))
+
+
+def _check_path(path: Path, mode: str, target: Path | None = None) -> None:
+    """An InputError for a results path that is no results file (before anything opens it);
+    `target` is the file it names (`resolved`)."""
     allowed = "allowed: a results file written by 'testbed sweep'"
     check_path_name("results", path)
+    target = target or resolved(path)
     if path.is_dir():
         raise InputError(
             f"results: got {str(path)!r}, which is a folder; allowed: a results file path "
             f"such as {str(path / DEFAULT_PATH)!r}"
         )
-    database = database_of(path)
+    database = database_of(path) or database_of(target)
     if database is not None:
         raise InputError(
             f"results: got {str(path)!r}, a side file of the SQLite file {str(database)!r}; "
@@ -256,11 +269,137 @@ def _check_path(path: Path, mode: str) -> None:
     if mode == "r" and not path.exists():
         raise InputError(f"results: got {str(path)!r}, which does not exist; {allowed}")
     if path.exists() and path.stat().st_size > 0:
-        with open(path, "rb") as f:
-            if f.read(16) != SQLITE_HEADER:
+        with open(target, "rb") as f:
+            head = f.read(65536)
+        if head[:16] != SQLITE_HEADER:
+            if header_page_size(head, target.stat().st_size) is not None:
                 raise InputError(
-                    f"results: got {str(path)!r}, which is not a SQLite file; {allowed}"
+                    f"results: {str(path)!r} is damaged (its header, the first 100 bytes, is "
+                    "not SQLite's, though its pages are); allowed: an intact results file "
+                    f"(`testbed salvage --results {path} --out NEW.db` rebuilds the header "
+                    "in a copy and copies every row that can still be read)"
                 )
+            raise InputError(f"results: got {str(path)!r}, which is not a SQLite file; {allowed}")
+
+
+def _meta(conn: sqlite3.Connection, name: str) -> str | None:
+    """The value of meta row `name`, or None."""
+    row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+    return None if row is None else _text(row[0])
+
+
+def _store_ids(uri: str) -> tuple[str | None, str | None] | None:
+    """(the store id, the store its WAL stamp names) as SQLite shows the file at `uri`;
+    (None, None) when it has no meta table, None when it cannot be read (the checks of
+    the open say why)."""
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    except sqlite3.Error:
+        return None
+    try:
+        conn.text_factory = _text
+        stamp = _meta(conn, WAL_STAMP)
+        return _meta(conn, STORE_ID), stamp.split(" ")[0] if stamp else None
+    except sqlite3.OperationalError as e:
+        return (None, None) if "no such table" in str(e) else None
+    except (sqlite3.Error, UnicodeDecodeError):
+        return None
+    finally:
+        conn.close()
+
+
+def foreign_wal(database: str | os.PathLike) -> str | None:
+    """Why the WAL beside `database` (a resolved path) is another store's, or None.
+
+    SQLite replays any WAL whose checksums hold, whichever database wrote it. A store names
+    itself in its meta table when it is made (`STORE_ID`), and every write rewrites a meta
+    row naming it (`WAL_STAMP`), so a WAL that holds rows holds the meta page too: read
+    with its WAL, the file must name the store its main file alone names (read as
+    immutable, which ignores the WAL). A main file of an earlier version names no store:
+    nothing to compare it with. A copy of a store (`cp`) has the store's id."""
+    database = Path(database)
+    log_file = wal.wal_path(database)
+    try:
+        if log_file.stat().st_size <= wal.HEADER:
+            return None
+    except OSError:
+        return None
+    uri = "file:" + urllib.parse.quote(str(database))
+    alone = _store_ids(f"{uri}?immutable=1")
+    if alone is None or alone[0] is None:
+        return None
+    shown = _store_ids(f"{uri}?mode=ro")
+    if shown is None:  # e.g. a read-only folder without the -shm file: a private copy
+        with tempfile.TemporaryDirectory(prefix="testbed-wal-") as folder:
+            copy = Path(folder) / database.name
+            try:
+                shutil.copyfile(database, copy)
+                shutil.copyfile(log_file, wal.wal_path(copy))
+            except OSError:
+                return None
+            shown = _store_ids("file:" + urllib.parse.quote(str(copy)))
+    ours = alone[0]
+    theirs = next((i for i in shown or () if i != ours), ours)
+    if theirs == ours:
+        return None
+    whose = "a store of an earlier version" if theirs is None else f"store {theirs[:12]}"
+    return f"it was written by {whose}; {database.name} is store {ours[:12]}"
+
+
+PAGE_SIZES = tuple(2**k for k in range(9, 17))
+
+
+def header_page_size(head: bytes, size: int) -> int | None:
+    """The page size of a SQLite file whose 100-byte header is damaged, found from its
+    first page's b-tree (the schema table's: its cells must lie inside the page), or None
+    when the bytes do not look like a SQLite file. `head`: the file's first 64 KiB."""
+    if len(head) < 112 or head[100] not in (5, 13):  # interior or leaf table page
+        return None
+    start = 112 if head[100] == 5 else 108
+    cells = int.from_bytes(head[103:105], "big")
+    content = int.from_bytes(head[105:107], "big") or 65536
+    pointers = [
+        int.from_bytes(head[start + 2 * i : start + 2 * i + 2], "big") for i in range(cells)
+    ]
+    first = start + 2 * cells
+    for page_size in PAGE_SIZES:
+        if size % page_size and size > page_size:  # a file cut short keeps a whole page 1
+            continue
+        if first <= content <= page_size and all(first <= p < page_size for p in pointers):
+            return page_size
+    return None
+
+
+def _rebuild_header(copy: Path, wal_page_size: int | None) -> bool:
+    """Rewrites the damaged 100-byte header of the private copy `copy` of a results file
+    from what its pages say (page size, page count) and SQLite's fixed values; returns
+    False when the file does not look like a SQLite file (nothing changed)."""
+    with open(copy, "rb") as f:
+        head = f.read(65536)
+    size = copy.stat().st_size
+    page_size = header_page_size(head, size)
+    if page_size is None or (wal_page_size and wal_page_size != page_size):
+        page_size = wal_page_size if wal_page_size in PAGE_SIZES else page_size
+    if page_size is None:
+        return False
+    h = bytearray(head[:100])
+    h[0:16] = SQLITE_HEADER
+    h[16:18] = (1 if page_size == 65536 else page_size).to_bytes(2, "big")
+    journal = 2 if wal.wal_path(copy).exists() else 1  # 2: WAL mode (else the log is ignored)
+    h[18:24] = bytes([journal, journal, 0, 64, 32, 32])
+    pages = -(-size // page_size)
+    h[28:32] = pages.to_bytes(4, "big")
+    if int.from_bytes(h[32:36], "big") > pages:  # a freelist past the end: none
+        h[32:40] = bytes(8)
+    if not 1 <= int.from_bytes(h[44:48], "big") <= 4:
+        h[44:48] = (4).to_bytes(4, "big")
+    h[52:60] = bytes(4) + (1).to_bytes(4, "big")  # no auto-vacuum; UTF-8
+    h[64:68] = bytes(4)
+    h[72:92] = bytes(20)
+    h[92:96] = h[24:28]  # the page count is valid for this change counter
+    with open(copy, "r+b") as f:
+        f.write(bytes(h))
+    return True
 
 
 def _busy(e: sqlite3.OperationalError) -> bool:
@@ -308,17 +447,19 @@ class ResultsStore:
     def __init__(self, path: str | os.PathLike = DEFAULT_PATH, mode: str = "w"):
         if mode not in ("r", "w"):
             raise InputError(f"mode: got {mode!r}; allowed: 'r' or 'w'")
-        self.path = Path(path)
+        self.path = Path(path)  # as given: messages name it
+        self.file = resolved(self.path)  # the file itself: every check, open and WAL look-up
         self.mode = mode
         self.owner = Owner.me()
+        self.store_id: str | None = None
         self.skipped_rows: list[str] = []  # keys of rows that could not be read
         self._snapshot: tempfile.TemporaryDirectory | None = None
-        _check_path(self.path, mode)
+        _check_path(self.path, mode, self.file)
         if mode == "w":
-            reason = _read_only_reason(self.path)
-            if reason is None and not self.path.parent.exists():
+            reason = _read_only_reason(self.file)
+            if reason is None and not self.file.parent.exists():
                 try:
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self.file.parent.mkdir(parents=True, exist_ok=True)
                 except OSError as e:
                     reason = f"its folder cannot be created ({e.strerror})"
             if reason:
@@ -327,13 +468,8 @@ class ResultsStore:
                     "allowed: a writable path"
                 )
         self._conn: sqlite3.Connection | None = None
-        damage = wal.damage(self.path) if self.path.exists() else None
-        if damage is not None:  # before SQLite replays the WAL, or a write overwrites it
-            raise InputError(
-                f"results: {str(self.path)!r} is damaged ({damage}); allowed: an intact "
-                f"results file (`testbed salvage --results {self.path} --out NEW.db` copies "
-                "every row that can still be read, those transactions' too)"
-            )
+        if self.file.exists():  # before SQLite replays the WAL, or a write overwrites it
+            self._check_wal()
         try:
             self._conn = self._open_read() if mode == "r" else self._open_write()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
@@ -344,6 +480,39 @@ class ResultsStore:
             raise
 
     # Opening.
+
+    def _check_wal(self) -> None:
+        """An InputError, before anything reads or writes the file, when its WAL would
+        show other rows than the ones committed to it: committed transactions after a
+        damaged frame, a file that holds bytes but no log (zeroed), or the log of another
+        store."""
+        log_file, shown_path = wal.wal_path(self.file), str(self.path)
+        damage = wal.damage(self.file)
+        if damage is not None:
+            raise InputError(
+                f"results: {shown_path!r} is damaged ({damage}); allowed: an intact "
+                f"results file (`testbed salvage --results {self.path} --out NEW.db` copies "
+                "every row that can still be read, those transactions' too)"
+            )
+        unreadable = wal.unreadable(self.file)
+        if unreadable is not None:
+            raise InputError(
+                f"results: the WAL file {str(log_file)!r} of {shown_path!r} {unreadable} "
+                "(zeroed or overwritten): rows committed to it, if any, cannot be read, and "
+                "a write would replace it; nothing was written; allowed: move it aside to "
+                f"use {shown_path!r} as its main file holds it (`testbed salvage --results "
+                f"{self.path} --out NEW.db --wal ignore` copies those rows)"
+            )
+        foreign = foreign_wal(self.file)
+        if foreign is not None:
+            raise InputError(
+                f"results: {str(log_file)!r} is not the WAL of {shown_path!r} ({foreign}); "
+                "SQLite would show that store's rows as these, and a write would mix them; "
+                "nothing was written; allowed: move the WAL file aside to use "
+                f"{shown_path!r} as its main file holds it, or `testbed salvage --results "
+                f"{self.path} --out NEW.db --wal ignore` (its main file's rows) or "
+                "`--wal use` (the rows the other store's WAL shows)"
+            )
 
     def _error(self, e: Exception) -> InputError | EnvironmentFault:
         """A one-line error for a SQLite failure on this file: an EnvironmentFault when
@@ -378,7 +547,7 @@ class ResultsStore:
         try:
             conn.text_factory = _text
             conn.create_function("row_ok", 2, _row_ok, deterministic=True)
-            row = conn.execute("PRAGMA quick_check").fetchone()
+            row = next(iter(conn.execute("PRAGMA quick_check").fetchall()), None)  # all: done
             if row is None or row[0] != "ok":
                 raise sqlite3.DatabaseError(f"integrity check: {row[0] if row else 'no answer'}")
         except BaseException:
@@ -387,7 +556,7 @@ class ResultsStore:
         return conn
 
     def _open_read(self) -> sqlite3.Connection:
-        uri = "file:" + urllib.parse.quote(str(self.path.resolve()))
+        uri = "file:" + urllib.parse.quote(str(self.file))
         try:
             conn = self._connect(f"{uri}?mode=ro", uri=True)
         except sqlite3.OperationalError:
@@ -403,15 +572,15 @@ class ResultsStore:
 
     def _open_copy(self) -> sqlite3.Connection:
         """Opens a private copy of the file and its WAL, which holds every committed row."""
-        wal = self.path.with_name(self.path.name + "-wal")
-        if not wal.exists() or wal.stat().st_size == 0:  # every row is in the main file
-            uri = "file:" + urllib.parse.quote(str(self.path.resolve()))
+        log_file = wal.wal_path(self.file)
+        if not log_file.exists() or log_file.stat().st_size == 0:  # every row is in the main file
+            uri = "file:" + urllib.parse.quote(str(self.file))
             return self._connect(f"{uri}?immutable=1", uri=True)
         self._snapshot = tempfile.TemporaryDirectory(prefix="testbed-results-")
-        copy = Path(self._snapshot.name) / self.path.name
+        copy = Path(self._snapshot.name) / self.file.name
         try:
-            shutil.copyfile(self.path, copy)
-            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+            shutil.copyfile(self.file, copy)
+            shutil.copyfile(log_file, wal.wal_path(copy))
         except OSError as e:
             raise InputError(
                 f"results: {str(self.path)!r} has committed rows in its WAL file, which cannot "
@@ -425,7 +594,7 @@ class ResultsStore:
         """Creates the schema in one transaction, or checks an existing file, before any
         change (a foreign file is refused untouched); then switches to WAL. Metrics that
         earlier versions stored as NaN / Infinity literals are rewritten as strict JSON."""
-        conn = self._connect(self.path, timeout=BUSY_SECONDS)
+        conn = self._connect(self.file, timeout=BUSY_SECONDS)
         try:
             _retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
@@ -446,6 +615,12 @@ class ResultsStore:
                     self._check_results_file(conn)
                     conn.execute(_LEASES)
                     _strict_json_metrics(conn)
+                self.store_id = _meta(conn, STORE_ID)
+                named = self.store_id is None and bool(tables)  # by an earlier version
+                if self.store_id is None:
+                    self.store_id = uuid.uuid4().hex
+                    conn.execute("INSERT INTO meta VALUES (?, ?)", (STORE_ID, self.store_id))
+                    self._stamp(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -453,10 +628,21 @@ class ResultsStore:
                 raise
             _retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
             conn.execute("PRAGMA synchronous=FULL")  # each commit survives a power loss
+            if named:  # the id into the main file, which a WAL is checked against
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _stamp(self, conn: sqlite3.Connection) -> None:
+        """Rewrites the meta row that names this store (inside a write transaction): the
+        WAL generation that holds the write then holds the meta page too, which
+        `foreign_wal` compares with the main file's."""
+        if self.store_id is not None:
+            stamp = f"{self.store_id} {time.time_ns()}"
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (WAL_STAMP, stamp))
 
     def _check_results_file(self, conn: sqlite3.Connection) -> None:
         """An InputError unless `conn` holds testbed results of this schema version."""
@@ -479,18 +665,51 @@ class ResultsStore:
                 f"version {SCHEMA_VERSION} (written by this testbed; re-run the sweep into a "
                 "new file)"
             )
+        self.store_id = _meta(conn, STORE_ID)
 
     def close(self) -> None:
         """Closes the file. The driver that wrote it first moves the WAL's rows into the
-        main file (a checkpoint): a finished sweep's rows do not depend on its WAL."""
+        main file (a checkpoint, tried again while another program reads the file, for up
+        to CHECKPOINT_SECONDS): a finished sweep's rows do not depend on its WAL. When a
+        reader holds the file longer, a warning says the newest rows stay in the WAL."""
         if self._conn is not None:
-            if self.mode == "w":
-                self.checkpoint()
+            if self.mode == "w" and not self._checkpoint_until_empty():
+                log.warning(
+                    "results: another program kept %s open for %g s after the sweep, so its "
+                    "newest rows stay in %s (they are committed; the next sweep or reader "
+                    "that writes the file moves them): copy both files together",
+                    self.path,
+                    CHECKPOINT_SECONDS,
+                    wal.wal_path(self.file),
+                )
             self._conn.close()
             self._conn = None
         if self._snapshot is not None:
             self._snapshot.cleanup()
             self._snapshot = None
+
+    def _checkpoint_until_empty(self) -> bool:
+        """`checkpoint` again until the WAL is empty (True) or CHECKPOINT_SECONDS passed
+        (False). Another driver still writing the file is no reason to wait: it
+        checkpoints when it closes."""
+        deadline = time.monotonic() + CHECKPOINT_SECONDS
+        delay = 0.05
+        while not self.checkpoint():
+            if self._other_writer() or time.monotonic() >= deadline:
+                return self._other_writer()
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        return True
+
+    def _other_writer(self) -> bool:
+        """Whether another live driver holds a lease on this file (it writes on)."""
+        try:
+            row = self._conn.execute(
+                "SELECT COUNT(*) FROM leases WHERE owner != ?", (self.owner.id,)
+            ).fetchone()
+        except sqlite3.Error:
+            return False
+        return bool(row and row[0])
 
     def checkpoint(self) -> bool:
         """Copies every committed row from the WAL into the main file and empties the WAL;
@@ -549,6 +768,7 @@ class ResultsStore:
         rows = [_stored_row(r) for r in results]
         changed = 0
         with self._transaction() as conn:
+            self._stamp(conn)
             for row in rows:
                 changed += conn.execute(_UPSERT, row).rowcount == 1
                 conn.execute("DELETE FROM leases WHERE key = ?", (row["key"],))
@@ -589,6 +809,7 @@ class ResultsStore:
                         )
                     )
                     return f"{holder.describe()}, {until}"
+            self._stamp(conn)
             conn.execute(
                 "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
                 (
@@ -605,6 +826,7 @@ class ResultsStore:
     def release(self) -> None:
         """Drops every lease this store's driver holds (jobs it will not finish)."""
         with self._transaction() as conn:
+            self._stamp(conn)
             conn.execute("DELETE FROM leases WHERE owner = ?", (self.owner.id,))
 
     # Reading.
@@ -750,9 +972,33 @@ def _known_rowids(conn: sqlite3.Connection) -> tuple[set[int], bool]:
     return found, exact
 
 
-def salvage(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
+class Salvaged(tuple):
+    """What `salvage` did: (rows copied, rows that could not be read), and `notes`: what
+    else is lost that no row count says (pages cut off, a WAL that could not be read)."""
+
+    notes: list[str]
+
+    def __new__(cls, copied: int, lost: int, notes: Iterable[str] = ()) -> Salvaged:
+        self = super().__new__(cls, (copied, lost))
+        self.notes = list(notes)
+        return self
+
+    @property
+    def copied(self) -> int:
+        return self[0]
+
+    @property
+    def lost(self) -> int:
+        return self[1]
+
+
+WAL_CHOICES = ("check", "ignore", "use")
+
+
+def salvage(path: str | os.PathLike, out: str | os.PathLike, wal_choice: str = "check") -> Salvaged:
     """Copies every row of the (damaged) results file `path` that can still be read into
-    the new results file `out`; returns (rows copied, rows that could not be read).
+    the new results file `out`; returns (rows copied, rows that could not be read), with
+    notes of what else is lost (`Salvaged`).
 
     Rows are read one by one by row id from a private copy of the file and its WAL, so a
     damaged page costs only the rows stored on it; `path` is not changed. The copy is
@@ -760,19 +1006,39 @@ def salvage(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
     the size its header gives, and a WAL with a damaged frame gets fresh checksums, so
     the transactions after that frame are read too (`leaderboard.wal.repair`). Row ids
     come from the table and its indexes; past the last one known, reading stops after
-    MAX_MISSES ids in a row that hold nothing. When no row can be read, `out` is not
-    left behind.
+    MAX_MISSES ids in a row that hold nothing. A damaged 100-byte header is rebuilt in
+    the copy from the pages (`header_page_size`). When no row can be read, `out` is not
+    left behind. `path` may be a symbolic link: the file it names and that file's WAL are
+    read.
+
+    `wal_choice`: 'check' refuses a WAL that belongs to another store or holds no log
+    (zeroed), before anything is written; 'ignore' reads the main file alone; 'use' reads
+    the WAL whatever wrote it.
     """
-    source, target = Path(path), Path(out)
+    if wal_choice not in WAL_CHOICES:
+        raise InputError(f"wal: got {wal_choice!r}; allowed: one of {', '.join(WAL_CHOICES)}")
     check_path_name("results", path)
-    if not source.is_file() or not is_sqlite_file(source):
+    source, target = resolved(path), Path(out)
+    if not source.exists():
+        raise InputError(f"results: got {str(path)!r}, which does not exist; allowed: a "
+                         "results file")  # fmt: skip
+    if not source.is_file():
+        raise InputError(f"results: got {str(path)!r}, which is not a file; allowed: a "
+                         "results file")  # fmt: skip
+    with open(source, "rb") as f:
+        head = f.read(65536)
+    if head[:16] != SQLITE_HEADER and header_page_size(head, source.stat().st_size) is None:
         raise InputError(f"results: got {str(path)!r}, which is not a SQLite file")
     check_path_name("out", out)
-    if target.exists():
+    if target.exists() or target.is_symlink():
         raise InputError(f"out: got {str(out)!r}, which exists; allowed: a new file")
-    check_output_path("out", out, [path])
+    check_output_path("out", out, [source])
+    if wal_choice == "check":
+        _check_salvaged_wal(Path(path), source)
+    notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="testbed-salvage-") as folder:
-        conn = sqlite3.connect(_mended_copy(source, Path(folder)), isolation_level=None)
+        copy = _mended_copy(source, Path(folder), wal_choice != "ignore", notes)
+        conn = sqlite3.connect(copy, isolation_level=None)
         conn.text_factory = _text
         try:
             try:
@@ -785,18 +1051,46 @@ def salvage(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
             conn.close()
     if copied == 0:
         _remove_store(target)
-    return copied, lost
+    return Salvaged(copied, lost, notes)
 
 
-def _mended_copy(source: Path, folder: Path) -> Path:
-    """A copy of the results file and its WAL in `folder`, padded to its header's size,
-    the WAL's checksums renewed past a damaged frame (see `salvage`)."""
+def _check_salvaged_wal(path: Path, source: Path) -> None:
+    """salvage's refusal of a WAL that is not the file's own (another store's, or no log)."""
+    log_file = wal.wal_path(source)
+    reason = None if wal.damage(source) else wal.unreadable(source)
+    if reason is not None:
+        reason = f"{reason}: the rows committed to it, if any, cannot be read"
+    else:
+        reason = foreign_wal(source)
+    if reason is not None:
+        raise InputError(
+            f"results: {str(log_file)!r} is not a WAL of {str(path)!r} that can be read "
+            f"({reason}); nothing was written; allowed: --wal ignore (copy the rows of "
+            f"{str(path)!r} alone) or --wal use (copy the rows SQLite shows with that WAL)"
+        )
+
+
+def _mended_copy(source: Path, folder: Path, with_wal: bool, notes: list[str]) -> Path:
+    """A copy of the results file and its WAL in `folder`, its header rebuilt when damaged,
+    padded to its header's size, the WAL's checksums renewed past a damaged frame (see
+    `salvage`); `notes` get what is missing for good."""
     copy = folder / "results.db"
     shutil.copyfile(source, copy)
-    _pad_to_header_size(copy)
     source_wal = wal.wal_path(source)
-    if source_wal.exists():
+    if with_wal and source_wal.exists():
         shutil.copyfile(source_wal, wal.wal_path(copy))
+    if not is_sqlite_file(copy):
+        _rebuild_header(copy, wal.log_page_size(wal.wal_path(copy)))
+        notes.append("its header was damaged: rebuilt from its pages in a copy")
+    added = _pad_to_header_size(copy)
+    if added:
+        page_size = wal.page_size_of(copy) or 1
+        notes.append(
+            f"it was cut short: {-(-added // page_size):,} of its "
+            f"{copy.stat().st_size // page_size:,} pages are missing, and the rows stored "
+            "on them (not counted as unreadable) are lost"
+        )
+    if wal.wal_path(copy).exists():
         damage = wal.scan(copy)
         if damage is not None and damage.lost_commits:
             wal.repair(wal.wal_path(copy), wal.page_size_of(copy))

@@ -66,6 +66,16 @@ def page_size_of(database: Path) -> int | None:
     return size if _valid_page_size(size) else None
 
 
+def log_page_size(wal: Path) -> int | None:
+    """The page size a WAL file's valid header gives (None: no file, or no valid header)."""
+    try:
+        with open(wal, "rb") as f:
+            valid, _, page_size, _, _ = _header(f.read(HEADER))
+    except OSError:
+        return None
+    return page_size if valid else None
+
+
 def _valid_page_size(size: int) -> bool:
     return 512 <= size <= 65536 and size & (size - 1) == 0
 
@@ -250,3 +260,22 @@ def repair(wal: Path, page_size_hint: int | None) -> int:
         out.append(first + struct.pack(">4I", *salts, s0, s1) + body)
     wal.write_bytes(b"".join(out))
     return len(kept)
+
+
+def unreadable(database: str | os.PathLike, retries: int = 2) -> str | None:
+    """Why the WAL of `database` holds bytes but no log SQLite reads (zeroed, cut inside
+    its header, overwritten), or None. SQLite takes such a file for an empty log: every
+    row committed to it is gone without a word, and the next write replaces the file.
+    Checked after `damage` (a damaged header with frames behind it is damage)."""
+    path = wal_path(database)
+    for attempt in range(retries + 1):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        if not data or _header(data)[0]:
+            return None
+        if attempt < retries:  # a writer starting a log writes its header first
+            time.sleep(0.1)
+    what = "zeros" if not any(data) else "bytes"
+    return f"holds {len(data):,} {what} but no WAL header that SQLite reads"
