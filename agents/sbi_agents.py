@@ -38,6 +38,7 @@ from agents.sbi_progress import TrainingProgress
 from agents.sbi_torch import (
     NullTracker,
     SbiDensity,
+    SbiFlow,
     SbiMCMC,
     SbiSamples,
     make_torch_prior,
@@ -406,7 +407,9 @@ class NPEMethod(Method):
         return inference.build_posterior(estimator)
 
     def predictive(self, posterior, x_o, shape, config):
-        return SbiDensity(posterior, x_o, shape)
+        net = getattr(posterior.posterior_estimator, "net", None)
+        flow = net is not None and hasattr(net, "_transform") and len(shape) == 2
+        return (SbiFlow if flow else SbiDensity)(posterior, x_o, shape)
 
 
 class VectorFieldMethod(Method):

@@ -217,3 +217,66 @@ class SbiDensity(SbiSamples):
         with seeded_global_rngs(0), torch.no_grad(), quiet_sampling():
             lp = self.posterior.log_prob(theta, x=self._x(x_o))
         return np.asarray(lp.detach().cpu(), np.float64)
+
+
+class SbiFlow(SbiDensity):
+    """An `sbi` NPE posterior whose conditional flow is used directly, as the L-C2ST paper
+    does: draws of the flow itself (no rejection to the prior's support), its log-density
+    at paired (theta_i, x_i) rows, and its inverse transform to the base space N(0, I)."""
+
+    CHUNK_ROWS = 500_000  # flow rows evaluated at once (memory, not speed)
+
+    def _net(self):
+        return self.posterior.posterior_estimator.net  # the nflows Flow
+
+    def _rows(self, xs, torch):
+        return torch.as_tensor(np.asarray(xs, np.float32).reshape(-1, *self.shape[1:]))
+
+    def flow_draws(self, xs, num_samples: int, seed: int) -> np.ndarray:
+        """[num_samples, n, dim_theta]: `num_samples` flow draws at each row of xs [n, d]."""
+        import torch
+
+        x = self._rows(xs, torch)
+        step = max(1, self.CHUNK_ROWS // max(1, int(num_samples)))
+        out = []
+        with seeded_global_rngs(seed), torch.no_grad():
+            for i in range(0, x.shape[0], step):
+                draws = self._net().sample(int(num_samples), context=x[i : i + step])
+                out.append(np.asarray(draws.transpose(0, 1), np.float32))  # [L, chunk, d]
+        return np.concatenate(out, axis=1)
+
+    def flow_log_prob(self, theta, xs) -> np.ndarray:
+        """log q(theta[..., i, :] | x_i) of the flow: theta [n, d] or [L, n, d] -> [n] / [L, n]."""
+        import torch
+
+        x = self._rows(xs, torch)
+        th = np.asarray(theta, np.float32)
+        lead = th.shape[:-1]
+        th = th.reshape(-1, x.shape[0], th.shape[-1])  # [L, n, d]
+        out = np.empty(th.shape[:2], np.float64)
+        step = max(1, self.CHUNK_ROWS // th.shape[0])
+        with torch.no_grad():
+            for i in range(0, x.shape[0], step):
+                part = torch.as_tensor(th[:, i : i + step])
+                ctx = x[i : i + step].unsqueeze(0).expand(part.shape[0], *x[i : i + step].shape)
+                lp = self._net().log_prob(
+                    part.reshape(-1, part.shape[-1]), context=ctx.reshape(-1, *x.shape[1:])
+                )
+                out[:, i : i + step] = np.asarray(lp.reshape(part.shape[:2]), np.float64)
+        return out.reshape(lead)
+
+    def inverse_transform(self, theta, xs) -> np.ndarray:
+        """z = T^{-1}(theta_i; x_i) in the flow's base space (context embedded as the flow
+        embeds it when it computes a density), for paired rows [n, d]."""
+        import torch
+
+        net = self._net()
+        x = self._rows(xs, torch)
+        th = torch.as_tensor(np.asarray(theta, np.float32).reshape(x.shape[0], -1))
+        out = []
+        with torch.no_grad():
+            for i in range(0, x.shape[0], self.CHUNK_ROWS):
+                ctx = net._embedding_net(x[i : i + self.CHUNK_ROWS])
+                z, _ = net._transform(th[i : i + self.CHUNK_ROWS], context=ctx)
+                out.append(np.asarray(z, np.float32))
+        return np.concatenate(out)

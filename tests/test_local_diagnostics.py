@@ -1,0 +1,137 @@
+"""Local-HPD, the oracle C2ST, the local-diagnostic registry and the L-C2ST reproduction's
+store, report and refusals."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from testbed.errors import InputError
+from testbed.metrics import LocalData, LocalHPD, hpd_values, oracle_c2st
+from testbed.metrics.lhpd import levels_for
+from testbed.metrics.local import LOCAL_DIAGNOSTICS, p_values, run_local
+
+
+def gaussian_toy(n: int, rng, scale: float = 1.0):
+    """theta ~ N(0, 1), x = theta + N(0, 1): p(theta | x) = N(x / 2, 1 / 2); q has the
+    posterior's mean and `scale` times its variance."""
+    theta = rng.normal(size=(n, 1))
+    x = theta + rng.normal(size=(n, 1))
+    sd = math.sqrt(0.5 * scale)
+    draws = x[None, :, 0] / 2 + sd * rng.normal(size=(500, n))  # [L, n] draws of q
+    logq = lambda t: stats.norm.logpdf(t, x[:, 0] / 2, sd)  # noqa: E731
+    return x, hpd_values(logq(theta[:, 0]), logq(draws))
+
+
+def test_hpd_values_count_draws_of_higher_density():
+    truth = np.array([0.0, -1.0, -5.0])
+    draws = np.array([[1.0, -2.0, -4.0], [-1.0, 0.0, -6.0], [0.5, -0.5, -7.0], [-0.1, -3, -5]])
+    # column 0: 1.0 and 0.5 exceed 0.0; column 1: 0.0 and -0.5; column 2: -4.0
+    np.testing.assert_allclose(hpd_values(truth, draws), [0.5, 0.5, 0.25])
+    with pytest.raises(InputError, match="log_prob_draws"):
+        hpd_values(truth, draws[:, :2])
+
+
+def test_hpd_values_are_uniform_for_the_exact_posterior():
+    _, hpd = gaussian_toy(4000, np.random.default_rng(0))
+    assert stats.kstest(hpd, "uniform").pvalue > 0.001
+    _, wide = gaussian_toy(4000, np.random.default_rng(0), scale=2.0)
+    assert wide.mean() < 0.45  # too wide: the truth sits in q's high-density region
+
+
+def test_lhpd_statistic_is_the_mean_squared_coverage_error_of_its_classifiers():
+    x, hpd = gaussian_toy(300, np.random.default_rng(1))
+    test = LocalHPD(x, hpd, num_levels=4, num_trials_null=3, seed=5).train()
+    x_o = np.array([[0.3]], np.float32)
+    trained, levels = test.trained
+    np.testing.assert_allclose(levels[0], levels_for(hpd, 4))
+    np.testing.assert_allclose(levels[0], np.linspace(0, hpd.max() - 0.001, 4))
+    cov = [trained.prob_class1_host(i, x_o)[0] for i in range(4)]  # numpy forward pass
+    expected = np.mean((np.asarray(cov) - levels[0]) ** 2)
+    assert test.get_statistic_on_observed_data(x_o) == pytest.approx(expected, rel=1e-5)
+    null = test.get_statistics_under_null_hypothesis(x_o)
+    assert null.shape == (3,)
+    assert test.p_value(x_o) == pytest.approx(np.mean(null > expected), abs=1e-9)
+    assert test.p_value(x_o, "exact") == pytest.approx((1 + np.sum(null >= expected)) / 4)
+
+
+def test_lhpd_rejects_a_posterior_with_twice_the_variance():
+    x, hpd = gaussian_toy(2000, np.random.default_rng(2), scale=2.0)
+    test = LocalHPD(x, hpd, num_trials_null=19, seed=0).train()
+    assert all(test.reject_test(np.array([v])) for v in (-1.0, 0.0, 1.0))
+
+
+def test_lhpd_null_is_reused_and_checked():
+    x, hpd = gaussian_toy(300, np.random.default_rng(3))
+    first = LocalHPD(x, hpd, num_levels=3, num_trials_null=2).train()
+    again = LocalHPD(x, hpd * 0.9, num_levels=3, num_trials_null=2, trained_null=first.trained_null)
+    again.train()
+    assert again.trained_null is first.trained_null
+    with pytest.raises(InputError, match="trained_null"):
+        LocalHPD(x, hpd, num_levels=4, num_trials_null=2, trained_null=first.trained_null)
+    with pytest.raises(InputError, match="hpd"):
+        LocalHPD(x, hpd + 1.0)
+    with pytest.raises(InputError, match="not trained"):
+        LocalHPD(x, hpd).p_value(np.zeros(1))
+
+
+@pytest.mark.slow
+def test_lhpd_holds_its_level_with_the_exact_posterior():
+    """20 runs x 3 observations of the exact posterior: the exact p-value's rejections at
+    0.05 stay under the binomial 99.9% bound for independent tests (a run's 3 tests share
+    one classifier, so the bound is set on 60 tests at the rate's upper tail)."""
+    rejections, tests = 0, 0
+    for seed in range(20):
+        x, hpd = gaussian_toy(1000, np.random.default_rng(100 + seed))
+        test = LocalHPD(x, hpd, num_trials_null=39, seed=seed).train()
+        for v in (-1.0, 0.0, 1.0):
+            rejections += test.reject_test(np.array([v]), method="exact")
+            tests += 1
+    assert rejections <= stats.binom.ppf(0.999, tests, 0.05) + 3
+
+
+def test_oracle_c2st_finds_a_shift_and_not_an_identity():
+    rng = np.random.default_rng(4)
+    draw = lambda: rng.normal(size=(300, 2))  # noqa: E731
+    same = oracle_c2st(draw(), draw(), draw(), draw(), num_trials_null=19)
+    shifted = oracle_c2st(rng.normal(size=(300, 2)) + 1.0, rng.normal(size=(300, 2)),
+                          rng.normal(size=(300, 2)) + 1.0, rng.normal(size=(300, 2)),
+                          num_trials_null=19)  # fmt: skip
+    assert shifted.accuracy > 0.65 and shifted.p_values()["p_sbi_accuracy"] == 0.0
+    assert shifted.p_values()["p_exact_mse"] == pytest.approx(1 / 20)
+    assert abs(same.accuracy - 0.5) < 0.1 and same.p_values()["p_exact_accuracy"] > 0.05
+    assert same.null_mse.shape == (19,)
+    with pytest.raises(InputError, match="p_train"):
+        oracle_c2st(np.zeros((5, 2)), np.zeros((4, 2)), np.zeros((5, 2)), np.zeros((5, 2)))
+
+
+def test_p_values_of_both_forms():
+    p_sbi, p_exact = p_values(np.array([1.0, 0.0]), np.array([[0.5, 1.0, 2.0], [1, 2, 3]]))
+    np.testing.assert_allclose(p_sbi, [1 / 3, 1.0])
+    np.testing.assert_allclose(p_exact, [3 / 4, 1.0])
+
+
+def _toy_data(**kw) -> LocalData:
+    rng = np.random.default_rng(0)
+    theta = rng.normal(size=(50, 1))
+    x = theta + rng.normal(size=(50, 1))
+    return LocalData(theta, x, x / 2, np.zeros((2, 1)), rng.normal(size=(2, 30, 1)), **kw)
+
+
+def test_registry_checks_what_a_diagnostic_needs_and_returns():
+    assert {"lc2st", "lc2st_nf", "lhpd", "oracle_c2st"} <= set(LOCAL_DIAGNOSTICS.names())
+    with pytest.raises(InputError, match="inverse_transform"):
+        run_local("lc2st_nf", _toy_data())
+    with pytest.raises(InputError, match="local diagnostic"):
+        run_local("nosuch", _toy_data())
+    from testbed.metrics.local import LocalResult, register_local
+
+    @register_local("returns_nan_for_test", "NaN")
+    def bad(data):
+        return {"mse": LocalResult(np.array([np.nan, 0.0]), np.zeros(2), np.ones(2))}
+
+    with pytest.raises(InputError, match="non-finite"):
+        run_local("returns_nan_for_test", _toy_data())
