@@ -63,6 +63,7 @@ SHORT_NAMES = {  # terminal and report headers
     "paper_c2st": "paper C2ST",
     "paper_min": "paper min",
     "paper_max": "paper max",
+    "paper_source": "paper",
     "observation": "obs",
     "c2st": "C2ST",
     "jobs": "jobs",
@@ -97,7 +98,8 @@ COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     "fewer than two groups (a spread of one value is unknown, not 0)",
     "coverage": "problems the config ran of the table's (a table of configs that ran part "
     "of them: each scored over those it ran, not ranked with the configs that ran them all)",
-    "whose": "yours: a run in your results file; shipped: our run shipped with the package",
+    "whose": "yours: a run in your results file; shipped: our run shipped with the package; "
+    "published: a paper's runs, over the same observations",
     "mean_kl": "mean KL from the true predictive to the agent's over the problems (negative "
     "clipped to 0, a failed job or non-finite score counts 1e6); lower is better",
     "normalized_nll": "mean joint NLL divided by the normalising agent's (named above the "
@@ -132,8 +134,14 @@ COLUMN_HELP = {  # what a header means: the report's tooltips and legends
     f"blank below {scoring.MIN_CI_OBSERVATIONS} observations",
     "num_observations": "observations averaged (the interval needs at least "
     f"{scoring.MIN_CI_OBSERVATIONS})",
-    "paper_c2st": "the SBI benchmark paper's C2ST for this agent (mean over the same "
-    "observations where this row is a mean)",
+    "paper_c2st": "the published C2ST for this agent: the SBI benchmark paper's (mean over "
+    "the same observations where this row is a mean) or, for a newer method the benchmark "
+    "did not run, a paper's at the same task and budget (its mean over its own runs; the "
+    "paper column says whose, the docs where none exists)",
+    "paper_source": "whose published C2ST: Lueckmann 2021 = Lueckmann et al., "
+    "'Benchmarking Simulation-Based Inference', AISTATS 2021 (the SBI benchmark); Miller "
+    "2022 = Miller, Weniger, Forre, 'Contrastive Neural Ratio Estimation', NeurIPS 2022 "
+    "(data: leaderboard.published('sbi_new_methods'))",
     "paper_min": "the paper's lowest C2ST over those observations",
     "paper_max": "the paper's highest C2ST over those observations",
     "observation": "the SBI benchmark's observation number",
@@ -289,6 +297,7 @@ def build(
     stand."""
     _check_args(metric, tau)
     ids = problem_universe(sweep)
+    published = shipped  # the published rows beside, as our shipped ones (--no-shipped: none)
     if results is None:
         df, shipped = _shipped_only(sweep, ids, shipped), False
     else:
@@ -304,7 +313,9 @@ def build(
     rank = dict(normalize=normalize, best_only=best_only)
     ranked, held, none = _with_shipped(df, specs, ids) if shipped else (df, {}, {})
     rankings, clean = _rank_testbed(ranked, ids, tau, specs, rank)
-    observed, per_obs = _rank_observations(ranked, specs, best_only, per_observation)
+    observed, per_obs = _rank_observations(
+        ranked, specs, best_only, per_observation, ids if published else None, published
+    )
     rankings += observed
     if normalize not in (None, "default", "none") and all(r.observations for r in rankings):
         raise InputError(
@@ -449,11 +460,51 @@ def _rank_testbed(
     return rankings, clean
 
 
+def _sweep_cells(ids: Sequence[str], fam: str, spec: RankedBy) -> pd.DataFrame:
+    """The task, budget and observation of each of the sweep's problems of `fam`."""
+    from leaderboard.store import settings_table
+
+    fam_ids = [i for i in ids if i.split("/", 1)[0] == fam]
+    settings = settings_table(fam_ids)
+    frame = pd.DataFrame([{"problem_id": i, **settings[i]} for i in fam_ids])
+    if not len(frame):
+        return frame
+    return scoring.observation_rows(frame.assign(**{spec.score: math.nan}), {fam: spec})
+
+
+def _with_paper_rows(
+    table: pd.DataFrame, g: pd.DataFrame, fam: str, spec: RankedBy, ids: Sequence[str] | None
+) -> pd.DataFrame:
+    """`table` and the published algorithms' rows of each of its cells (and, with a
+    sweep, of the sweep's cells none of ours ran), over the observations our rows of the
+    cell hold (the sweep's, in a cell with none)."""
+    cells = g[["task", "budget", "observation"]]
+    if ids is not None:
+        sweep = _sweep_cells(ids, fam, spec)
+        if len(sweep):
+            ran = set(zip(cells["task"], cells["budget"]))
+            fresh = [(t, b) not in ran for t, b in zip(sweep["task"], sweep["budget"])]
+            cells = pd.concat([cells, sweep.loc[fresh, list(cells.columns)]], ignore_index=True)
+    paper = literature.paper_rows(cells, spec.published, fam)
+    if not len(paper):
+        return table
+    table = pd.concat([table, paper], ignore_index=True)
+    order = ["family", "task", "budget", "mean_score"]
+    return table.sort_values(order, kind="stable").reset_index(drop=True)
+
+
 def _rank_observations(
-    df: pd.DataFrame, specs: dict[str, RankedBy], best_only: bool, per_observation: bool
+    df: pd.DataFrame,
+    specs: dict[str, RankedBy],
+    best_only: bool,
+    per_observation: bool,
+    ids: Sequence[str] | None = None,
+    published: bool = True,
 ) -> tuple[list[Ranking], dict[str, pd.DataFrame]]:
     """One ranking per family ranked over observations, with its published results beside
-    ours (`literature`), and, with `per_observation`, its runs one by one."""
+    ours (`literature`; with `published`, the published algorithms as labelled rows too,
+    also in the cells of the sweep `ids` none of ours ran), and, with `per_observation`,
+    its runs one by one."""
     rows = scoring.observation_rows(df, specs)
     if not len(rows):
         return [], {}
@@ -466,6 +517,8 @@ def _rank_observations(
         best = table if best_only else None
         runs = scoring.per_observation(g, labels, best)
         table = literature.beside(table, runs, spec.published)
+        if published:
+            table = _with_paper_rows(table, g, fam, spec, ids)
         table = table.rename(columns={"mean_score": f"mean_{spec.short}"})
         by_cell = table.groupby(["task", "budget"], sort=False)[f"mean_{spec.short}"]
         ascending = spec.lower_is_better
@@ -537,7 +590,8 @@ def _add_medians(table: pd.DataFrame, clean: pd.DataFrame, tau: int | None) -> N
 def shown_columns(spec: RankedBy) -> list[str]:
     """The columns a ranking table of `spec` shows."""
     if spec.rule == OBSERVATIONS:
-        paper = [f"paper_{spec.short}", "paper_min", "paper_max"] if spec.published else []
+        paper = [f"paper_{spec.short}", "paper_min", "paper_max", "paper_source"]
+        paper = paper if spec.published else []
         return ["task", "budget", "rank", "label", f"mean_{spec.short}", "ci_low", "ci_high",
                 "num_observations", *paper]  # fmt: skip
     columns = [c.replace("_kl", f"_{spec.short}") for c in KL_COLUMNS]
@@ -562,7 +616,8 @@ def title(board: Board, ranking: Ranking) -> str:
         said += " per task x budget (mean over observations, 95% bootstrap CI, none below "
         said += f"{scoring.MIN_CI_OBSERVATIONS} observations"
         said += (
-            f"; {spec.published}: its mean and range over the same observations)"
+            f"; {spec.published}: its algorithms as rows '<ALGORITHM> ({spec.published} "
+            "paper)' and its mean and range beside each of ours, over the same observations)"
             if (spec.published)
             else ")"
         )
@@ -611,8 +666,16 @@ def stderr_cells(table: pd.DataFrame, column: str = "normalized_stderr") -> pd.S
 
 
 def whose(labels: pd.Series) -> pd.Series:
-    """'yours' for a user's row, 'shipped' for our shipped runs."""
-    return labels.map(lambda v: "shipped" if str(v).endswith(SHIPPED_SUFFIX) else "yours")
+    """'yours' for a user's row, 'shipped' for our shipped runs, 'published' for a
+    paper's (`<ALGORITHM> (sbibm paper)`)."""
+
+    def kind(label: object) -> str:
+        text = str(label)
+        if text.endswith(SHIPPED_SUFFIX):
+            return "shipped"
+        return "published" if text.endswith(literature.PAPER_SUFFIX) else "yours"
+
+    return pd.Series([kind(v) for v in labels], index=getattr(labels, "index", None), dtype=object)
 
 
 def coverage_notes(board: Board) -> list[str]:
@@ -658,7 +721,7 @@ def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
         else:
             shown = shown.assign(family=ranking.family, tau=ranking.tau)
         shown.attrs["spec"] = ranking.spec
-        if not full and not ranking.observations:
+        if not full:
             shown = _display(shown)
         out.append((title(board, ranking), shown))
         if len(ranking.partial):

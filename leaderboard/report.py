@@ -306,7 +306,7 @@ def plot_vs_num_train(board: Board, rankings: list[Ranking]):
 
 def line_styles(labels: list[str]) -> dict[str, dict[str, Any]]:
     """A line style per label: a colour of its own (up to 20), the user's runs solid and
-    thick with round markers, our shipped ones dashed and thin."""
+    thick with round markers, our shipped ones dashed and thin, a paper's dotted."""
     import matplotlib
 
     cmap = matplotlib.colormaps["tab10" if len(labels) <= 10 else "tab20"]
@@ -316,6 +316,8 @@ def line_styles(labels: list[str]) -> dict[str, dict[str, Any]]:
         out[label] = dict(color=cmap(i % cmap.N), ls="-" if yours else "--",
                           lw=2.2 if yours else 1.0, marker="o" if yours else ".",
                           ms=4 if yours else 3, zorder=3 if yours else 2)  # fmt: skip
+        if kind == "published":  # a paper's rows: dotted, crosses
+            out[label].update(ls=":", marker="x", lw=1.0)
     return out
 
 
@@ -352,31 +354,26 @@ def plot_vs_budget(ranking: Ranking):
     fig, axes = plt.subplots(
         rows, cols, figsize=(3.6 * cols, 3.0 * rows), squeeze=False, layout="constrained"
     )
+    styles = line_styles(sorted(set(t["label"]), key=str))
     for ax, task in zip(axes.flat, tasks):
         cell = t[t["task"] == task]
-        for i, (label, g) in enumerate(cell.groupby("label", sort=True)):
+        for label, g in cell.groupby("label", sort=True):
             g = g.sort_values("budget")
             # no whisker where there is no interval (too few observations)
             low, high = g[mean] - g["ci_low"], g["ci_high"] - g[mean]
             err = np.vstack([low.fillna(0), high.fillna(0)])
-            color = f"C{i % 10}"
+            style = styles[label]
+            color = style["color"]
             ax.errorbar(
-                g["budget"],
-                g[mean],
-                yerr=err,
-                marker="o",
-                ms=3,
-                capsize=2,
-                color=color,
-                label=_mpl(label),
-            )
+                g["budget"], g[mean], yerr=err, capsize=2, label=_mpl(label), **style
+            )  # fmt: skip
             paper = g.dropna(subset=[paper_col]) if paper_col in g else g.iloc[:0]
-            if len(paper):  # the published mean and range, dashed
+            if len(paper):  # the published mean and range (a mean alone: none), dashed
                 low, high = paper[paper_col] - paper["paper_min"], paper["paper_max"]
                 ax.errorbar(
                     paper["budget"],
                     paper[paper_col],
-                    yerr=np.vstack([low, high - paper[paper_col]]),
+                    yerr=np.nan_to_num(np.vstack([low, high - paper[paper_col]]).astype(float)),
                     ls="--",
                     marker="x",
                     ms=3,
@@ -529,7 +526,12 @@ def _observation_extras(board: Board, ranking: Ranking) -> list[str]:
     fig = plot_vs_budget(ranking)
     spec = ranking.spec
     if fig is not None:
-        published = f"; dashed: {spec.published}'s mean and range" if spec.published else ""
+        published = (
+            f"; dotted, crosses: {spec.published}'s algorithms over the same observations; "
+            f"dashed beside an agent of ours: {spec.published}'s mean and range for it"
+            if spec.published
+            else ""
+        )
         caption = (
             f"Mean {spec.name} over observations with 95% bootstrap CI (none below "
             f"{scoring.MIN_CI_OBSERVATIONS} observations){published}."

@@ -36,7 +36,9 @@ def test_job_key_is_stable_and_separates_seed_from_config():
 
 def test_sweep_expansion_over_configs_problems_seeds():
     jobs = sweep_jobs(["uniform", "beta_bernoulli"], "coin", seeds=[0, 1])
-    assert len(jobs) == 2 * 18 * 2 and len({j.key for j in jobs}) == len(jobs)
+    # uniform takes no seed (nothing in it is random): seed 0 only
+    assert len(jobs) == 18 * (1 + 2) and len({j.key for j in jobs}) == len(jobs)
+    assert {j.seed for j in jobs if j.agent == "uniform"} == {0}
     one = expand(["beta_bernoulli"], ["coin/0", "coin/0"], overrides={"a": 2.0})
     assert len(one) == 1 and one[0].config["a"] == 2.0
 

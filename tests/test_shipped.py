@@ -14,7 +14,7 @@ import pytest
 
 import leaderboard
 from experiments.cli import main
-from leaderboard import scoring, shipped
+from leaderboard import literature, scoring, shipped
 from leaderboard.board import build, legend, missing_note, shipped_notes, tables, title
 from leaderboard.jobs import Job
 from leaderboard.report import _best_rows, render_report
@@ -231,12 +231,62 @@ def test_over_observations_the_same_observations_as_the_users(tmp_path, monkeypa
         for k in (1, 2, 3):
             _record(s, "my_agent", f"sbi/two_moons/1000/{k}", c2st=0.55)
     table = build(user).observed().set_index("label")
-    assert set(table.index) == {"my_agent", "fmpe (ours, shipped)"}  # no slcp cell
+    ours = table[~table.index.str.endswith(" (sbibm paper)")]  # the paper's rows: below
+    assert set(ours.index) == {"my_agent", "fmpe (ours, shipped)"}  # no slcp cell
+    assert set(table["task"]) == {"two_moons"}
     assert table.loc["fmpe (ours, shipped)", "num_observations"] == 3  # the user's k = 1..3
     assert table.loc["fmpe (ours, shipped)", "mean_c2st"] == pytest.approx(
         np.mean([0.61, 0.62, 0.63])
     )
     assert table.loc["my_agent", "rank"] == 1
+    # the paper's NPE over the same three observations
+    paper = leaderboard.published("sbibm").query(
+        "task == 'two_moons' and num_simulations == 1000 and algorithm == 'NPE' "
+        "and num_observation <= 3"
+    )
+    assert table.loc["NPE (sbibm paper)", "num_observations"] == 3
+    assert table.loc["NPE (sbibm paper)", "mean_c2st"] == pytest.approx(paper["c2st"].mean())
+
+
+def test_the_sbi_leaderboard_shows_the_papers_rows_beside_ours(tmp_path, capsys):
+    """Issue 47: the SBI comparison needed `leaderboard.published("sbibm")` from Python; the
+    new methods' paper columns were empty where a paper reports the same task and budget."""
+    board = build(None, sweep="sbi_two_moons")  # the shipped runs: fmpe, npse, nre_c, bnre
+    table = board.observed()
+    paper = leaderboard.published("sbibm").query("task == 'two_moons'")
+    for budget in (1000, 10000, 100000):  # 100,000: a cell of the sweep none of ours ran
+        cell = table[table["budget"] == budget].set_index("label")
+        labels = {f"{a} (sbibm paper)" for a in paper["algorithm"].unique()}
+        assert labels <= set(cell.index)
+        npe = paper.query(f"num_simulations == {budget} and algorithm == 'NPE'")["c2st"]
+        assert cell.loc["NPE (sbibm paper)", "mean_c2st"] == pytest.approx(npe.mean())
+        assert cell.loc["NPE (sbibm paper)", "num_observations"] == 10
+        assert sorted(cell["rank"]) == list(range(1, len(cell) + 1))  # ranked with ours
+    nre_c = table[table["label"] == "nre_c (ours, shipped)"].set_index("budget")
+    assert nre_c["paper_c2st"].to_dict() == {1000: 0.746, 10000: 0.591}  # Miller et al.
+    assert set(nre_c["paper_source"]) == {"Miller 2022"}
+    assert nre_c["mean_c2st"].round(3).to_dict() == {1000: 0.820, 10000: 0.825}
+    fmpe = table[table["label"] == "fmpe (ours, shipped)"]
+    assert fmpe["paper_c2st"].isna().all()  # no paper reports it here (the docs say so)
+    assert main(["leaderboard", "--shipped-only", "--sweep", "sbi_two_moons"]) == 0
+    out = capsys.readouterr().out
+    assert "NPE (sbibm paper)" in out and "Miller 2022" in out and "published" in out
+    report = tmp_path / "r.html"
+    args = ["report", "--shipped-only", "--sweep", "sbi_two_moons", "--out", str(report)]
+    assert main(args) == 0
+    assert "REJ-ABC (sbibm paper)" in report.read_text()
+    # a user's npe and our shipped npe both get the paper's columns; --no-shipped: no rows
+    runs = pd.DataFrame({"agent": ["npe", "npe (ours, shipped)"], "task": "two_moons",
+                         "budget": 1000, "observation": 1})  # fmt: skip
+    beside = literature.beside(runs[["agent", "task", "budget"]], runs, "sbibm")
+    first = paper.query("num_simulations == 1000 and algorithm == 'NPE' and num_observation == 1")
+    assert list(beside["paper_c2st"]) == [first["c2st"].iloc[0]] * 2
+    assert set(beside["paper_source"]) == {"Lueckmann 2021"}
+    db = tmp_path / "user.db"
+    with ResultsStore(db) as s:
+        _record(s, "my_agent", "sbi/two_moons/1000/1", c2st=0.7)
+    mine = build(db, shipped=False).observed()
+    assert list(mine["label"]) == ["my_agent"]
 
 
 def test_unknown_sources_and_files_without_the_columns_are_refused(tmp_path):
