@@ -20,16 +20,17 @@ from testbed.base import (
     OffersOracle,
     PriorKnowledge,
 )
-from testbed.config import check_nonnegative, check_one_of
+from testbed.config import UNUSED_SEED, check_nonnegative, check_one_of
 from testbed.errors import InputError
 from testbed.random_mlp import sample_logit_fn
 
 
 @dataclasses.dataclass(frozen=True)
 class NoConfig:
-    """No settings (a seed only, for uniform bookkeeping)."""
+    """No settings (a seed only, for uniform bookkeeping: nothing in these agents is random,
+    so a sweep runs seed 0 only)."""
 
-    seed: int = 0
+    seed: int = dataclasses.field(default=0, metadata={UNUSED_SEED: "nothing is random"})
 
 
 @register("uniform", NoConfig, predicts=(LABELS, REAL_VALUES))
@@ -105,7 +106,7 @@ class AverageClassProbsConfig:
 
     form: str = "reference"
     pseudo_count: float = 1.0
-    seed: int = 0
+    seed: int = dataclasses.field(default=0, metadata={UNUSED_SEED: "frequencies are counted"})
 
     def __post_init__(self):
         check_one_of("form", self.form, ("reference", "log"))

@@ -49,7 +49,13 @@ from testbed.base import (
     PriorKnowledge,
     check_predictions,
 )
-from testbed.config import check_seed, config_as_dict, field_types, with_overrides
+from testbed.config import (
+    UNUSED_SEED,
+    check_seed,
+    config_as_dict,
+    field_types,
+    with_overrides,
+)
 from testbed.errors import InputError
 from testbed.registry import Registry
 
@@ -288,6 +294,14 @@ def load(name: str, **overrides: Any) -> ConfiguredAgent:
                 + (", ".join(sorted(field_types(entry.config_cls))) or "(none)")
             )
     return configured(name, with_overrides(entry.config_cls(), overrides, where=f"agent {name}"))
+
+
+def takes_seed(name: str) -> bool:
+    """Whether agent `name`'s results depend on its seed: its config has a `seed` field that
+    is not marked `testbed.config.UNUSED_SEED` (uniform's is bookkeeping only). A sweep runs
+    an agent that takes none at seed 0 only."""
+    fields = {f.name: f for f in dataclasses.fields(AGENTS.get(name).config_cls)}
+    return "seed" in fields and UNUSED_SEED not in fields["seed"].metadata
 
 
 def sweep(name: str) -> list[ConfiguredAgent]:

@@ -186,31 +186,37 @@ def _where_raised(e: BaseException) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    _import_user_modules(args)
+    cols, rows = list_rows(args.what, args.json)
+    show_list(args.what, cols, rows, args.json)
+    return 0
+
+
+def list_rows(what: str, as_json: bool) -> tuple[list[str], list[list[Any]]]:
+    """`testbed list WHAT`'s columns and rows, as JSON values (`as_json`) or table cells."""
     import agents
     import generative
     import testbed
 
-    _import_user_modules(args)
-
-    if args.what == "agents":
+    if what == "agents":
         rows = []
         for n in agents.names():
             entry = agents.AGENTS.get(n)
             # labels, real_values, posterior, ...; None: not declared (never checked)
             predicts = sorted(entry.predicts) if entry.predicts else None
-            if not args.json:
+            if not as_json:
                 predicts = ", ".join(predicts) if predicts else "(not declared)"
             rows.append([n, predicts, entry.description])
         cols = ["agent", "predicts", "description"]
-    elif args.what == "problems":
+    elif what == "problems":
         sweeps = generative.family_sweeps()
         rows = [
             [f.name, f.id_form, _example(generative, sweeps[f.name]), ", ".join(sweeps[f.name]),
-             list(f.options) if args.json else ", ".join(f.options), f.description]
+             list(f.options) if as_json else ", ".join(f.options), f.description]
             for f in map(generative.FAMILIES.get, generative.FAMILIES)
         ]  # fmt: skip
         cols = ["family", "id form", "example", "sweeps", "options", "description"]
-    elif args.what == "sweeps":
+    elif what == "sweeps":
         rows = [[n, len(generative.sweep_ids(n))] for n in generative.sweep_names()]
         cols = ["sweep", "problems"]
     else:
@@ -219,11 +225,14 @@ def cmd_list(args: argparse.Namespace) -> int:
             for n, m in ((n, testbed.metrics.get(n)) for n in testbed.metrics.names())
         ]
         cols = ["metric", "needs", "gives", "description"]
-    if args.json:
+    return cols, rows
+
+
+def show_list(what: str, cols: list[str], rows: list[list[Any]], as_json: bool) -> None:
+    if as_json:
         print(json.dumps([dict(zip(cols, r)) for r in rows], indent=2))
     else:
-        _print_table(args.what, cols, rows)
-    return 0
+        _print_table(what, cols, rows)
 
 
 def _example(generative: Any, sweeps: list[str]) -> str:
@@ -882,18 +891,52 @@ def interruptible(prog: str, run: Callable[[], int]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # `--help` and a usage error need none of the libraries: answered before they load
+    # `--help` and a usage error need none of the libraries: answered before they load;
+    # so are `list` and a mistyped name, from the registries' index (experiments.catalog)
     args = build_parser().parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
-    return interruptible("testbed", lambda: _main(args))
+    answered = _fast_answer(args)
+    if answered is not None:
+        return answered
+    fresh = "agents" not in sys.modules  # the registries hold no one else's entries yet
+    return interruptible("testbed", lambda: _main(args, index=fresh))
 
 
-def _main(args: argparse.Namespace) -> int:
+def _fast_answer(args: argparse.Namespace) -> int | None:
+    """The answer of experiments.catalog's index, or None (the command takes the whole way).
+    A process that has imported the registries already (a test, a notebook: it may have
+    registered its own agents or problems) asks them, not the index."""
+    from experiments import catalog
+
+    if any(m in sys.modules for m in ("agents", "generative", "testbed")):
+        return None
+    try:
+        return catalog.fast_answer(args, max_jobs=MAX_JOBS, show=show_list)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _write_index() -> None:
+    """Writes the registries' index for later commands when none matches this state."""
+    from experiments import catalog
+
+    if catalog.cache_dir() is None or catalog.load() is not None:
+        return
+    try:
+        catalog.write(catalog.build(list_rows))
+    except Exception as e:  # a cache: never the command's failure
+        logging.getLogger("testbed.catalog").debug("index not written: %s", e)
+
+
+def _main(args: argparse.Namespace, index: bool = False) -> int:
     from leaderboard.worker import enable_compilation_cache
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     setup_logging()
     enable_compilation_cache()
     setup_logging(_verbosity(args))
+    if index:  # before any --import: the index holds what every command sees
+        _write_index()
     from testbed.errors import EnvironmentFault, InputError
 
     try:
@@ -903,7 +946,7 @@ def _main(args: argparse.Namespace) -> int:
             progress_mode()
         return args.fn(args)
     except InputError as e:
-        print(f"testbed: error: {e}", file=sys.stderr)
+        print(f"testbed: error: {e}{_import_hint(args, str(e))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except EnvironmentFault as e:
         print(f"testbed: error: {e}", file=sys.stderr)
@@ -915,6 +958,19 @@ def _main(args: argparse.Namespace) -> int:
         status, line = _os_error(e)
         print(f"testbed: error: {line}", file=sys.stderr)
         return status
+
+
+def _import_hint(args: argparse.Namespace, message: str) -> str:
+    """For an unknown agent, problem family or sweep that a .py file here or in examples/
+    registers: where, and the --import that registers it ('' otherwise)."""
+    import re
+
+    from experiments.catalog import import_hint
+
+    if args.command not in ("run", "sweep", "leaderboard", "report", "list"):
+        return ""
+    found = re.match(r"(agent|problem family|sweep): got '([^']*)'", message)
+    return import_hint(found.group(1), found.group(2)) if found else ""
 
 
 def _os_error(e: OSError) -> tuple[int, str]:

@@ -248,14 +248,17 @@ def expand(
     `problem_options` (checked by the caller, as `generative.load` checks them) go with
     every job: its problem is loaded with them, and they are part of its key.
 
-    Checks up front that each agent exists and accepts a `seed` when more than seed 0 is
-    asked for, so a typo fails before any job runs. An override applies to the agents whose
+    Checks up front that each agent exists, so a typo fails before any job runs. An agent
+    whose results do not depend on a seed (`agents.registry.takes_seed`: no `seed` field,
+    or one marked unused, as uniform's) runs seed 0 only, whatever `seeds` are (a warning
+    says so). An override applies to the agents whose
     config has that field (`uniform,mlp --set num_batches=500` sets mlp's); a key no agent
     has is refused. A `seed` override is refused: a job's seed comes from `seeds` (it is
     part of the job key, not of the config). Last, the data of every problem must be at
     hand (`generative.require_data`: real datasets prepared, data files readable).
     """
     import agents
+    from testbed.config import did_you_mean
 
     agent_names = list(agent_names)
     if not agent_names:
@@ -276,24 +279,30 @@ def expand(
     unused = sorted(set(overrides or {}) - set().union(*fields.values()))
     if unused:  # a key applies to the agents that have it; one no agent has is a typo
         names = ", ".join(agent_names)
+        hint = did_you_mean(unused[0], set().union(*fields.values()) - {"seed"})
         raise InputError(
-            f"set {unused[0]}: no agent among {names} has this field; allowed: "
+            f"set {unused[0]}: no agent among {names} has this field{hint}; allowed: "
             + "; ".join(
                 f"{n}: {', '.join(sorted(fields[n] - {'seed'})) or '(none)'}" for n in agent_names
             )
         )
     for name in agent_names:
-        has_seed = "seed" in fields[name]
-        if not has_seed and any(s != 0 for s in seeds):
-            raise InputError(
-                f"seeds: got {list(seeds)!r} for agent {name}, whose config has no 'seed' "
-                "field (nothing to seed); allowed: seed 0 only (--seeds 0), or give the "
-                "agent a seed setting"
+        own_seeds = seeds if seeds == [0] or agents.registry.takes_seed(name) else [0]
+        if own_seeds != seeds:  # its jobs at other seeds would repeat seed 0's
+            why = (
+                "its config has no 'seed'"
+                if "seed" not in fields[name]
+                else "nothing in it is random"
             )
+            others = ", ".join(str(s) for s in seeds if s != 0)
+            log.warning(
+                "seeds: agent %s runs seed 0 only, not %s (%s: its results are the same at "
+                "every seed)", name, others, why,
+            )  # fmt: skip
         own = {k: v for k, v in (overrides or {}).items() if k in fields[name]}
         for config in agent_configs(name, own, configs=configs):
             for pid in problem_ids:
-                for seed in seeds:
+                for seed in own_seeds:
                     job = Job.make(name, config, pid, seed, problem_options)
                     jobs.setdefault(job.key, job)
     check_fit(agent_names, problem_ids)

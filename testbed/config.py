@@ -18,10 +18,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
 from testbed.errors import InputError, bad_value
+from testbed.registry import close_names
 
 C = TypeVar("C")
 
 INF = "inf"  # field metadata key: what inf means for that field (then inf is allowed)
+UNUSED_SEED = "unused_seed"  # metadata key of a `seed` field nothing random reads (why)
 
 
 def _describe(tp: Any) -> str:
@@ -147,7 +149,8 @@ def coerce_fields(config_cls: type, values: Mapping[str, Any], *, where: str = "
     for name, value in values.items():
         if name not in types_:
             raise InputError(
-                f"{prefix}unknown setting {name!r}; allowed: {', '.join(sorted(types_))}"
+                f"{prefix}unknown setting {name!r}{did_you_mean(name, types_)}; allowed: "
+                f"{', '.join(sorted(types_))}"
             )
         changes[name] = _coerce(types_[name], value, f"{prefix}{name}")
         meaning = inf_meaning[name]
@@ -156,6 +159,13 @@ def coerce_fields(config_cls: type, values: Mapping[str, Any], *, where: str = "
             also = f", or inf: {meaning}" if meaning is not None else ""
             raise InputError(f"{prefix}{name}: got {value!r}; allowed: {finite}{also}")
     return changes
+
+
+def did_you_mean(name: object, names: Iterable[str]) -> str:
+    """' (did you mean 'x'?)' when a name among `names` is close to `name` (a typo, another
+    case), else ''."""
+    close = close_names(name, names)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
 def with_overrides(config: C, overrides: Mapping[str, Any], *, where: str = "") -> C:

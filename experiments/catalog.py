@@ -1,0 +1,369 @@
+"""The command line's index of the registries: `testbed list ...` and the errors of a
+mistyped agent, setting, problem family or sweep, answered without importing JAX, torch or
+sbi (a tenth of a second instead of seconds).
+
+The index is built from the registries themselves, right after a command has imported the
+whole stack (before any `--import`), and kept in a cache file whose name is a key of what
+could change them: the path, size and modification time of every file of the packages
+`agents`, `generative`, `testbed`, `leaderboard` and `experiments`, the Python that runs,
+and the `TESTBED_*` settings. A key without its file (a first run, an edit, an upgrade)
+means no index: the command imports everything, as it always did, and writes one. A
+command with `--import`, or with agent plugins installed (entry points `testbed.agents`),
+always takes the whole way. The cache folder is `TESTBED_CATALOG` (`off`: none), else
+`$XDG_CACHE_HOME/testbed/catalog`, else `~/.cache/testbed/catalog`.
+
+An answer given here is the one the whole way gives (`tests/test_fast_answers.py` compares
+them); an input this index cannot judge alone (a setting's value, a problem id of a known
+family) takes the whole way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+CATALOG_ENV = "TESTBED_CATALOG"
+PACKAGES = ("agents", "generative", "testbed", "leaderboard", "experiments")
+FORMAT = 1  # bumped when the index's layout changes
+KEEP = 8  # index files kept in the folder (the newest)
+LIST_KINDS = ("agents", "problems", "sweeps", "metrics")
+PLUGIN_GROUP = "testbed.agents"
+# where a name the registries lack may be registered: files here, scanned for the hint
+HINT_FOLDERS = (".", "examples")
+HINT_MAX_FILES = 200
+HINT_MAX_BYTES = 1_000_000
+
+
+# ----- the key and the cache file
+
+
+def _package_dirs() -> list[Path]:
+    """The folders the packages import from (found without importing them)."""
+    out = []
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            out.append(Path(location))
+    return out
+
+
+def key() -> str:
+    """A hash of what the registries are built from (see the module's docstring)."""
+    h = hashlib.sha256(f"{FORMAT}\0{sys.executable}\0{sys.version}\0".encode())
+    for name, value in sorted(os.environ.items()):
+        if name.startswith("TESTBED_") and name != CATALOG_ENV:
+            h.update(f"{name}={value}\0".encode())
+    for folder in _package_dirs():
+        h.update(f"{folder}\0".encode())
+        for root, dirs, files in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+            for f in sorted(files):
+                try:
+                    st = os.stat(os.path.join(root, f))
+                except OSError:
+                    continue
+                h.update(f"{os.path.join(root, f)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()[:32]
+
+
+def cache_dir(environ: dict[str, str] | os._Environ = os.environ) -> Path | None:
+    """The folder of the index files, or None (`TESTBED_CATALOG=off`)."""
+    chosen = environ.get(CATALOG_ENV, "").strip()
+    if chosen.lower() == "off":
+        return None
+    if chosen:
+        return Path(chosen).expanduser()
+    home = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(home) / "testbed" / "catalog"
+
+
+def _plugins_installed() -> bool:
+    import importlib.metadata
+
+    try:
+        return bool(importlib.metadata.entry_points(group=PLUGIN_GROUP))
+    except Exception:  # damaged metadata: the whole way says so
+        return True
+
+
+def load() -> dict[str, Any] | None:
+    """The index for this installation's state, or None (none written yet, or off)."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    path = folder / f"{key()}.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or _plugins_installed():
+        return None
+    return data
+
+
+def build(list_rows: Callable[[str, bool], tuple[list[str], list[list[Any]]]]) -> dict:
+    """The index of the registries as they are now (the stack imported, no user module):
+    `list_rows(kind, as_json)` gives `testbed list KIND`'s columns and rows."""
+    import dataclasses
+
+    import agents
+    import generative
+    from testbed.errors import MAX_LISTED
+
+    entries = {n: agents.AGENTS.get(n) for n in agents.names()}
+    return {
+        "format": FORMAT,
+        "max_listed": MAX_LISTED,
+        "agents": {
+            n: {"fields": sorted(f.name for f in dataclasses.fields(e.config_cls))}
+            for n, e in entries.items()
+        },
+        "families": list(generative.FAMILIES.names()),
+        "sweeps": {n: len(generative.sweep_ids(n)) for n in generative.sweep_names()},
+        "list": {
+            kind: {mode: list_rows(kind, mode == "json") for mode in ("json", "table")}
+            for kind in LIST_KINDS
+        },
+    }
+
+
+def write(data: dict) -> Path | None:
+    """Writes the index under this state's key (atomically); None when there is no
+    folder or it cannot be written (the index is a cache: nothing fails without it)."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{key()}.json"
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+        old = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEEP]
+        for stale in old:  # states of the source that have gone (several Pythons: KEEP)
+            stale.unlink(missing_ok=True)
+    except OSError:
+        return None
+    return path
+
+
+# ----- messages, as the registries word them (testbed.errors, testbed.registry)
+
+
+def close_names(name: object, names: Iterable[str], n: int = 2) -> list[str]:
+    """As `testbed.registry.close_names` (that module imports the testbed package)."""
+    if not isinstance(name, str) or not name:
+        return []
+    names = list(names)
+    same = [c for c in names if c.lower() == name.lower() and c != name]
+    close = difflib.get_close_matches(name.lower(), [c.lower() for c in names], n=n, cutoff=0.6)
+    by_lower = {c.lower(): c for c in names}
+    return list(dict.fromkeys([*same, *(by_lower[c] for c in close)]))[:n]
+
+
+def _did_you_mean(name: str, names: Iterable[str]) -> str:
+    close = close_names(name, names)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def unknown_name(field: str, name: str, names: list[str], max_listed: int) -> str:
+    """`testbed.registry.unknown_name(field, name, names)`'s message."""
+    items = [str(a) for a in names]
+    if len(items) > max_listed:
+        items = items[:max_listed] + [f"... ({len(items) - max_listed} more)"]
+    hint = _did_you_mean(name, names)
+    return f"{field}: got {name!r}{hint}; allowed: one of: " + ", ".join(items)
+
+
+# ----- the hint: a file here registers the name
+
+
+REGISTERS = {
+    "agent": r"\bregister",
+    "problem family": r"\bregister_family",
+    "sweep": r"\bregister_sweep",
+}
+
+
+def import_hint(kind: str, name: str, cwd: str | Path | None = None) -> str:
+    """'; F has register('NAME'): add --import F' for the first .py file F in the working
+    directory or its examples/ whose text registers `name` as a `kind` (an agent, a problem
+    family, a sweep), else ''. The text is read, not run: the hint says what it saw."""
+    if kind not in REGISTERS or not isinstance(name, str) or not name:
+        return ""
+    pattern = re.compile(REGISTERS[kind] + r"\(\s*(['\"])" + re.escape(name) + r"\1")
+    base = Path(cwd or os.getcwd())
+    seen = 0
+    for folder in HINT_FOLDERS:
+        try:
+            files = sorted(p for p in (base / folder).glob("*.py") if p.is_file())
+        except OSError:
+            continue
+        for path in files:
+            seen += 1
+            if seen > HINT_MAX_FILES:
+                return ""
+            try:
+                if path.stat().st_size > HINT_MAX_BYTES:
+                    continue
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            match = pattern.search(text)
+            if match:
+                shown = os.path.relpath(path, base)
+                call = REGISTERS[kind].removeprefix(r"\b")
+                return f"; {shown} has {call}({name!r}): add --import {shown}"
+    return ""
+
+
+# ----- answers
+
+
+class Answer(Exception):
+    """An error the index can give: its one line."""
+
+
+def _sets(pairs: list[str] | None) -> dict[str, str] | None:
+    """--set pairs as the command line parses them, or None when one is malformed (its
+    error is the whole way's)."""
+    out = {}
+    for pair in pairs or []:
+        if "=" not in pair or not pair.split("=", 1)[0].strip():
+            return None
+        k, v = pair.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _agent(index: dict, name: str) -> dict:
+    agents = index["agents"]
+    if name not in agents:
+        raise Answer(
+            unknown_name("agent", name, sorted(agents), index["max_listed"])
+            + import_hint("agent", name)
+        )
+    return agents[name]
+
+
+def _family(index: dict, problem_id: str) -> bool:
+    """Raises the error of an id whose family is unknown; True when it is known (the id
+    itself is the family's to judge)."""
+    families = index["families"]
+    if not isinstance(problem_id, str) or "/" not in problem_id:
+        raise Answer(
+            f"problem id: got {problem_id!r}; allowed: 'family/...' with family one of: "
+            + ", ".join(families)
+        )
+    family = problem_id.split("/", 1)[0]
+    if family not in families:
+        raise Answer(
+            unknown_name("problem family", family, families, index["max_listed"])
+            + import_hint("problem family", family)
+        )
+    return True
+
+
+def check_run(index: dict, args: Any) -> None:
+    """`testbed run`'s first error, when the index can tell it; else returns."""
+    sets = _sets(args.set)
+    if sets is None:
+        return
+    fields = _agent(index, args.agent)["fields"]
+    if args.seed is not None or "seed" in sets:
+        return  # a seed is checked against the agent's code
+    if sets:
+        first = next(iter(sets))
+        if first in fields:
+            return  # its value is the config's to check
+        raise Answer(
+            f"agent {args.agent}: unknown setting {first!r}{_did_you_mean(first, fields)}; "
+            f"allowed: {', '.join(sorted(fields))}"
+        )
+    if args.option:
+        return
+    _family(index, args.problem)
+
+
+SEEDS = re.compile(r"^\s*\d+(\s*-\s*\d+)?(\s*,\s*\d+(\s*-\s*\d+)?)*\s*,?\s*$")
+MAX_SEEDS_HERE = 1000  # more seeds: the whole way counts them
+
+
+def _few_seeds(text: str) -> int | None:
+    """How many seeds `text` names when it is plainly valid and few, else None."""
+    if not isinstance(text, str) or not SEEDS.match(text):
+        return None
+    count = 0
+    for part in (p for p in text.split(",") if p.strip()):
+        lo, _, hi = part.partition("-")
+        low, high = int(lo), int(hi) if hi.strip() else int(lo)
+        if high < low:
+            return None
+        count += high - low + 1
+    return count if 0 < count <= MAX_SEEDS_HERE else None
+
+
+def check_sweep(index: dict, args: Any, max_jobs: int) -> None:
+    """`testbed sweep`'s first error, when the index can tell it; else returns."""
+    names = [v.strip() for text in args.agent or [] for v in text.split(",") if v.strip()]
+    seeds = _few_seeds(args.seeds)
+    sets = _sets(args.set)
+    if not names or seeds is None or sets is None or args.option or "seed" in sets:
+        return
+    if not args.sweep or args.problem:
+        return  # problem ids are their families' to judge
+    if args.sweep not in index["sweeps"]:
+        raise Answer(
+            unknown_name("sweep", args.sweep, sorted(index["sweeps"]), index["max_listed"])
+            + import_hint("sweep", args.sweep)
+        )
+    size = len(names) * index["sweeps"][args.sweep] * seeds
+    if args.configs == "default" and (size > max_jobs or not size):
+        return  # the size is refused first (a whole sweep's configs: counted by the agents)
+    fields = {n: _agent(index, n)["fields"] for n in names}
+    unused = sorted(set(sets) - set().union(*fields.values()))
+    if unused and args.configs == "default":  # (a sweep of configs is sized first)
+        hint = _did_you_mean(unused[0], set().union(*fields.values()) - {"seed"})
+        raise Answer(
+            f"set {unused[0]}: no agent among {', '.join(names)} has this field{hint}; "
+            "allowed: "
+            + "; ".join(
+                f"{n}: {', '.join(sorted(set(fields[n]) - {'seed'})) or '(none)'}" for n in names
+            )
+        )
+
+
+def fast_answer(args: Any, *, max_jobs: int, show: Callable[..., None]) -> int | None:
+    """The command's answer from the index: `list` printed (by `show(kind, cols, rows,
+    as_json)`), 0; an error printed, 2; None when the index cannot answer (the command
+    then takes the whole way)."""
+    if getattr(args, "imports", None) or args.command not in ("list", "run", "sweep"):
+        return None
+    if args.command != "list" and os.environ.get("TESTBED_PROGRESS"):
+        return None  # checked (and refused if bad) before the command runs
+    index = load()
+    if index is None:
+        return None
+    try:
+        if args.command == "list":
+            cols, rows = index["list"][args.what]["json" if args.json else "table"]
+            show(args.what, cols, rows, args.json)
+            return 0
+        if args.command == "run":
+            check_run(index, args)
+        else:
+            check_sweep(index, args, max_jobs)
+    except Answer as e:
+        print(f"testbed: error: {e}", file=sys.stderr)
+        return 2
+    return None
