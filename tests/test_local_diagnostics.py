@@ -135,3 +135,144 @@ def test_registry_checks_what_a_diagnostic_needs_and_returns():
 
     with pytest.raises(InputError, match="non-finite"):
         run_local("returns_nan_for_test", _toy_data())
+
+
+@pytest.fixture(scope="module")
+def small_npe():
+    """A quickly trained NPE on two_moons (its flow's methods are what is tested)."""
+    import agents
+    import generative
+    from generative.sbi.problems import simulator_knowledge
+    from testbed.simulation import SimulationAccess
+
+    task = generative.sbi.get_task("two_moons")
+    access = SimulationAccess(task, 300, task.observation(1))
+    agent = agents.load("npe", max_num_epochs=3, num_transforms=2, hidden_features=16)
+    return task, agent(access, simulator_knowledge(task, 300))
+
+
+@pytest.mark.slow
+def test_npe_flow_draws_densities_and_inverse_agree(small_npe):
+    task, q = small_npe
+    from agents.sbi_torch import SbiFlow
+
+    assert isinstance(q, SbiFlow)
+    x = task.simulate(task.sample_prior(40, seed=0), seed=1)
+    draws = q.flow_draws(x, 50, seed=3)  # [50, 40, 2]
+    assert draws.shape == (50, 40, 2)
+    np.testing.assert_array_equal(draws, q.flow_draws(x, 50, seed=3))  # seeded
+    z = q.inverse_transform(draws.reshape(-1, 2), np.repeat(x[None], 50, 0).reshape(-1, 2))
+    # the base space is N(0, I): the flow's draws map onto standard normal draws
+    assert abs(z.mean()) < 0.15 and abs(z.std() - 1) < 0.1
+    # log q = log N(z) + log |det dz/dtheta|: the inverse embeds x as the density does
+    import torch
+
+    net = q._net()
+    with torch.no_grad():
+        ctx = net._embedding_net(torch.as_tensor(x, dtype=torch.float32))
+        z1, logdet = net._transform(torch.as_tensor(draws[0]), context=ctx)
+    lp = stats.norm.logpdf(np.asarray(z1)).sum(1) + np.asarray(logdet)
+    np.testing.assert_allclose(q.flow_log_prob(draws[0], x), lp, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(q.inverse_transform(draws[0], x), np.asarray(z1), atol=1e-5)
+    assert q.flow_log_prob(draws, x).shape == (50, 40)
+    # the posterior's own density at one x is the flow's renormalised to the prior's box
+    # (sbi's leakage correction): a constant shift inside the box, -inf outside
+    own = q.log_prob(draws[:, 0], x[0])
+    inside = np.all(np.abs(draws[:, 0]) < 1, axis=1)
+    assert np.all(np.isneginf(own[~inside])) and inside.sum() > 10
+    shift = own[inside] - q.flow_log_prob(draws[:, :1], x[:1])[inside, 0]
+    assert shift.std() < 1e-3 and shift.mean() >= -1e-4
+
+
+def _store_with(path, cells_and_pvalues):
+    """A results store holding hand-made cells: (cell, p_sbi per observation)."""
+    from experiments.reproduce_lc2st import Cell
+    from leaderboard.store import ResultsStore
+
+    with ResultsStore(path, "w") as store:
+        for fields, ps in cells_and_pvalues:
+            cell = Cell(*fields)
+            metrics = {}
+            for k, p in enumerate(ps, start=1):
+                metrics.update(
+                    {f"mse/T/{k}": 0.01 * k, f"mse/p_sbi/{k}": p, f"mse/p_exact/{k}": p + 0.01}
+                )
+            store.record({
+                "key": cell.key, "agent": cell.diagnostic, "config_key": cell.kind,
+                "config": {**cell.__dict__}, "problem_id": f"lc2st/{cell.task}", "seed": cell.run,
+                "status": "ok", "metrics": metrics, "wall_seconds": 1.0,
+            })  # fmt: skip
+
+
+def test_report_rates_from_a_small_store(tmp_path):
+    from experiments import reproduce_lc2st as rl
+
+    db = tmp_path / "r.db"
+    _store_with(db, [
+        (("level", "two_moons", 0, 10_000, 1, "lc2st"), [0.0, 0.5, 0.05, 0.9]),
+        (("level", "two_moons", 0, 10_000, 2, "lc2st"), [0.04, 0.5, 0.5, 0.9]),
+        (("power", "slcp", 1_000, 10_000, 1, "lhpd"), [0.0, 0.0, 0.0, 0.2]),
+    ])  # fmt: skip
+    table = rl.summary(rl.long_frame(str(db)))
+    level = table[table["kind"] == "level"].iloc[0]
+    # p_sbi <= 0.05 at 0.0, 0.05 (run 1) and 0.04 (run 2): 3 of 8; exact (p + 0.01): 2 of 8
+    assert (level.runs, level.tests) == (2, 8)
+    assert level.rate == pytest.approx(3 / 8) and level.rate_exact == pytest.approx(2 / 8)
+    assert level.rate_low < 3 / 8 < level.rate_high
+    power = table[table["kind"] == "power"].iloc[0]
+    assert power.rate == pytest.approx(3 / 4)
+    text = rl.markdown(table)
+    assert "Local type-I error" in text and "0.38 [" in text
+    assert "| slcp | 1,000 | local-HPD (MSE) | 1 | 4 |" in text
+    out = tmp_path / "out"
+    assert rl.main(["--report", "--results", str(db), "--out", str(out)]) == 0
+    assert (out / "tables.md").read_text().strip() == text.strip()
+    assert (out / "lc2st.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["--parts", "figure9"], "--parts"),
+        (["--runs", "0"], "--runs"),
+        (["--diagnostics", "lc2st,nosuch"], "--diagnostics"),
+        (["--tasks", "two_moon"], "--tasks"),
+        (["--n-cals", "123"], "--n-cals"),
+        (["--import", "nosuch.py"], "--import"),
+    ],
+)
+def test_bad_input_is_one_line_and_status_2(argv, field, tmp_path, capsys):
+    from experiments import reproduce_lc2st as rl
+
+    code = rl.main([*argv, "--results", str(tmp_path / "r.db"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and field in err
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_your_own_diagnostic_runs_beside_and_a_failing_one_is_stored(tmp_path):
+    """The plugin example runs through the experiment's level part on gaussian_linear; a
+    diagnostic that raises is stored as failed with its reason, the others still run."""
+    from experiments import reproduce_lc2st as rl
+    from leaderboard.store import ResultsStore
+    from testbed.metrics.local import register_local
+
+    @register_local("raises_for_test", "raises")
+    def raises(data):
+        raise ValueError("this diagnostic always fails")
+
+    settings = rl.Settings(budgets=(100,), n_cals=(100,), n_eval=200, num_trials_null=9)
+    rl.import_file(
+        str(__import__("pathlib").Path(__file__).parents[1] / "examples/my_local_diagnostic.py")
+    )
+    cells = rl.plan(["level"], [1], ["nn_sign", "raises_for_test"], ["gaussian_linear"], settings)
+    assert [c.diagnostic for c in cells] == ["nn_sign", "raises_for_test"]
+    db = str(tmp_path / "r.db")
+    assert rl.run(cells, db, settings) == 1
+    with ResultsStore(db, "r") as store:
+        rows = {r["agent"]: r for r in store.rows()}
+        failures = store.failures()
+    assert rows["nn_sign"]["status"] == "ok"
+    assert len([k for k in rows["nn_sign"]["metrics"] if k.startswith("mse/p_exact/")]) == 10
+    assert "always fails" in next(iter(failures.values()))
+    assert rl.run(cells, db, settings) == 1  # resumes: the ok row is kept, the failed rerun
