@@ -1,4 +1,4 @@
-"""Fast answers (issue 47): a mistyped name, `testbed list` and `--help` without JAX, torch
+"""Fast answers: a mistyped name, `testbed list` and `--help` without JAX, torch
 or sbi; did-you-mean for settings; a hint to `--import` the file that registers a name;
 `--seeds` on an agent that takes no seed."""
 
