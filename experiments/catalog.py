@@ -6,10 +6,11 @@ The index is built from the registries themselves, right after a command has imp
 whole stack (before any `--import`), and kept in a cache file whose name is a key of what
 could change them: the path, size and modification time of every file of the packages
 `agents`, `generative`, `testbed`, `leaderboard` and `experiments`, the Python that runs,
-and the `TESTBED_*` settings. A key without its file (a first run, an edit, an upgrade)
-means no index: the command imports everything, as it always did, and writes one. A
-command with `--import`, or with agent plugins installed (entry points `testbed.agents`),
-always takes the whole way. The cache folder is `TESTBED_CATALOG` (`off`: none), else
+the `TESTBED_*` settings and the site-packages folders (a package installed or removed
+changes them). A key without its file (a first run, an edit, an upgrade) means no index:
+the command imports everything, as it always did, and writes one. A command with
+`--import`, or with agent plugins installed (entry points `testbed.agents`), always takes
+the whole way. The cache folder is `TESTBED_CATALOG` (`off`: none), else
 `$XDG_CACHE_HOME/testbed/catalog`, else `~/.cache/testbed/catalog`.
 
 An answer given here is the one the whole way gives (`tests/test_fast_answers.py` compares
@@ -62,6 +63,12 @@ def key() -> str:
     for name, value in sorted(os.environ.items()):
         if name.startswith("TESTBED_") and name != CATALOG_ENV:
             h.update(f"{name}={value}\0".encode())
+    for entry in sys.path:  # a package installed or removed (an optional agent's library)
+        if os.path.basename(entry) in ("site-packages", "dist-packages"):
+            try:
+                h.update(f"{entry}\0{os.stat(entry).st_mtime_ns}\0".encode())
+            except OSError:
+                h.update(f"{entry}\0-\0".encode())
     for folder in _package_dirs():
         h.update(f"{folder}\0".encode())
         for root, dirs, files in os.walk(folder):
@@ -366,4 +373,6 @@ def fast_answer(args: Any, *, max_jobs: int, show: Callable[..., None]) -> int |
     except Answer as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return 2
+    except (KeyError, TypeError, ValueError):  # an index of another layout: not used
+        return None
     return None

@@ -156,6 +156,9 @@ def test_no_index_for_another_state_of_the_source(tmp_path, monkeypatch):
     monkeypatch.setattr(catalog, "_package_dirs", lambda: [package])
     catalog.write({"format": catalog.FORMAT})
     assert catalog.load() == {"format": catalog.FORMAT}
+    # an index without what a command needs (another layout) answers nothing
+    argv = ["run", "--agent", "nosuch", "--problem", "coin/0"]
+    assert catalog.fast_answer(_args(argv), max_jobs=MAX_JOBS, show=show_list) is None
     (package / "new_agent.py").write_text("x = 1\n")  # an edit: another key, no index
     assert catalog.load() is None
     catalog.write({"format": catalog.FORMAT})
