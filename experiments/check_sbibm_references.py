@@ -17,7 +17,6 @@ import json
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -58,6 +57,13 @@ def main() -> None:
     parser.add_argument("--num-samples", type=int, default=NUM_SAMPLES)
     parser.add_argument("--out", default="sbibm_reference_c2st.json", help="JSON of every value")
     args = parser.parse_args()
+    from leaderboard.outputs import check_output_path, write_atomically
+    from testbed.errors import InputError
+
+    try:
+        check_output_path("--out", args.out)  # before the hours of checks
+    except InputError as e:
+        sys.exit(f"check_sbibm_references: error: {e}")
     values = {}
     with tempfile.TemporaryDirectory() as folder:
         wheel = Wheel(args.wheel or download_wheel(folder))
@@ -66,7 +72,8 @@ def main() -> None:
             values[task] = check_task(wheel, task, num_samples=args.num_samples)
             shown = ", ".join(f"{v:.3f}" for v in values[task].values())
             print(f"{task}: {shown} ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
-            Path(args.out).write_text(json.dumps(values, indent=1) + "\n")
+            text = json.dumps(values, indent=1) + "\n"
+            write_atomically("--out", args.out, lambda tmp, text=text: tmp.write_text(text))
     print(table(values))
     everything = [v for per in values.values() for v in per.values()]
     print(

@@ -196,6 +196,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", help="CSV file for the per-job rows")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
+    if args.out:  # before any job runs
+        from leaderboard.outputs import check_output_path
+
+        check_output_path("--out", args.out)
 
     configs = agent_configs(
         args.agent,
@@ -214,7 +218,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.out:
         import pandas as pd
 
-        pd.DataFrame(rows).to_csv(args.out, index=False)
+        from leaderboard.outputs import write_atomically
+
+        frame = pd.DataFrame(rows)
+        write_atomically("--out", args.out, lambda tmp: frame.to_csv(tmp, index=False))
     if not args.quiet:
         for group, entry in result.items():
             if group == "configs":
@@ -235,4 +242,5 @@ if __name__ == "__main__":
     try:
         main()
     except InputError as e:
-        sys.exit(f"real_vs_synthetic: error: {e}")
+        print(f"real_vs_synthetic: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -314,8 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = Path(args.out)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
-        for name in OUTPUTS:
-            check_output_path("--out", out / name, [args.results])
+        for name in OUTPUTS:  # before any job runs
+            check_output_path("--out", out / name, [args.results], make_folder=True)
         executor = LocalExecutor(workers=args.workers)
         if args.select is not None:
             overrides = select_configs(args.results, executor, names, args.select, ids)
@@ -357,7 +357,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = markdown(table)
     csv = io.StringIO()
     table.to_csv(csv, index=False, float_format="%.4f")
-    write_atomically("--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"))
+    write_atomically(
+        "--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"), make_folder=True
+    )
     write_atomically("--out", out / OUTPUTS[1], lambda tmp: tmp.write_text(csv.getvalue()))
     write_atomically("--out", out / OUTPUTS[2], lambda tmp: figure(table, tmp, groups))
     print(text)

@@ -268,6 +268,7 @@ def _paper_agents(text: str, run: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.cli import OneLineParser, run_jobs, setup_logging
+    from leaderboard import literature
     from leaderboard.executors import LocalExecutor
     from leaderboard.outputs import check_output_path, write_atomically
     from leaderboard.worker import enable_compilation_cache
@@ -318,8 +319,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = Path(args.out)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
+        # outputs never land on an input: checked before any job runs
+        published = list(literature.SOURCES.values())  # the paper's runs, read for the table
         for name in OUTPUTS:  # never the results store (or any SQLite file), never a folder
-            check_output_path("--out", out / name, [args.results])
+            check_output_path("--out", out / name, [args.results], published, make_folder=True)
+        if args.ship:
+            outputs = [out / name for name in OUTPUTS]
+            check_output_path("--ship", args.ship, [args.results], [*published, *outputs])
         jobs = jobs_for(tasks, budgets, agent_names, observations, agent_overrides(args.set))
         executor = LocalExecutor(workers=args.workers)  # refused before the store is made
         if args.report:
@@ -331,14 +337,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             from leaderboard import shipped
 
             rows = shipped.from_results(args.results, keys)
-            shipped.write(rows, args.ship)
+            write_atomically("--ship", args.ship, lambda tmp: shipped.write(rows, tmp),
+                             keep_suffix=True)  # fmt: skip
             print(f"{len(rows)} runs shipped -> {args.ship}", file=sys.stderr)
     except InputError as e:
         print(f"reproduce_sbibm: error: {e}", file=sys.stderr)
         return 2
     text = markdown(table)
     paper = paper_only(table, paper_agents, observations)
-    write_atomically("--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"))
+    write_atomically(
+        "--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"), make_folder=True
+    )
     write_atomically("--out", out / OUTPUTS[1], lambda tmp: figure(table, tmp, paper))
     print(text)
     print(f"\ntable and figure: {out.resolve()}", file=sys.stderr)

@@ -126,7 +126,9 @@ def _run(args) -> int:
 
 def _write(args) -> int:
     from leaderboard import shipped
+    from leaderboard.outputs import check_output_path, write_atomically
 
+    check_output_path("--out", args.out, args.results)  # never a store (--out is read too)
     jobs = expected_jobs()
     keys = {j.key for j in jobs}
     missing = [r for r in args.results if not Path(r).exists()]
@@ -148,8 +150,9 @@ def _write(args) -> int:
     if len(kept):
         print(f"{len(kept)} runs kept from {args.out} (no store given holds them)")
         rows = pd.concat([rows, kept], ignore_index=True)
-    shipped.write(rows, args.out, shipped.provenance("Our runs of the Neural Testbed's "
-                                                     "reference agents on its sweeps"))  # fmt: skip
+    notes = shipped.provenance("Our runs of the Neural Testbed's reference agents on its sweeps")
+    write_atomically("--out", args.out, lambda tmp: shipped.write(rows, tmp, notes),
+                     keep_suffix=True)  # fmt: skip
     print(coverage(rows, jobs).to_string(index=False))
     print(f"{len(rows)} rows -> {args.out}")
     return 0

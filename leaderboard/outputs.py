@@ -1,8 +1,10 @@
-"""Writing outputs (reports, exports) without ever destroying a results store.
+"""Writing outputs (reports, exports, shipped runs, tables) without ever destroying an input.
 
 An output path that is the results store, any existing SQLite file, or one of their
 `-wal` / `-shm` / `-journal` side files is refused before anything is read or written,
-whether named directly or through a symbolic link; so is a read-only file. Outputs are
+whether named directly or through a symbolic link or a hard link; so is a file the run
+reads (`inputs`), a read-only file, a folder, and a path whose folder is missing or
+cannot be written. A command checks its outputs before it runs any job. Outputs are
 written to a temporary file in the target's folder and renamed into place, so a crash
 while writing leaves the older file, never half of a new one.
 """
@@ -133,13 +135,21 @@ def check_path_name(field: str, path: str | os.PathLike) -> None:
 
 
 def check_output_path(
-    field: str, out: str | os.PathLike, stores: Iterable[str | os.PathLike] = ()
+    field: str,
+    out: str | os.PathLike,
+    stores: Iterable[str | os.PathLike] = (),
+    inputs: Iterable[str | os.PathLike] = (),
+    *,
+    make_folder: bool = False,
 ) -> Path:
     """`out` as a Path, or an InputError when it cannot or must not be written.
 
     Refused: one of `stores` (the results files in use) or a side file of one; any
-    existing SQLite file or a side file of one (through links too); a read-only file; a
-    folder; a path whose folder is a file; a name longer than the file system allows.
+    existing SQLite file or a side file of one (through links too); one of `inputs` (the
+    other files the run reads; the same file through a link or a hard link too); a
+    read-only file; a folder; a path whose folder is a file, is missing (with
+    `make_folder`, only the folder itself may be missing: it is made when written) or
+    cannot be written; a name longer than the file system allows.
     """
     if not str(out).strip():
         raise InputError(f"{field}: got {str(out)!r}; allowed: a file path such as report.html")
@@ -170,26 +180,57 @@ def check_output_path(
             f"{field}: got {str(out)!r}, whose folder {str(folder)!r} is a file; allowed: a "
             "path in a folder"
         )
+    for given in inputs:
+        if _same_file(resolved, Path(given)):
+            raise InputError(
+                f"{field}: got {str(out)!r}, which is {str(given)!r}, a file this run reads; "
+                "allowed: a path of its own"
+            )
     if resolved.exists() and not _writable(resolved):
         raise InputError(
             f"{field}: got {str(out)!r}, which is read-only; allowed: a writable file (or a "
             "new one)"
         )
+    folder = resolved.parent
+    if not folder.exists():
+        if not (make_folder and folder.parent.is_dir()):
+            raise InputError(
+                f"{field}: got {str(out)!r}, whose folder {str(folder)!r} does not exist; "
+                "allowed: a path in an existing folder (make it first)"
+            )
+        folder = folder.parent  # where the folder is made
+    if not _writable(folder):
+        raise InputError(
+            f"{field}: got {str(out)!r}, whose folder {str(folder)!r} cannot be written; "
+            "allowed: a path in a writable folder"
+        )
     return path
 
 
-def write_atomically(field: str, out: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+def write_atomically(
+    field: str,
+    out: str | os.PathLike,
+    write: Callable[[Path], None],
+    *,
+    make_folder: bool = False,
+    keep_suffix: bool = False,
+) -> Path:
     """Calls `write(tmp)` on a temporary file beside `out`, then renames it onto `out`.
 
     A crash or an error in `write` leaves `out` as it was. The new file gets the mode
-    of the file it replaces (or the default mode for new files under the umask).
+    of the file it replaces (or the default mode for new files under the umask). With
+    `keep_suffix`, the temporary file ends as `out` ends (`.tmp.csv.gz`), for a writer that
+    goes by the suffix. `make_folder`: the folder of `out` is made if missing
+    (its own folder must exist); else a missing folder is an error, never made silently.
     """
     path = Path(out)
     target = path.resolve() if path.is_symlink() else path  # replace the link's target
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if make_folder:
+            target.parent.mkdir(exist_ok=True)
         prefix = f".{target.name[:100]}."  # a long name leaves room for the suffixes
-        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=".tmp")
+        ending = "".join(target.suffixes)[-20:] if keep_suffix and len(target.name) < 200 else ""
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=".tmp" + ending)
     except OSError as e:
         if e.errno in ENVIRONMENT_ERRNOS:
             raise environment_fault(field, out, e) from None
