@@ -387,8 +387,14 @@ def wilson(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
     return float(centre - half), float(centre + half)
 
 
-def long_frame(results: str):
-    """One row per (stored cell, statistic, observation): T and both p-values."""
+CELL_FIELDS = ["kind", "task", "budget", "n_cal", "run", "diagnostic"]
+LONG_KEYS = [*CELL_FIELDS, "statistic", "obs"]
+SHIPPED = Path(__file__).resolve().parents[1] / "leaderboard" / "data" / "lc2st_ours.csv.gz"
+
+
+def stored_frame(results: str):
+    """One row per (stored cell, statistic, observation) of a results store: T and both
+    p-values (an empty frame when the store holds no finished L-C2ST cell)."""
     import json
 
     import pandas as pd
@@ -400,25 +406,52 @@ def long_frame(results: str):
     out = []
     for r in rows:
         cfg = json.loads(r["config"])
+        cell = {f: cfg[f] for f in CELL_FIELDS}
         for name, value in r["metrics"].items():
             stat, field, k = name.split("/")
-            out.append(
-                {
-                    **{f: cfg[f] for f in ("kind", "task", "budget", "n_cal", "run", "diagnostic")},
-                    "statistic": stat,
-                    "obs": int(k),
-                    "field": field,
-                    "value": value,
-                }
-            )
+            out.append({**cell, "statistic": stat, "obs": int(k), "field": field, "value": value})
     if not out:
-        raise InputError(
-            f"--results: {results!r} holds no finished L-C2ST cell; allowed: a "
-            "store this experiment wrote"
-        )
+        return pd.DataFrame(columns=[*LONG_KEYS, "T", "p_sbi", "p_exact"])
     df = pd.DataFrame(out)
-    keys = ["kind", "task", "budget", "n_cal", "run", "diagnostic", "statistic", "obs"]
-    return df.pivot_table(index=keys, columns="field", values="value").reset_index()
+    return df.pivot_table(index=LONG_KEYS, columns="field", values="value").reset_index()
+
+
+def long_frame(results: str, shipped: bool = True):
+    """The stored runs of `results` (if the file exists) and, with `shipped`, our shipped
+    runs of the cells it does not hold (a cell run here replaces the shipped one)."""
+    import pandas as pd
+
+    parts = []
+    if Path(results).exists():
+        parts.append(stored_frame(results))
+    if shipped and SHIPPED.exists():
+        ours = pd.read_csv(SHIPPED)
+        if parts and len(parts[0]):
+            held = parts[0][CELL_FIELDS].drop_duplicates()
+            ours = ours.merge(held, on=CELL_FIELDS, how="left", indicator=True)
+            ours = ours[ours["_merge"] == "left_only"].drop(columns="_merge")
+        parts.append(ours)
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if not len(frame):
+        raise InputError(
+            f"--results: {results!r} holds no finished L-C2ST cell"
+            + ("" if shipped else " (and --no-shipped leaves out ours)")
+            + "; allowed: a store this experiment wrote"
+        )
+    return frame
+
+
+def ship(results: str, path: Path) -> int:
+    """Writes the finished runs of `results` as our shipped runs (CSV, gzip); returns rows."""
+    from leaderboard.outputs import write_atomically
+
+    frame = stored_frame(results).sort_values(LONG_KEYS)
+    write_atomically(
+        "--ship",
+        path,
+        lambda tmp: frame.to_csv(tmp, index=False, float_format="%.6g", compression="gzip"),
+    )
+    return len(frame)
 
 
 def summary(long, alpha: float = ALPHA):
@@ -641,6 +674,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n-cals", default=",".join(map(str, N_CALS)))
     parser.add_argument("--n-eval", type=int, default=N_EVAL)
     parser.add_argument("--null-trials", type=int, default=100)
+    parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
+    parser.add_argument(
+        "--ship",
+        default=None,
+        metavar="CSV.GZ",
+        help=f"also write the store's finished runs as our shipped runs ({SHIPPED.name})",
+    )
     parser.add_argument(
         "--report",
         action="store_true",
@@ -672,6 +712,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = Path(args.out)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
+        if args.ship:
+            check_output_path("--ship", Path(args.ship), [args.results])
         out.mkdir(parents=True, exist_ok=True)
         for name in OUTPUTS:
             check_output_path("--out", out / name, [args.results])
@@ -679,7 +721,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.report:
             cells = plan(parts, range(1, args.runs + 1), diagnostics, tasks, settings)
             failed = run(cells, args.results, settings)
-        table = summary(long_frame(args.results))
+        if args.ship:
+            print(
+                f"{ship(args.results, Path(args.ship))} rows shipped -> {args.ship}",
+                file=sys.stderr,
+            )
+        table = summary(long_frame(args.results, shipped=not args.no_shipped))
     except InputError as e:
         print(f"reproduce_lc2st: error: {e}", file=sys.stderr)
         return 2

@@ -213,7 +213,7 @@ def test_report_rates_from_a_small_store(tmp_path):
         (("level", "two_moons", 0, 10_000, 2, "lc2st"), [0.04, 0.5, 0.5, 0.9]),
         (("power", "slcp", 1_000, 10_000, 1, "lhpd"), [0.0, 0.0, 0.0, 0.2]),
     ])  # fmt: skip
-    table = rl.summary(rl.long_frame(str(db)))
+    table = rl.summary(rl.long_frame(str(db), shipped=False))
     level = table[table["kind"] == "level"].iloc[0]
     # p_sbi <= 0.05 at 0.0, 0.05 (run 1) and 0.04 (run 2): 3 of 8; exact (p + 0.01): 2 of 8
     assert (level.runs, level.tests) == (2, 8)
@@ -225,7 +225,7 @@ def test_report_rates_from_a_small_store(tmp_path):
     assert "Local type-I error" in text and "0.38 [" in text
     assert "| slcp | 1,000 | local-HPD (MSE) | 1 | 4 |" in text
     out = tmp_path / "out"
-    assert rl.main(["--report", "--results", str(db), "--out", str(out)]) == 0
+    assert rl.main(["--report", "--no-shipped", "--results", str(db), "--out", str(out)]) == 0
     assert (out / "tables.md").read_text().strip() == text.strip()
     assert (out / "lc2st.png").stat().st_size > 10_000
 
@@ -276,3 +276,23 @@ def test_your_own_diagnostic_runs_beside_and_a_failing_one_is_stored(tmp_path):
     assert len([k for k in rows["nn_sign"]["metrics"] if k.startswith("mse/p_exact/")]) == 10
     assert "always fails" in next(iter(failures.values()))
     assert rl.run(cells, db, settings) == 1  # resumes: the ok row is kept, the failed rerun
+
+
+def test_shipped_runs_fill_the_cells_a_store_lacks(tmp_path, monkeypatch):
+    from experiments import reproduce_lc2st as rl
+
+    ours, mine = tmp_path / "ours.db", tmp_path / "mine.db"
+    _store_with(ours, [
+        (("level", "two_moons", 0, 10_000, 1, "lc2st"), [0.0, 0.0]),
+        (("level", "two_moons", 0, 10_000, 1, "lhpd"), [0.0, 0.0]),
+    ])  # fmt: skip
+    monkeypatch.setattr(rl, "SHIPPED", tmp_path / "shipped.csv.gz")
+    assert rl.ship(str(ours), rl.SHIPPED) == 4
+    _store_with(mine, [(("level", "two_moons", 0, 10_000, 1, "lc2st"), [0.9, 0.9])])
+    table = rl.summary(rl.long_frame(str(mine))).set_index("diagnostic")
+    assert table.loc["lc2st", "rate"] == 0.0  # mine (0.9: none rejected) replaced ours
+    assert table.loc["lhpd", "rate"] == 1.0  # ours, which mine lacks
+    only = rl.summary(rl.long_frame(str(tmp_path / "none.db"))).set_index("diagnostic")
+    assert only.loc["lc2st", "rate"] == 1.0 and not (tmp_path / "none.db").exists()
+    with pytest.raises(InputError, match="no finished"):
+        rl.long_frame(str(tmp_path / "none.db"), shipped=False)
