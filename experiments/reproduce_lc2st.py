@@ -63,6 +63,9 @@ PARTS = ("level", "figure2", "appendix")
 KINDS = ("power", "null", "level")
 OUTPUTS = ("tables.md", "lc2st.png")
 REFERENCE = 0  # the budget column of `level` rows: q is the reference posterior
+# tasks whose reference posterior is an affine map of N(0, I) (Gaussian, one covariance for
+# every x): its inverse is exact, so L-C2ST-NF's level is measured there too
+EXACT_FLOW_TASKS = ("gaussian_linear",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +119,7 @@ def plan(
                     cells += [
                         Cell("level", task, REFERENCE, settings.max_n_cal, run, d)
                         for d in diagnostics
-                        if d != "lc2st_nf"
+                        if d != "lc2st_nf" or task in EXACT_FLOW_TASKS
                     ]
                 continue
             for task in filter(keep, FIGURE2_TASKS if part == "figure2" else APPENDIX_TASKS):
@@ -228,6 +231,13 @@ class ReferenceAsEstimator:
         rows = [self.task.reference_posterior(x, num, seed + i) for i, x in enumerate(xs)]
         return np.stack(rows, axis=1).astype(np.float32)  # [num, n, d]
 
+    def inverse_transform(self, theta, xs) -> np.ndarray:
+        """z = L^-1 (theta - mean(x)) for a Gaussian posterior N(mean(x), L L^T)."""
+        means = np.stack([self.task.posterior_mean_cov(x)[0] for x in xs])
+        chol = np.linalg.cholesky(self.task.posterior_mean_cov(xs[0])[1])
+        centred = np.asarray(theta, np.float64) - means
+        return np.linalg.solve(chol, centred.T).T.astype(np.float32)
+
     def log_prob_pairs(self, theta, xs) -> np.ndarray:
         th = np.asarray(theta, np.float64)
         lead = th.shape[:-1]
@@ -262,6 +272,7 @@ def level_data(cell: Cell, est: Estimators, settings: Settings):
         num_trials_null=settings.num_trials_null,
         log_prob_pairs=q.log_prob_pairs,
         draws_at=q.draws_at,
+        inverse_transform=q.inverse_transform if cell.task in EXACT_FLOW_TASKS else None,
         reference_at=lambda k, num, s: task.reference_posterior(obs[k], num, s + 999),
         cache=est.cache,
         calibration_id=f"{cell.task}/{cell.run}/{cell.n_cal}",

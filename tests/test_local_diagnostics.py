@@ -296,3 +296,19 @@ def test_shipped_runs_fill_the_cells_a_store_lacks(tmp_path, monkeypatch):
     assert only.loc["lc2st", "rate"] == 1.0 and not (tmp_path / "none.db").exists()
     with pytest.raises(InputError, match="no finished"):
         rl.long_frame(str(tmp_path / "none.db"), shipped=False)
+
+
+def test_the_exact_gaussian_posterior_inverse_maps_true_parameters_to_base_draws():
+    """q = p on gaussian_linear: z of the true theta given x is N(0, I), independent of x
+    (what L-C2ST-NF's level run relies on); other tasks get no inverse, so no NF cells."""
+    import generative
+    from experiments import reproduce_lc2st as rl
+
+    task = generative.sbi.get_task("gaussian_linear")
+    theta = task.sample_prior(4000, seed=0)
+    x = task.simulate(theta, seed=1)
+    z = rl.ReferenceAsEstimator(task).inverse_transform(theta, x)
+    assert np.all(np.abs(z.mean(0)) < 0.06) and np.all(np.abs(z.std(0) - 1) < 0.05)
+    assert np.max(np.abs(np.corrcoef(z.T, x.T)[:10, 10:])) < 0.06
+    cells = rl.plan(["level"], [1], ["lc2st", "lc2st_nf"], None)
+    assert {c.task for c in cells if c.diagnostic == "lc2st_nf"} == {"gaussian_linear"}
