@@ -1,6 +1,7 @@
 """The command line's index of the registries: `testbed list ...` and the errors of a
-mistyped agent, setting, problem family or sweep, answered without importing JAX, torch or
-sbi (a tenth of a second instead of seconds).
+mistyped agent, setting, problem family or sweep, or of a setting's value of the wrong
+type, answered without importing JAX, torch or sbi (a tenth of a second instead of
+seconds).
 
 The index is built from the registries themselves, right after a command has imported the
 whole stack (before any `--import`), and kept in a cache file whose name is a key of what
@@ -14,8 +15,8 @@ the whole way. The cache folder is `TESTBED_CATALOG` (`off`: none), else
 `$XDG_CACHE_HOME/testbed/catalog`, else `~/.cache/testbed/catalog`.
 
 An answer given here is the one the whole way gives (`tests/test_fast_answers.py` compares
-them); an input this index cannot judge alone (a setting's value, a problem id of a known
-family) takes the whole way.
+them); an input this index cannot judge alone (a value out of its range, a problem id of a
+known family, a seed) takes the whole way.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import difflib
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import re
 import sys
@@ -34,7 +36,7 @@ from typing import Any
 
 CATALOG_ENV = "TESTBED_CATALOG"
 PACKAGES = ("agents", "generative", "testbed", "leaderboard", "experiments")
-FORMAT = 1  # bumped when the index's layout changes
+FORMAT = 2  # bumped when the index's layout changes
 KEEP = 8  # index files kept in the folder (the newest)
 LIST_KINDS = ("agents", "problems", "sweeps", "metrics")
 PLUGIN_GROUP = "testbed.agents"
@@ -131,7 +133,10 @@ def build(list_rows: Callable[[str, bool], tuple[list[str], list[list[Any]]]]) -
         "format": FORMAT,
         "max_listed": MAX_LISTED,
         "agents": {
-            n: {"fields": sorted(f.name for f in dataclasses.fields(e.config_cls))}
+            n: {
+                "fields": sorted(f.name for f in dataclasses.fields(e.config_cls)),
+                "settings": _settings(e.config_cls),
+            }
             for n, e in entries.items()
         },
         "families": list(generative.FAMILIES.names()),
@@ -140,6 +145,25 @@ def build(list_rows: Callable[[str, bool], tuple[list[str], list[list[Any]]]]) -
             kind: {mode: list_rows(kind, mode == "json") for mode in ("json", "table")}
             for kind in LIST_KINDS
         },
+    }
+
+
+PLAIN = {int: "int", float: "float", bool: "bool", str: "str"}
+
+
+def _settings(config_cls: type) -> dict[str, dict[str, Any]]:
+    """Each setting `--set` takes (`testbed.config.field_types`) with what the index needs
+    to refuse a value of the wrong type: its plain type (int, float, bool, str; None for
+    others, whose values the config judges), what `_coerce` says it allows and what inf
+    means for it (`testbed.config.INF`; None: inf is refused)."""
+    import dataclasses
+
+    from testbed.config import INF, _describe, field_types
+
+    inf = {f.name: f.metadata.get(INF) for f in dataclasses.fields(config_cls)}
+    return {
+        name: {"type": PLAIN.get(tp), "allowed": _describe(tp), "inf": inf.get(name)}
+        for name, tp in field_types(config_cls).items()
     }
 
 
@@ -286,20 +310,46 @@ def check_run(index: dict, args: Any) -> None:
     sets = _sets(args.set)
     if sets is None:
         return
-    fields = _agent(index, args.agent)["fields"]
+    settings = _agent(index, args.agent)["settings"]
     if args.seed is not None or "seed" in sets:
         return  # a seed is checked against the agent's code
-    if sets:
-        first = next(iter(sets))
-        if first in fields:
-            return  # its value is the config's to check
-        raise Answer(
-            f"agent {args.agent}: unknown setting {first!r}{_did_you_mean(first, fields)}; "
-            f"allowed: {', '.join(sorted(fields))}"
-        )
-    if args.option:
-        return
+    for name, value in sets.items():  # as testbed.config.coerce_fields, in order
+        if name not in settings:
+            raise Answer(
+                f"agent {args.agent}: unknown setting {name!r}{_did_you_mean(name, settings)}; "
+                f"allowed: {', '.join(sorted(settings))}"
+            )
+        refused = _refused(settings[name], value)
+        if refused is None:
+            return  # a value the index cannot judge: the config's
+        if refused:
+            raise Answer(f"agent {args.agent}: {name}: got {value!r}; allowed: {refused}")
+    if sets or args.option:
+        return  # the config's own checks (ranges, choices), then the options'
     _family(index, args.problem)
+
+
+def _refused(setting: dict[str, Any], text: str) -> str | None:
+    """What a setting allows when the command-line `text` is not a value of its plain type
+    (as testbed.config's `_coerce` and its finiteness check), '' when it is one, None when
+    the index cannot tell (a type that is not int, float, bool or str)."""
+    kind, allowed = setting["type"], setting["allowed"]
+    if kind == "str":
+        return ""
+    if kind == "bool":
+        return "" if text.lower() in ("true", "false", "1", "0", "yes", "no") else allowed
+    if kind not in ("int", "float"):
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return allowed
+    if kind == "int":
+        return "" if number.is_integer() else allowed
+    if math.isnan(number) or (math.isinf(number) and setting["inf"] is None):
+        also = f", or inf: {setting['inf']}" if setting["inf"] is not None else ""
+        return allowed.replace("number", "finite number") + also
+    return ""
 
 
 SEEDS = re.compile(r"^\s*\d+(\s*-\s*\d+)?(\s*,\s*\d+(\s*-\s*\d+)?)*\s*,?\s*$")

@@ -103,6 +103,12 @@ ANSWERED = [
     ["run", "--agent", "nosuch", "--problem", "coin/0"],
     ["run", "--agent", "MLP", "--problem", "coin/0"],
     ["run", "--agent", "mlp", "--problem", "coin/0", "--set", "learning_rat=0.1"],
+    ["run", "--agent", "mlp", "--problem", "coin/0", "--set", "learning_rate=abc"],
+    ["run", "--agent", "mlp", "--problem", "coin/0", "--set", "learning_rate=nan"],
+    ["run", "--agent", "mlp", "--problem", "coin/0", "--set", "l2_weight_decay=-inf"],
+    ["run", "--agent", "mlp", "--problem", "coin/0", "--set", "num_batches=1.5"],
+    ["run", "--agent", "mlp", "--problem", "coin/0", "--set", "batch_strategy=maybe"],
+    ["run", "--agent", "mlp", "--problem", "coin/0", "--set", "num_batches=9", "--set", "lr=1"],
     ["run", "--agent", "mlp", "--problem", "coin0"],
     ["run", "--agent", "mlp", "--problem", "clasification_2d/0"],
     ["sweep", "--agent", "mlp", "--sweep", "nosuch"],
@@ -132,7 +138,9 @@ def test_the_index_answers_as_the_whole_way(argv, index, capsys, monkeypatch):
 
 
 LEFT_TO_THE_WHOLE_WAY = [
-    ["run", "--agent", "mlp", "--problem", "coin/0", "--set", "learning_rate=x"],  # a value
+    ["run", "--agent", "mlp", "--problem", "coin/0", "--set", "learning_rate=-1"],  # a range
+    ["run", "--agent", "mlp", "--problem", "coin/0", "--set", "hidden_sizes=a,b"],  # a tuple
+    ["run", "--agent", "mlp", "--problem", "coin/0", "--set", "num_batches=1e3"],  # fine
     ["run", "--agent", "uniform", "--problem", "coin/99"],  # an id of a known family
     ["run", "--agent", "uniform", "--problem", "coin/0", "--seed", "3"],
     ["run", "--agent", "uniform", "--problem", "nosuch/0", "--option", "a=1"],
@@ -147,6 +155,37 @@ LEFT_TO_THE_WHOLE_WAY = [
 def test_what_the_index_cannot_judge_takes_the_whole_way(argv, index, capsys):
     assert catalog.fast_answer(_args(argv), max_jobs=MAX_JOBS, show=show_list) is None
     assert capsys.readouterr() == ("", "")
+
+
+def test_inf_where_a_setting_says_what_it_means(tmp_path, monkeypatch, capsys, scoped_registries):
+    import dataclasses
+
+    import agents
+    from testbed.config import INF
+
+    @dataclasses.dataclass(frozen=True)
+    class Patience:
+        patience: float = dataclasses.field(default=10.0, metadata={INF: "never stop"})
+
+    agents.register("patient", Patience)(lambda config: None)
+    monkeypatch.setenv(catalog.CATALOG_ENV, str(tmp_path / "index"))
+    monkeypatch.chdir(tmp_path)
+    catalog.write(catalog.build(list_rows))
+    argv = ["run", "--agent", "patient", "--problem", "nosuch/0", "--set"]
+    said = {}
+    for value in ("inf", "nan", "x"):
+        args = _args([*argv, f"patience={value}"])
+        status = catalog.fast_answer(args, max_jobs=MAX_JOBS, show=show_list)
+        said[value] = capsys.readouterr().err
+        if value == "inf":  # allowed: the whole way's to go on with
+            assert status is None and said[value] == ""
+            continue
+        monkeypatch.setenv(catalog.CATALOG_ENV, "off")
+        assert main([*argv, f"patience={value}"]) == status == 2
+        assert capsys.readouterr().err == said[value]
+        monkeypatch.setenv(catalog.CATALOG_ENV, str(tmp_path / "index"))
+    assert said["nan"].endswith("got 'nan'; allowed: a finite number, or inf: never stop\n")
+    assert said["x"].endswith("got 'x'; allowed: a number\n")
 
 
 def test_no_index_for_another_state_of_the_source(tmp_path, monkeypatch):
