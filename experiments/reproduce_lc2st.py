@@ -395,7 +395,7 @@ def wilson(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
     p = k / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(centre - half), float(centre + half)
+    return max(0.0, float(centre - half)), min(1.0, float(centre + half))
 
 
 CELL_FIELDS = ["kind", "task", "budget", "n_cal", "run", "diagnostic"]
@@ -417,14 +417,15 @@ def stored_frame(results: str):
     out = []
     for r in rows:
         cfg = json.loads(r["config"])
-        cell = {f: cfg[f] for f in CELL_FIELDS}
+        cell = {f: cfg[f] for f in CELL_FIELDS} | {"seconds": r["wall_seconds"]}
         for name, value in r["metrics"].items():
             stat, field, k = name.split("/")
             out.append({**cell, "statistic": stat, "obs": int(k), "field": field, "value": value})
     if not out:
-        return pd.DataFrame(columns=[*LONG_KEYS, "T", "p_sbi", "p_exact"])
+        return pd.DataFrame(columns=[*LONG_KEYS, "seconds", "T", "p_sbi", "p_exact"])
     df = pd.DataFrame(out)
-    return df.pivot_table(index=LONG_KEYS, columns="field", values="value").reset_index()
+    index = [*LONG_KEYS, "seconds"]
+    return df.pivot_table(index=index, columns="field", values="value").reset_index()
 
 
 def long_frame(results: str, shipped: bool = True):
@@ -491,6 +492,7 @@ def summary(long, alpha: float = ALPHA):
                 "exact_low": wilson(ke, n)[0],
                 "exact_high": wilson(ke, n)[1],
                 "obs_min": per_obs.min(),
+                "seconds": g.groupby("run")["seconds"].first().median(),
                 "obs_max": per_obs.max(),
             }
         )
@@ -552,6 +554,7 @@ def markdown(table) -> str:
             "rate (p_sbi <= 0.05) [95%]",
             "rate (exact p) [95%]",
             "per obs min-max",
+            "s / run",
         ]
         if kind == "power":
             head.append("paper (50 runs)")
@@ -567,6 +570,7 @@ def markdown(table) -> str:
                 rate(r),
                 rate(r, True),
                 f"{r.obs_min:.2f}-{r.obs_max:.2f}",
+                f"{r.seconds:.3g}",
             ]
             if kind == "power":
                 cells.append(_published(r.task, r.n_cal, r.budget, r.diagnostic, r.statistic))
