@@ -43,7 +43,8 @@ PLUGIN_GROUP = "testbed.agents"
 # where a name the registries lack may be registered: files here, scanned for the hint
 HINT_FOLDERS = (".", "examples")
 HINT_MAX_FILES = 200
-HINT_MAX_BYTES = 1_000_000
+HINT_MAX_BYTES = 1_000_000  # a file larger is not read
+HINT_MAX_TOTAL = 5_000_000  # nor any after this many bytes
 
 
 # ----- the key and the cache file
@@ -234,7 +235,7 @@ def import_hint(kind: str, name: str, cwd: str | Path | None = None) -> str:
         return ""
     pattern = re.compile(REGISTERS[kind] + r"\(\s*(['\"])" + re.escape(name) + r"\1")
     base = Path(cwd or os.getcwd())
-    seen = 0
+    seen = read = 0
     for folder in HINT_FOLDERS:
         try:
             files = sorted(p for p in (base / folder).glob("*.py") if p.is_file())
@@ -245,8 +246,10 @@ def import_hint(kind: str, name: str, cwd: str | Path | None = None) -> str:
             if seen > HINT_MAX_FILES:
                 return ""
             try:
-                if path.stat().st_size > HINT_MAX_BYTES:
+                size = path.stat().st_size
+                if size > HINT_MAX_BYTES or read + size > HINT_MAX_TOTAL:
                     continue
+                read += size
                 text = path.read_text(errors="replace")
             except OSError:
                 continue
