@@ -720,6 +720,8 @@ def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
                 shown = unnormalised(shown, ranking.spec.short)
         else:
             shown = shown.assign(family=ranking.family, tau=ranking.tau)
+            if "label" in shown:
+                shown["whose"] = whose(shown["label"]).to_numpy()
         shown.attrs["spec"] = ranking.spec
         if not full:
             shown = _display(shown)
@@ -728,6 +730,7 @@ def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
             part = ranking.partial
             if full:
                 part = part.assign(family=ranking.family, tau=ranking.tau)
+                part["whose"] = whose(part["label"]).to_numpy()
             else:
                 cols = [c for c in shown_columns(ranking.spec) if c != "rank"]
                 cols.insert(cols.index("label") + 1, "coverage")
