@@ -11,6 +11,11 @@ if "TESTBED_JAX_CACHE" not in os.environ:
     _cache = tempfile.mkdtemp(prefix="testbed-jax-cache-")
     os.environ["TESTBED_JAX_CACHE"] = _cache
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+# ... and an index of the registries of their own (experiments.catalog), not the user's
+if "TESTBED_CATALOG" not in os.environ:
+    _catalog = tempfile.mkdtemp(prefix="testbed-catalog-")
+    os.environ["TESTBED_CATALOG"] = _catalog
+    atexit.register(shutil.rmtree, _catalog, ignore_errors=True)
 
 
 import contextlib  # noqa: E402
