@@ -21,6 +21,7 @@ from agents import (  # noqa: F401
     hypermodel,
     mlp,
     nuts,
+    ppl,
     sbi_agents,
     sgmcmc,
     sklearn_agents,

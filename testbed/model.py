@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,10 @@ class ModelSpec:
     unconstrain: Callable
     log_det_jacobian: Callable
     initial_theta: np.ndarray
+    # The model's family itself, for agents that write the model in their own language (the
+    # PPL agents): a frozen dataclass whose `name` is the family and whose fields are its
+    # prior hyperparameters and known likelihood constants (generative/conjugate/families.py).
+    family: Any = dataclasses.field(default=None, compare=False)
 
     def log_density_unconstrained(self, u, x, y):
         """log p(theta(u)) + log p(y | theta(u), x) + log |d theta / d u|: the NUTS target."""

@@ -473,7 +473,8 @@ def test_every_builtin_agent_says_what_it_predicts():
     assert kinds["gp_posterior"] == {"real_values"} and kinds["nuts"] == {"model_posterior"}
     for name in ("npe", "snpe", "nle", "snle", "nre", "snre", "rej_abc", "smc_abc"):
         assert kinds[name] == {"posterior"}, name
-    assert agents.fitting("model_posterior") == ["exact", "nuts"]
+    ppl = ["blackjax", "exact", "numpyro", "nutpie", "nuts", "pymc", "pyro", "stan"]
+    assert agents.fitting("model_posterior") == ppl
     sbi = generative.load("sbi/two_moons/1000/1")  # the oracle reads it, exact cannot
     assert "oracle" in agents.fitting("posterior", sbi)
     assert "exact" not in agents.fitting("posterior", sbi)

@@ -29,4 +29,5 @@ def model_spec(family) -> ModelSpec:
         unconstrain=partial(family.unconstrain, xp=jnp),
         log_det_jacobian=partial(family.log_det_jacobian, xp=jnp),
         initial_theta=np.asarray(family.prior().mean, np.float32),
+        family=family,
     )

@@ -1,0 +1,176 @@
+"""`pymc` and `nutpie`: the conjugate problem's model in PyMC; NUTS by PyMC or by nutpie.
+
+The model's hyperparameters and data are `pm.Data` containers, so one PyMC model (and its
+compiled functions) is built per (family, n, D) and per process and serves every problem of
+that shape: a new problem only sets the containers. `pymc` compiles its NUTS step (PyTensor's
+C code of log density and gradient) once per shape: `compile_seconds`; chains run one after
+the other in the process (no fork of a process holding JAX and torch). `nutpie` compiles
+the same model through numba once per shape (8-57 s here) and samples its chains in
+parallel threads. PyTensor finds no BLAS by itself here: with OpenBLAS installed
+(libopenblas-dev), `blas__ldflags=-lopenblas` is set before PyTensor is imported (~5x on a
+10-d model). The Inverse-Wishart family is not served (PyMC has no Inverse-Wishart prior).
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import time
+
+import numpy as np
+
+from agents.ppl.common import (
+    ModelCache,
+    PplConfig,
+    check_family,
+    cpu_count,
+    posterior,
+    quiet,
+    require,
+)
+from agents.ppl.spec import PARAMS, PplModel, to_theta, translate
+from agents.registry import register
+from testbed.base import MODEL_POSTERIOR, Data
+
+SERVES = (
+    "beta_binomial",
+    "blr",
+    "dirichlet_multinomial",
+    "gamma_poisson",
+    "mvn_known_cov",
+    "nig",
+    "normal_known_mean",
+    "normal_known_var",
+)
+PYMC_MODELS = ModelCache()  # (family, n, D) -> (pm.Model, its NUTS step)
+NUTPIE_MODELS = ModelCache()  # (family, n, D) -> nutpie's compiled model
+
+
+def import_pymc(agent: str):
+    """PyMC, with PyTensor linked to OpenBLAS when it is installed (set before import)."""
+    flags = os.environ.get("PYTENSOR_FLAGS", "")
+    if "blas__ldflags" not in flags and ctypes.util.find_library("openblas"):
+        os.environ["PYTENSOR_FLAGS"] = ",".join(f for f in (flags, "blas__ldflags=-lopenblas") if f)
+    return require(agent, "pymc")
+
+
+def containers(model: PplModel) -> dict[str, np.ndarray]:
+    """The values of the model's `pm.Data` containers (data as y_obs and X_obs; a normal's
+    covariance S0 or S by its Cholesky factor L0 or L: the same distribution, factored once
+    here, not at every evaluation, and nutpie's numba Cholesky fails on read-only data)."""
+    values = {k: np.asarray(v) for k, v in model.hyper.items()}
+    for cov, chol in (("S0", "L0"), ("S", "L")):
+        if cov in values:
+            values[chol] = np.linalg.cholesky(values.pop(cov))
+    values["y_obs"] = model.data["y"]
+    if "X" in model.data:
+        values["X_obs"] = model.data["X"]
+    return values
+
+
+def build_model(pm, model: PplModel):
+    """The family's model in PyMC, its hyperparameters and data in `pm.Data` containers."""
+    with pm.Model() as pm_model:
+        c = {k: pm.Data(k, v) for k, v in containers(model).items()}
+        fam, y = model.family, c["y_obs"]
+        if fam == "normal_known_var":
+            mu = pm.Normal("mu", mu=c["m0"], sigma=c["s0"])
+            pm.Normal("y", mu=mu, sigma=c["sigma"], observed=y)
+        elif fam == "mvn_known_cov":
+            mu = pm.MvNormal("mu", mu=c["m0"], chol=c["L0"])
+            pm.MvNormal("y", mu=mu, chol=c["L"], observed=y)
+        elif fam == "blr":
+            w = pm.MvNormal("w", mu=c["m0"], chol=c["L0"])
+            pm.Normal("y", mu=c["X_obs"] @ w, sigma=c["sigma"], observed=y)
+        elif fam == "normal_known_mean":
+            lam = pm.Gamma("lam", alpha=c["a"], beta=c["b"])
+            pm.Normal("y", mu=c["m"], tau=lam, observed=y)
+        elif fam == "nig":
+            s2 = pm.InverseGamma("s2", alpha=c["a"], beta=c["b"])
+            mu = pm.Normal("mu", mu=c["m0"], sigma=pm.math.sqrt(s2 / c["kappa"]))
+            pm.Normal("y", mu=mu, sigma=pm.math.sqrt(s2), observed=y)
+        elif fam == "beta_binomial":
+            p = pm.Beta("p", alpha=c["a"], beta=c["b"])
+            pm.Bernoulli("y", p=p, observed=y)
+        elif fam == "gamma_poisson":
+            lam = pm.Gamma("lam", alpha=c["a"], beta=c["b"])
+            pm.Poisson("y", mu=lam, observed=y)
+        elif fam == "dirichlet_multinomial":
+            pi = pm.Dirichlet("pi", a=c["alpha"])
+            pm.Categorical("y", p=pi, observed=y)
+    return pm_model
+
+
+def _draws(posterior_group, model: PplModel) -> np.ndarray:
+    """theta [chains, draws, dim] from an InferenceData's posterior group."""
+    return to_theta(model, {n: np.asarray(posterior_group[n]) for n in PARAMS[model.family]})
+
+
+@register("pymc", PplConfig, predicts=MODEL_POSTERIOR)
+def make_pymc(config: PplConfig):
+    """PyMC NUTS on the conjugate problem's model written in PyMC."""
+
+    def agent(data: Data, knowledge):
+        family = check_family("pymc", knowledge, SERVES)
+        pm = import_pymc("pymc")
+        model = translate(family, data.x, data.y)
+
+        def build():
+            pm_model = build_model(pm, model)
+            with pm_model, quiet():
+                step = pm.NUTS()  # compiles the log density and its gradient
+            return pm_model, step
+
+        (pm_model, step), compile_seconds = PYMC_MODELS.get(model.shape_key, build)
+        start = time.perf_counter()
+        with pm_model, quiet():
+            pm.set_data(containers(model))
+            trace = pm.sample(
+                draws=config.num_samples,
+                tune=config.num_warmup,
+                chains=config.num_chains,
+                cores=1,
+                step=step,
+                random_seed=config.seed,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+        seconds = time.perf_counter() - start
+        divergences = int(np.sum(np.asarray(trace.sample_stats["diverging"])))
+        return posterior(_draws(trace.posterior, model), compile_seconds, seconds, divergences)
+
+    return agent
+
+
+@register("nutpie", PplConfig, predicts=MODEL_POSTERIOR)
+def make_nutpie(config: PplConfig):
+    """nutpie's NUTS (numba-compiled) on the conjugate problem's model written in PyMC."""
+
+    def agent(data: Data, knowledge):
+        family = check_family("nutpie", knowledge, SERVES)
+        pm = import_pymc("nutpie")
+        nutpie = require("nutpie", "nutpie")
+        model = translate(family, data.x, data.y)
+
+        def build():
+            with quiet():
+                return nutpie.compile_pymc_model(build_model(pm, model))
+
+        compiled, compile_seconds = NUTPIE_MODELS.get(model.shape_key, build)
+        compiled = compiled.with_data(**containers(model))
+        start = time.perf_counter()
+        with quiet():
+            trace = nutpie.sample(
+                compiled,
+                draws=config.num_samples,
+                tune=config.num_warmup,
+                chains=config.num_chains,
+                cores=min(config.num_chains, cpu_count()),
+                seed=config.seed,
+                progress_bar=False,
+            )
+        seconds = time.perf_counter() - start
+        divergences = int(np.sum(np.asarray(trace.sample_stats["diverging"])))
+        return posterior(_draws(trace.posterior, model), compile_seconds, seconds, divergences)
+
+    return agent

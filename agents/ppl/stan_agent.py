@@ -1,0 +1,120 @@
+"""`stan`: the conjugate problem's model in Stan, NUTS by PyStan 3 (httpstan's bundled Stan).
+
+One Stan program per family, its hyperparameters in the data block, so one compiled program
+serves every problem of the family, whatever its shape. httpstan compiles a program once
+and keeps it on disk (later processes find it in its cache); `compile_seconds` is the time
+of `stan.build` (compiling, or the cache look-up, and reading the data). httpstan also keeps
+fits by (program, data, seed): a second run with the same seed returns the stored draws, so
+time runs over different seeds. CmdStanPy and BridgeStan download CmdStan or their C++
+sources at run time, which these machines cannot: PyStan is the Stan route here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+
+import numpy as np
+
+from agents.ppl.common import PplConfig, check_family, posterior, quiet, require
+from agents.ppl.spec import PARAMS, PplModel, to_theta, translate
+from agents.registry import register
+from testbed.base import MODEL_POSTERIOR, Data
+
+PROGRAMS = {
+    "normal_known_var": """
+data { int<lower=0> N; vector[N] y; real m0; real<lower=0> s0; real<lower=0> sigma; }
+parameters { real mu; }
+model { mu ~ normal(m0, s0); y ~ normal(mu, sigma); }
+""",
+    "mvn_known_cov": """
+data { int<lower=0> N; int<lower=1> D; array[N] vector[D] y; vector[D] m0; cov_matrix[D] S0;
+       cov_matrix[D] S; }
+parameters { vector[D] mu; }
+model { mu ~ multi_normal(m0, S0); y ~ multi_normal(mu, S); }
+""",
+    "blr": """
+data { int<lower=0> N; int<lower=1> D; matrix[N, D] X; vector[N] y; vector[D] m0;
+       cov_matrix[D] S0; real<lower=0> sigma; }
+parameters { vector[D] w; }
+model { w ~ multi_normal(m0, S0); y ~ normal(X * w, sigma); }
+""",
+    "normal_known_mean": """
+data { int<lower=0> N; vector[N] y; real m; real<lower=0> a; real<lower=0> b; }
+parameters { real<lower=0> lam; }
+model { lam ~ gamma(a, b); y ~ normal(m, inv_sqrt(lam)); }
+""",
+    "nig": """
+data { int<lower=0> N; vector[N] y; real m0; real<lower=0> kappa; real<lower=0> a;
+       real<lower=0> b; }
+parameters { real mu; real<lower=0> s2; }
+model { s2 ~ inv_gamma(a, b); mu ~ normal(m0, sqrt(s2 / kappa)); y ~ normal(mu, sqrt(s2)); }
+""",
+    "niw": """
+data { int<lower=0> N; int<lower=1> D; array[N] vector[D] y; vector[D] m0; real<lower=0> kappa;
+       real<lower=D - 1> nu; cov_matrix[D] psi; }
+parameters { vector[D] mu; cov_matrix[D] Sigma; }
+model { Sigma ~ inv_wishart(nu, psi); mu ~ multi_normal(m0, Sigma / kappa);
+        y ~ multi_normal(mu, Sigma); }
+""",
+    "beta_binomial": """
+data { int<lower=0> N; array[N] int<lower=0, upper=1> y; real<lower=0> a; real<lower=0> b; }
+parameters { real<lower=0, upper=1> p; }
+model { p ~ beta(a, b); y ~ bernoulli(p); }
+""",
+    "gamma_poisson": """
+data { int<lower=0> N; array[N] int<lower=0> y; real<lower=0> a; real<lower=0> b; }
+parameters { real<lower=0> lam; }
+model { lam ~ gamma(a, b); y ~ poisson(lam); }
+""",
+    "dirichlet_multinomial": """
+data { int<lower=0> N; int<lower=1> K; array[N] int<lower=1, upper=K> y; vector<lower=0>[K] alpha; }
+parameters { simplex[K] pi; }
+model { pi ~ dirichlet(alpha); y ~ categorical(pi); }
+""",
+}
+SERVES = tuple(sorted(PROGRAMS))
+
+
+def stan_data(model: PplModel) -> dict:
+    """The data block of the family's program: sizes, hyperparameters and data."""
+    data = {"N": model.num_obs, **model.hyper, **model.data}
+    if model.family in ("mvn_known_cov", "blr", "niw"):
+        data["D"] = model.dim
+    if model.family == "dirichlet_multinomial":
+        data["K"] = model.dim
+        data["y"] = model.data["y"] + 1  # Stan's categorical counts from 1
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in data.items()}
+
+
+@register("stan", PplConfig, predicts=MODEL_POSTERIOR)
+def make(config: PplConfig):
+    """Stan (PyStan 3) NUTS on the conjugate problem's model written in Stan."""
+
+    def agent(data: Data, knowledge):
+        family = check_family("stan", knowledge, SERVES)
+        stan = require("stan", "stan", "pystan")
+        model = translate(family, data.x, data.y)
+        lines = io.StringIO()  # PyStan's progress lines (Python's streams), g++'s (the fds)
+        with quiet(), contextlib.redirect_stdout(lines), contextlib.redirect_stderr(lines):
+            start = time.perf_counter()
+            program = stan.build(
+                PROGRAMS[model.family], data=stan_data(model), random_seed=config.seed + 1
+            )
+            built = time.perf_counter()
+            fit = program.sample(
+                num_chains=config.num_chains,
+                num_warmup=config.num_warmup,
+                num_samples=config.num_samples,
+            )
+            done = time.perf_counter()
+        draws = {}
+        for name in PARAMS[model.family]:
+            value = np.asarray(fit[name])  # [*shape, draws * chains], the chain index fastest
+            value = value.reshape(value.shape[:-1] + (config.num_samples, config.num_chains))
+            draws[name] = np.moveaxis(value, (-1, -2), (0, 1))  # [chains, draws, *shape]
+        divergences = int(np.sum(fit["divergent__"]))
+        return posterior(to_theta(model, draws), built - start, done - built, divergences)
+
+    return agent
