@@ -34,6 +34,7 @@ from testbed.reference_rng import (
     reference_stream,
     sample_labels,
 )
+from testbed.sizes import check_memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +61,16 @@ class ClassificationSettings:
         check_sizes(self, tau=1, num_classes=2)
         check_one_of("test_design", self.test_design, ("gaussian", "dyadic"))
         check_sizes(self, num_test_seeds=1, num_enn_samples=1)
+        sizes = {"num_test_seeds": self.num_test_seeds, "num_enn_samples": self.num_enn_samples}
+        check_memory(self.estimator_bytes, sizes, "the joint KL estimator", type(self))
+
+    def estimator_bytes(self, num_test_seeds: int, num_enn_samples: int) -> int:
+        """Bytes the KL estimator holds at once (float32): the N x tau test inputs with the
+        environment MLP's activations and log-probabilities, made in one call, and the M
+        sampler keys (two uint32) handed to each of the N batches."""
+        rows = num_test_seeds * self.tau
+        floats = rows * (self.input_dim + 2 * sum(self.hidden) + 4 * self.num_classes + 4)
+        return 4 * floats + 8 * num_test_seeds * num_enn_samples + 8 * num_enn_samples
 
 
 # The environment's functions are jitted once per shape, with the MLP's parameters and the

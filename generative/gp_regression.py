@@ -32,6 +32,7 @@ from testbed.nngp import nngp_kernel
 from testbed.ranking import RankedBy
 from testbed.reference_rng import key_sequence, reference_stream
 from testbed.regression_kl import RegressionBatches, gaussian_log_likelihood
+from testbed.sizes import check_memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +54,28 @@ class RegressionSettings:
         check_positive("noise_std", self.noise_std)
         check_sizes(self, tau=1, num_test_seeds=1, num_enn_samples=1, num_test_cache=1)
         check_positive("kernel_ridge", self.kernel_ridge)
+        sizes = {
+            "num_test_seeds": self.num_test_seeds,
+            "num_enn_samples": self.num_enn_samples,
+            "num_test_cache": self.num_test_cache,
+        }
+        check_memory(
+            self.estimator_bytes, sizes, "the environment and its KL estimator", type(self)
+        )
+
+    def estimator_bytes(
+        self, num_test_seeds: int, num_enn_samples: int, num_test_cache: int
+    ) -> int:
+        """Bytes held at once: the environment's kernel over the training and cache points
+        with its factor (float64), and the estimator's N / tau + 1 batches of tau points
+        (float32) with the M sampler keys handed to each batch."""
+        points = self.num_train + num_test_cache
+        batches = num_test_seeds // self.tau + 1
+        return (
+            8 * 3 * points**2
+            + 4 * batches * self.tau * (self.input_dim + 4)
+            + 8 * batches * num_enn_samples
+        )
 
     @property
     def num_batches(self) -> int:

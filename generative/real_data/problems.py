@@ -50,6 +50,7 @@ from testbed.joint_kl import TestBatches, estimator_keys, sample_keys
 from testbed.ranking import RankedBy
 from testbed.reference_rng import key_sequence, reference_stream
 from testbed.registry import unknown_name
+from testbed.sizes import check_memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +94,26 @@ class RealDataSettings:
         check_one_of("standardize", self.standardize, STANDARDIZE)
         check_positive("temperature", self.temperature)
         check_at_least("num_eval_points", self.num_eval_points, 1)
+        sizes = {
+            "num_test_seeds": self.num_test_seeds,
+            "num_enn_samples": self.num_enn_samples,
+            "num_eval_points": self.num_eval_points,
+        }
+        check_memory(self.estimator_bytes, sizes, "the joint NLL estimator", type(self))
+
+    def estimator_bytes(self, num_test_seeds: int, num_enn_samples: int, num_eval_points: int):
+        """Bytes held at once: the N x tau test inputs (float32; a registered dataset's
+        input size, else 1: a file's is checked when it is read), the M sampler keys handed
+        to each batch, and the test and training points scored for accuracy."""
+        spec = None
+        if not (files.is_file_dataset(self.dataset) or self.dataset.startswith(ARRAYS_PREFIX)):
+            spec = get_spec(self.dataset)
+        dim = spec.input_dim if spec is not None else 1
+        return (
+            4 * num_test_seeds * self.tau * (dim + 2)
+            + 8 * num_test_seeds * num_enn_samples
+            + 2 * 4 * num_eval_points * (dim + 2)
+        )
 
     @property
     def train_size(self) -> int | None:

@@ -1,0 +1,67 @@
+"""Estimator sizes have bounds (issue 48, reproduction 5): `--option num_test_seeds=1e9`
+ended in a 69-line traceback (out of memory allocating 412 GB). A size is now bounded by
+the bytes its estimator would hold at once, at most half the machine's memory
+(`testbed.sizes`), and refused in one line before anything is allocated."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.cli import main
+from generative.classification import ClassificationSettings
+from generative.gp_regression import RegressionSettings
+from testbed import sizes
+from testbed.errors import InputError
+
+
+def _settings(**changes) -> ClassificationSettings:
+    base = {"input_dim": 2, "num_train": 10, "temperature": 0.01, "tau": 10, "seed": 0}
+    return ClassificationSettings(**{**base, **changes})
+
+
+def test_a_billion_test_seeds_is_one_line_with_status_2(capsys):
+    argv = ["run", "--agent", "uniform", "--problem", "classification_2d/0", "--option",
+            "num_test_seeds=1e9"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("testbed: error: "), err
+    assert "num_test_seeds: got 1,000,000,000; allowed: at most" in err[0]
+    assert "GB at once" in err[0]
+
+
+def test_the_bound_is_what_fits_in_half_the_memory(monkeypatch):
+    monkeypatch.setenv(sizes.MEMORY_ENV, "1")
+    limit = sizes.GB // 2
+    with pytest.raises(InputError, match=r"num_enn_samples: got 10,000,000; allowed: at most"):
+        _settings(num_enn_samples=10**7)
+    try:
+        _settings(num_test_seeds=10**7)
+    except InputError as e:
+        most = int(str(e).split("at most ")[1].split()[0].replace(",", ""))
+    else:
+        raise AssertionError("10^7 test batches of tau 10 fit in 0.5 GB")
+    fits = _settings(num_test_seeds=most)  # the largest value named fits, one more does not
+    assert fits.estimator_bytes(most, fits.num_enn_samples) <= limit
+    assert fits.estimator_bytes(most + 1, fits.num_enn_samples) > limit
+    with pytest.raises(InputError):
+        _settings(num_test_seeds=most + 1)
+    _settings()  # the defaults fit in far less
+
+
+def test_every_size_option_of_the_neural_testbed_families_is_bounded():
+    with pytest.raises(InputError, match="num_enn_samples: got"):
+        _settings(num_enn_samples=10**12)
+    base = {"input_dim": 1, "num_train": 10, "noise_std": 0.1, "seed": 0}
+    for name in ("num_test_seeds", "num_enn_samples", "num_test_cache"):
+        with pytest.raises(InputError, match=f"{name}: got"):
+            RegressionSettings(**base, **{name: 10**12})
+    from generative.real_data.problems import RealDataSettings
+
+    with pytest.raises(InputError, match="num_test_seeds: got"):
+        RealDataSettings(dataset="iris", tau=1, seed=0, num_test_seeds=10**12)
+
+
+def test_a_bad_memory_setting_is_named(monkeypatch):
+    monkeypatch.setenv(sizes.MEMORY_ENV, "lots")
+    with pytest.raises(InputError, match="TESTBED_MEMORY_GB: got 'lots'"):
+        _settings()
