@@ -191,7 +191,13 @@ def check_output_path(
             f"{field}: got {str(out)!r}, which is read-only; allowed: a writable file (or a "
             "new one)"
         )
-    folder = resolved.parent
+    _check_folder(field, out, resolved.parent, make_folder)
+    return path
+
+
+def _check_folder(field: str, out: str | os.PathLike, folder: Path, make_folder: bool) -> None:
+    """An InputError when the output's `folder` is missing (with `make_folder`: when the
+    folder it would be made in is) or cannot be written."""
     if not folder.exists():
         if not (make_folder and folder.parent.is_dir()):
             raise InputError(
@@ -204,7 +210,6 @@ def check_output_path(
             f"{field}: got {str(out)!r}, whose folder {str(folder)!r} cannot be written; "
             "allowed: a path in a writable folder"
         )
-    return path
 
 
 def write_atomically(
