@@ -702,6 +702,34 @@ def coverage_notes(board: Board) -> list[str]:
             if over(r):
                 lines.append(f"{family}{'' if r.tau is None else f', tau {r.tau}'}: ranked"
                              f"{over(r)[1:]}.")  # fmt: skip
+    return lines + scope_notes(board)
+
+
+def scope_notes(board: Board) -> list[str]:
+    """Without --sweep: one line per family whose shipped runs hold more of its problems
+    than the ranking has (the README's job ranks 14 of classification_2d's 420), saying
+    so and which sweep ranks over them all."""
+    if board.sweep is not None or board.results is None:
+        return []
+    import generative
+
+    lines = []
+    for family in board.families():
+        spec = next(r.spec for r in board.rankings if r.family == family)
+        if spec.shipped is None or spec.rule != TESTBED or family not in board.clean:
+            continue
+        held = {p for p in shipped_runs.shipped(spec.shipped)["problem_id"]
+                if p.split("/", 1)[0] == family}  # fmt: skip
+        ranked = set(board.clean[family]["problem_id"])
+        if len(held - ranked) == 0:
+            continue
+        sweeps = [(len(ids), name) for name in generative.family_sweeps().get(family, [])
+                  if held <= set(ids := generative.sweep_ids(name))]  # fmt: skip
+        where = f" (--sweep {max(sweeps)[1]} ranks over them all)" if sweeps else ""
+        lines.append(
+            f"{family}: ranked over the {len(ranked)} problems your results hold; our "
+            f"shipped runs hold {len(held)}{where}."
+        )
     return lines
 
 
@@ -712,7 +740,8 @@ def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
     for ranking in board.rankings:
         shown = ranking.table
         if not full:
-            shown = shown[[c for c in shown_columns(ranking.spec) if c in shown.columns]]
+            keep = [*shown_columns(ranking.spec), "num_seed_groups"]  # (why a stderr is blank)
+            shown = shown[[c for c in keep if c in shown.columns]]
             shown = shown.drop(
                 columns=[c for c in OPTIONAL if c in shown and shown[c].isna().all()]
             )

@@ -15,7 +15,15 @@ import pytest
 import leaderboard
 from experiments.cli import main
 from leaderboard import literature, scoring, shipped
-from leaderboard.board import build, legend, missing_note, shipped_notes, tables, title
+from leaderboard.board import (
+    build,
+    coverage_notes,
+    legend,
+    missing_note,
+    shipped_notes,
+    tables,
+    title,
+)
 from leaderboard.jobs import Job
 from leaderboard.report import _best_rows, render_report
 from leaderboard.store import ResultsStore
@@ -522,3 +530,26 @@ def test_a_users_partial_normaliser_never_normalises_the_complete_ones(nt, tmp_p
     assert "uniform (1 of 2 at tau 1, 0 of 2 at tau 10)." in report
     drawn = _best_rows(board, board.rankings)  # the num_train plot: not a mean over fewer
     assert set(drawn["label"]) == {"my_agent", "mlp (ours, shipped)", "uniform (ours, shipped)"}
+
+
+def test_without_a_sweep_the_ranking_says_what_it_covers_and_why_a_stderr_is_blank(
+    nt, tmp_path, capsys
+):
+    """Issue 47: on the README's job the report's stderr column was blank and nothing said
+    why, nor that its problems were a few of the sweep's."""
+    db = tmp_path / "user.db"
+    with ResultsStore(db) as s:  # one environment, at tau 1 and 10
+        for pid in ("classification_2d/0", "classification_2d/210"):
+            _record(s, "my_agent", pid, kl_estimate=0.1, pct_finite_kl=1.0)
+    board = build(db)
+    ((title, shown), _) = tables(board)
+    assert list(shown["normalized_stderr"]) == ["n/a: 1 seed group"] * 3
+    assert "num_seed_groups" not in shown and "num_seed_groups" in board.rankings[0].table
+    said = ("classification_2d: ranked over the 2 problems your results hold; our shipped "
+            "runs hold 4 (--sweep classification_2d ranks over them all).")  # fmt: skip
+    assert said in coverage_notes(board)
+    assert main(["leaderboard", "--results", str(db), "--format", "csv"]) == 0
+    assert said in capsys.readouterr().err
+    assert said in render_report(board)
+    swept = coverage_notes(build(db, sweep="classification_2d"))
+    assert not any("problems your results hold" in note for note in swept)
