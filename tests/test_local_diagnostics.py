@@ -286,8 +286,10 @@ def test_shipped_runs_fill_the_cells_a_store_lacks(tmp_path, monkeypatch):
         (("level", "two_moons", 0, 10_000, 1, "lc2st"), [0.0, 0.0]),
         (("level", "two_moons", 0, 10_000, 1, "lhpd"), [0.0, 0.0]),
     ])  # fmt: skip
-    monkeypatch.setattr(rl, "SHIPPED", tmp_path / "shipped.csv.gz")
-    assert rl.ship(str(ours), rl.SHIPPED) == 4
+    from experiments import lc2st_report
+
+    monkeypatch.setattr(lc2st_report, "SHIPPED", tmp_path / "shipped.csv.gz")
+    assert rl.ship(str(ours), lc2st_report.SHIPPED) == 4
     _store_with(mine, [(("level", "two_moons", 0, 10_000, 1, "lc2st"), [0.9, 0.9])])
     table = rl.summary(rl.long_frame(str(mine))).set_index("diagnostic")
     assert table.loc["lc2st", "rate"] == 0.0  # mine (0.9: none rejected) replaced ours
