@@ -65,3 +65,13 @@ def test_a_bad_memory_setting_is_named(monkeypatch):
     monkeypatch.setenv(sizes.MEMORY_ENV, "lots")
     with pytest.raises(InputError, match="TESTBED_MEMORY_GB: got 'lots'"):
         _settings()
+
+
+def test_posterior_draws_and_null_trials_are_bounded():
+    import generative
+
+    with pytest.raises(InputError, match="num_samples: got 10,000,000,000; allowed: at most"):
+        generative.load("sbi/two_moons/1000/1", num_samples=10**10)
+    with pytest.raises(InputError, match="lc2st_num_null: got 1,000,000,000; allowed: at most"):
+        generative.load("sbi/two_moons/1000/1", lc2st=True, lc2st_num_null=10**9)
+    generative.load("sbi/two_moons/1000/1", lc2st_num_null=10**9)  # no L-C2ST: not held

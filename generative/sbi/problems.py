@@ -36,6 +36,7 @@ from testbed.errors import InputError, bad_value
 from testbed.evaluation import MISSING, Evidence, EvidenceScoring
 from testbed.posterior_adapter import SampleRequest, as_posterior
 from testbed.simulation import SimulationAccess, Simulator, SimulatorKnowledge
+from testbed.sizes import check_memory
 
 BUDGETS = (1_000, 10_000, 100_000)
 OBSERVATIONS = tuple(range(1, 11))
@@ -136,6 +137,9 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise bad_value(name, value, "an integer >= 1")
+        sizes = ("num_samples", "lc2st_num_calibration", "lc2st_num_null")
+        check_memory(self.scoring_bytes, {n: getattr(self, n) for n in sizes},
+                     "the scoring", type(self))  # fmt: skip
         k, source, n = self.num_observation, self.observation_source, self.num_iid
         if n > 1:
             self._task.check_iid(iid_task_names())
@@ -156,6 +160,19 @@ class PosteriorProblem(BudgetedSimulation, EvidenceScoring):
             )
             self.theta_true = self._task.true_parameters(k, source)
         self._reference: np.ndarray | None = None
+
+    def scoring_bytes(
+        self, num_samples: int, lc2st_num_calibration: int, lc2st_num_null: int
+    ) -> int:
+        """Bytes the scoring holds at once (float64), its largest arrays: the agent's and
+        the reference's draws, C2ST's inputs with two hidden layers of 10 x dim_theta units
+        (sbibm's classifier) for both; with `lc2st`, the null trials' classifier outputs
+        on the calibration set."""
+        dim_theta, dim_x = self._task.dim_parameters, self._task.dim_data
+        total = 8 * num_samples * dim_theta * 4 + 8 * 2 * num_samples * 20 * dim_theta
+        if self.lc2st:
+            total += 8 * lc2st_num_null * lc2st_num_calibration * (dim_theta + dim_x + 2)
+        return total
 
     def _custom_observation(self, x_o) -> np.ndarray:
         """A custom x_o as [num_iid, dim_x] (checked)."""
