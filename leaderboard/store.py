@@ -468,16 +468,28 @@ class ResultsStore:
                     "allowed: a writable path"
                 )
         self._conn: sqlite3.Connection | None = None
-        if self.file.exists():  # before SQLite replays the WAL, or a write overwrites it
+        existed = self.file.exists()
+        if existed:  # before SQLite replays the WAL, or a write overwrites it
             self._check_wal()
         try:
             self._conn = self._open_read() if mode == "r" else self._open_write()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             self.close()
+            self._remove_if_made_empty(existed)
             raise self._error(e) from None
         except InputError:
             self.close()
+            self._remove_if_made_empty(existed)
             raise
+
+    def _remove_if_made_empty(self, existed: bool) -> None:
+        """Removes the file this open made when it holds nothing (a full disk at creation
+        left a 0-byte results file that every later command refused as empty)."""
+        if existed:
+            return
+        with contextlib.suppress(OSError):
+            if self.file.stat().st_size == 0:
+                _remove_store(self.file)
 
     # Opening.
 

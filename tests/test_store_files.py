@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -265,3 +267,26 @@ def test_a_reader_that_never_lets_go_is_named_in_a_warning(tmp_path, monkeypatch
         store.close()
     reader.close()
     assert "stay in" in caplog.text and "r.db-wal" in caplog.text
+
+
+FILES_UP_TO = (  # SQLite gets EFBIG past the limit, as it gets ENOSPC on a full disk
+    "import os, resource, sys; limit = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])"
+)
+
+
+def test_a_full_disk_at_creation_leaves_no_empty_store(tmp_path):
+    """Minor: a disk full when the store was made left a 0-byte `.db`, which every later
+    command refused as "an empty file"."""
+    db = tmp_path / "r.db"
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", FILES_UP_TO, "1000", "-m", "experiments.cli", "sweep",
+         "--agent", "uniform", "--problem", "coin/0", "--executor", "inline", "--results",
+         str(db), "--quiet"],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert "the machine's fault" in proc.stderr
+    assert not db.exists() and list(tmp_path.iterdir()) == []
