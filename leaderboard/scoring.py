@@ -244,6 +244,48 @@ def _normalizer_key(
     return min(candidates)[3] if candidates else None
 
 
+def _ranked_set(
+    entries: pd.DataFrame,
+    cover: Mapping[str, frozenset[str]],
+    universe: frozenset[str],
+    norm_key: str | None,
+) -> frozenset[str]:
+    """The problems a table ranks over: the normaliser's, else all of them when a config
+    ran them all, else those of the config that ran the most (ties: by label)."""
+    if norm_key is not None:
+        return cover[norm_key]
+    if any(c == universe for c in cover.values()):
+        return universe
+    ordered = sorted(entries[["label", "config_key"]].values, key=lambda e: (-len(cover[e[1]]),
+                     str(e[0])))  # fmt: skip
+    return cover[ordered[0][1]] if ordered else frozenset()
+
+
+def _partial_table(
+    rows: pd.DataFrame,
+    df: pd.DataFrame,
+    cover: Mapping[str, frozenset[str]],
+    norm_key: str | None,
+    num_problems: int,
+    spec: RankedBy,
+    groups: int,
+) -> pd.DataFrame:
+    """The configs that ran part of the ranked problems (`rows`: the ones they ran), each
+    scored over those, normalised by the normaliser's mean on the same problems, with
+    `num_covered` and `coverage`."""
+    scales: float | pd.Series = 1.0
+    if norm_key is not None and len(rows):
+        base = df[df["config_key"] == norm_key].set_index("problem_id")["score"]
+        scales = rows.groupby("config_key")["problem_id"].agg(
+            lambda ids: float(base.reindex(ids).mean())
+        )
+    partial = _ordered(_scored(rows, spec, groups, scales), spec)
+    if len(partial):
+        partial["num_covered"] = [len(cover[k]) for k in partial["config_key"]]
+        partial["coverage"] = [f"{n} of {num_problems}" for n in partial["num_covered"]]
+    return partial
+
+
 def _scored(
     rows: pd.DataFrame, spec: RankedBy, groups: int, scale: float | pd.Series
 ) -> pd.DataFrame:
@@ -321,14 +363,7 @@ def score_ranking(
         known = {name, SHIPPED_LABEL.format(agent=name)} & set(clean["agent"])
         if normalize != "default" and not known:
             raise bad_value("normalize", normalize, sorted(set(df["agent"])) + ["none"])
-    if norm_key is not None:
-        ranked = cover[norm_key]
-    elif any(c == universe for c in cover.values()):
-        ranked = universe
-    else:  # nobody ran them all and nobody normalises: the most-run set
-        widest = min(entries[["label", "config_key"]].values, key=lambda e: (-len(cover[e[1]]),
-                     e[0]), default=(None, None))[1]  # fmt: skip
-        ranked = cover.get(widest, frozenset())
+    ranked = _ranked_set(entries, cover, universe, norm_key)
     whole = [k for k, c in cover.items() if ranked and c >= ranked]
     part = [k for k, c in cover.items() if c and k not in whole]
     in_ranked = df["problem_id"].isin(ranked)
@@ -338,18 +373,8 @@ def score_ranking(
         base = main_rows[main_rows["config_key"] == norm_key]
         scale, normalizer = float(base["score"].mean()), str(base["label"].iloc[0])
     table = _ordered(_scored(main_rows, spec, num_seed_groups, scale), spec)
-    # the configs that ran part: each over the ranked problems it ran
     part_rows = df[df["config_key"].isin(set(part)) & in_ranked & (df.get("has_job", 1) > 0)]
-    scales: float | pd.Series = 1.0
-    if norm_key is not None and len(part_rows):
-        base = df[df["config_key"] == norm_key].set_index("problem_id")["score"]
-        scales = part_rows.groupby("config_key")["problem_id"].agg(
-            lambda ids: float(base.reindex(ids).mean())
-        )
-    partial = _ordered(_scored(part_rows, spec, num_seed_groups, scales), spec)
-    if len(partial):
-        partial["num_covered"] = [len(cover[k]) for k in partial["config_key"]]
-        partial["coverage"] = [f"{n} of {len(universe)}" for n in partial["num_covered"]]
+    partial = _partial_table(part_rows, df, cover, norm_key, len(universe), spec, num_seed_groups)
     labels = dict(entries[["config_key", "label"]].values)
     table.attrs.update(
         normalizer=normalizer,
