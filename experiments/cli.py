@@ -535,6 +535,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         shipped=not args.no_shipped,
     )
     path = write_report(board, args.out, title=args.title)
+    for note in lb.coverage_notes(board):  # configs scored apart: on stderr, as leaderboard
+        print(note, file=sys.stderr)
     print(f"report: {path.resolve()}")
     return 0
 

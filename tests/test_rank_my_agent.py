@@ -99,6 +99,9 @@ def test_a_new_agent_is_ranked_beside_the_shipped_ones_with_partial_own_runs_pre
 
     report = tmp_path / "mine.html"
     assert main(["report", *mine, "--results", db, "--out", str(report)]) == 0
+    out = capsys.readouterr()
+    assert "uniform (1 of 3 at tau 1, 1 of 3 at tau 10)." in out.err  # named on stderr too
+    assert out.out.strip().splitlines()[-1] == f"report: {report.resolve()}"
     html = report.read_text()
     assert "normalised by uniform (ours, shipped)" in html
     assert 'data-table="kl-tau-1-partial"' in html and "my_centroids" in html
