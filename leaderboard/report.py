@@ -54,6 +54,7 @@ td.text{text-align:left;font-family:monospace;min-width:8em;max-width:36em;
 overflow-wrap:anywhere}
 td.rank{font-weight:600}
 tr.yours td{background:#fff4cc;font-weight:600}
+td.label{white-space:nowrap}
 details pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.85em;margin:.3em 0}
 figure{margin:1em 0}figcaption{font-size:.85em;color:#555}img{max-width:100%;height:auto}
 .note{color:#555;font-size:.9em}
@@ -517,7 +518,19 @@ def _ranking_table(
         cols = list(cols)
         cols.insert(cols.index("label") + 1, "whose")
         classes = ["yours" if k == "yours" else "" for k in kinds]
-    return html_table(shown, name, cols, normalizer=norm, spec=spec, row_classes=classes)
+    cells = {"label": _label_cell}
+    return html_table(shown, name, cols, normalizer=norm, spec=spec, cells=cells,
+                      row_classes=classes)  # fmt: skip
+
+
+def _label_cell(value: Any) -> str:
+    """An agent's label on one line ('logistic_regression (ours, shipped)' wrapped onto
+    three); a long one (many config fields) wraps."""
+    kind = "text label" if len(str(value)) <= LABEL_ON_ONE_LINE else "text"
+    return f'<td class="{kind}">{_esc(value)}</td>'
+
+
+LABEL_ON_ONE_LINE = 48  # characters
 
 
 def _observation_extras(board: Board, ranking: Ranking) -> list[str]:

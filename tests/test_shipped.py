@@ -525,7 +525,7 @@ def test_a_users_partial_normaliser_never_normalises_the_complete_ones(nt, tmp_p
         assert "uniform (1 of 2 at tau 1, 0 of 2 at tau 10)." in err
     report = render_report(board)  # the report: the same rule, the user's rows marked
     assert 'data-table="kl-tau-1-partial"' in report and "normalised by uniform (ours, sh" in report
-    assert '<tr class="yours"><td class="rank">1</td><td class="text">my_agent</td>' in report
+    assert '<tr class="yours"><td class="rank">1</td><td class="text label">my_agent</td>' in report
     assert ">n/a: 1 seed group</td>" in report
     assert "uniform (1 of 2 at tau 1, 0 of 2 at tau 10)." in report
     drawn = _best_rows(board, board.rankings)  # the num_train plot: not a mean over fewer
