@@ -288,22 +288,21 @@ def _meta(conn: sqlite3.Connection, name: str) -> str | None:
     return None if row is None else _text(row[0])
 
 
-def _store_ids(uri: str) -> tuple[str | None, str | None] | None:
+def _store_ids(uri: str) -> tuple[str | None, str | None] | str:
     """(the store id, the store its WAL stamp names) as SQLite shows the file at `uri`;
-    (None, None) when it has no meta table, None when it cannot be read (the checks of
-    the open say why)."""
+    (None, None) when it has no meta table; SQLite's error when it cannot be read."""
     try:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None)
-    except sqlite3.Error:
-        return None
+    except sqlite3.Error as e:
+        return str(e) or type(e).__name__
     try:
         conn.text_factory = _text
         stamp = _meta(conn, WAL_STAMP)
         return _meta(conn, STORE_ID), stamp.split(" ")[0] if stamp else None
     except sqlite3.OperationalError as e:
-        return (None, None) if "no such table" in str(e) else None
-    except (sqlite3.Error, UnicodeDecodeError):
-        return None
+        return (None, None) if "no such table" in str(e) else str(e)
+    except (sqlite3.Error, UnicodeDecodeError) as e:
+        return str(e) or type(e).__name__
     finally:
         conn.close()
 
@@ -326,10 +325,10 @@ def foreign_wal(database: str | os.PathLike) -> str | None:
         return None
     uri = "file:" + urllib.parse.quote(str(database))
     alone = _store_ids(f"{uri}?immutable=1")
-    if alone is None or alone[0] is None:
+    if isinstance(alone, str) or alone[0] is None:
         return None
     shown = _store_ids(f"{uri}?mode=ro")
-    if shown is None:  # e.g. a read-only folder without the -shm file: a private copy
+    if isinstance(shown, str):  # e.g. a read-only folder without the -shm file: a copy
         with tempfile.TemporaryDirectory(prefix="testbed-wal-") as folder:
             copy = Path(folder) / database.name
             try:
@@ -339,7 +338,14 @@ def foreign_wal(database: str | os.PathLike) -> str | None:
                 return None
             shown = _store_ids("file:" + urllib.parse.quote(str(copy)))
     ours = alone[0]
-    theirs = next((i for i in shown or () if i != ours), ours)
+    if isinstance(shown, str):  # the main file reads alone, and not with this log
+        if not any(w in shown.lower() for w in ("malformed", "not a database", "corrupt")):
+            return None  # busy, or cannot be opened here: the open says why
+        return (
+            f"read with it, the file is unreadable ({' '.join(shown.split())[:100]}), and "
+            f"without it, it is store {ours[:12]}: another store's log, or a damaged one"
+        )
+    theirs = next((i for i in shown if i != ours), ours)
     if theirs == ours:
         return None
     whose = "a store of an earlier version" if theirs is None else f"store {theirs[:12]}"

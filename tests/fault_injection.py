@@ -2,7 +2,7 @@
 repeated. Prints, per probe, the rows lost and the rows doubled; every probe must give
 (0, 0).
 
-    python tests/fault_injection.py [--folder DIR] [--jobs N] [--seed S]
+    python tests/fault_injection.py [--folder DIR] [--jobs N] [--seed S] [--only TEXT]
 
 Probes (each on a fresh store in DIR, default a temporary folder, with N quick jobs of the
 `lbfault/clock` test problems run by `testbed sweep` in processes of their own):
@@ -13,7 +13,14 @@ Probes (each on a fresh store in DIR, default a temporary folder, with N quick j
 - corrupt rows: finished rows get metrics that do not parse; the sweep runs again;
 - damaged WAL: a killed driver's WAL gets 100 random bytes; the store is refused, salvaged
   into a new file, and the sweep runs again on it;
-- truncated: the store is cut to half its size, salvaged, and the sweep runs again.
+- truncated: the store is cut to half its size, salvaged, and the sweep runs again;
+- damaged WAL through a link: the damaged-WAL probe with every command given a symbolic
+  link to the store (the store must be refused through the link too);
+- another store's WAL: a killed sweep's `-wal` of another store is copied beside the
+  finished store; it must be refused in one line (status 2), then moved aside, and the
+  sweep runs again;
+- zeroed WAL: a killed driver's `-wal` is overwritten with zeros; the store must be
+  refused in one line, salvaged without it (`--wal ignore`), and the sweep runs again.
 
 Lost: jobs of the sweep without an `ok` row at the end. Doubled: rows stored twice for one
 job, or (concurrent sweeps) jobs that two sweeps both ran. The exit status is 0 when every
@@ -151,11 +158,7 @@ def damaged_wal_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
     probe.wait_for_rows(proc, len(probe.ids) - 2)
     os.kill(proc.pid, signal.SIGKILL)  # its rows stay in the WAL
     proc.communicate(timeout=120)
-    wal = probe.db.with_name(probe.db.name + "-wal")
-    if wal.exists() and wal.stat().st_size > 200:
-        with open(wal, "r+b") as f:
-            f.seek(rng.randrange(0, wal.stat().st_size - 100))
-            f.write(bytes(rng.randrange(256) for _ in range(100)))
+    damage_wal(probe.db, rng)
     return salvage_and_resume(probe)
 
 
@@ -166,18 +169,86 @@ def truncated_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
     return salvage_and_resume(probe)
 
 
-def salvage_and_resume(probe: Probe) -> tuple[int, int]:
-    """`testbed salvage` into a new file when the store is refused, then the sweep again."""
+def linked_wal_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
+    """The damaged-WAL probe, every command through a symbolic link to the store."""
+    link = probe.folder / "latest.db"
+    link.symlink_to(probe.db)
+    proc = probe.start(link)
+    probe.wait_for_rows(proc, len(probe.ids) - 2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=120)
+    damage_wal(probe.db, rng)
+    return salvage_and_resume(probe, link)
+
+
+def foreign_wal_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
+    """Another store's WAL beside the finished store: refused, moved aside, resumed."""
+    probe.run()
+    other = Probe(probe.folder, "other", len(probe.ids))
+    other.ids = [f"lbfault/clock-{100 + i}" for i in range(len(probe.ids))]
+    proc = other.start()
+    other.wait_for_rows(proc, len(other.ids) // 2)
+    os.kill(proc.pid, signal.SIGKILL)  # its rows stay in its WAL
+    proc.communicate(timeout=120)
+    wal = probe.db.with_name(probe.db.name + "-wal")
+    shutil.copyfile(other.db.with_name(other.db.name + "-wal"), wal)
+    if not refused_in_one_line(probe, "is not the WAL of"):
+        return len(probe.ids), 0  # read as the other store's: every row counts as lost
+    wal.rename(wal.with_name(wal.name + ".other"))  # the user's decision
+    probe.run()
+    return probe.outcome()
+
+
+def zeroed_wal_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
+    """A killed driver's WAL overwritten with zeros: refused, salvaged without it, resumed."""
+    proc = probe.start()
+    probe.wait_for_rows(proc, len(probe.ids) // 2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=120)
+    wal = probe.db.with_name(probe.db.name + "-wal")
+    if wal.exists():
+        wal.write_bytes(bytes(wal.stat().st_size))
+        if not refused_in_one_line(probe, "no WAL header"):
+            return len(probe.ids), 0
+    return salvage_and_resume(probe, wal_choice="ignore")
+
+
+def refused_in_one_line(probe: Probe, words: str) -> bool:
+    """Whether `testbed leaderboard` refuses the store with status 2 in one line."""
     check = subprocess.run(
         [sys.executable, "-m", "experiments.cli", "leaderboard", "--results", str(probe.db)],
         cwd=ROOT, env=probe.env(), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    target = probe.db
-    if check.returncode == 2 and "testbed salvage" in check.stderr:
+    lines = check.stderr.strip().splitlines()
+    ok = check.returncode == 2 and len(lines) == 1 and words in lines[0]
+    print(f"  ({'refused' if ok else 'NOT refused'}: {check.stderr.strip()[:200]})", flush=True)
+    return ok
+
+
+def damage_wal(db: Path, rng: random.Random) -> None:
+    wal = db.with_name(db.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 200:
+        with open(wal, "r+b") as f:
+            f.seek(rng.randrange(0, wal.stat().st_size - 100))
+            f.write(bytes(rng.randrange(256) for _ in range(100)))
+
+
+def salvage_and_resume(
+    probe: Probe, given: Path | None = None, wal_choice: str = "check"
+) -> tuple[int, int]:
+    """`testbed salvage` into a new file when the store is refused, then the sweep again
+    (the store named as `given`, e.g. a link to it)."""
+    given = given or probe.db
+    check = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "leaderboard", "--results", str(given)],
+        cwd=ROOT, env=probe.env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    target = given
+    if check.returncode == 2 and ("testbed salvage" in check.stderr or wal_choice != "check"):
         target = probe.folder / "salvaged.db"
         said = subprocess.run(
-            [sys.executable, "-m", "experiments.cli", "salvage", "--results", str(probe.db),
-             "--out", str(target)],
+            [sys.executable, "-m", "experiments.cli", "salvage", "--results", str(given),
+             "--out", str(target), "--wal", wal_choice],
             cwd=ROOT, env=probe.env(), capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         print(f"  ({(said.stdout or said.stderr).strip()})", flush=True)
@@ -194,6 +265,9 @@ PROBES = {
     "corrupt rows, then resume": corrupt_probe,
     "100 random bytes in the WAL, salvage, resume": damaged_wal_probe,
     "store cut to half its size, salvage, resume": truncated_probe,
+    "100 random bytes in the WAL, all through a link, salvage, resume": linked_wal_probe,
+    "another store's WAL beside the store, refused, moved aside, resume": foreign_wal_probe,
+    "a killed sweep's WAL zeroed, refused, salvage without it, resume": zeroed_wal_probe,
 }
 
 
@@ -202,12 +276,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", help="scratch folder (default: a temporary one)")
     parser.add_argument("--jobs", type=int, default=16, help="jobs per sweep")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", default="", help="run the probes whose name has this text")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     folder = Path(args.folder or tempfile.mkdtemp(prefix="testbed-faults-"))
     total = [0, 0]
     try:
         for n, (name, probe) in enumerate(PROBES.items()):
+            if args.only not in name:
+                continue
             lost, doubled = probe(Probe(folder, f"probe{n}", args.jobs), rng)
             total[0] += lost
             total[1] += doubled
