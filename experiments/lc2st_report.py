@@ -54,7 +54,8 @@ def wilson(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, float(centre - half)), min(1.0, float(centre + half))
 
 
-CELL_FIELDS = ["kind", "task", "budget", "n_cal", "run", "diagnostic"]
+CELL_FIELDS = ["kind", "task", "budget", "n_cal", "run", "diagnostic", "n_eval", "null_trials"]
+PAPER_SIZES = {"n_eval": 10_000, "null_trials": 100}
 LONG_KEYS = [*CELL_FIELDS, "statistic", "obs"]
 SHIPPED = Path(__file__).resolve().parents[1] / "leaderboard" / "data" / "lc2st_ours.csv.gz"
 
@@ -73,7 +74,12 @@ def stored_frame(results: str):
     out = []
     for r in rows:
         cfg = json.loads(r["config"])
-        cell = {f: cfg[f] for f in CELL_FIELDS} | {"seconds": r["wall_seconds"]}
+        sizes = {
+            "n_eval": cfg.get("n_eval", 10_000),
+            "null_trials": cfg.get("num_trials_null", 100),
+        }
+        cell = {f: cfg[f] for f in CELL_FIELDS if f not in sizes} | sizes
+        cell["seconds"] = r["wall_seconds"]
         for name, value in r["metrics"].items():
             stat, field, k = name.split("/")
             out.append({**cell, "statistic": stat, "obs": int(k), "field": field, "value": value})
@@ -94,6 +100,8 @@ def long_frame(results: str, shipped: bool = True):
         parts.append(stored_frame(results))
     if shipped and SHIPPED.exists():
         ours = pd.read_csv(SHIPPED)
+        for name, value in PAPER_SIZES.items():  # files shipped before sizes were columns
+            ours[name] = ours[name] if name in ours else value
         if parts and len(parts[0]):
             held = parts[0][CELL_FIELDS].drop_duplicates()
             ours = ours.merge(held, on=CELL_FIELDS, how="left", indicator=True)
@@ -130,7 +138,7 @@ def summary(long, alpha: float = ALPHA):
     import pandas as pd
 
     long = long.assign(r_paper=long["p_sbi"] <= alpha, r_exact=long["p_exact"] <= alpha)
-    keys = ["kind", "task", "budget", "n_cal", "diagnostic", "statistic"]
+    keys = ["kind", "task", "budget", "n_cal", "diagnostic", "statistic", "n_eval", "null_trials"]
     rows = []
     for key, g in long.groupby(keys):
         per_obs = g.groupby("obs")["r_paper"].mean()
@@ -148,14 +156,18 @@ def summary(long, alpha: float = ALPHA):
                 "exact_low": wilson(ke, n)[0],
                 "exact_high": wilson(ke, n)[1],
                 "obs_min": per_obs.min(),
-                "seconds": g.groupby("run")["seconds"].first().median(),
                 "obs_max": per_obs.max(),
+                "seconds": g.groupby("run")["seconds"].first().median(),
+                "per_obs_paper": per_obs.to_dict(),
+                "per_obs_exact": g.groupby("obs")["r_exact"].sum().to_dict(),
             }
         )
     return pd.DataFrame(rows)
 
 
-def label(diagnostic: str, statistic: str) -> str:
+def label(diagnostic: str, statistic: str, n_eval: int = 10_000, null_trials: int = 100) -> str:
+    """A method's name in tables: its registered label and statistic, and its sizes where
+    they are not the paper's."""
     from testbed.metrics.local import LOCAL_DIAGNOSTICS
 
     name = (
@@ -163,7 +175,8 @@ def label(diagnostic: str, statistic: str) -> str:
         if diagnostic in LOCAL_DIAGNOSTICS.names()
         else diagnostic
     )
-    return f"{name} ({'MSE' if statistic == 'mse' else statistic})"
+    sizes = "" if (n_eval, null_trials) == (10_000, 100) else f", N_v {n_eval}, H {null_trials}"
+    return f"{name} ({'MSE' if statistic == 'mse' else statistic}{sizes})"
 
 
 def _published(task: str, n_cal: int, budget: int, diagnostic: str, statistic: str) -> str:
@@ -219,7 +232,7 @@ def markdown(table) -> str:
             cells = [
                 r.task,
                 f"{getattr(r, axis):,}",
-                label(r.diagnostic, r.statistic),
+                label(r.diagnostic, r.statistic, r.n_eval, r.null_trials),
                 str(r.runs),
                 str(r.tests),
                 f"{r.mean_T:.4g}",
@@ -232,61 +245,146 @@ def markdown(table) -> str:
                 cells.append(_published(r.task, r.n_cal, r.budget, r.diagnostic, r.statistic))
             lines.append("| " + " | ".join(cells) + " |")
         parts.append("\n".join(lines))
+        if kind == "level":
+            parts.append(per_observation(t))
     return "\n\n".join(parts)
 
 
+def per_observation(t) -> str:
+    """The local type-I error at each observation: rejections / runs of the paper's
+    p-value and of the exact one (runs are independent: a fresh calibration set each)."""
+    head = ["task", "method", "p-value", *[f"obs {k}" for k in range(1, 11)]]
+    lines = [
+        "#### At each observation (rejections / runs)",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for r in t.sort_values(["task", "diagnostic", "statistic"]).itertuples():
+        for form, counts in (("paper", r.per_obs_paper), ("exact", r.per_obs_exact)):
+            if form == "paper":
+                counts = {k: round(v * r.runs) for k, v in counts.items()}
+            cells = [f"{int(counts.get(k, 0))}/{r.runs}" for k in range(1, 11)]
+            name = label(r.diagnostic, r.statistic, r.n_eval, r.null_trials)
+            lines.append("| " + " | ".join([r.task, name, form, *cells]) + " |")
+    return "\n".join(lines)
+
+
 def figure(table, path: Path) -> None:
-    """The paper's Figure 2 layout: per task, mean statistic and TPR against the budget,
-    TPR and FPR against N_cal; the paper's published rates as crosses."""
+    """Figure 2's layout for each of its tasks with runs (mean statistic and TPR against the
+    budget, TPR and FPR against N_cal; the paper's rates as crosses), and a last row with
+    the local type-I error of each method on each task (q = the reference posterior)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    tasks = [t for t in FIGURE2_TASKS if t in set(table["task"])] or sorted(set(table["task"]))
-    fig, axes = plt.subplots(len(tasks), 4, figsize=(15, 3.2 * len(tasks)), squeeze=False)
+    fig2 = table[table["kind"].isin(["power", "null"])]
+    tasks = [t for t in FIGURE2_TASKS if t in set(fig2["task"])]
+    level = table[table["kind"] == "level"]
+    rows = len(tasks) + (1 if len(level) else 0)
+    fig, axes = plt.subplots(max(rows, 1), 4, figsize=(16, 3.3 * max(rows, 1) + 0.8), squeeze=False)
     methods = sorted({(d, s) for d, s in zip(table["diagnostic"], table["statistic"])})
-    colors = {m: f"C{i}" for i, m in enumerate(methods)}
+    colors = {m: f"C{i % 10}" for i, m in enumerate(methods)}
     for row, task in zip(axes, tasks):
-        t = table[table["task"] == task]
-        panels = [
-            (
-                t[(t["kind"] == "power") & (t["n_cal"] == t["n_cal"].max())],
-                "budget",
-                "mean_T",
-                "mean statistic",
-            ),
-            (t[(t["kind"] == "power") & (t["n_cal"] == t["n_cal"].max())], "budget", "rate", "TPR"),
-            (
-                t[(t["kind"] == "power") & (t["budget"] == NCAL_SWEEP_BUDGET)],
-                "n_cal",
-                "rate",
-                "TPR",
-            ),
-            (t[(t["kind"] == "null") & (t["budget"] == NCAL_SWEEP_BUDGET)], "n_cal", "rate", "FPR"),
-        ]
-        for ax, (data, axis, col, name) in zip(row, panels):
-            for m in methods:
-                g = data[(data["diagnostic"] == m[0]) & (data["statistic"] == m[1])].sort_values(
-                    axis
-                )
-                if len(g):
-                    ax.plot(g[axis], g[col], "o-", ms=3, color=colors[m], label=label(*m))
-                if axis == "n_cal" and name == "TPR" and PUBLISHED_STAT.get(m[0], "mse") == m[1]:
-                    pub = [
-                        (n, v[m[0]])
-                        for (tk, n), v in PUBLISHED_TPR.items()
-                        if tk == task and m[0] in v
-                    ]
-                    if pub:
-                        ax.plot(*zip(*pub), "x", ms=7, color=colors[m])
-            if name == "FPR":
-                ax.axhline(ALPHA, color="#999", lw=0.8, ls=":")
-            ax.set(xscale="log", title=f"{task}: {name}", xlabel=axis.replace("n_cal", "N_cal"))
-            if col == "rate":
-                ax.set_ylim(-0.03, 1.03)
-    handles, labels_ = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels_, loc="lower center", ncol=len(methods), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+        _figure2_row(row, fig2[fig2["task"] == task], task, methods, colors)
+    if len(level):
+        _level_row(axes[len(tasks)], level, methods, colors)
+    handles = {}
+    for ax in axes.flat:
+        for h, name in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(name, h)
+    fig.legend(
+        list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=8, frameon=False
+    )
+    fig.tight_layout(rect=(0, 0.08 if rows > 1 else 0.15, 1, 1))
     fig.savefig(path, dpi=100, format="png")
     plt.close(fig)
+
+
+def _figure2_row(row, t, task: str, methods, colors) -> None:
+    largest = t[t["kind"] == "power"]["n_cal"].max() if len(t) else 0
+    panels = [
+        (
+            t[(t["kind"] == "power") & (t["n_cal"] == largest)],
+            "budget",
+            "mean_T",
+            "mean statistic vs budget",
+        ),
+        (t[(t["kind"] == "power") & (t["n_cal"] == largest)], "budget", "rate", "TPR vs budget"),
+        (
+            t[(t["kind"] == "power") & (t["budget"] == NCAL_SWEEP_BUDGET)],
+            "n_cal",
+            "rate",
+            "TPR vs N_cal",
+        ),
+        (
+            t[(t["kind"] == "null") & (t["budget"] == NCAL_SWEEP_BUDGET)],
+            "n_cal",
+            "rate",
+            "FPR (paper's null) vs N_cal",
+        ),
+    ]
+    for ax, (data, axis, col, name) in zip(row, panels):
+        for i, m in enumerate(methods):
+            g = data[(data["diagnostic"] == m[0]) & (data["statistic"] == m[1])].sort_values(axis)
+            if col == "mean_T" and m[1] != "mse":
+                continue
+            if len(g):
+                ax.plot(g[axis], g[col], "o-", ms=3, color=colors[m], label=label(*m))
+            if name.startswith("TPR vs N_cal") and PUBLISHED_STAT.get(m[0], "mse") == m[1]:
+                pub = [
+                    (n * (1 + 0.06 * i), v[m[0]])
+                    for (tk, n), v in PUBLISHED_TPR.items()
+                    if tk == task and m[0] in v
+                ]
+                if pub:
+                    ax.plot(*zip(*pub), "x", ms=7, color=colors[m], label=f"{label(*m)}, paper")
+        if col == "mean_T":  # MSE statistics only (the accuracy is on another scale)
+            ax.set_yscale("log")
+        if not len(data):
+            ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes)
+        if name.startswith("FPR"):
+            ax.axhline(ALPHA, color="#999", lw=0.8, ls=":")
+        xlabel = "NPE training simulations" if axis == "budget" else "N_cal"
+        limits = (70, 1.4e5) if axis == "budget" else (70, 1.4e4)
+        ax.set(xscale="log", xlim=limits, title=f"{task}: {name}", xlabel=xlabel)
+        if col == "rate":
+            ax.set_ylim(-0.03, 1.03)
+
+
+def _level_row(row, level, methods, colors) -> None:
+    """Rejection rates with q = p (paper's p-value, then the exact one) per task and method."""
+    tasks = sorted(set(level["task"]))
+    for ax, (col, low, high, form) in zip(
+        row[:2],
+        [
+            ("rate", "rate_low", "rate_high", "paper's p"),
+            ("rate_exact", "exact_low", "exact_high", "exact p"),
+        ],
+    ):
+        present = [
+            m
+            for m in methods
+            if ((level["diagnostic"] == m[0]) & (level["statistic"] == m[1])).any()
+        ]
+        width = 0.8 / max(len(present), 1)
+        for i, m in enumerate(present):
+            g = level[(level["diagnostic"] == m[0]) & (level["statistic"] == m[1])].set_index(
+                "task"
+            )
+            xs = [j + i * width for j, t in enumerate(tasks) if t in g.index]
+            vals = [g.loc[t, col] for t in tasks if t in g.index]
+            err = [
+                [g.loc[t, col] - g.loc[t, low] for t in tasks if t in g.index],
+                [g.loc[t, high] - g.loc[t, col] for t in tasks if t in g.index],
+            ]
+            ax.bar(xs, vals, width, yerr=err, color=colors[m], label=label(*m), capsize=2)
+        ax.axhline(ALPHA, color="k", lw=0.8, ls=":")
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(tasks))], tasks, fontsize=7)
+        ax.set(
+            ylim=(0, max(0.3, float(level[high].max()) + 0.02)),
+            title=f"local type-I error, q = p ({form} <= 0.05)",
+        )
+    for ax in row[2:]:
+        ax.axis("off")

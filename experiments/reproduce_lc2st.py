@@ -94,12 +94,18 @@ class Cell:
     n_cal: int
     run: int
     diagnostic: str
+    n_eval: int = N_EVAL
+    null_trials: int = 100
 
     @property
     def key(self) -> str:
-        return (
-            f"lc2st/{self.kind}/{self.task}/{self.budget}/{self.n_cal}/{self.run}/{self.diagnostic}"
-        )
+        """Its row's key; sizes other than the paper's are part of it (a smaller run's
+        cells never stand in for the paper-sized ones)."""
+        sizes = "" if (self.n_eval, self.null_trials) == (N_EVAL, 100) else (
+            f"/neval{self.n_eval}/H{self.null_trials}"
+        )  # fmt: skip
+        cell = f"{self.kind}/{self.task}/{self.budget}/{self.n_cal}/{self.run}/{self.diagnostic}"
+        return f"lc2st/{cell}{sizes}"
 
 
 def plan(
@@ -146,7 +152,8 @@ def plan(
                                 )
                                 for d in diagnostics
                             ]
-    return cells
+    sizes = {"n_eval": settings.n_eval, "null_trials": settings.num_trials_null}
+    return [dataclasses.replace(c, **sizes) for c in cells]
 
 
 # -- the data of a run ------------------------------------------------------------------
@@ -319,7 +326,7 @@ def run_cell(cell: Cell, est: Estimators, data_cache: dict, settings: Settings) 
                 row["metrics"][f"{stat}/p_sbi/{k + 1}"] = float(r.p_sbi[k])
                 row["metrics"][f"{stat}/p_exact/{k + 1}"] = float(r.p_exact[k])
         row["status"] = "ok"
-    except (InputError, ValueError, RuntimeError, FloatingPointError) as e:
+    except Exception as e:  # noqa: BLE001 (a diagnostic's failure is stored, never fatal)
         row.update(
             status="failed",
             error=f"{type(e).__name__}: {e}",
@@ -372,6 +379,27 @@ def _split(text: str, field: str, allowed: Sequence[Any], cast=str) -> list:
     return items
 
 
+def tasks_of(parts: Sequence[str]) -> str:
+    """The tasks of each part, said in one line."""
+    of = {"level": LEVEL_TASKS, "figure2": FIGURE2_TASKS, "appendix": APPENDIX_TASKS}
+    return "; ".join(f"{p}: {', '.join(of[p])}" for p in parts)
+
+
+def failures_note(results: str) -> str:
+    """A line naming the stored cells that failed (tables hold finished cells only)."""
+    if not Path(results).exists():
+        return ""
+    from leaderboard.store import ResultsStore
+
+    with ResultsStore(results, "r") as store:
+        failed = {k: v for k, v in store.failures().items() if k.startswith("lc2st/")}
+    if not failed:
+        return ""
+    shown = "; ".join(f"{k}: {v}" for k, v in list(failed.items())[:5])
+    more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+    return f"\n\n{len(failed)} cells failed and are not in the tables: {shown}{more}"
+
+
 def import_file(path: str) -> None:
     """Runs a Python file that registers diagnostics (`--import`)."""
     file = Path(path)
@@ -379,7 +407,16 @@ def import_file(path: str) -> None:
         raise InputError(f"--import: got {path!r}, which is not a file; allowed: a .py file")
     spec = importlib.util.spec_from_file_location(f"lc2st_plugin_{file.stem}", file)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 (the user's file: its error in one line)
+        where = f" (line {e.lineno})" if isinstance(e, SyntaxError) else ""
+        raise InputError(
+            f"--import: {path!r} failed{where}: {type(e).__name__}: {e}; allowed: a Python file "
+            "that runs and registers diagnostics"
+        ) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -395,7 +432,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parts", default="level,figure2,appendix", help=f"of {', '.join(PARTS)}")
     parser.add_argument("--tasks", default="all", help="only these tasks of the parts")
     parser.add_argument("--runs", type=int, default=3, help="runs 1..RUNS (the paper: 50)")
-    parser.add_argument("--diagnostics", default="oracle_c2st,lc2st,lc2st_nf,lhpd")
+    parser.add_argument(
+        "--diagnostics",
+        default="oracle_c2st,lc2st,lc2st_nf,lhpd",
+        help="registered local diagnostics (with --import: yours)",
+    )
     parser.add_argument(
         "--import",
         dest="imports",
@@ -406,10 +447,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--results", default="lc2st-reproduction.db", help="results store")
     parser.add_argument("--out", default="lc2st-reproduction", help="folder for tables and figure")
-    parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
-    parser.add_argument("--n-cals", default=",".join(map(str, N_CALS)))
-    parser.add_argument("--n-eval", type=int, default=N_EVAL)
-    parser.add_argument("--null-trials", type=int, default=100)
+    parser.add_argument(
+        "--budgets",
+        default=",".join(map(str, BUDGETS)),
+        help="NPE training budgets, of the paper's",
+    )
+    parser.add_argument(
+        "--n-cals",
+        default=",".join(map(str, N_CALS)),
+        help="calibration set sizes, of the paper's (the largest: the budget sweep's)",
+    )
+    parser.add_argument(
+        "--n-eval", type=int, default=N_EVAL, help="draws of q at each observation (10 to 100000)"
+    )
+    parser.add_argument(
+        "--null-trials", type=int, default=100, help="null trials H of every test (1 to 10000)"
+    )
     parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
     parser.add_argument(
         "--ship",
@@ -450,13 +503,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
         if args.ship:
             check_output_path("--ship", Path(args.ship), [args.results])
-        out.mkdir(parents=True, exist_ok=True)
-        for name in OUTPUTS:
-            check_output_path("--out", out / name, [args.results])
+        if out.is_dir():
+            for name in OUTPUTS:
+                check_output_path("--out", out / name, [args.results])
+        elif not out.parent.resolve().is_dir():
+            raise InputError(
+                f"--out: got {args.out!r}, whose folder does not exist; allowed: "
+                "a folder in an existing one"
+            )
         failed = 0
         if not args.report:
             cells = plan(parts, range(1, args.runs + 1), diagnostics, tasks, settings)
+            if not cells:
+                raise InputError(
+                    f"--tasks: got {args.tasks!r}, in none of the parts "
+                    f"{args.parts!r}; allowed: {tasks_of(parts)}"
+                )
             failed = run(cells, args.results, settings)
+        elif not Path(args.results).exists():
+            print(
+                f"reproduce_lc2st: note: --results {args.results!r} does not exist; our "
+                "shipped runs alone are tabled",
+                file=sys.stderr,
+            )
         if args.ship:
             print(
                 f"{ship(args.results, Path(args.ship))} rows shipped -> {args.ship}",
@@ -466,7 +535,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"reproduce_lc2st: error: {e}", file=sys.stderr)
         return 2
-    text = markdown(table)
+    text = markdown(table) + failures_note(args.results)
+    out.mkdir(exist_ok=True)
     write_atomically("--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"))
     write_atomically("--out", out / OUTPUTS[1], lambda tmp: report_figure(table, tmp))
     print(text)

@@ -239,15 +239,22 @@ def test_report_rates_from_a_small_store(tmp_path):
         (["--tasks", "two_moon"], "--tasks"),
         (["--n-cals", "123"], "--n-cals"),
         (["--import", "nosuch.py"], "--import"),
+        (["--import", "SYNTAX"], "--import"),
+        (["--tasks", "slcp", "--parts", "level"], "--tasks"),
+        (["--out", "/nonexistent/folder/out"], "--out"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(argv, field, tmp_path, capsys):
     from experiments import reproduce_lc2st as rl
 
-    code = rl.main([*argv, "--results", str(tmp_path / "r.db"), "--out", str(tmp_path / "o")])
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(:\n")
+    argv = [str(bad) if a == "SYNTAX" else a for a in argv]
+    out = [] if "--out" in argv else ["--out", str(tmp_path / "o")]
+    code = rl.main([*argv, "--results", str(tmp_path / "r.db"), *out])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and field in err
-    assert not (tmp_path / "r.db").exists()
+    assert not (tmp_path / "r.db").exists() and not (tmp_path / "o").exists()
 
 
 def test_your_own_diagnostic_runs_beside_and_a_failing_one_is_stored(tmp_path):
@@ -259,23 +266,30 @@ def test_your_own_diagnostic_runs_beside_and_a_failing_one_is_stored(tmp_path):
 
     @register_local("raises_for_test", "raises")
     def raises(data):
-        raise ValueError("this diagnostic always fails")
+        raise KeyError("this diagnostic always fails")
+
+    @register_local("returns_none_for_test", "None")
+    def returns_none(data):
+        return None
 
     settings = rl.Settings(budgets=(100,), n_cals=(100,), n_eval=200, num_trials_null=9)
     rl.import_file(
         str(__import__("pathlib").Path(__file__).parents[1] / "examples/my_local_diagnostic.py")
     )
-    cells = rl.plan(["level"], [1], ["nn_sign", "raises_for_test"], ["gaussian_linear"], settings)
-    assert [c.diagnostic for c in cells] == ["nn_sign", "raises_for_test"]
+    names = ["nn_sign", "raises_for_test", "returns_none_for_test"]
+    cells = rl.plan(["level"], [1], names, ["gaussian_linear"], settings)
+    assert [c.diagnostic for c in cells] == names
+    assert cells[0].key.endswith("/nn_sign/neval200/H9")  # not the paper's sizes: in the key
     db = str(tmp_path / "r.db")
-    assert rl.run(cells, db, settings) == 1
+    assert rl.run(cells, db, settings) == 2
     with ResultsStore(db, "r") as store:
         rows = {r["agent"]: r for r in store.rows()}
         failures = store.failures()
     assert rows["nn_sign"]["status"] == "ok"
     assert len([k for k in rows["nn_sign"]["metrics"] if k.startswith("mse/p_exact/")]) == 10
-    assert "always fails" in next(iter(failures.values()))
-    assert rl.run(cells, db, settings) == 1  # resumes: the ok row is kept, the failed rerun
+    assert any("always fails" in v for v in failures.values())
+    assert any("returned NoneType" in v for v in failures.values())
+    assert rl.run(cells, db, settings) == 2  # resumes: the ok row is kept, the failed rerun
 
 
 def test_shipped_runs_fill_the_cells_a_store_lacks(tmp_path, monkeypatch):
@@ -314,3 +328,25 @@ def test_the_exact_gaussian_posterior_inverse_maps_true_parameters_to_base_draws
     assert np.max(np.abs(np.corrcoef(z.T, x.T)[:10, 10:])) < 0.06
     cells = rl.plan(["level"], [1], ["lc2st", "lc2st_nf"], None)
     assert {c.task for c in cells if c.diagnostic == "lc2st_nf"} == {"gaussian_linear"}
+
+
+def test_lhpd_pp_band_is_read_at_the_estimators_levels():
+    """A q whose HPD values stop at 0.8: the null band at the top level sits near 0.8 (the
+    null's coverage at that level), not near the null's own top level (about 1)."""
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(600, 1))
+    hpd = 0.8 * rng.uniform(size=600)
+    test = LocalHPD(x, hpd, num_levels=5, num_trials_null=9).train()
+    band = test.pp_plot_data(np.zeros(1))
+    assert band["levels"][-1] == pytest.approx(hpd.max() - 0.001)
+    assert 0.65 < band["null_low"][-1] <= band["null_high"][-1] < 0.92
+
+
+def test_report_on_a_missing_store_says_so(tmp_path, capsys):
+    from experiments import reproduce_lc2st as rl
+
+    code = rl.main(
+        ["--report", "--results", str(tmp_path / "typo.db"), "--out", str(tmp_path / "o")]
+    )
+    err = capsys.readouterr().err
+    assert code == 0 and "does not exist" in err and not (tmp_path / "typo.db").exists()

@@ -99,7 +99,7 @@ class LocalHPD:
                 "[N] (one HPD value a calibration x)"
             )
         if not np.all((values >= 0) & (values <= 1)):
-            raise InputError("hpd: got values outside [0, 1]; allowed: HPD values in [0, 1]")
+            raise InputError("hpd: got values outside [0, 1] or NaN; allowed: HPD values in [0, 1]")
         as_samples(x, "xs", min_rows=2)
         check_at_least("num_levels", num_levels, 2)
         check_at_least("num_trials_null", num_trials_null, 1)
@@ -138,7 +138,8 @@ class LocalHPD:
             levels.append(lv)
             labels.extend((values <= a).astype(np.float32) for a in lv)
         rows = [np.arange(self.x.shape[0])] * len(labels)
-        seeds = [self.seed + i % self.num_levels for i in range(len(labels))]
+        # each (trial, level) classifier starts from its own weights
+        seeds = [self.seed + 1000 * (t + 1) + j for t in trials for j in range(self.num_levels)]
         key = jax.random.fold_in(jax.random.PRNGKey(self.seed), 2 if trials[0] < 0 else 3)
         trained = train_many(
             self.mlp_config, self.x, np.stack(labels), rows, init_seeds=seeds, key=key,
@@ -168,7 +169,9 @@ class LocalHPD:
             raise InputError("x_o: the classifiers are not trained; call train() first")
         x_o = as_samples(np.reshape(to_numpy(x_o), (1, -1)), "x_o")
         if x_o.shape[1] != self.x.shape[1]:
-            raise InputError(f"x_o: got dim {x_o.shape[1]}; allowed: {self.x.shape[1]}")
+            raise InputError(
+                f"x_o: got {x_o.size} values; allowed: one observation of dim {self.x.shape[1]}"
+            )
         parts = [self.trained, self.trained_null]
         probs = [np.asarray(m.prob_class1(x_o.astype(np.float32)))[:, 0] for m, _ in parts]
         cov = np.concatenate(probs).reshape(-1, self.num_levels)
@@ -206,7 +209,10 @@ class LocalHPD:
         null's alpha/2 and 1 - alpha/2 quantiles of the coverage at each level."""
         check_in_range("alpha", alpha, 0.0, 1.0)
         s = self.scores(x_o)
-        null = s.coverage[1:]
+        # each null trial has levels of its own: its coverage read at the estimator's levels
+        null = np.stack(
+            [np.interp(s.levels[0], lv, cov) for lv, cov in zip(s.levels[1:], s.coverage[1:])]
+        )
         return {
             "levels": s.levels[0],
             "coverage": s.coverage[0],

@@ -128,6 +128,11 @@ def run_local(name: str, data: LocalData) -> dict[str, LocalResult]:
     for field in diag.needs:
         data.need(field, name)
     out = diag.fn(data)
+    if not isinstance(out, dict) or not all(isinstance(v, LocalResult) for v in out.values()):
+        raise InputError(
+            f"{name}: returned {type(out).__name__}; allowed: a dict of statistic name -> "
+            "LocalResult"
+        )
     k = len(data.observations)
     missing = [s for s in diag.statistics if s not in out]
     if missing:

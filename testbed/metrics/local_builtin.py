@@ -57,7 +57,8 @@ def _lc2st_on_permuted_rows(data: LocalData) -> dict[str, LocalResult]:
         ys.append(y)
     trained = train_many(
         MLPConfig.sbi(data.theta.shape[1]), features, np.stack(ys),
-        [np.arange(2 * n)] * len(ys), init_seeds=[data.seed] * len(ys), key=data.seed,
+        [np.arange(2 * n)] * len(ys), init_seeds=[data.seed + 1000 * t for t in range(len(ys))],
+        key=data.seed,
         val_seed=data.seed,
     )  # fmt: skip
     stats = []

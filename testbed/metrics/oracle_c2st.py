@@ -5,7 +5,9 @@ it is trained on `n` draws of each and evaluated on held-out draws of each. Two
 statistics: the accuracy (the benchmark's C2ST) and the paper's MSE, the mean over the
 held-out draws of both classes of (P(class 0) - 1/2)^2. The null: H classifiers trained on
 the pooled training draws with permuted labels, each evaluated on the pooled held-out draws
-with permuted labels (as the authors' `permute_data`). All 1 + H classifiers train at once
+with permuted labels (as the authors' `permute_data`); each classifier starts from its own
+initial weights (a shared start left early-stopped null classifiers near-identical at small
+n, and the MSE form without power). All 1 + H classifiers train at once
 (`testbed.metrics.mlp.train_many`); the classifier is the paper's (sbi's MLP: hidden
 (10 d, 10 d), early stopping), not z-scored, no cross-validation, as the paper's runs.
 """
@@ -67,8 +69,8 @@ def oracle_c2st(
     check_at_least("num_trials_null", num_trials_null, 1)
     if len(qt) != len(pt) or len(qe) != len(pe):
         raise InputError(
-            f"p_train / p_eval: got {len(pt)} / {len(pe)} draws; allowed: as many as "
-            f"q_train / q_eval ({len(qt)} / {len(qe)})"
+            f"p_train / p_eval: got {len(pt)} / {len(pe)} draws for q_train / q_eval's "
+            f"{len(qt)} / {len(qe)}; allowed: as many draws of p as of q, in each pair"
         )
     n, m = len(qt), len(qe)
     train_x = np.concatenate([qt, pt]).astype(np.float32)
@@ -92,7 +94,7 @@ def oracle_c2st(
     cfg = mlp_config or MLPConfig.sbi(train_x.shape[1])
     trained: TrainedMLPs = train_many(
         cfg, train_x, np.stack(ys), [np.arange(2 * n)] * len(trials),
-        init_seeds=[seed] * len(trials), key=seed, val_seed=seed,
+        init_seeds=[seed + 1000 * (t + 1) for t in trials], key=seed, val_seed=seed,
     )  # fmt: skip
     p1 = np.asarray(trained.prob_class1(eval_x), np.float64)  # [1 + H, 2m]
     p0 = 1.0 - p1
