@@ -654,6 +654,52 @@ def _ray_task(job: Unit, env: dict[str, str], imports: tuple[str, ...]) -> list[
 
 RAY_CONNECT_SECONDS = 10.0  # how long the driver tries to reach a Ray cluster's address
 RAY_DEFAULT_PORT = 6379
+# How long the head's GCS may stay silent before the sweep stops as the cluster's fault:
+# before Ray's driver ends itself (gcs_rpc_server_reconnect_timeout_s, 60 s) with a line of
+# its own, no summary and exit status 1.
+RAY_HEAD_LOST_SECONDS = 40.0
+RAY_HEAD_PROBE_SECONDS = 2.0  # how often the driver knocks at the GCS's port while it waits
+
+
+class HeadWatch:
+    """Whether a Ray cluster's head (its GCS server) still answers: `check()` knocks at
+    its port at most every RAY_HEAD_PROBE_SECONDS and raises an EnvironmentFault once it
+    has not answered for RAY_HEAD_LOST_SECONDS."""
+
+    def __init__(self, gcs_address: str | None, lost_seconds: float = RAY_HEAD_LOST_SECONDS):
+        self.endpoint = ray_endpoint(gcs_address) if gcs_address else None
+        self.address = gcs_address
+        self.lost_seconds = lost_seconds
+        self.last_answer = self.last_probe = time.monotonic()
+
+    def check(self) -> None:
+        if self.endpoint is None:
+            return
+        now = time.monotonic()
+        if now - self.last_probe < RAY_HEAD_PROBE_SECONDS:
+            return
+        self.last_probe = now
+        try:
+            with socket.create_connection(self.endpoint, timeout=1.0):
+                self.last_answer = now
+                return
+        except OSError:
+            pass
+        if now - self.last_answer >= self.lost_seconds:
+            raise EnvironmentFault(
+                f"ray cluster: its head (GCS at {self.address}) has not answered for "
+                f"{now - self.last_answer:.0f} s (it stopped, or the network to it did); the "
+                "jobs in flight are lost, every job that finished is stored; the cluster's "
+                "fault, not the sweep's: restart it (ray start --head) and run the sweep again"
+            )
+
+
+def _gcs_address(ray) -> str | None:
+    """The address of the connected cluster's GCS server (None: unknown)."""
+    try:
+        return str(ray.get_runtime_context().gcs_address)
+    except Exception:  # an older or newer Ray without it: no watch
+        return None
 
 
 def ray_endpoint(address: str | None) -> tuple[str, int] | None:
@@ -724,6 +770,7 @@ class RayExecutor:
             kwargs["init_kwargs"] = tuple(sorted(kwargs["init_kwargs"].items()))
         self.config = config or RayConfig(**kwargs)
         self._started_ray = False
+        self._undo_notes: Callable[[], None] | None = None
 
     @property
     def timeout(self) -> float | None:
@@ -745,7 +792,8 @@ class RayExecutor:
         if ray.is_initialized():
             return ray
         check_reachable(self.config.address)  # Ray would retry for minutes, logging each
-        # Ray's log while it connects to a cluster: shown if it works, not if it fails
+        # Ray's log while it connects to a cluster: shown with -v if it works, never if it
+        # fails
         # (a local Ray starts processes that would keep the held stderr: not held then)
         hold = _stderr_held() if ray_endpoint(self.config.address) else contextlib.nullcontext()
         with hold as said, _stdout_to_stderr():
@@ -768,7 +816,11 @@ class RayExecutor:
                 if said is not None:
                     said.drop()
                 raise
+            if said is not None and not log.isEnabledFor(logging.DEBUG):
+                said.drop()  # Ray's own lines ("Connecting to ...") only with -v
         self._started_ray = True
+        if not log.isEnabledFor(logging.DEBUG):
+            self._undo_notes = _cluster_notes_logged(ray)
         return ray
 
     def close(self) -> None:
@@ -779,6 +831,9 @@ class RayExecutor:
             self._started_ray = False
             with _stdout_to_stderr():
                 ray.shutdown()
+            if self._undo_notes is not None:
+                self._undo_notes()
+                self._undo_notes = None
 
     def run(self, jobs: Iterable[Unit], on_result: OnResult, on_start=None) -> None:
         if _count(jobs) == 0:
@@ -807,9 +862,11 @@ class RayExecutor:
         limit = self._limit(ray)
         source: Iterator[Unit] | None = iter(jobs)
         flight: dict[Any, tuple[Unit, float]] = {}
+        head = HeadWatch(_gcs_address(ray))
         try:
             while source is not None or flight:
                 interrupts.check()
+                head.check()
                 while source is not None and len(flight) < limit:
                     job = next(source, None)
                     if job is None:
@@ -891,6 +948,28 @@ def _stderr_held() -> Iterator[_Held]:
                 buffer.seek(0)
                 with contextlib.suppress(OSError):
                     os.write(2, buffer.read())
+
+
+def _cluster_notes_logged(ray) -> Callable[[], None] | None:
+    """Ray's driver prints the cluster's notes to stdout as they come (a raylet that died,
+    with 20 lines of its log, up to 30 s after a node is lost): while connected they are
+    DEBUG lines (`-v`), as the sweep says the fault itself. Returns what undoes it (None:
+    a Ray without that printer, whose notes are printed as Ray prints them)."""
+    worker = getattr(getattr(ray, "_private", None), "worker", None)
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is None:
+        return None
+
+    def to_log(data: Any, ignore_prefix: bool = False) -> None:
+        for line in data.get("lines", ()) if isinstance(data, dict) else ():
+            log.debug("ray (%s): %s", data.get("pid"), line)
+
+    worker.print_to_stdstream = to_log
+
+    def undo() -> None:
+        worker.print_to_stdstream = printer
+
+    return undo
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from typing import Any
 from leaderboard.jobs import Job, JobGroup, JobResult, training_groups
 from leaderboard.store import CLAIMED, DONE, ResultsStore
 from testbed.checkpoints import beside_store
-from testbed.errors import InputError
+from testbed.errors import EnvironmentFault, InputError
 from testbed.progress import activity, held, listening, progress_mode
 from testbed.progress import log as progress_log
 
@@ -288,18 +288,34 @@ def run_sweep(
 
     try:
         batch = training_groups(remaining) if share_training else remaining
-        with beside_store(store.path, finished, enabled=share_training):
+        with beside_store(store.file, finished, enabled=share_training):  # beside the file itself
             while batch:
                 claims = _Claims(batch, claim)
                 executor.run(claims, on_result)
                 summary.by_others += len(claims.done)
                 batch = _wait_for_others(store, claims.busy, summary, claim)
+    except EnvironmentFault as e:  # the machine or a cluster failed: say what is stored
+        raise EnvironmentFault(f"{e} ({_stored_so_far(jobs, store, summary)})") from None
     finally:
         bar.close()
         store.release()
         summary.seconds = time.perf_counter() - start
     _stored_failures(jobs, store, summary)
     return summary
+
+
+def _stored_so_far(jobs: Sequence[Job], store: ResultsStore, summary: SweepSummary) -> str:
+    """What a sweep stopped by a fault leaves: the jobs this run stored, and how many of
+    the sweep's are stored in all (`run the sweep again` resumes from there)."""
+    try:
+        stored = store.keys()
+        held = sum(j.key in stored for j in jobs)
+    except Exception:  # the store itself failed: what this run counted
+        return f"{summary.ran} jobs stored by this run before it stopped"
+    return (
+        f"{summary.ran} jobs stored by this run ({summary.ok} ok, {summary.failed} failed); "
+        f"{held} of the sweep's {summary.total} are stored: run it again to resume"
+    )
 
 
 def _wait_for_others(
