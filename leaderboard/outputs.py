@@ -217,7 +217,7 @@ def write_atomically(
     out: str | os.PathLike,
     write: Callable[[Path], None],
     *,
-    make_folder: bool = False,
+    make_folder: bool = True,
     keep_suffix: bool = False,
 ) -> Path:
     """Calls `write(tmp)` on a temporary file beside `out`, then renames it onto `out`.
@@ -226,7 +226,8 @@ def write_atomically(
     of the file it replaces (or the default mode for new files under the umask). With
     `keep_suffix`, the temporary file ends as `out` ends (`.tmp.csv.gz`), for a writer that
     goes by the suffix. `make_folder`: the folder of `out` is made if missing
-    (its own folder must exist); else a missing folder is an error, never made silently.
+    (one level: its own folder must exist; `check_output_path`, which commands call
+    before any work, refuses a missing folder unless told it is made).
     """
     path = Path(out)
     target = path.resolve() if path.is_symlink() else path  # replace the link's target

@@ -286,6 +286,7 @@ def run_sweep(
     def finished() -> bool:  # every job stored as ok: the trainings' checkpoints are spent
         return not todo(jobs, store, retry_failed=True)
 
+    stopped: EnvironmentFault | None = None  # the machine or a cluster failed
     try:
         batch = training_groups(remaining) if share_training else remaining
         with beside_store(store.file, finished, enabled=share_training):  # beside the file itself
@@ -294,12 +295,18 @@ def run_sweep(
                 executor.run(claims, on_result)
                 summary.by_others += len(claims.done)
                 batch = _wait_for_others(store, claims.busy, summary, claim)
-    except EnvironmentFault as e:  # the machine or a cluster failed: say what is stored
-        raise EnvironmentFault(f"{e} ({_stored_so_far(jobs, store, summary)})") from None
+    except EnvironmentFault as e:  # said with what is stored, once the leases are dropped
+        stopped = e
     finally:
         bar.close()
-        store.release()
+        try:
+            store.release()
+        except EnvironmentFault:  # a full disk: the fault that stopped the sweep is said
+            if stopped is None:
+                raise
         summary.seconds = time.perf_counter() - start
+    if stopped is not None:
+        raise EnvironmentFault(f"{stopped} ({_stored_so_far(jobs, store, summary)})") from None
     _stored_failures(jobs, store, summary)
     return summary
 

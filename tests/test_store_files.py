@@ -296,3 +296,22 @@ def test_a_full_disk_at_creation_leaves_no_empty_store(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "the machine's fault" in proc.stderr
     assert not db.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_stopped_by_a_full_disk_says_what_is_stored(tmp_path):
+    """A sweep stopped by the machine said only what failed; now also how many of its
+    jobs are stored (the run again resumes from there)."""
+    db = tmp_path / "r.db"
+    root = Path(__file__).resolve().parents[1]
+    ids = ",".join(f"coin/{i}" for i in range(18))
+    proc = subprocess.run(
+        [sys.executable, "-c", FILES_UP_TO, str(48 * 1024), "-m", "experiments.cli", "sweep",
+         "--agent", "uniform", "--problem", ids, "--executor", "inline", "--results", str(db),
+         "--quiet"],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the machine's fault" in lines[0], proc.stderr
+    stored = len(load(db))
+    assert f"{stored} of the sweep's 18 are stored: run it again to resume" in lines[0]
