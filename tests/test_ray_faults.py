@@ -119,3 +119,21 @@ def test_a_lost_node_loses_no_job_and_keeps_rays_log_out(tmp_path, monkeypatch):
     assert len(rows) == len(set(rows)) == 16  # every job stored: none lost, none doubled
     assert all("ray task failed" in e for e in errors), errors
     assert proc.returncode == (1 if errors else 0), err
+
+
+def test_the_head_watch_knocks_at_the_gcs_port(monkeypatch):
+    import socket
+
+    from leaderboard import executors
+    from testbed.errors import EnvironmentFault
+
+    monkeypatch.setattr(executors, "RAY_HEAD_PROBE_SECONDS", 0.0)
+    with socket.socket() as server:  # a head that answers
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        watch = executors.HeadWatch(address, lost_seconds=0.0)
+        watch.check()
+    with pytest.raises(EnvironmentFault, match=r"ray cluster: its head \(GCS at 127.0.0.1"):
+        watch.check()  # the port closed: silent for longer than lost_seconds
+    executors.HeadWatch(None).check()  # no address known: no watch
