@@ -8,7 +8,11 @@ the other in the process (no fork of a process holding JAX and torch). `nutpie` 
 the same model through numba once per shape (8-57 s here) and samples its chains in
 parallel threads. PyTensor finds no BLAS by itself here: with OpenBLAS installed
 (libopenblas-dev), `blas__ldflags=-lopenblas` is set before PyTensor is imported (~5x on a
-10-d model). The Inverse-Wishart family is not served (PyMC has no Inverse-Wishart prior).
+10-d model). Both sample with one BLAS thread: PyTensor's linear solves call SciPy, whose
+OpenBLAS threads otherwise spin against each other on a busy machine (a 2 x 2 triangular
+solve took 1.8 ms instead of 0.06 ms here; PyMC's own `blas_cores` limit is off where
+processes fork). The Inverse-Wishart family is not served (PyMC has no Inverse-Wishart
+prior).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from agents.ppl.common import (
     ModelCache,
@@ -123,7 +128,7 @@ def make_pymc(config: PplConfig):
 
         (pm_model, step), compile_seconds = PYMC_MODELS.get(model.shape_key, build)
         start = time.perf_counter()
-        with pm_model, quiet():
+        with pm_model, quiet(), threadpool_limits(1):
             pm.set_data(containers(model))
             trace = pm.sample(
                 draws=config.num_samples,
@@ -159,7 +164,7 @@ def make_nutpie(config: PplConfig):
         compiled, compile_seconds = NUTPIE_MODELS.get(model.shape_key, build)
         compiled = compiled.with_data(**containers(model))
         start = time.perf_counter()
-        with quiet():
+        with quiet(), threadpool_limits(1):
             trace = nutpie.sample(
                 compiled,
                 draws=config.num_samples,
