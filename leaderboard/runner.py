@@ -299,16 +299,22 @@ def run_sweep(
         stopped = e
     finally:
         bar.close()
-        try:
-            store.release()
-        except EnvironmentFault:  # a full disk: the fault that stopped the sweep is said
-            if stopped is None:
-                raise
+        _release(store, stopped)
         summary.seconds = time.perf_counter() - start
     if stopped is not None:
         raise EnvironmentFault(f"{stopped} ({_stored_so_far(jobs, store, summary)})") from None
     _stored_failures(jobs, store, summary)
     return summary
+
+
+def _release(store: ResultsStore, stopped: EnvironmentFault | None) -> None:
+    """Drops this driver's leases; failing to (the same full disk) is not said over the
+    fault that stopped the sweep."""
+    try:
+        store.release()
+    except EnvironmentFault:
+        if stopped is None:
+            raise
 
 
 def _stored_so_far(jobs: Sequence[Job], store: ResultsStore, summary: SweepSummary) -> str:
