@@ -306,8 +306,11 @@ def build(
     if metric != "auto":
         specs = {f: spec for f, spec in specs.items() if spec.rule == METRIC_RULES[metric]}
         if not specs or not any(spec.score in df for spec in specs.values()):
+            whose = f"results: {str(results)!r}" if results is not None else (
+                f"--shipped-only: our shipped runs of sweep {sweep!r}"
+            )  # fmt: skip
             raise InputError(
-                f"results: {str(results)!r} has no family ranked by --metric {metric}; "
+                f"{whose} has no family ranked by --metric {metric}; "
                 "allowed: --metric auto, or results of such problems"
             )
     rank = dict(normalize=normalize, best_only=best_only)

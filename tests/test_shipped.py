@@ -553,3 +553,12 @@ def test_without_a_sweep_the_ranking_says_what_it_covers_and_why_a_stderr_is_bla
     assert said in render_report(board)
     swept = coverage_notes(build(db, sweep="classification_2d"))
     assert not any("problems your results hold" in note for note in swept)
+
+
+def test_shipped_only_with_a_metric_no_family_ranks_names_the_shipped_runs():
+    """`--shipped-only --metric c2st` on a Neural Testbed sweep: the refusal names our
+    shipped runs of the sweep (it said "'None' has no family")."""
+    from leaderboard import board
+
+    with pytest.raises(InputError, match="--shipped-only: our shipped runs of sweep"):
+        board.build(None, sweep="classification_2d", metric="c2st")
