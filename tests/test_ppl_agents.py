@@ -23,9 +23,10 @@ import generative
 import testbed
 from agents.ppl import blackjax_agent, pymc_agent, pyro_agent, stan_agent
 from agents.ppl.common import INSTALL
-from agents.ppl.spec import FAMILIES, to_theta, translate
+from agents.ppl.spec import FAMILIES, PARAMS, to_theta, translate
 from experiments.cli import main
-from generative.conjugate import PROBLEMS
+from generative.conjugate import PROBLEMS, ConjugateProblem
+from generative.conjugate import families as fam
 from testbed.errors import InputError
 from testbed.metrics.one_sample import mahalanobis_chi2, pit_ks
 
@@ -41,6 +42,23 @@ MODULES = {  # the module each agent needs, besides ArviZ
 ONE_PER_FAMILY = {}
 for _pid, _spec in PROBLEMS.items():
     ONE_PER_FAMILY.setdefault(_spec["family"].name, _pid)
+# For the model checks, problems with no unit scale (a variance read as a standard
+# deviation, or a rate as a scale, would go unseen at 1; the WYB problems have such 1s)
+UNIT_FREE = {
+    "normal_known_var": fam.NormalKnownVar(np.array([1.0]), np.array([[4.0]]), 2.25),
+    "mvn_known_cov": PROBLEMS["mvn_known_cov/corr3"]["family"],
+    "blr": PROBLEMS["blr/3"]["family"],
+    "normal_known_mean": PROBLEMS["wyb/12"]["family"],
+    "nig": PROBLEMS["nig/1"]["family"],
+    "niw": PROBLEMS["niw/3"]["family"],
+    "beta_binomial": fam.BetaBinomial(2.0, 3.0),
+    "gamma_poisson": fam.GammaPoisson(2.0, 3.0),
+    "dirichlet_multinomial": fam.DirichletMultinomial(np.array([1.0, 2.0, 0.5, 3.0])),
+}
+
+
+def _unit_free(family: str) -> ConjugateProblem:
+    return ConjugateProblem(f"{family}/check", UNIT_FREE[family], num_train=12, seed=5)
 
 
 def _problem(pid: str, **options):
@@ -63,7 +81,7 @@ def test_a_family_not_served_is_refused_in_one_line_naming_those_served(agent):
 
 def test_stan_blackjax_and_numpyro_serve_every_family():
     assert stan_agent.SERVES == blackjax_agent.SERVES == FAMILIES
-    assert set(ONE_PER_FAMILY) == set(FAMILIES)  # the problem set has no other family
+    assert set(ONE_PER_FAMILY) == set(UNIT_FREE) == set(FAMILIES)  # no other family
     assert set(pymc_agent.SERVES) == set(pyro_agent.SERVES) == set(FAMILIES) - {"niw"}
 
 
@@ -158,7 +176,7 @@ def _reference_log_joint(model, theta: np.ndarray) -> float:
 def test_the_translated_model_is_the_problems_model(family):
     """Prior and likelihood as the PPLs read them equal the family's own, at prior draws
     (up to a constant only where a likelihood is written another way: none here)."""
-    problem = _problem(ONE_PER_FAMILY[family])
+    problem = _unit_free(family)
     fam = problem.prior_knowledge.model.family
     model = translate(fam, problem.x, problem.y)
     assert model.family == family and model.num_obs == problem.num_train
@@ -191,7 +209,7 @@ def test_stan_reads_the_labels_from_one():
 def test_blackjax_log_density_is_the_family_density_with_its_jacobian(family):
     import jax.numpy as jnp
 
-    problem = _problem(ONE_PER_FAMILY[family])
+    problem = _unit_free(family)
     spec = problem.prior_knowledge.model
     model = translate(spec.family, problem.x, problem.y)
     fn = blackjax_agent.log_density(model.family, model.dim)
@@ -206,6 +224,62 @@ def test_blackjax_log_density_is_the_family_density_with_its_jacobian(family):
         assert float(got) == pytest.approx(float(want), rel=1e-4, abs=1e-3)
         theta = to_theta(model, {k: np.asarray(v)[None, None] for k, v in named.items()})
         np.testing.assert_allclose(theta[0, 0], np.asarray(spec.constrain(u)), rtol=1e-5)
+
+
+def _named(model, theta: np.ndarray) -> dict[str, np.ndarray]:
+    """theta (the problem's order) by the PPL programs' parameter names."""
+    fam = model.family
+    if fam == "nig":
+        return {"mu": theta[0], "s2": theta[1]}
+    (name,) = PARAMS[fam]
+    return {name: theta if fam in ("mvn_known_cov", "blr", "dirichlet_multinomial") else theta[0]}
+
+
+def _family_log_joint(problem, theta: np.ndarray) -> float:
+    fam = problem.family
+    return float(
+        np.ravel(
+            fam.log_prior(theta[None]) + fam.log_likelihood(theta[None], problem.x, problem.y)
+        )[0]
+    )
+
+
+@pytest.mark.parametrize("family", sorted(pyro_agent.SERVES))
+def test_the_pyro_program_is_the_problems_model(family):
+    """Pyro's log joint of its program at prior draws equals the family's."""
+    pyro = pytest.importorskip("pyro")
+    import torch
+
+    problem = _unit_free(family)
+    model = translate(problem.family, problem.x, problem.y)
+    program = pyro_agent.pyro_model(model)
+    for theta in problem.family.prior().sample(3, np.random.default_rng(3)):
+        values = {k: torch.as_tensor(np.asarray(v)) for k, v in _named(model, theta).items()}
+        trace = pyro.poutine.trace(pyro.poutine.condition(program, data=values)).get_trace()
+        got = float(trace.log_prob_sum())
+        assert got == pytest.approx(_family_log_joint(problem, theta), rel=1e-9, abs=1e-7)
+
+
+@pytest.mark.parametrize("family", sorted(pymc_agent.SERVES))
+def test_the_pymc_model_is_the_problems_model(family):
+    """PyMC's log joint (no Jacobian) of its model at prior draws equals the family's."""
+    pytest.importorskip("pymc")
+    pm = pymc_agent.import_pymc("pymc")
+
+    problem = _unit_free(family)
+    model = translate(problem.family, problem.x, problem.y)
+    pm_model = pymc_agent.build_model(pm, model)
+    logp = pm_model.compile_logp(jacobian=False, mode="FAST_COMPILE")
+    for theta in problem.family.prior().sample(3, np.random.default_rng(4)):
+        named, point = _named(model, theta), {}
+        for rv in pm_model.free_RVs:
+            value = np.asarray(named[rv.name], np.float64)
+            transform = pm_model.rvs_to_transforms[rv]
+            if transform is not None:
+                value = transform.forward(value, *rv.owner.inputs).eval()
+            point[pm_model.rvs_to_values[rv].name] = value
+        got = float(logp(point))
+        assert got == pytest.approx(_family_log_joint(problem, theta), rel=1e-9, abs=1e-7)
 
 
 def test_blackjax_compiles_once_per_shape():
