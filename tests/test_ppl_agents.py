@@ -22,7 +22,7 @@ import agents
 import generative
 import testbed
 from agents.ppl import blackjax_agent, pymc_agent, pyro_agent, stan_agent
-from agents.ppl.common import INSTALL
+from agents.ppl.common import INSTALL, quiet
 from agents.ppl.spec import FAMILIES, PARAMS, to_theta, translate
 from experiments.cli import main
 from generative.conjugate import PROBLEMS, ConjugateProblem
@@ -231,6 +231,11 @@ def _named(model, theta: np.ndarray) -> dict[str, np.ndarray]:
     fam = model.family
     if fam == "nig":
         return {"mu": theta[0], "s2": theta[1]}
+    if fam == "niw":
+        d = model.dim
+        sigma, (rows, cols) = np.zeros((d, d)), np.tril_indices(d)
+        sigma[rows, cols] = sigma[cols, rows] = theta[d:]
+        return {"mu": theta[:d], "Sigma": sigma}
     (name,) = PARAMS[fam]
     return {name: theta if fam in ("mvn_known_cov", "blr", "dirichlet_multinomial") else theta[0]}
 
@@ -361,3 +366,23 @@ def test_stan_and_pymc_serve_the_other_families():
             post, draws = problem.posterior, predictive.draws
             se = np.sqrt(post.var / predictive.diagnostics["ess_bulk_min"])
             assert np.all(np.abs(draws.mean(0) - post.mean) < 6 * se), (agent, family)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("family", sorted(stan_agent.SERVES))
+def test_the_stan_program_is_the_problems_model(family):
+    """Stan's log density (no Jacobian) at prior draws equals the family's up to a constant
+    (`~` statements drop the terms that do not depend on the parameters)."""
+    stan = pytest.importorskip("stan")
+    problem = _unit_free(family)
+    model = translate(problem.family, problem.x, problem.y)
+    with quiet():
+        program = stan.build(stan_agent.PROGRAMS[family], data=stan_agent.stan_data(model))
+    got, want = [], []
+    for theta in problem.family.prior().sample(3, np.random.default_rng(6)):
+        named = {k: np.asarray(v).tolist() for k, v in _named(model, theta).items()}
+        u = program.unconstrain_pars(named)
+        got.append(program.log_prob(u, adjust_transform=False))
+        want.append(_family_log_joint(problem, theta))
+    np.testing.assert_allclose(np.diff(got), np.diff(want), rtol=1e-8, atol=1e-6)
