@@ -265,10 +265,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         metrics = list(
             dict.fromkeys(m for n in metrics for m in (defaults if n == "default" else [n]))
         )
+    from testbed.errors import InputError
     from testbed.progress import activity
 
-    with activity(f"{agent.name} on {args.problem}", timed=False):
-        quality = testbed.evaluate(agent, problem, metrics=metrics)
+    try:
+        with activity(f"{agent.name} on {args.problem}", timed=False):
+            quality = testbed.evaluate(agent, problem, metrics=metrics)
+    except (MemoryError, RuntimeError) as e:  # JAX's allocation failure is a RuntimeError
+        if not isinstance(e, MemoryError) and "RESOURCE_EXHAUSTED" not in str(e):
+            raise
+        given = " ".join(f"--set {s}" for s in args.set or []) or "its default config"
+        raise InputError(
+            f"{agent.name} on {args.problem} ran out of memory with {given} "
+            f"({str(e).splitlines()[0][:160]}); allowed: sizes that fit in this machine's "
+            "memory"
+        ) from None
     if args.json:
         out = {
             "agent": agent.name,

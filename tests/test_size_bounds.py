@@ -75,3 +75,28 @@ def test_posterior_draws_and_null_trials_are_bounded():
     with pytest.raises(InputError, match="lc2st_num_null: got 1,000,000,000; allowed: at most"):
         generative.load("sbi/two_moons/1000/1", lc2st=True, lc2st_num_null=10**9)
     generative.load("sbi/two_moons/1000/1", lc2st_num_null=10**9)  # no L-C2ST: not held
+
+
+def test_an_agent_too_big_for_the_memory_is_one_line_with_status_2(monkeypatch, capsys):
+    """`testbed run --agent ensemble --set num_ensemble=1e12` ended in a traceback (JAX out
+    of memory allocating 4,000 GB; the fault injector's malformed command lines): an
+    agent's sizes have no bound of their own, so running out of memory in `run` is one
+    line naming the settings; any other error of the agent keeps its traceback."""
+    import testbed
+
+    def oom(*args, **kwargs):
+        raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 4000000000000 bytes.")
+
+    monkeypatch.setattr(testbed, "evaluate", oom)
+    argv = ["run", "--agent", "beta_bernoulli", "--problem", "coin/1", "--set", "a=2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("testbed: error: beta_bernoulli on coin/1 ran"), err
+    assert "out of memory with --set a=2 (RESOURCE_EXHAUSTED" in err[0]
+
+    def bug(*args, **kwargs):
+        raise RuntimeError("a bug of the agent's")
+
+    monkeypatch.setattr(testbed, "evaluate", bug)
+    with pytest.raises(RuntimeError, match="a bug of the agent's"):
+        main(argv)
