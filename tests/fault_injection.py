@@ -2,7 +2,7 @@
 repeated. Prints, per probe, the rows lost and the rows doubled; every probe must give
 (0, 0).
 
-    python tests/fault_injection.py [--folder DIR] [--jobs N] [--seed S] [--only TEXT]
+    python tests/fault_injection.py [--folder DIR] [--jobs N] [--seed S] [--only TEXT] [--ray]
 
 Probes (each on a fresh store in DIR, default a temporary folder, with N quick jobs of the
 `lbfault/clock` test problems run by `testbed sweep` in processes of their own):
@@ -20,11 +20,25 @@ Probes (each on a fresh store in DIR, default a temporary folder, with N quick j
   finished store; it must be refused in one line (status 2), then moved aside, and the
   sweep runs again;
 - zeroed WAL: a killed driver's `-wal` is overwritten with zeros; the store must be
-  refused in one line, salvaged without it (`--wal ignore`), and the sweep runs again.
+  refused in one line, salvaged without it (`--wal ignore`), and the sweep runs again;
+- a training group killed between its rows: the driver dies as the second row of a tau
+  pair (two jobs, one training) is stored; the store holds both rows or neither, and the
+  re-run stores both from one training (`shared_training` 2);
+- malformed command lines: `MALFORMED`, the `testbed` lines a hostile user types (bad
+  flags, bad values, missing and extra arguments, folders, links, missing paths, NaN, inf,
+  negative and huge numbers, unknown names): each must end in exactly one `testbed:` line
+  on stderr and status 2, no traceback, and make no file (in a folder of fixtures: a
+  store, a text file, folders, a dangling and a looping link);
+- the Ray cluster's faults (the head's death, a lost node of a local two-node cluster):
+  `--ray` runs `tests/test_ray_faults.py`'s slow tests, which assert one line, status 3
+  and what is stored for the head, every job stored once for the node (left out by
+  default: the slow tier runs those tests itself; with --ray, about 2 more minutes).
 
 Lost: jobs of the sweep without an `ok` row at the end. Doubled: rows stored twice for one
-job, or (concurrent sweeps) jobs that two sweeps both ran. The exit status is 0 when every
-probe gave (0, 0).
+job, or (concurrent sweeps) jobs that two sweeps both ran. A fault not in one line: a
+malformed command line, a refused store or a cluster fault that did not end in one
+`testbed:` line with its status (and, for a command line, no traceback and no file made).
+The exit status is 0 when every probe gave 0 of each.
 """
 
 from __future__ import annotations
@@ -33,6 +47,7 @@ import argparse
 import collections
 import os
 import random
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -213,6 +228,150 @@ def zeroed_wal_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
     return salvage_and_resume(probe, wal_choice="ignore")
 
 
+def group_kill_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
+    """A driver killed as the second row of a training group (a tau pair: two jobs, one
+    training) is stored: both rows or neither; the re-run stores both from one training.
+    Lost: a job without an ok row from the shared training (a part trained alone)."""
+    from test_training_group_commit import SWEEP
+
+    ids = ["pairtest/1", "pairtest/10"]
+
+    def sweep(kill: bool) -> int:
+        return subprocess.run(
+            [sys.executable, "-c", SWEEP.format(root=str(ROOT)), str(probe.db),
+             "kill" if kill else "-"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        ).returncode  # fmt: skip
+
+    def rows() -> list[tuple[str, str, str]]:
+        with sqlite3.connect(probe.db) as conn:
+            found = conn.execute("SELECT problem_id, status, metrics FROM results").fetchall()
+        conn.close()
+        return found
+
+    if sweep(kill=True) != 9:  # 9: killed while storing the group, as asked
+        raise RuntimeError("the group's driver was not killed between its rows")
+    split = len(rows()) not in (0, len(ids))
+    print(f"  ({len(rows())} of the group's {len(ids)} rows stored at the kill)", flush=True)
+    if sweep(kill=False) != 0:
+        raise RuntimeError("the re-run of the training group failed")
+    stored = rows()
+    whole = {pid for pid, status, m in stored if status == "ok" and '"shared_training": 2' in m}
+    per_job = collections.Counter(pid for pid, _, _ in stored)
+    lost = sum(1 for pid in ids if pid not in whole) + (1 if split else 0)
+    return lost, sum(n - 1 for n in per_job.values() if n > 1)
+
+
+# The `testbed` command lines a hostile user types, each run in a folder of fixtures:
+# good.db (a store with rows), text.db (text), adir/ and adir.csv/ (folders), dangling.db
+# (a link to nothing), loop.db (a link to itself), link-to-good.db. Each must end in one
+# `testbed:` line on stderr, status 2, no traceback, no file made.
+MALFORMED = [
+    # the command, its flags, missing and extra arguments
+    "",
+    "frobnicate",
+    "run --agnet uniform --problem coin/1",
+    "run --agent",
+    "run --agent uniform --problem coin/1 extra",
+    "list agent",
+    "sweep --agent uniform",
+    "sweep --agent uniform --sweep coin --executor dask",
+    "leaderboard --results good.db --format xml",
+    "salvage --results good.db",
+    # numbers: NaN, inf, negative, huge, not numbers
+    "run --agent uniform --problem coin/1 --seed nan",
+    "run --agent uniform --problem coin/1 --seed -1",
+    "run --agent uniform --problem coin/1 --seed 1e300",
+    "sweep --agent uniform --sweep coin --workers -3",
+    "sweep --agent uniform --sweep coin --timeout nan",
+    "sweep --agent uniform --sweep coin --seeds 0-99999999",
+    "run --agent uniform --problem classification_2d/0 --option num_test_seeds=1e9",
+    "run --agent uniform --problem classification_2d/0 --option num_enn_samples=inf",
+    "run --agent ensemble --problem classification_2d/0 --set num_ensemble=1e12",
+    "run --agent mlp --problem classification_2d/0 --set learning_rate=nan",
+    "run --agent beta_bernoulli --problem coin/1 --set a=-1",
+    "leaderboard --results good.db --tau -1",
+    "run --agent uniform --problem coin/1e400",
+    "run --agent npe --problem sbi/two_moons/inf/1",
+    # unknown names
+    "run --agent nope --problem coin/1",
+    "run --agent uniform --problem nope/1",
+    "run --agent uniform --problem coin/1 --metrics nope",
+    "run --agent beta_bernoulli --problem coin/1 --set zz=1",
+    "leaderboard --results good.db --normalize nope",
+    "list agents --import missing.py",
+    # paths: folders, links, missing files, not a store, side files, inputs as outputs
+    "leaderboard --results adir",
+    "leaderboard --results dangling.db",
+    "leaderboard --results loop.db",
+    "leaderboard --results text.db",
+    "leaderboard --results good.db-wal",
+    "sweep --agent uniform --problem coin/1 --results adir",
+    "report --results good.db --out nofolder/r.html",
+    "report --results good.db --out link-to-good.db",
+    "leaderboard --results good.db --export adir",
+    "salvage --results missing.db --out new.db",
+    "run --agent uniform --problem real/file:adir.csv/1/1",
+]  # fmt: skip
+NOT_ONE_LINE: list[str] = []  # every fault that did not end in one line with its status
+
+
+def malformed_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
+    """Each line of MALFORMED: one `testbed:` line, status 2, no traceback, no file made.
+    A store's own `-wal` / `-shm` beside it (any reader's) are not files made."""
+    folder = probe.folder
+    probe.run(folder / "good.db", executor="inline")
+    (folder / "adir").mkdir()
+    (folder / "adir.csv").mkdir()
+    (folder / "text.db").write_text("not a store\n")
+    (folder / "dangling.db").symlink_to(folder / "gone.db")
+    (folder / "loop.db").symlink_to(folder / "loop.db")
+    (folder / "link-to-good.db").symlink_to(folder / "good.db")
+    env = {**probe.env(), "TESTBED_PROGRESS": "off"}
+
+    def files() -> set[str]:
+        return {str(p.relative_to(folder)) for p in folder.rglob("*")} - {
+            "good.db-wal", "good.db-shm", "ran.log"
+        }  # fmt: skip
+
+    before = files()
+    for line in MALFORMED:
+        proc = subprocess.run(
+            [sys.executable, "-m", "experiments.cli", *shlex.split(line)],
+            cwd=folder, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        said = [x for x in proc.stderr.splitlines() if x.strip()]
+        made = sorted(files() - before)
+        if (
+            proc.returncode != 2
+            or len(said) != 1
+            or not said[0].startswith("testbed: ")
+            or "Traceback" in proc.stderr
+            or made
+        ):
+            NOT_ONE_LINE.append(f"testbed {line}")
+            print(f"  NOT one line, status 2: `testbed {line}`: status {proc.returncode}, "
+                  f"made {made}, stderr {proc.stderr.strip()[-300:]!r}", flush=True)  # fmt: skip
+            for name in made:  # the next line starts from the fixtures alone
+                path = folder / name
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    print(f"  ({len(MALFORMED)} command lines)", flush=True)
+    return 0, 0
+
+
+def ray_probe() -> tuple[int, int]:
+    """The Ray head's death and a lost node: tests/test_ray_faults.py's slow tests."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-m", "slow", "-p", "no:cacheprovider",
+         str(TESTS / "test_ray_faults.py")],
+        cwd=ROOT, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    print(f"  ({proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr})")
+    if proc.returncode != 0:
+        NOT_ONE_LINE.append("the Ray cluster's faults (tests/test_ray_faults.py)")
+    return 0, 0
+
+
 def refused_in_one_line(probe: Probe, words: str) -> bool:
     """Whether `testbed leaderboard` refuses the store with status 2 in one line."""
     check = subprocess.run(
@@ -221,6 +380,8 @@ def refused_in_one_line(probe: Probe, words: str) -> bool:
     )  # fmt: skip
     lines = check.stderr.strip().splitlines()
     ok = check.returncode == 2 and len(lines) == 1 and words in lines[0]
+    if not ok:
+        NOT_ONE_LINE.append(f"testbed leaderboard on {probe.db} ({words!r})")
     print(f"  ({'refused' if ok else 'NOT refused'}: {check.stderr.strip()[:200]})", flush=True)
     return ok
 
@@ -268,6 +429,8 @@ PROBES = {
     "100 random bytes in the WAL, all through a link, salvage, resume": linked_wal_probe,
     "another store's WAL beside the store, refused, moved aside, resume": foreign_wal_probe,
     "a killed sweep's WAL zeroed, refused, salvage without it, resume": zeroed_wal_probe,
+    "a training group killed between its rows, then resume": group_kill_probe,
+    "malformed command lines, each one line with status 2": malformed_probe,
 }
 
 
@@ -277,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=16, help="jobs per sweep")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default="", help="run the probes whose name has this text")
+    parser.add_argument(
+        "--ray", action="store_true", help="also the Ray cluster's faults (test_ray_faults.py)"
+    )
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     folder = Path(args.folder or tempfile.mkdtemp(prefix="testbed-faults-"))
@@ -289,11 +455,18 @@ def main(argv: list[str] | None = None) -> int:
             total[0] += lost
             total[1] += doubled
             print(f"{name}: rows lost {lost}, doubled {doubled}", flush=True)
+        ray = "the Ray head killed and a node lost mid-sweep"
+        if args.ray and args.only in ray:
+            lost, doubled = ray_probe()
+            total[0] += lost
+            total[1] += doubled
+            print(f"{ray}: rows lost {lost}, doubled {doubled}", flush=True)
     finally:
         if not args.folder:
             shutil.rmtree(folder, ignore_errors=True)
-    print(f"all probes: rows lost {total[0]}, doubled {total[1]}")
-    return 0 if total == [0, 0] else 1
+    print(f"all probes: rows lost {total[0]}, doubled {total[1]}, "
+          f"faults not in one line with their status {len(NOT_ONE_LINE)}")  # fmt: skip
+    return 0 if total == [0, 0] and not NOT_ONE_LINE else 1
 
 
 if __name__ == "__main__":

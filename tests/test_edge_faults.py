@@ -554,11 +554,18 @@ def test_a_job_stopped_inside_an_activity_leaves_no_progress_line_behind(tmp_pat
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
 def test_fault_injection_loses_and_doubles_no_row(tmp_path):
     """tests/fault_injection.py: kills, Ctrl-C, concurrent sweeps, corrupt rows, a damaged
-    WAL and a truncated store, each on a scratch store: rows lost and doubled (0, 0)."""
+    WAL and a truncated store, each on a scratch store: rows lost and doubled (0, 0); a
+    training group killed between its rows; malformed command lines, each one line with
+    status 2. (The Ray cluster's faults, its --ray, are test_ray_faults.py's slow tests,
+    run by this tier themselves.)"""
     proc = subprocess.run(
         [sys.executable, str(TESTS / "fault_injection.py"), "--folder", str(tmp_path / "f"),
          "--jobs", "12"],
         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.strip().endswith("all probes: rows lost 0, doubled 0"), proc.stdout
+    assert proc.stdout.strip().endswith(
+        "all probes: rows lost 0, doubled 0, faults not in one line with their status 0"
+    ), proc.stdout
+    assert "malformed command lines, each one line with status 2: rows lost 0" in proc.stdout
+    assert "a training group killed between its rows, then resume: rows lost 0" in proc.stdout
