@@ -29,11 +29,13 @@ def test_relu_covariance_is_the_gaussian_expectation():
     assert float(relu_covariance(np.array(2.0), np.array(2.0), np.array(2.0), xp=np)) == 1.0
 
 
-def test_nngp_kernel_is_the_wide_network_limit():
+@pytest.mark.parametrize("width", [500, pytest.param(1000, marks=pytest.mark.slow)])
+def test_nngp_kernel_is_the_wide_network_limit(width):
     """The empirical kernel of wide random ReLU networks (W_std 1, first b_std 1/sqrt(d))
-    converges to the closed form."""
+    converges to the closed form. Width 500 in the default run, a quarter of width 1000's
+    cost: its largest error was 0.21-0.58 of the bound over seeds 1-3 (2026-11-28)."""
     rng = np.random.default_rng(1)
-    d, width, nets = 3, 1000, 300
+    d, nets = 3, 300
     x = rng.normal(size=(4, d))
     outs = []
     for _ in range(nets):
@@ -158,8 +160,9 @@ def test_regression_heads_output_real_values(problem, name):
     out = np.asarray(sampler(problem.x_cache[:5], jax.random.PRNGKey(0)))
     assert out.shape == (5, 1) and np.all(np.isfinite(out))
     # it learned something: its mean is better than the zero function on the training targets
-    keys = jax.random.split(jax.random.PRNGKey(1), 20)
-    fit = np.mean([np.asarray(sampler(problem.train_data.x, k))[:, 0] for k in keys], axis=0)
+    keys = jax.random.split(jax.random.PRNGKey(1), 20)  # 20 functions in one vmapped call
+    fit = np.asarray(jax.jit(jax.vmap(lambda k: sampler(problem.train_data.x, k)))(keys))
+    fit = fit[..., 0].mean(axis=0)
     y = problem.train_data.y[:, 0]
     assert np.mean((fit - y) ** 2) < np.mean(y**2)
 

@@ -51,13 +51,18 @@ def test_hypermodel_2021_starts_with_zero_mean_and_index_scaled_weights():
     agent = agents.load("hypermodel", enn_2021=True, index_dim=5, num_batches=1)
     sampler = agent(problem.train_data, problem.prior_knowledge)
     x = jax.random.normal(jax.random.PRNGKey(0), (50, 2))
-    outs = jnp.stack([sampler(x, k) for k in jax.random.split(jax.random.PRNGKey(1), 100)])
+    keys = jax.random.split(jax.random.PRNGKey(1), 100)
+
+    def functions(sampler):  # 100 sampled functions at x in one call, as the evaluators
+        return jax.jit(jax.vmap(lambda k: sampler(x, k)))(keys)  # draw them (not 100 calls)
+
+    outs = functions(sampler)
     # the 2021 init gives every function a large spread (sd of a logit difference well
     # over 1 at d = 2); today's init starts near one function (sd ~0.1)
     spread = float(jnp.std(outs[..., 0] - outs[..., 1], axis=0).mean())
     assert spread > 2.0
     today = agents.load("hypermodel", num_batches=1)(problem.train_data, problem.prior_knowledge)
-    outs = jnp.stack([today(x, k) for k in jax.random.split(jax.random.PRNGKey(1), 100)])
+    outs = functions(today)
     assert float(jnp.std(outs[..., 0] - outs[..., 1], axis=0).mean()) < 1.0
 
 
