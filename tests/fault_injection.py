@@ -317,44 +317,54 @@ NOT_ONE_LINE: list[str] = []  # every fault that did not end in one line with it
 
 
 def malformed_probe(probe: Probe, rng: random.Random) -> tuple[int, int]:
-    """Each line of MALFORMED: one `testbed:` line, status 2, no traceback, no file made.
-    A store's own `-wal` / `-shm` beside it (any reader's) are not files made."""
-    folder = probe.folder
-    probe.run(folder / "good.db", executor="inline")
-    (folder / "adir").mkdir()
-    (folder / "adir.csv").mkdir()
-    (folder / "text.db").write_text("not a store\n")
-    (folder / "dangling.db").symlink_to(folder / "gone.db")
-    (folder / "loop.db").symlink_to(folder / "loop.db")
-    (folder / "link-to-good.db").symlink_to(folder / "good.db")
+    """Each line of MALFORMED, in a copy of the fixtures of its own (three at a time): one
+    `testbed:` line, status 2, no traceback, no file made (a store's own `-wal` / `-shm`
+    beside it, which any reader leaves, are not files made)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fixtures = probe.folder / "fixtures"
+    fixtures.mkdir()
+    probe.run(fixtures / "good.db", executor="inline")
+    (fixtures / "adir").mkdir()
+    (fixtures / "adir.csv").mkdir()
+    (fixtures / "text.db").write_text("not a store\n")
+    (fixtures / "dangling.db").symlink_to("gone.db")  # relative: a copy's links stay its own
+    (fixtures / "loop.db").symlink_to("loop.db")
+    (fixtures / "link-to-good.db").symlink_to("good.db")
     env = {**probe.env(), "TESTBED_PROGRESS": "off"}
 
-    def files() -> set[str]:
+    def files(folder: Path) -> set[str]:
         return {str(p.relative_to(folder)) for p in folder.rglob("*")} - {
-            "good.db-wal", "good.db-shm", "ran.log"
+            "good.db-wal", "good.db-shm"
         }  # fmt: skip
 
-    before = files()
-    for line in MALFORMED:
+    def typed(numbered: tuple[int, str]) -> str | None:
+        """What was wrong with the line's ending, or None."""
+        n, line = numbered
+        folder = probe.folder / f"line{n}"
+        shutil.copytree(fixtures, folder, symlinks=True)
+        before = files(folder)
         proc = subprocess.run(
             [sys.executable, "-m", "experiments.cli", *shlex.split(line)],
             cwd=folder, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         said = [x for x in proc.stderr.splitlines() if x.strip()]
-        made = sorted(files() - before)
+        made = sorted(files(folder) - before)
         if (
-            proc.returncode != 2
-            or len(said) != 1
-            or not said[0].startswith("testbed: ")
-            or "Traceback" in proc.stderr
-            or made
+            proc.returncode == 2
+            and len(said) == 1
+            and said[0].startswith("testbed: ")
+            and "Traceback" not in proc.stderr
+            and not made
         ):
-            NOT_ONE_LINE.append(f"testbed {line}")
-            print(f"  NOT one line, status 2: `testbed {line}`: status {proc.returncode}, "
-                  f"made {made}, stderr {proc.stderr.strip()[-300:]!r}", flush=True)  # fmt: skip
-            for name in made:  # the next line starts from the fixtures alone
-                path = folder / name
-                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+            return None
+        return f"status {proc.returncode}, made {made}, stderr {proc.stderr.strip()[-300:]!r}"
+
+    with ThreadPoolExecutor(3) as pool:
+        for line, wrong in zip(MALFORMED, pool.map(typed, enumerate(MALFORMED))):
+            if wrong is not None:
+                NOT_ONE_LINE.append(f"testbed {line}")
+                print(f"  NOT one line, status 2: `testbed {line}`: {wrong}", flush=True)
     print(f"  ({len(MALFORMED)} command lines)", flush=True)
     return 0, 0
 
