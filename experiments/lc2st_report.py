@@ -208,7 +208,7 @@ def markdown(table) -> str:
     for title, kind, axis in sections:
         t = table[table["kind"] == kind]
         if axis == "n_cal" and kind != "level":
-            t = t[t["budget"] == min(NCAL_SWEEP_BUDGET, t["budget"].max() if len(t) else 0)]
+            t = t[t["budget"] == NCAL_SWEEP_BUDGET]
         if axis == "budget":
             t = t[t["n_cal"] == t.groupby("task")["n_cal"].transform("max")]
         if not len(t):
