@@ -386,3 +386,19 @@ def test_the_stan_program_is_the_problems_model(family):
         got.append(program.log_prob(u, adjust_transform=False))
         want.append(_family_log_joint(problem, theta))
     np.testing.assert_allclose(np.diff(got), np.diff(want), rtol=1e-8, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_stan_runs_in_a_sweep_worker(tmp_path):
+    """A sweep's local worker is a daemonic process: httpstan's chains run there all the same
+    (its pool is started with the flag lifted, and ended after each fit)."""
+    pytest.importorskip("stan")
+    import leaderboard
+
+    db = str(tmp_path / "r.db")
+    args = ["sweep", "--agent", "stan", "--problem", "conjugate/wyb/1,conjugate/wyb/4"]
+    args += ["--workers", "1", "--results", db, "--option", "use_c2st=false", "-q"]
+    assert main(args) == 0
+    runs = leaderboard.load(db)
+    assert sorted(runs["status"]) == ["ok", "ok"] and (runs["r_hat_max"] < 1.05).all()

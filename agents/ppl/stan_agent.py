@@ -5,15 +5,19 @@ serves every problem of the family, whatever its shape. httpstan compiles a prog
 and keeps it on disk (later processes find it in its cache); `compile_seconds` is the time
 of `stan.build` (compiling, or the cache look-up, and reading the data). httpstan also keeps
 fits by (program, data, seed): a second run with the same seed returns the stored draws, so
-time runs over different seeds. CmdStanPy and BridgeStan download CmdStan or their C++
-sources at run time, which these machines cannot: PyStan is the Stan route here.
+time runs over different seeds. Chains run in httpstan's process pool, also inside a
+sweep's (daemonic) worker (`children_allowed`). CmdStanPy and BridgeStan download CmdStan
+or their C++ sources at run time, which these machines cannot: PyStan is the Stan route.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import io
+import multiprocessing
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -88,6 +92,34 @@ def stan_data(model: PplModel) -> dict:
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in data.items()}
 
 
+@contextlib.contextmanager
+def children_allowed() -> Iterator[None]:
+    """httpstan samples its chains in a process pool of its own; a sweep's worker is a
+    daemonic process, which multiprocessing forbids to start children: the flag is lifted
+    while Stan runs and put back after, and the pool's processes ended."""
+    process = multiprocessing.current_process()
+    daemonic = process.daemon
+    if daemonic:
+        process._config["daemon"] = False
+    try:
+        yield
+    finally:
+        if daemonic:
+            process._config["daemon"] = True
+            _fresh_pool()
+
+
+def _fresh_pool() -> None:
+    """End httpstan's pool processes now and give it a new pool: a sweep ends its workers
+    without their exit handlers, which would leave the pool's processes behind."""
+    from httpstan import services_stub
+
+    services_stub.executor.shutdown(wait=True)
+    services_stub.executor = concurrent.futures.ProcessPoolExecutor(
+        mp_context=multiprocessing.get_context("fork"), initializer=services_stub.init_worker
+    )
+
+
 @register("stan", PplConfig, predicts=MODEL_POSTERIOR)
 def make(config: PplConfig):
     """Stan (PyStan 3) NUTS on the conjugate problem's model written in Stan."""
@@ -97,7 +129,12 @@ def make(config: PplConfig):
         stan = require("stan", "stan", "pystan")
         model = translate(family, data.x, data.y)
         lines = io.StringIO()  # PyStan's progress lines (Python's streams), g++'s (the fds)
-        with quiet(), contextlib.redirect_stdout(lines), contextlib.redirect_stderr(lines):
+        with (
+            quiet(),
+            contextlib.redirect_stdout(lines),
+            contextlib.redirect_stderr(lines),
+            children_allowed(),
+        ):
             start = time.perf_counter()
             program = stan.build(
                 PROGRAMS[model.family], data=stan_data(model), random_seed=config.seed + 1
