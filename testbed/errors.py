@@ -12,7 +12,7 @@ class InputError(ValueError):
     """
 
 
-MAX_LISTED = 40  # every registry (agents, sweeps, families, metrics) fits in full
+MAX_LISTED = 60  # every registry (agents, sweeps, families, metrics) fits in full
 
 
 def bad_value(field: str, value: object, allowed: str | Iterable[object]) -> InputError:

@@ -351,7 +351,7 @@ def test_per_observation_pairs_each_run_with_the_papers(sbi_results, capsys):
     out = capsys.readouterr().out
     assert "paper C2ST" in out and "per observation" in out
     # the legend under the tables explains the paper's columns and the per-observation C2ST
-    assert "paper C2ST: the SBI benchmark paper's C2ST" in out
+    assert "paper C2ST: the published C2ST for this agent: the SBI benchmark paper's" in out
     assert "C2ST (per observation table): C2ST at this observation" in out
     assert fmt_value(float(_paper()[2])) in out  # as the table shows it
     args = ["leaderboard", "--results", str(sbi_results), "--per-observation", "--format", "csv"]
