@@ -271,12 +271,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with activity(f"{agent.name} on {args.problem}", timed=False):
             quality = testbed.evaluate(agent, problem, metrics=metrics)
-    except (MemoryError, RuntimeError) as e:  # JAX's allocation failure is a RuntimeError
-        if not isinstance(e, MemoryError) and "RESOURCE_EXHAUSTED" not in str(e):
+    except (MemoryError, OverflowError, RuntimeError) as e:  # JAX's out of memory: Runtime
+        if isinstance(e, RuntimeError) and "RESOURCE_EXHAUSTED" not in str(e):
             raise
         given = " ".join(f"--set {s}" for s in args.set or []) or "its default config"
+        what = "met a number too large" if isinstance(e, OverflowError) else "ran out of memory"
         raise InputError(
-            f"{agent.name} on {args.problem} ran out of memory with {given} "
+            f"{agent.name} on {args.problem} {what} with {given} "
             f"({str(e).splitlines()[0][:160]}); allowed: sizes that fit in this machine's "
             "memory"
         ) from None

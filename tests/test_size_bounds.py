@@ -80,8 +80,9 @@ def test_posterior_draws_and_null_trials_are_bounded():
 def test_an_agent_too_big_for_the_memory_is_one_line_with_status_2(monkeypatch, capsys):
     """`testbed run --agent ensemble --set num_ensemble=1e12` ended in a traceback (JAX out
     of memory allocating 4,000 GB; the fault injector's malformed command lines): an
-    agent's sizes have no bound of their own, so running out of memory in `run` is one
-    line naming the settings; any other error of the agent keeps its traceback."""
+    agent's sizes have no bound of their own, so running out of memory in `run` (or JAX's
+    OverflowError for a size past 32 bits, which the same line gave in another process) is
+    one line naming the settings; any other error of the agent keeps its traceback."""
     import testbed
 
     def oom(*args, **kwargs):
@@ -91,8 +92,16 @@ def test_an_agent_too_big_for_the_memory_is_one_line_with_status_2(monkeypatch, 
     argv = ["run", "--agent", "beta_bernoulli", "--problem", "coin/1", "--set", "a=2"]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("testbed: error: beta_bernoulli on coin/1 ran"), err
-    assert "out of memory with --set a=2 (RESOURCE_EXHAUSTED" in err[0]
+    assert len(err) == 1 and err[0].startswith("testbed: error: beta_bernoulli on coin/1"), err
+    assert "ran out of memory with --set a=2 (RESOURCE_EXHAUSTED" in err[0]
+
+    def overflow(*args, **kwargs):  # JAX's way to say a size does not fit in 32 bits
+        raise OverflowError("An overflow was encountered while parsing an argument")
+
+    monkeypatch.setattr(testbed, "evaluate", overflow)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "met a number too large with --set a=2 (An overflow" in err[0], err
 
     def bug(*args, **kwargs):
         raise RuntimeError("a bug of the agent's")
