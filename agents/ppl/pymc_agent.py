@@ -33,20 +33,11 @@ from agents.ppl.common import (
     quiet,
     require,
 )
-from agents.ppl.spec import PARAMS, PplModel, to_theta, translate
+from agents.ppl.spec import NO_INVERSE_WISHART, PARAMS, PplModel, to_theta, translate
 from agents.registry import register
 from testbed.base import MODEL_POSTERIOR, Data
 
-SERVES = (
-    "beta_binomial",
-    "blr",
-    "dirichlet_multinomial",
-    "gamma_poisson",
-    "mvn_known_cov",
-    "nig",
-    "normal_known_mean",
-    "normal_known_var",
-)
+SERVES = NO_INVERSE_WISHART
 PYMC_MODELS = ModelCache()  # (family, n, D) -> (pm.Model, its NUTS step)
 NUTPIE_MODELS = ModelCache()  # (family, n, D) -> nutpie's compiled model
 

@@ -15,20 +15,11 @@ import time
 import numpy as np
 
 from agents.ppl.common import PplConfig, check_family, posterior, require
-from agents.ppl.spec import PARAMS, PplModel, to_theta, translate
+from agents.ppl.spec import NO_INVERSE_WISHART, PARAMS, PplModel, to_theta, translate
 from agents.registry import register
 from testbed.base import MODEL_POSTERIOR, Data
 
-SERVES = (
-    "beta_binomial",
-    "blr",
-    "dirichlet_multinomial",
-    "gamma_poisson",
-    "mvn_known_cov",
-    "nig",
-    "normal_known_mean",
-    "normal_known_var",
-)
+SERVES = NO_INVERSE_WISHART
 
 
 def pyro_model(model: PplModel):

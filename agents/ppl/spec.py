@@ -41,6 +41,8 @@ FAMILIES = (
     "normal_known_mean",
     "normal_known_var",
 )
+# the families of a PPL with no Inverse-Wishart prior (PyMC, Pyro): all but niw
+NO_INVERSE_WISHART = tuple(f for f in FAMILIES if f != "niw")
 
 PARAMS = {  # the parameters every PPL's program names, by family
     "beta_binomial": ("p",),
