@@ -41,6 +41,10 @@ PUBLISHED_TPR = {
         "lhpd": 0.11,
     },
 }
+INTERVALS_NOTE = (
+    "Intervals: 95% Wilson over the tests (runs x observations); the tests of one run share "
+    "its classifier and calibration set, so with few runs the intervals are too narrow."
+)
 PUBLISHED_STAT = {"oracle_c2st": "accuracy"}  # the statistic of each method's published rate
 
 
@@ -247,6 +251,8 @@ def markdown(table) -> str:
         parts.append("\n".join(lines))
         if kind == "level":
             parts.append(per_observation(t))
+    if parts:
+        parts.append(INTERVALS_NOTE)
     return "\n\n".join(parts)
 
 

@@ -313,7 +313,7 @@ def run_cell(cell: Cell, est: Estimators, data_cache: dict, settings: Settings) 
         "metrics": {},
     }
     try:
-        group = (cell.kind == "level", cell.task, cell.budget, cell.n_cal, cell.run, cell.kind)
+        group = (cell.kind, cell.task, cell.budget, cell.n_cal, cell.run)
         if group not in data_cache:
             data_cache.clear()  # one group's data at a time (10^5 draws a observation)
             data_cache[group] = (level_data if cell.kind == "level" else npe_data)(
