@@ -1,0 +1,111 @@
+"""The "What's your bench" reproduction: the benchmark's two measures (testbed.metrics.wyb)
+against hand computations and its published rows, and the runner, store and report of
+`experiments.reproduce_wyb`."""
+
+import numpy as np
+import pytest
+from scipy import optimize, stats
+
+from testbed.metrics.wyb import wyb_adks, wyb_grid, wyb_kl, wyb_measures, wyb_support
+
+# The benchmark's P1 (y ~ N(3, 1), n = 10, random_state 1) and its reference predictive.
+P1 = {"n": 10, "random_state": 1, "loc": 3.0}
+
+
+def paper_p1():
+    """The benchmark's P1 data (scipy's draw with its random_state) and the conjugate
+    predictive it scores against: N(mu_n, sqrt(var_n + 1)) under the N(3, 1) prior."""
+    y = stats.norm(P1["loc"], 1).rvs(size=P1["n"], random_state=P1["random_state"])
+    mu_n = (P1["loc"] + y.sum()) / (1 + P1["n"])
+    scale = np.sqrt(1 / (1 + P1["n"]) + 1)
+    return y, mu_n, scale
+
+
+def test_the_grid_is_dense_in_the_tails_and_spans_the_limits():
+    grid = wyb_grid(-10.0, 10.0)
+    steps = np.diff(grid[:, 0])
+    assert grid.shape == (999, 1) and grid[0, 0] == -10.0 and grid[-1, 0] == pytest.approx(10.0)
+    assert np.all(steps > 0) and steps[0] < steps[498] / 100  # tails 100x finer than centre
+    two = wyb_grid([0.0, 0.0], [1.0, 2.0])
+    assert two.shape == (999, 2) and np.allclose(two[:, 1], 2 * two[:, 0])  # one diagonal
+
+
+def test_wyb_kl_is_a_riemann_sum_of_the_absolute_integrand():
+    """Equal densities give 0; a hand sum on a 3-point grid; the absolute value makes it
+    positive where the true KL integrand is negative, and for d = 2 each term carries
+    the product of both axes' steps."""
+    assert wyb_kl(stats.norm(0, 1).pdf, stats.norm(0, 1).pdf, -10, 10) == 0.0
+    p, q = stats.norm(0.5, 1), stats.norm(0, 1)
+    grid = wyb_grid(-1.0, 1.0, 4)[:, 0]  # 3 points: -1, 0, 1
+    f = np.abs(p.pdf(grid) * np.log(p.pdf(grid) / q.pdf(grid)))
+    assert wyb_kl(p.pdf, q.pdf, -1.0, 1.0, 4) == pytest.approx(np.sum(np.diff(grid) * f[1:]))
+    kl = wyb_kl(p.pdf, q.pdf, -10, 10)
+    assert kl > 0.125 * 1.5  # true KL 0.125; |integrand| adds its negative part
+    mp, mq = stats.multivariate_normal([0.5, 0.0]), stats.multivariate_normal([0.0, 0.0])
+    path = wyb_grid([-1.0, -1.0], [1.0, 1.0], 4)
+    g = np.abs(mp.pdf(path) * np.log(mp.pdf(path) / mq.pdf(path)))
+    expected = np.sum(np.prod(np.diff(path, axis=0), axis=1) * g[1:])
+    assert wyb_kl(mp.pdf, mq.pdf, [-1.0, -1.0], [1.0, 1.0], 4) == pytest.approx(expected)
+
+
+def test_wyb_adks_by_hand_in_one_dimension():
+    """Two draws at 0 and 1 against U(0, 2) clipped at 2: at t = 0 the 'above' orthant
+    holds both draws (>= t) against mass 1, 'below' none against 0; at t = 1: 1/2 vs 1/2.
+    At the reference's draw t = 0.5: pred above 1/2, mass 3/4 -> D = 1/4."""
+    u = stats.uniform(0, 2)
+    distance, p_value = wyb_adks([0.0, 1.0], [0.5, 0.5], lambda x: u.cdf(x[:, 0]), 2.0)
+    assert distance == pytest.approx(0.25)
+    assert 0.0 <= p_value <= 1.0
+
+
+def test_the_support_limits_use_the_variance_for_a_covariance():
+    one = wyb_support(3.0, 2.0)
+    assert one["ks_lim"] == 23.0 and one["lower"][0] == -17.0 and one["upper"][0] == 23.0
+    many = wyb_support([1.0, 5.0], np.diag([4.0, 1.0]))
+    assert many["ks_lim"] == 41.0 and list(many["lower"]) == [-39.0, -5.0]
+
+
+def test_an_ideal_ppl_scores_0_2085_on_p1():
+    """The exact posterior mean under the benchmark's own N(0, 1) PPL prior, put through its
+    KL, gives 0.2085 on P1 (they published 0.207 / 0.207 / 0.215): the prior mismatch."""
+    y, mu_n, scale = paper_p1()
+    ideal = stats.norm(y.sum() / (P1["n"] + 1), 1)
+    out = wyb_measures(ideal, stats.norm(mu_n, scale), mu_n, scale, P1["random_state"])
+    assert out["wyb_kl"] == pytest.approx(0.2085, abs=5e-5)
+    assert out["wyb_ks_distance"] == pytest.approx(0.1297394037246704, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "ppl, kl, distance, p_value",
+    [  # results/results-clean.csv, Problem # 1 (their P1)
+        ("pymc", 0.2068185060236445, 0.1297394037246704, 0.9999812575289292),
+        ("pyro", 0.207380031131677, 0.1297394037246704, 0.9999811891288222),
+        ("stan", 0.2153608402475541, 0.1331641376018524, 0.999394941062988),
+    ],
+)
+def test_published_p1_rows_are_matched_to_their_precision(ppl, kl, distance, p_value):
+    """The PPL's posterior mean is not published, but the KL is a monotone function of it:
+    inverted from the published KL, it gives the published KS distance and KS score to
+    every printed digit (the draws, the grid and the p-value are deterministic)."""
+    y, mu_n, scale = paper_p1()
+    q = stats.norm(mu_n, scale)
+    limits = wyb_support(mu_n, scale)
+
+    def gap(mu):
+        return wyb_kl(stats.norm(mu, 1).pdf, q.pdf, limits["lower"], limits["upper"]) - kl
+
+    mean = optimize.brentq(gap, mu_n - 3, mu_n - 1e-9, xtol=1e-14)
+    out = wyb_measures(stats.norm(mean, 1), q, mu_n, scale, P1["random_state"])
+    assert out["wyb_ks_distance"] == pytest.approx(distance, abs=1e-12)
+    assert out["wyb_ks_pvalue"] == pytest.approx(p_value, abs=1e-13)
+
+
+def test_the_multivariate_measures_run_with_a_diagonal_covariance():
+    """d = 5 in milliseconds (the benchmark's loop took 15 s): the orthant masses of a
+    diagonal covariance are products of marginal CDFs; the KL along its diagonal path is
+    tiny whatever the distributions (their d = 5 values were 1e-7)."""
+    q = stats.multivariate_normal(np.arange(5.0), 1.02 * np.eye(5))
+    p = stats.multivariate_normal(np.arange(5.0) + 0.3, np.eye(5))
+    out = wyb_measures(p, q, np.arange(5.0), 1.02 * np.eye(5), 10)
+    assert 0 < out["wyb_kl"] < 1e-4
+    assert 0 < out["wyb_ks_distance"] < 1 and 0 <= out["wyb_ks_pvalue"] <= 1
