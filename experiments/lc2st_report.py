@@ -7,45 +7,16 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.lc2st_published import BUDGET_SWEEP_NCAL, NCAL_SWEEP_BUDGET, read_published
 from testbed.errors import InputError
 
 ALPHA = 0.05
-NCAL_SWEEP_BUDGET = 1_000  # the paper's N_TRAIN_EXP2
 FIGURE2_TASKS = ("two_moons", "slcp")
 
-# The paper's true-positive rates (MSE form; accuracy for the oracle) at a budget of 1,000
-# and 10 observations x 50 runs, decoded from the authors' released results
-# (JuliaLinhart/lc2st @ eb1bd5f, saved_experiments/lc2st_2023/exp_2/<task>/results/...,
-# emp_power_dict_n_cal.pkl; shared/reference/diagnostics_and_ppl.md section 1.5).
-PUBLISHED_TPR = {
-    ("two_moons", 10_000): {"oracle_c2st": 1.00, "lc2st": 1.00, "lc2st_nf": 1.00, "lhpd": 1.00},
-    ("slcp", 10_000): {"oracle_c2st": 1.00, "lc2st": 1.00, "lc2st_nf": 1.00, "lhpd": 0.63},
-    ("slcp", 2_000): {"oracle_c2st": 1.00, "lc2st": 0.83, "lc2st_nf": 0.92, "lhpd": 0.23},
-    ("gaussian_mixture", 10_000): {
-        "oracle_c2st": 1.00,
-        "lc2st": 0.92,
-        "lc2st_nf": 0.91,
-        "lhpd": 0.87,
-    },
-    ("gaussian_linear_uniform", 10_000): {
-        "oracle_c2st": 1.00,
-        "lc2st": 0.34,
-        "lc2st_nf": 0.06,
-        "lhpd": 0.40,
-    },
-    ("bernoulli_glm", 10_000): {"oracle_c2st": 1.00, "lc2st": 0.98, "lc2st_nf": 1.00, "lhpd": 0.47},
-    ("bernoulli_glm_raw", 10_000): {
-        "oracle_c2st": 1.00,
-        "lc2st": 0.30,
-        "lc2st_nf": 1.00,
-        "lhpd": 0.11,
-    },
-}
 INTERVALS_NOTE = (
     "Intervals: 95% Wilson over the tests (runs x observations); the tests of one run share "
     "its classifier and calibration set, so with few runs the intervals are too narrow."
 )
-PUBLISHED_STAT = {"oracle_c2st": "accuracy"}  # the statistic of each method's published rate
 
 
 def wilson(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
@@ -103,7 +74,7 @@ def long_frame(results: str, shipped: bool = True):
     if Path(results).exists():
         parts.append(stored_frame(results))
     if shipped and SHIPPED.exists():
-        ours = pd.read_csv(SHIPPED)
+        ours = pd.read_csv(SHIPPED, keep_default_na=False, na_values=[""])  # kind "null"
         for name, value in PAPER_SIZES.items():  # files shipped before sizes were columns
             ours[name] = ours[name] if name in ours else value
         if parts and len(parts[0]):
@@ -183,11 +154,51 @@ def label(diagnostic: str, statistic: str, n_eval: int = 10_000, null_trials: in
     return f"{name} ({'MSE' if statistic == 'mse' else statistic}{sizes})"
 
 
-def _published(task: str, n_cal: int, budget: int, diagnostic: str, statistic: str) -> str:
-    if budget != NCAL_SWEEP_BUDGET or PUBLISHED_STAT.get(diagnostic, "mse") != statistic:
+def published_rates():
+    """The paper's rates by (kind, task, budget, N_cal, method, statistic)
+    (`leaderboard/data/lc2st_published.csv`, decoded from the authors' results)."""
+    pub = read_published()
+    keys = zip(pub["kind"], pub["task"], pub["budget"], pub["n_cal"], pub["diagnostic"])
+    return {(*k, st): (rate, mean_t) for k, st, rate, mean_t in zip(
+        keys, pub["statistic"], pub["rate"], pub["mean_T"])}  # fmt: skip
+
+
+def _published(pub: dict, r) -> str:
+    """The paper's rate of a row of ours, with its mean statistic where published."""
+    value = pub.get((r.kind, r.task, r.budget, r.n_cal, r.diagnostic, r.statistic))
+    if value is None:
         return ""
-    value = PUBLISHED_TPR.get((task, n_cal), {}).get(diagnostic)
-    return "" if value is None else f"{value:.2f}"
+    rate, mean_t = value
+    return f"{rate:.2f}" + ("" if np.isnan(mean_t) else f" (T {mean_t:.3g})")
+
+
+def published_markdown() -> str:
+    """The paper's rates in full (every task, budget and N_cal it ran): one column per
+    method, as its Figure 2 and appendix report them."""
+    pub = read_published()
+    if not len(pub):
+        return ""
+    pub = pub.assign(method=[label(d, s) for d, s in zip(pub["diagnostic"], pub["statistic"])])
+    methods = sorted(set(pub["method"]))
+    parts = []
+    for title, kind, axis, (other, fixed) in (
+        ("True-positive rate against the budget (N_cal 10,000)", "power", "budget",
+         ("n_cal", BUDGET_SWEEP_NCAL)),
+        ("True-positive rate against N_cal (budget 1,000)", "power", "n_cal",
+         ("budget", NCAL_SWEEP_BUDGET)),
+        ("False-positive rate on the paper's null draws (budget 1,000)", "null", "n_cal",
+         ("budget", NCAL_SWEEP_BUDGET)),
+    ):  # fmt: skip
+        t = pub[(pub["kind"] == kind) & (pub[other] == fixed)]
+        wide = t.pivot_table(index=["task", axis], columns="method", values="rate")
+        head = ["task", axis.replace("n_cal", "N_cal"), *methods]
+        lines = [f"#### The paper: {title}", "", "| " + " | ".join(head) + " |"]
+        lines.append("|" + "---|" * len(head))
+        for (task, value), row in wide.iterrows():
+            cells = ["" if np.isnan(row.get(m, np.nan)) else f"{row[m]:.2f}" for m in methods]
+            lines.append("| " + " | ".join([task, f"{value:,}", *cells]) + " |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
 
 
 def markdown(table) -> str:
@@ -202,7 +213,7 @@ def markdown(table) -> str:
         )
         return f"{v:.2f} [{lo:.2f}, {hi:.2f}]"
 
-    parts = []
+    parts, pub = [], published_rates()
     sections = [
         ("True-positive rate against the budget (N_cal = largest)", "power", "budget"),
         ("True-positive rate against N_cal (budget 1,000)", "power", "n_cal"),
@@ -229,7 +240,7 @@ def markdown(table) -> str:
             "per obs min-max",
             "s / run",
         ]
-        if kind == "power":
+        if kind != "level":
             head.append("paper (50 runs)")
         lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in t.sort_values(["task", axis, "diagnostic", "statistic"]).itertuples():
@@ -245,8 +256,8 @@ def markdown(table) -> str:
                 f"{r.obs_min:.2f}-{r.obs_max:.2f}",
                 f"{r.seconds:.3g}",
             ]
-            if kind == "power":
-                cells.append(_published(r.task, r.n_cal, r.budget, r.diagnostic, r.statistic))
+            if kind != "level":
+                cells.append(_published(pub, r))
             lines.append("| " + " | ".join(cells) + " |")
         parts.append("\n".join(lines))
         if kind == "level":
@@ -292,8 +303,9 @@ def figure(table, path: Path) -> None:
     fig, axes = plt.subplots(max(rows, 1), 4, figsize=(16, 3.3 * max(rows, 1) + 0.8), squeeze=False)
     methods = sorted({(d, s) for d, s in zip(table["diagnostic"], table["statistic"])})
     colors = {m: f"C{i % 10}" for i, m in enumerate(methods)}
+    pub = read_published()
     for row, task in zip(axes, tasks):
-        _figure2_row(row, fig2[fig2["task"] == task], task, methods, colors)
+        _figure2_row(row, fig2[fig2["task"] == task], pub[pub["task"] == task], methods, colors)
     if len(level):
         _level_row(axes[len(tasks)], level, methods, colors)
     handles = {}
@@ -308,49 +320,35 @@ def figure(table, path: Path) -> None:
     plt.close(fig)
 
 
-def _figure2_row(row, t, task: str, methods, colors) -> None:
-    largest = t[t["kind"] == "power"]["n_cal"].max() if len(t) else 0
-    panels = [
-        (
-            t[(t["kind"] == "power") & (t["n_cal"] == largest)],
-            "budget",
-            "mean_T",
-            "mean statistic vs budget",
-        ),
-        (t[(t["kind"] == "power") & (t["n_cal"] == largest)], "budget", "rate", "TPR vs budget"),
-        (
-            t[(t["kind"] == "power") & (t["budget"] == NCAL_SWEEP_BUDGET)],
-            "n_cal",
-            "rate",
-            "TPR vs N_cal",
-        ),
-        (
-            t[(t["kind"] == "null") & (t["budget"] == NCAL_SWEEP_BUDGET)],
-            "n_cal",
-            "rate",
-            "FPR (paper's null) vs N_cal",
-        ),
+def _figure2_row(row, t, pub, methods, colors) -> None:
+    """One task's four panels of Figure 2: ours as lines, the paper's as dashed crosses."""
+    task = t["task"].iloc[0]
+    largest = t[t["kind"] == "power"]["n_cal"].max() if len(t) else 0  # ours: --n-cals' largest
+    panels = [  # (kind, axis, the other axis at its fixed value, column, title)
+        ("power", "budget", ("n_cal", BUDGET_SWEEP_NCAL), "mean_T", "mean statistic vs budget"),
+        ("power", "budget", ("n_cal", BUDGET_SWEEP_NCAL), "rate", "TPR vs budget"),
+        ("power", "n_cal", ("budget", NCAL_SWEEP_BUDGET), "rate", "TPR vs N_cal"),
+        ("null", "n_cal", ("budget", NCAL_SWEEP_BUDGET), "rate", "FPR (paper's null) vs N_cal"),
     ]
-    for ax, (data, axis, col, name) in zip(row, panels):
-        for i, m in enumerate(methods):
-            g = data[(data["diagnostic"] == m[0]) & (data["statistic"] == m[1])].sort_values(axis)
+    for ax, (kind, axis, (other, fixed), col, name) in zip(row, panels):
+        data = t[(t["kind"] == kind) & (t[other] == (largest if other == "n_cal" else fixed))]
+        paper = pub[(pub["kind"] == kind) & (pub[other] == fixed)]
+        for m in methods:
             if col == "mean_T" and m[1] != "mse":
-                continue
+                continue  # MSE statistics only (the accuracy is on another scale)
+            g = data[(data["diagnostic"] == m[0]) & (data["statistic"] == m[1])].sort_values(axis)
             if len(g):
                 ax.plot(g[axis], g[col], "o-", ms=3, color=colors[m], label=label(*m))
-            if name.startswith("TPR vs N_cal") and PUBLISHED_STAT.get(m[0], "mse") == m[1]:
-                pub = [
-                    (n * (1 + 0.06 * i), v[m[0]])
-                    for (tk, n), v in PUBLISHED_TPR.items()
-                    if tk == task and m[0] in v
-                ]
-                if pub:
-                    ax.plot(*zip(*pub), "x", ms=7, color=colors[m], label=f"{label(*m)}, paper")
-        if col == "mean_T":  # MSE statistics only (the accuracy is on another scale)
+            p = paper[(paper["diagnostic"] == m[0]) & (paper["statistic"] == m[1])]
+            p = p.dropna(subset=[col]).sort_values(axis)
+            if len(p):
+                ax.plot(p[axis], p[col], "x--", ms=6, lw=0.8, alpha=0.7, color=colors[m],
+                        label=f"{label(*m)}, paper")  # fmt: skip
+        if col == "mean_T":
             ax.set_yscale("log")
         if not len(data):
             ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes)
-        if name.startswith("FPR"):
+        if kind == "null":
             ax.axhline(ALPHA, color="#999", lw=0.8, ls=":")
         xlabel = "NPE training simulations" if axis == "budget" else "N_cal"
         limits = (70, 1.4e5) if axis == "budget" else (70, 1.4e4)

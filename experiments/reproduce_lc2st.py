@@ -41,7 +41,15 @@ from typing import Any
 
 import numpy as np
 
-from experiments.lc2st_report import SHIPPED, long_frame, markdown, ship, summary
+from experiments.lc2st_published import BUDGET_SWEEP_NCAL, NCAL_SWEEP_BUDGET
+from experiments.lc2st_report import (
+    SHIPPED,
+    long_frame,
+    markdown,
+    published_markdown,
+    ship,
+    summary,
+)
 from experiments.lc2st_report import figure as report_figure
 from testbed.errors import InputError
 
@@ -57,8 +65,6 @@ APPENDIX_TASKS = (
 LEVEL_TASKS = ("two_moons", "gaussian_mixture", "gaussian_linear", "gaussian_linear_uniform")
 BUDGETS = (100, 1_000, 10_000, 100_000)
 N_CALS = (100, 500, 1_000, 2_000, 5_000, 10_000)
-NCAL_SWEEP_BUDGET = 1_000  # the paper's N_TRAIN_EXP2
-BUDGET_SWEEP_NCAL = 10_000  # the paper's N_CAL_EXP1
 N_EVAL = 10_000
 ALPHA = 0.05
 PARTS = ("level", "figure2", "appendix")
@@ -536,6 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"reproduce_lc2st: error: {e}", file=sys.stderr)
         return 2
     text = markdown(table) + failures_note(args.results)
+    text += "\n\n### The paper's rates (50 runs; lc2st_published.csv)\n\n" + published_markdown()
     out.mkdir(exist_ok=True)
     write_atomically("--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"))
     write_atomically("--out", out / OUTPUTS[1], lambda tmp: report_figure(table, tmp))

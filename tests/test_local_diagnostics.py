@@ -225,8 +225,78 @@ def test_report_rates_from_a_small_store(tmp_path):
     assert "| slcp | 1,000 | local-HPD (MSE) | 1 | 4 |" in text
     out = tmp_path / "out"
     assert rl.main(["--report", "--no-shipped", "--results", str(db), "--out", str(out)]) == 0
-    assert (out / "tables.md").read_text().strip() == text.strip()
+    written = (out / "tables.md").read_text()
+    assert written.startswith(text) and "The paper: True-positive rate against N_cal" in written
     assert (out / "lc2st.png").stat().st_size > 10_000
+
+
+def _authors_layout(root, runs=50):
+    """The authors' results folder for two_moons with known rejections: at every budget
+    and N_cal the first `k` of the runs reject at all 10 observations."""
+    import torch
+
+    from experiments.lc2st_published import RESULTS
+
+    folder = root / "saved_experiments/neurips2023/exp_2/two_moons" / RESULTS
+    folder.mkdir(parents=True)
+
+    def table(values, k):
+        rows = lambda j: [np.full(10, 1 if r < j else 0) for r in range(runs)]  # noqa: E731
+        methods = ("c2st", "lc2st", "lc2st_nf", "lhpd")
+        return {
+            v: {m: {"accuracy": [] if m == "lhpd" else rows(k), "mse": rows(k + i), "div": []}
+                for i, m in enumerate(methods)}
+            for v in values
+        }  # fmt: skip
+
+    torch.save(table((100, 1_000, 10_000, 100_000), 10), folder / "emp_power_dict_n_train.pkl")
+    torch.save(table((100, 10_000), 20), folder / "emp_power_dict_n_cal.pkl")
+    torch.save(table((100, 10_000), 2), folder / "type_I_error_dict_n_cal.pkl")
+    means = {"t_stat_mean": {"mse": [np.float64(0.1), 0.01, 0.001, 0.0001], "accuracy": []}}
+    avg = {m: means for m in ("c2st", "lc2st", "lc2st_nf", "lhpd")}
+    torch.save(avg, folder / "avg_results_n_train.pkl")
+
+
+def test_the_papers_rates_are_decoded_from_the_authors_layout(tmp_path):
+    from experiments.lc2st_published import decode
+
+    _authors_layout(tmp_path)
+    pub = decode(tmp_path).set_index(["kind", "budget", "n_cal", "diagnostic", "statistic"])
+    # budget sweep: k = 10 of 50 runs reject (+1 per method in the MSE form)
+    assert pub.loc[("power", 100, 10_000, "oracle_c2st", "accuracy"), "rate"] == 0.2
+    assert pub.loc[("power", 100, 10_000, "lc2st", "mse"), "rate"] == pytest.approx(11 / 50)
+    assert pub.loc[("power", 10_000, 10_000, "lhpd", "mse"), "mean_T"] == pytest.approx(0.001)
+    assert pub.loc[("null", 1_000, 100, "lc2st_nf", "mse"), "rate"] == pytest.approx(4 / 50)
+    assert pub.loc[("power", 1_000, 100, "lhpd", "mse"), "tests"] == 500
+    # budget 1,000 at N_cal 10,000 is in both sweeps: one row, the budget sweep's (with T)
+    assert pub.loc[("power", 1_000, 10_000, "lc2st", "mse"), "rate"] == pytest.approx(11 / 50)
+    assert ("lhpd", "accuracy") not in set(
+        zip(pub.reset_index().diagnostic, pub.reset_index().statistic)
+    )
+    with pytest.raises(InputError, match="repo: .*allowed: a checkout of JuliaLinhart/lc2st"):
+        decode(tmp_path / "empty")
+
+
+def test_the_shipped_paper_rates_agree_with_the_reference_notes():
+    """shared/reference/diagnostics_and_ppl.md section 1.5 decoded the same files by hand."""
+    from experiments.lc2st_published import read_published
+
+    pub = read_published().set_index(["kind", "task", "budget", "n_cal", "diagnostic", "statistic"])
+    rate = lambda *k: round(float(pub.loc[k, "rate"]), 2)  # noqa: E731
+    assert rate("power", "slcp", 1_000, 2_000, "lc2st", "mse") == pytest.approx(0.83, abs=0.005)
+    assert rate("power", "slcp", 1_000, 2_000, "lc2st_nf", "mse") == pytest.approx(0.92, abs=0.005)
+    assert rate("power", "slcp", 1_000, 2_000, "lhpd", "mse") == pytest.approx(0.23, abs=0.005)
+    assert rate("power", "bernoulli_glm_raw", 1_000, 10_000, "lc2st", "mse") == pytest.approx(
+        0.30, abs=0.005
+    )
+    assert rate("null", "two_moons", 1_000, 100, "lc2st", "accuracy") == pytest.approx(
+        0.55, abs=0.005
+    )
+    assert set(pub.reset_index()["task"]) == {
+        "two_moons", "slcp", "gaussian_mixture", "gaussian_linear_uniform", "bernoulli_glm",
+        "bernoulli_glm_raw",
+    }  # fmt: skip
+    assert (pub["runs"] == 50).all()
 
 
 @pytest.mark.parametrize(
@@ -298,16 +368,20 @@ def test_shipped_runs_fill_the_cells_a_store_lacks(tmp_path, monkeypatch):
     _store_with(ours, [
         (("level", "two_moons", 0, 10_000, 1, "lc2st"), [0.0, 0.0]),
         (("level", "two_moons", 0, 10_000, 1, "lhpd"), [0.0, 0.0]),
+        (("null", "two_moons", 1_000, 100, 1, "lc2st"), [0.0, 0.9]),
     ])  # fmt: skip
     from experiments import lc2st_report
 
     monkeypatch.setattr(lc2st_report, "SHIPPED", tmp_path / "shipped.csv.gz")
-    assert rl.ship(str(ours), lc2st_report.SHIPPED) == 4
+    assert rl.ship(str(ours), lc2st_report.SHIPPED) == 6
+    shipped = rl.summary(rl.long_frame(str(tmp_path / "none.db")))
+    assert set(shipped["kind"]) == {"level", "null"}  # "null" is a kind, not a missing value
     _store_with(mine, [(("level", "two_moons", 0, 10_000, 1, "lc2st"), [0.9, 0.9])])
-    table = rl.summary(rl.long_frame(str(mine))).set_index("diagnostic")
+    table = rl.summary(rl.long_frame(str(mine)))
+    table = table[table["kind"] == "level"].set_index("diagnostic")
     assert table.loc["lc2st", "rate"] == 0.0  # mine (0.9: none rejected) replaced ours
     assert table.loc["lhpd", "rate"] == 1.0  # ours, which mine lacks
-    only = rl.summary(rl.long_frame(str(tmp_path / "none.db"))).set_index("diagnostic")
+    only = shipped[shipped["kind"] == "level"].set_index("diagnostic")
     assert only.loc["lc2st", "rate"] == 1.0 and not (tmp_path / "none.db").exists()
     with pytest.raises(InputError, match="no finished"):
         rl.long_frame(str(tmp_path / "none.db"), shipped=False)
