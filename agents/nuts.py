@@ -26,7 +26,13 @@ from numpyro.infer import MCMC, NUTS
 
 from agents.registry import register
 from testbed.base import MODEL_POSTERIOR, Data
-from testbed.config import check_at_least, check_in_range, check_one_of, check_sizes
+from testbed.config import (
+    check_at_least,
+    check_in_range,
+    check_one_of,
+    check_positive,
+    check_sizes,
+)
 from testbed.errors import InputError
 from testbed.model import ModelKnowledge
 from testbed.seeding import make_rng
@@ -44,6 +50,8 @@ class NutsConfig:
     init_jitter: float = 0.5
     chain_method: str = "vectorized"
     seed: int = 0
+    step_size: float = 1.0  # NUTS's initial step size (kept fixed when `adapt` is off)
+    adapt: bool = True  # adapt step size and mass matrix in warm-up (off: fixed, identity)
 
     def __post_init__(self):
         check_sizes(self, num_warmup=1, num_samples=2, num_chains=1)
@@ -51,6 +59,7 @@ class NutsConfig:
         check_at_least("max_tree_depth", self.max_tree_depth, 1)
         check_in_range("init_jitter", self.init_jitter, 0.0, 10.0)
         check_one_of("chain_method", self.chain_method, ("vectorized", "sequential"))
+        check_positive("step_size", self.step_size)
 
 
 class DrawsPosterior:
@@ -103,6 +112,9 @@ def _mcmc(config: NutsConfig, model, x, y):
         potential_fn=potential,
         target_accept_prob=config.target_accept_prob,
         max_tree_depth=config.max_tree_depth,
+        step_size=config.step_size,
+        adapt_step_size=config.adapt,
+        adapt_mass_matrix=config.adapt,
     )
     mcmc = MCMC(
         kernel,

@@ -4,12 +4,15 @@
 correlations of coordinate 0 (marginals unchanged); `power_table` reports, per test, the
 rejection rate over seeded trials. With `kind='none'` the rate is the type-I error. C2ST
 trains classifiers (about a second a trial), so it gets its own, smaller number of trials.
+`trial_scores` and `rejected` score any sampler's trials alike (experiments.ppl_power runs
+them on real NUTS with faults).
 Run: .venv/bin/python -m experiments.conjugate_power [--trials 200] [--c2st-trials 50]
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -41,22 +44,42 @@ class Perturbed:
         return theta
 
 
+def trial_scores(
+    problem: ConjugateProblem, draw: Callable[[int], np.ndarray], trials: int
+) -> Iterator[tuple[int, np.ndarray, dict[str, float]]]:
+    """(t, samples, problem.posterior_scores) of trials t = 0 .. trials - 1, where
+    `draw(t)` gives trial t's sample set; fresh null/reference draws per trial (rng
+    (77, t)): rates over the trials are then unconditional."""
+    for t in range(trials):
+        samples = draw(t)
+        yield t, samples, problem.posterior_scores(samples, np.random.default_rng((77, t)))
+
+
+def rejected(scores: dict[str, float], test: str, alpha: float = 0.05) -> bool | None:
+    """Whether `test` rejected in one trial's scores (None: the test did not run)."""
+    if f"{test}_reject" in scores:
+        return bool(scores[f"{test}_reject"])
+    if f"{test}_pvalue" in scores:
+        return bool(scores[f"{test}_pvalue"] < alpha)
+    return None
+
+
 def rejection_rates(
     problem: ConjugateProblem, kind: str, size: float, trials: int, tests=TESTS
 ) -> dict[str, float]:
     """Fraction of `trials` seeded sample sets (of problem.num_samples) each of `tests`
     rejects (C2ST only where `problem.use_c2st`)."""
     predictive = Perturbed(problem.exact_posterior(), kind, size)
+
+    def draw(t: int) -> np.ndarray:
+        return predictive.sample(problem.x_o, problem.num_samples, seed=10_000 + t)
+
     counts: dict[str, float] = {}
-    for t in range(trials):
-        samples = predictive.sample(problem.x_o, problem.num_samples, seed=10_000 + t)
-        # fresh null/reference draws per trial: rates are then unconditional
-        scores = problem.posterior_scores(samples, np.random.default_rng((77, t)))
+    for _, _, scores in trial_scores(problem, draw, trials):
         for test in tests:
-            if f"{test}_reject" in scores:
-                counts[test] = counts.get(test, 0.0) + scores[f"{test}_reject"] / trials
-            elif f"{test}_pvalue" in scores:
-                counts[test] = counts.get(test, 0.0) + (scores[f"{test}_pvalue"] < 0.05) / trials
+            hit = rejected(scores, test)
+            if hit is not None:
+                counts[test] = counts.get(test, 0.0) + hit / trials
     return counts
 
 

@@ -1,0 +1,594 @@
+"""The level and power of each measure of a PPL's posterior, against samplers made wrong in
+known ways (the PPL benchmark "What's your bench": its problems, its sample sizes).
+
+Samplers (`SAMPLERS`) on the benchmark's conjugate problems `conjugate/wyb/<k>`:
+
+- `exact`: draws of the exact posterior (a perfect PPL): each measure's rejection rate is
+  its level;
+- `nuts`: the project's NumPyro NUTS (`numpyro` agent: 200 warm-up steps, 1,000 draws, 2
+  chains pooled, n rows drawn as its predictive draws them) on the problem's own model;
+- `warmup_5`: the same with 5 warm-up steps (step size and mass matrix barely adapted);
+- `narrow_step`: a fixed step size of 1e-3 posterior sd, adaptation off;
+- `prior_0.1`: the model's prior sd shrunk to 0.1 (the benchmark's hardest prior scale; for
+  the Gamma prior on a precision, a Gamma with the same mean and sd 0.1);
+- `correlated`: a sampler with high autocorrelation (NUTS with one tree doubling and a
+  fixed step of 0.5 posterior sd, adaptation off) whose n consecutive draws of one chain
+  are scored; `thinned`: the same sampler, every 20th draw.
+
+Measures (`MEASURES`): the exact one-sample tests of `ConjugateProblem.posterior_scores`
+(PIT/KS `pit_ks`, `mahalanobis` for Gaussian posteriors, ddKS with calibrated p-values
+`ddks`), C2ST with its binomial p-value (`c2st`, fewer trials) and, when
+`testbed.metrics.wyb` is installed, the benchmark's own measures as it computes them on
+the plug-in predictive (posterior mean, known scale) against the conjugate posterior
+predictive: its adKS p-value `wyb_adks` and its "KL" `wyb_kl` (no test: its mean and sd
+over trials; under `exact` its null spread).
+
+One stored row a cell (problem, sampler, n, group of measures, trials): every trial's
+p-values, committed as it finishes, so an interrupted run resumes. `--report` runs
+nothing and prints the table measure x sampler x n from the store and our shipped runs
+(`leaderboard/data/ppl_power_ours.csv.gz`); `--ship` writes the store's finished cells
+there. The trials of a NUTS cell are its chains, run at once (vectorized).
+
+Run:
+    python -m experiments.ppl_power --results ppl-power.db
+    python -m experiments.ppl_power --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.conjugate_power import trial_scores
+from testbed.errors import InputError
+
+try:  # the benchmark's own measures (testbed/metrics/wyb.py), where installed
+    from testbed.metrics import wyb
+except ImportError:  # pragma: no cover (a checkout without it)
+    wyb = None
+
+log = logging.getLogger("testbed.ppl_power")
+
+PROBLEMS = ("wyb/1", "wyb/9", "wyb/16", "wyb/21")
+ALL_PROBLEMS = tuple(f"wyb/{k}" for k in range(1, 22))
+SAMPLERS = (
+    "exact",
+    "nuts",
+    "warmup_5",
+    "narrow_step",
+    "prior_0.1",
+    "correlated",
+    "thinned",
+)
+TESTS = ("pit_ks", "mahalanobis", "ddks")
+WYB = ("wyb_adks", "wyb_kl") if wyb is not None else ()
+MEASURES = (*TESTS, "c2st", *WYB)
+SIZES = (100, 1_000)  # the benchmark's KS sample size and its MCMC draws
+TRIALS = 100
+C2ST_TRIALS = 20
+THIN = 20
+ALPHA = 0.05
+SHIPPED = Path(__file__).resolve().parents[1] / "leaderboard" / "data" / "ppl_power_ours.csv.gz"
+CELL_FIELDS = ["problem", "sampler", "n", "group", "trials"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampler:
+    """A NUTS run made wrong in a known way: `settings` of the `numpyro` agent's config,
+    a fixed step in posterior sds (`step_sd`), a prior sd (`prior_sd`), chains a trial and
+    which draws are scored (`pooled`: n rows of the trial's chains, as the agent's
+    predictive draws them; `consecutive`: the first n of one chain; `thinned`: every
+    THIN-th)."""
+
+    about: str
+    settings: dict = dataclasses.field(default_factory=dict)
+    step_sd: float | None = None
+    prior_sd: float | None = None
+    chains: int = 2
+    draws: str = "pooled"
+
+
+AUTOCORRELATED = {"adapt": False, "max_tree_depth": 1}
+NUTS_SAMPLERS = {
+    "nuts": Sampler("NUTS at the benchmark's settings (200 warm-up, 1,000 draws, 2 chains)"),
+    "warmup_5": Sampler("5 warm-up steps", {"num_warmup": 5}),
+    "narrow_step": Sampler("fixed step 1e-3 posterior sd, no adaptation", {"adapt": False}, 1e-3),
+    "prior_0.1": Sampler("prior sd shrunk to 0.1", prior_sd=0.1),
+    "correlated": Sampler(
+        "n consecutive draws of one chain, step 0.5 sd, 1 doubling",
+        AUTOCORRELATED,
+        0.5,
+        chains=1,
+        draws="consecutive",
+    ),  # fmt: skip
+    "thinned": Sampler(
+        f"the same chain, every {THIN}th draw", AUTOCORRELATED, 0.5, chains=1, draws="thinned"
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One stored row: a group of measures (`tests`: PIT/KS, Mahalanobis, ddKS and the
+    benchmark's measures; `c2st`) on `trials` trials of a sampler at n draws."""
+
+    problem: str
+    sampler: str
+    n: int
+    group: str
+    trials: int
+
+    @property
+    def key(self) -> str:
+        return f"ppl_power/{self.problem}/{self.sampler}/{self.n}/{self.group}/T{self.trials}"
+
+
+def plan(
+    problems: Sequence[str],
+    samplers: Sequence[str],
+    sizes: Sequence[int],
+    measures: Sequence[str],
+    trials: int,
+    c2st_trials: int,
+) -> list[Cell]:
+    """The cells: the tests problem by problem (a partial store holds whole problems),
+    then C2ST's (slow, fewer trials)."""
+    cells = []
+    if any(m != "c2st" for m in measures):
+        cells += [Cell(p, s, n, "tests", trials) for p in problems for s in samplers for n in sizes]
+    if "c2st" in measures and c2st_trials > 0:
+        cells += [
+            Cell(p, s, n, "c2st", c2st_trials) for p in problems for s in samplers for n in sizes
+        ]
+    return cells
+
+
+# -- samplers --------------------------------------------------------------------------
+
+
+def narrow_prior(family, sd: float):
+    """`family` with its prior sd shrunk to `sd`: N(m, sd^2 I) for a Gaussian prior; for a
+    Gamma prior (on a precision) the Gamma with the same mean and sd `sd`."""
+    if hasattr(family, "prior_cov"):
+        return dataclasses.replace(family, prior_cov=sd**2 * np.eye(family.dim))
+    mean = family.shape / family.rate
+    return dataclasses.replace(family, shape=(mean / sd) ** 2, rate=mean / sd**2)
+
+
+def nuts_draws(problem, sampler: str, trials: int, n: int, seed: int = 0) -> np.ndarray:
+    """[chains, draws, dim] of `sampler`'s NUTS (the `numpyro` agent's `_mcmc` on the
+    problem's model), `trials` x its chains a trial run at once (vectorized)."""
+    import jax
+    import jax.numpy as jnp
+
+    from agents.nuts import _mcmc
+    from agents.ppl.numpyro_agent import NumpyroConfig
+    from generative.conjugate.model import model_spec
+
+    spec = NUTS_SAMPLERS[sampler]
+    family = (
+        problem.family if spec.prior_sd is None else narrow_prior(problem.family, spec.prior_sd)
+    )
+    model = model_spec(family)
+    settings = {**spec.settings, "num_chains": spec.chains * trials, "seed": seed}
+    if spec.draws != "pooled":
+        settings["num_samples"] = n * (THIN if spec.draws == "thinned" else 1)
+    if spec.step_sd is not None:
+        settings["step_size"] = spec.step_sd * unconstrained_sd(problem, model)
+    config = NumpyroConfig(**settings)
+    x, y = jnp.asarray(problem.x, jnp.float32), jnp.asarray(problem.y, jnp.float32)
+    mcmc, init, key = _mcmc(config, model, x, y)
+    mcmc.run(key, init_params=init)
+    u = mcmc.get_samples(group_by_chain=True).reshape(
+        (config.num_chains, -1, model.dim_unconstrained)
+    )
+    return np.asarray(jax.vmap(jax.vmap(model.constrain))(u), np.float64)
+
+
+def unconstrained_sd(problem, model) -> float:
+    """The smallest posterior sd of the unconstrained coordinates (the scale of a step)."""
+    import jax.numpy as jnp
+
+    theta = problem.posterior.sample(4_000, np.random.default_rng((5, 5)))
+    return float(np.min(np.std(np.asarray(model.unconstrain(jnp.asarray(theta))), axis=0)))
+
+
+class Draws:
+    """Trial t's n draws of a sampler (`exact`: the exact posterior's)."""
+
+    def __init__(self, problem, sampler: str, trials: int, n: int):
+        self.problem, self.sampler, self.n = problem, sampler, n
+        self.chains = None if sampler == "exact" else nuts_draws(problem, sampler, trials, n)
+
+    def __call__(self, t: int) -> np.ndarray:
+        if self.chains is None:
+            return self.problem.exact_posterior().sample(self.problem.x_o, self.n, 10_000 + t)
+        from agents.nuts import DrawsPosterior
+
+        spec = NUTS_SAMPLERS[self.sampler]
+        if spec.draws == "consecutive":
+            return self.chains[t, : self.n]
+        if spec.draws == "thinned":
+            return self.chains[t, ::THIN][: self.n]
+        pooled = self.chains[t * spec.chains : (t + 1) * spec.chains]
+        return DrawsPosterior(pooled.reshape(-1, pooled.shape[-1]), {}).sample(None, self.n, t)
+
+    def ess(self, t: int) -> float:
+        """The smallest bulk ESS of trial t's scored chain (NaN for exact draws)."""
+        if self.chains is None:
+            return float("nan")
+        from numpyro.diagnostics import effective_sample_size
+
+        spec = NUTS_SAMPLERS[self.sampler]
+        if spec.draws == "pooled":
+            chains = self.chains[t * spec.chains : (t + 1) * spec.chains]
+        else:
+            chains = self(t)[None]
+        return float(np.min(effective_sample_size(chains)))
+
+
+# -- the benchmark's own measures -------------------------------------------------------
+
+
+def wyb_scores(problem, samples: np.ndarray, random_state: int) -> dict[str, float]:
+    """The benchmark's adKS p-value and "KL" of the plug-in predictive (posterior mean of
+    the draws, known scale; for a precision, the posterior mean of sigma = lam^-1/2)
+    against the exact posterior predictive, as `testbed.metrics.wyb` computes them."""
+    from scipy import stats
+
+    family, post = problem.family, problem.posterior
+    if hasattr(family, "noise_cov"):  # MVN with known covariance
+        noise = np.asarray(family.noise_cov, np.float64)
+        p = stats.multivariate_normal(samples.mean(0), noise)
+        loc, scale = post.mean, post.cov + noise
+        q = stats.multivariate_normal(loc, scale)
+    elif hasattr(family, "noise_var"):  # normal with known variance
+        p = stats.norm(samples.mean(), np.sqrt(family.noise_var))
+        loc, scale = float(post.mean[0]), float(np.sqrt(post.var[0] + family.noise_var))
+        q = stats.norm(loc, scale)
+    else:  # normal with known mean, Gamma prior on the precision: a Student-t predictive
+        up = problem.updated
+        p = stats.norm(family.mean, np.mean(samples[:, 0] ** -0.5))
+        loc, scale = family.mean, float(np.sqrt(up.rate / up.shape))
+        q = stats.t(2 * up.shape, loc, scale)
+    out = wyb.wyb_measures(p, q, loc, scale, random_state)
+    return {"wyb_adks": out["wyb_ks_pvalue"], "wyb_kl": out["wyb_kl"]}
+
+
+# -- running ---------------------------------------------------------------------------
+
+
+def load_problem(name: str, group: str):
+    import generative
+
+    options = {"use_c2st": group == "c2st"}
+    if group == "c2st":
+        options["num_null"] = 0  # C2ST alone: no ddKS null sets
+    return generative.load(f"conjugate/{name}", **options)
+
+
+def cell_metrics(cell: Cell, draws: Draws) -> dict[str, float]:
+    """Every trial's p-value of each measure of the cell's group (`<measure>/<t>`; the
+    benchmark's KL: its value), and the ESS of the scored chain (`ess/<t>`)."""
+    problem = load_problem(cell.problem, cell.group)
+    tests = ("c2st",) if cell.group == "c2st" else TESTS
+    out: dict[str, float] = {}
+    for t, samples, scores in trial_scores(problem, draws, cell.trials):
+        for test in tests:
+            if f"{test}_pvalue" in scores:
+                out[f"{test}/{t}"] = float(scores[f"{test}_pvalue"])
+        if cell.group == "tests":
+            out[f"ess/{t}"] = draws.ess(t)
+            if wyb is not None:
+                for name, value in wyb_scores(problem, samples, t).items():
+                    out[f"{name}/{t}"] = float(value)
+    return out
+
+
+def run_cell(cell: Cell, cache: dict) -> dict[str, Any]:
+    """The cell's stored row, or its failure with the reason (never fatal)."""
+    start = time.time()
+    row = {
+        "key": cell.key,
+        "agent": cell.sampler,
+        "config_key": cell.group,
+        "config": dataclasses.asdict(cell),
+        "problem_id": f"conjugate/{cell.problem}",
+        "seed": 0,
+        "host": socket.gethostname(),
+        "metrics": {},
+    }
+    try:
+        pooled = cell.sampler == "exact" or NUTS_SAMPLERS[cell.sampler].draws == "pooled"
+        group = (cell.problem, cell.sampler, cell.trials) + (() if pooled else (cell.n,))
+        if group not in cache:  # pooled draws serve every n: one run of the sampler
+            cache.clear()
+            problem = load_problem(cell.problem, "tests")
+            cache[group] = Draws(problem, cell.sampler, cell.trials, cell.n)
+        draws = cache[group]
+        draws.n = cell.n
+        row["metrics"] = cell_metrics(cell, draws)
+        row["status"] = "ok"
+    except Exception as e:  # noqa: BLE001 (a cell's failure is stored, never fatal)
+        row.update(
+            status="failed",
+            error=f"{type(e).__name__}: {e}",
+            traceback=traceback.format_exc()[-4000:],
+        )
+    row["wall_seconds"] = time.time() - start
+    return row
+
+
+def run(cells: Sequence[Cell], results: str) -> int:
+    """Runs the cells not yet stored (a failed one again), committing each row as it
+    finishes; a cell another run of this experiment holds the lease of is left to it (two
+    runs on one store share the work). Returns the number that failed."""
+    from leaderboard.store import CLAIMED, ResultsStore
+    from leaderboard.worker import versions
+
+    failed = 0
+    with ResultsStore(results, "w") as store:
+        done = store.keys("ok")
+        todo = [c for c in cells if c.key not in done]
+        log.info("%d cells stored, %d to run", len(cells) - len(todo), len(todo))
+        cache, stamp = {}, versions()
+        for i, cell in enumerate(todo):
+            if store.claim(cell.key, rerun_failed=10**9, seconds=None) != CLAIMED:
+                continue  # finished or running elsewhere
+            row = run_cell(cell, cache)
+            row["versions"] = stamp
+            store.record(row)
+            failed += row["status"] != "ok"
+            log.info(
+                "[%d/%d] %s: %s (%.0f s)",
+                i + 1,
+                len(todo),
+                cell.key,
+                row["status"],
+                row["wall_seconds"],
+            )
+    return failed
+
+
+# -- the table -------------------------------------------------------------------------
+
+
+def stored_frame(results: str):
+    """One row per (stored cell, trial, measure) of a results store: its value (a p-value;
+    the benchmark's KL: its value; `ess`: the scored chain's ESS)."""
+    import pandas as pd
+
+    from leaderboard.store import ResultsStore
+
+    with ResultsStore(results, "r") as store:
+        rows = [
+            r for r in store.rows() if r["key"].startswith("ppl_power/") and r["status"] == "ok"
+        ]
+    out = []
+    for r in rows:
+        _, problem, k, sampler, n, group, trials = r["key"].split("/")
+        cell = {"problem": f"{problem}/{k}", "sampler": sampler, "n": int(n), "group": group}
+        cell["trials"] = int(trials[1:])
+        for name, value in r["metrics"].items():
+            measure, t = name.split("/")
+            out.append({**cell, "trial": int(t), "measure": measure, "value": value})
+    return pd.DataFrame(out, columns=[*CELL_FIELDS, "trial", "measure", "value"])
+
+
+def long_frame(results: str, shipped: bool = True):
+    """The stored trials of `results` (if the file exists) and, with `shipped`, our
+    shipped trials of the cells it does not hold."""
+    import pandas as pd
+
+    parts = []
+    if Path(results).exists():
+        parts.append(stored_frame(results))
+    if shipped and SHIPPED.exists():
+        ours = pd.read_csv(SHIPPED, comment="#")
+        if parts and len(parts[0]):
+            held = parts[0][CELL_FIELDS].drop_duplicates()
+            ours = ours.merge(held, on=CELL_FIELDS, how="left", indicator=True)
+            ours = ours[ours["_merge"] == "left_only"].drop(columns="_merge")
+        parts.append(ours)
+    frame = pd.concat([p for p in parts if len(p)], ignore_index=True) if parts else None
+    if frame is None or not len(frame):
+        raise InputError(
+            f"--results: {results!r} holds no finished ppl_power cell"
+            + ("" if shipped else " (and --no-shipped leaves out ours)")
+            + "; allowed: a store this experiment wrote"
+        )
+    return frame
+
+
+def ship(results: str, path: Path) -> int:
+    """Writes the finished trials of `results` to `path` (CSV, gzip) under `#` lines that
+    say when, at which commit and on what machine; returns the rows written."""
+    import gzip
+
+    from leaderboard.outputs import write_atomically
+    from leaderboard.shipped import provenance
+
+    frame = stored_frame(results).sort_values([*CELL_FIELDS, "measure", "trial"])
+    if not len(frame):
+        raise InputError(f"--results: {results!r} holds no finished ppl_power cell to ship")
+    notes = provenance("The level and power of each measure of a PPL's posterior (ppl_power)")
+    text = "".join(f"# {line}\n" for line in notes) + frame.to_csv(index=False, float_format="%.6g")
+
+    def write(tmp: Path) -> None:
+        with gzip.open(tmp, "wt", encoding="utf-8") as f:
+            f.write(text)
+
+    write_atomically("--ship", path, write)
+    return len(frame)
+
+
+def summary(long, alpha: float = ALPHA):
+    """Per (problem, sampler, n, measure): trials, rejections at `alpha` with a 95%
+    Wilson interval (p-values), or the mean and sd of the value (the benchmark's KL, ESS)."""
+    import pandas as pd
+
+    from experiments.lc2st_report import wilson
+
+    rows = []
+    keys = ["problem", "sampler", "n", "measure"]
+    for (problem, sampler, n, measure), g in long.groupby(keys, sort=False):
+        values = g["value"].to_numpy(float)
+        row = {"problem": problem, "sampler": sampler, "n": n, "measure": measure}
+        row["trials"] = len(values)
+        if measure in ("wyb_kl", "ess"):
+            finite = values[np.isfinite(values)]
+            sd = np.std(finite, ddof=1) if len(finite) > 1 else np.nan
+            row.update(mean=np.mean(finite) if len(finite) else np.nan, sd=sd)
+        else:
+            k = int(np.sum(values < alpha))
+            lo, hi = wilson(k, len(values))
+            row.update(rejections=k, rate=k / len(values), low=lo, high=hi)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def level_bound(trials: int, alpha: float = ALPHA, quantile: float = 0.999) -> int:
+    """The largest number of rejections in `trials` a test at level `alpha` makes with
+    probability `quantile` (Binomial(trials, alpha)'s quantile): more is a level failure."""
+    from scipy import stats
+
+    return int(stats.binom.ppf(quantile, trials, alpha))
+
+
+def _order(values, known) -> list:
+    return sorted(set(values), key=lambda v: (known.index(v) if v in known else len(known), v))
+
+
+def markdown(table) -> str:
+    """The table measure x sampler x n, a block per problem: rejection rates with 95%
+    Wilson intervals and trials (C2ST's are fewer), the benchmark's KL as mean +- sd;
+    a level (exact) rate above Binomial(trials, 0.05)'s 99.9% quantile is marked `!`."""
+    measures = [m for m in (*MEASURES, "wyb_adks", "wyb_kl") if m in set(table["measure"])]
+    measures = list(dict.fromkeys(measures))
+    lines = [
+        "| problem | sampler | n | " + " | ".join(measures) + " | ESS |",
+        "|---|---|---|" + "---|" * (len(measures) + 1),
+    ]
+    by = {(r.problem, r.sampler, r.n, r.measure): r for r in table.itertuples()}
+    for problem in _order(table["problem"], ALL_PROBLEMS):
+        for sampler in _order(table["sampler"], SAMPLERS):
+            for n in sorted(set(table["n"])):
+                if not any((problem, sampler, n, m) in by for m in measures):
+                    continue
+                cells = []
+                for m in measures:
+                    r = by.get((problem, sampler, n, m))
+                    if r is None:
+                        cells.append("-")
+                    elif m == "wyb_kl":
+                        cells.append(f"{r.mean:.3g} ± {r.sd:.2g}")
+                    else:
+                        flag = (
+                            " !"
+                            if sampler == "exact" and r.rejections > level_bound(r.trials)
+                            else ""
+                        )
+                        cells.append(
+                            f"{r.rate:.2f} [{r.low:.2f}, {r.high:.2f}]{flag}"
+                            + ("" if r.trials == TRIALS else f" ({r.trials})")
+                        )
+                ess = by.get((problem, sampler, n, "ess"))
+                cells.append("-" if ess is None or np.isnan(ess.mean) else f"{ess.mean:.0f}")
+                lines.append(f"| {problem} | {sampler} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# -- command line ----------------------------------------------------------------------
+
+
+def _split(text: str, field: str, allowed: Sequence[str]) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [i for i in items if i not in allowed]
+    if not items or bad:
+        raise InputError(
+            f"{field}: got {text!r}; allowed: a comma-separated list of {', '.join(allowed)}"
+        )
+    return items
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or any(not 1 <= n <= 100_000 for n in sizes):
+        raise InputError(f"--sizes: got {text!r}; allowed: comma-separated integers 1 to 100000")
+    return sizes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.cli import OneLineParser, setup_logging
+    from leaderboard.outputs import check_output_path, write_atomically
+
+    parser = OneLineParser(
+        prog="python -m experiments.ppl_power",
+        name="ppl_power",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--problems", default=",".join(PROBLEMS), help="conjugate/wyb ids")
+    parser.add_argument("--samplers", default=",".join(SAMPLERS), help="the PPL and its faults")
+    parser.add_argument("--measures", default=",".join(MEASURES), help="what scores the draws")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="draws scored, n")
+    parser.add_argument("--trials", type=int, default=TRIALS, help="trials a cell (1 to 10000)")
+    parser.add_argument(
+        "--c2st-trials", type=int, default=C2ST_TRIALS, help="C2ST's trials (0: none)"
+    )
+    parser.add_argument("--results", default="ppl-power.db", help="results store")
+    parser.add_argument("--out", default=None, help="also write the table to this file")
+    parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
+    parser.add_argument("--ship", default=None, metavar="CSV.GZ", help="ship finished cells")
+    parser.add_argument("--report", action="store_true", help="run nothing: the table")
+    args = parser.parse_args(argv)
+    setup_logging()
+    try:
+        problems = _split(args.problems.replace("conjugate/", ""), "--problems", ALL_PROBLEMS)
+        samplers = _split(args.samplers, "--samplers", SAMPLERS)
+        measures = _split(args.measures, "--measures", MEASURES)
+        sizes = _sizes(args.sizes)
+        if not 1 <= args.trials <= 10_000:
+            raise InputError(f"--trials: got {args.trials}; allowed: 1 to 10000")
+        if not 0 <= args.c2st_trials <= 10_000:
+            raise InputError(f"--c2st-trials: got {args.c2st_trials}; allowed: 0 to 10000")
+        if args.ship:
+            check_output_path("--ship", Path(args.ship), [args.results])
+        if args.out:
+            check_output_path("--out", Path(args.out), [args.results])
+        failed = 0
+        if not args.report:
+            cells = plan(problems, samplers, sizes, measures, args.trials, args.c2st_trials)
+            failed = run(cells, args.results)
+        if args.ship:
+            rows = ship(args.results, Path(args.ship))
+            print(f"{rows} rows shipped -> {args.ship}", file=sys.stderr)
+        table = summary(long_frame(args.results, shipped=not args.no_shipped))
+        table = table[table["measure"].isin([*measures, "ess"])]
+    except InputError as e:
+        print(f"ppl_power: error: {e}", file=sys.stderr)
+        return 2
+    text = markdown(table)
+    if args.out:
+        write_atomically("--out", Path(args.out), lambda tmp: tmp.write_text(text + "\n"))
+    print(text)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    from experiments.cli import interruptible
+
+    sys.exit(interruptible("ppl_power", main))
