@@ -27,9 +27,13 @@ COMPILED = ModelCache()  # (family, n, D, warmup, draws, chains) -> compiled run
 
 def unconstrained_dim(model: PplModel) -> int:
     fam, d = model.family, model.dim
-    return {"nig": 2, "niw": d + d * (d + 1) // 2, "dirichlet_multinomial": d - 1}.get(
-        fam, d if fam in ("mvn_known_cov", "blr") else 1
-    )
+    sizes = {
+        "nig": 2,
+        "student_t_known_loc": 2,
+        "niw": d + d * (d + 1) // 2,
+        "dirichlet_multinomial": d - 1,
+    }
+    return sizes.get(fam, d if fam in ("mvn_known_cov", "blr") else 1)
 
 
 def log_density(family: str, dim: int):
@@ -67,6 +71,12 @@ def log_density(family: str, dim: int):
             lp = inv_gamma(s2, h["a"], h["b"]) + u[1]
             lp = lp + stats.norm.logpdf(mu, h["m0"], jnp.sqrt(s2 / h["kappa"]))
             return lp + stats.norm.logpdf(y, mu, jnp.sqrt(s2)).sum(), {"mu": mu, "s2": s2}
+        if family == "student_t_known_loc":  # half-normal priors: twice N(0, s)'s density
+            nu, sigma = jnp.exp(u[0]), jnp.exp(u[1])
+            lp = stats.norm.logpdf(nu, 0.0, h["s_nu"]) + stats.norm.logpdf(sigma, 0.0, h["s_sigma"])
+            lp = lp + 2.0 * np.log(2.0) + u.sum()
+            ll = stats.t.logpdf(y, nu, h["m"], sigma).sum()
+            return lp + ll, {"nu": nu, "sigma": sigma}
         if family == "beta_binomial":
             p = jax.nn.sigmoid(u[0])
             log_j = -jax.nn.softplus(-u[0]) - jax.nn.softplus(u[0])

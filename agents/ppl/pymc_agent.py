@@ -94,6 +94,10 @@ def build_model(pm, model: PplModel):
         elif fam == "dirichlet_multinomial":
             pi = pm.Dirichlet("pi", a=c["alpha"])
             pm.Categorical("y", p=pi, observed=y)
+        elif fam == "student_t_known_loc":
+            nu = pm.HalfNormal("nu", sigma=c["s_nu"])
+            sigma = pm.HalfNormal("sigma", sigma=c["s_sigma"])
+            pm.StudentT("y", nu=nu, mu=c["m"], sigma=sigma, observed=y)
     return pm_model
 
 

@@ -71,6 +71,11 @@ def pyro_model(model: PplModel):
             pi = pyro.sample("pi", dist.Dirichlet(h["alpha"]))
             with pyro.plate("data", n):
                 pyro.sample("y", dist.Categorical(pi), obs=y)
+        elif fam == "student_t_known_loc":
+            nu = pyro.sample("nu", dist.HalfNormal(h["s_nu"]))
+            sigma = pyro.sample("sigma", dist.HalfNormal(h["s_sigma"]))
+            with pyro.plate("data", n):
+                pyro.sample("y", dist.StudentT(nu, h["m"], sigma), obs=y)
 
     return program
 

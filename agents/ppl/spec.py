@@ -19,6 +19,11 @@ them. No PPL is imported here.
 | beta_binomial | p ~ Beta(a, b), y ~ Bernoulli(p) | p |
 | gamma_poisson | lam ~ Gamma(a, b) (rate b), y ~ Poisson(lam) | lam |
 | dirichlet_multinomial | pi ~ Dirichlet(alpha), y ~ Categorical(pi) (labels 0..K-1) | pi [K] |
+| student_t_known_loc | nu ~ HN(s_nu), sigma ~ HN(s_sigma), y ~ StudentT(nu, m, sigma) | nu, sigma |
+
+`student_t_known_loc` (HN: half-normal of that scale) is not conjugate: it is the PPL
+benchmark's own model of its problems 7-15 (generative/conjugate/paper_models.py), run to
+measure the benchmark's prior mismatch.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ FAMILIES = (
     "niw",
     "normal_known_mean",
     "normal_known_var",
+    "student_t_known_loc",
 )
 # the families of a PPL with no Inverse-Wishart prior (PyMC, Pyro): all but niw
 NO_INVERSE_WISHART = tuple(f for f in FAMILIES if f != "niw")
@@ -54,6 +60,7 @@ PARAMS = {  # the parameters every PPL's program names, by family
     "niw": ("mu", "Sigma"),
     "normal_known_mean": ("lam",),
     "normal_known_var": ("mu",),
+    "student_t_known_loc": ("nu", "sigma"),
 }
 
 
@@ -136,6 +143,11 @@ def translate(family: Any, x: np.ndarray, y: np.ndarray) -> PplModel:
         return PplModel(
             name, {"alpha": _f(family.alpha)}, {"y": np.argmax(y, axis=1).astype(np.int64)}
         )
+    if name == "student_t_known_loc":
+        hyper = dict(
+            m=float(family.loc), s_nu=float(family.nu_scale), s_sigma=float(family.sigma_scale)
+        )
+        return PplModel(name, hyper, {"y": y[:, 0]})
     raise InputError(f"family: got {name!r}; allowed: {', '.join(FAMILIES)}")
 
 
@@ -158,8 +170,8 @@ def to_theta(model: PplModel, draws: dict[str, np.ndarray]) -> np.ndarray:
         return vec("p")
     if fam == "dirichlet_multinomial":
         return vec("pi")
-    if fam == "nig":
-        return np.concatenate([vec("mu"), vec("s2")], axis=-1)
+    if fam in ("nig", "student_t_known_loc"):  # scalars in PARAMS's order
+        return np.concatenate([vec(name) for name in PARAMS[fam]], axis=-1)
     if fam == "niw":
         sigma = _f(draws["Sigma"])
         rows, cols = np.tril_indices(sigma.shape[-1])

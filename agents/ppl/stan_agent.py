@@ -77,6 +77,11 @@ data { int<lower=0> N; int<lower=1> K; array[N] int<lower=1, upper=K> y; vector<
 parameters { simplex[K] pi; }
 model { pi ~ dirichlet(alpha); y ~ categorical(pi); }
 """,
+    "student_t_known_loc": """
+data { int<lower=0> N; vector[N] y; real m; real<lower=0> s_nu; real<lower=0> s_sigma; }
+parameters { real<lower=0> nu; real<lower=0> sigma; }
+model { nu ~ normal(0, s_nu); sigma ~ normal(0, s_sigma); y ~ student_t(nu, m, sigma); }
+""",
 }
 SERVES = tuple(sorted(PROGRAMS))
 

@@ -81,3 +81,15 @@ def inv_wishart(sigma, nu, psi, xp=np):
         - 0.5 * (nu + p + 1.0) * logdet_sigma
         - 0.5 * trace
     )
+
+
+def half_normal(x, scale, xp=np):
+    """HalfNormal(scale) at x > 0 (twice N(0, scale^2)'s density)."""
+    return 0.5 * np.log(2.0 / np.pi) - xp.log(scale) - 0.5 * (x / scale) ** 2
+
+
+def student_t(x, df, loc, scale, xp=np):
+    """Student's t with df degrees of freedom, location loc and scale (not sd) scale."""
+    sp = special(xp)
+    norm = sp.gammaln(0.5 * (df + 1.0)) - sp.gammaln(0.5 * df) - 0.5 * xp.log(df * np.pi)
+    return norm - xp.log(scale) - 0.5 * (df + 1.0) * xp.log1p(((x - loc) / scale) ** 2 / df)
