@@ -109,3 +109,137 @@ def test_the_multivariate_measures_run_with_a_diagonal_covariance():
     out = wyb_measures(p, q, np.arange(5.0), 1.02 * np.eye(5), 10)
     assert 0 < out["wyb_kl"] < 1e-4
     assert 0 < out["wyb_ks_distance"] < 1 and 0 <= out["wyb_ks_pvalue"] <= 1
+
+
+# -- the runner, the store, the report -------------------------------------------------
+
+
+def reproduce(*args: str) -> int:
+    from experiments.reproduce_wyb import main
+
+    return main(list(args))
+
+
+def exact_run(folder, *extra: str) -> int:
+    db, out = str(folder / "wyb.db"), str(folder / "out")
+    return reproduce(
+        "--agents", "exact", "--problems", "1", "--seeds", "2", "--results", db,
+        "--out", out, "--no-shipped", *extra,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def exact_store(tmp_path_factory):
+    """The exact agent on P1, both priors, seeds 1 and 2 (4 cells, a few seconds)."""
+    folder = tmp_path_factory.mktemp("wyb")
+    assert exact_run(folder) == 0
+    return folder
+
+
+def stored(tmp_path):
+    from leaderboard.store import ResultsStore
+
+    with ResultsStore(str(tmp_path / "wyb.db"), "r") as store:
+        return {r["key"]: r for r in store.rows()}
+
+
+def test_the_exact_agent_is_run_scored_stored_and_reported(exact_store):
+    """Matched and paper prior, 2 seeds: 4 rows with both measures and ours; the exact
+    posterior's draws differ by seed; the paper prior's ideal PPL scores about P1's
+    published KL; the report's tables and figure are written."""
+    tmp_path = exact_store
+    rows = stored(tmp_path)
+    assert set(rows) == {f"wyb/{p}/1/exact/{s}" for p in ("matched", "paper") for s in (1, 2)}
+    m1, m2 = rows["wyb/matched/1/exact/1"]["metrics"], rows["wyb/matched/1/exact/2"]["metrics"]
+    for m in (m1, m2):
+        assert {"wyb_kl", "wyb_ks_pvalue", "pit_ks_pvalue", "c2st_pvalue", "joint_kl"} <= set(m)
+    assert m1["plugin_mean"] != m2["plugin_mean"]
+    paper = rows["wyb/paper/1/exact/1"]["metrics"]
+    assert paper["wyb_kl"] == pytest.approx(0.2085, abs=0.01)  # the prior mismatch
+    assert paper["mahalanobis_pvalue"] < 0.01 < m1["mahalanobis_pvalue"]
+    text = (tmp_path / "out" / "tables.md").read_text()
+    assert "What the published KL measures" in text and "| 1 | 0.2099 |" in text
+    assert (tmp_path / "out" / "wyb.png").stat().st_size > 10_000
+
+
+def test_a_second_run_runs_nothing(exact_store, monkeypatch):
+    import experiments.reproduce_wyb as wyb
+
+    def never(*args):
+        raise AssertionError("a stored cell ran again")
+
+    monkeypatch.setattr(wyb, "run_cell", never)
+    assert exact_run(exact_store) == 0
+
+
+def test_a_failing_agent_is_a_stored_failure_with_its_reason(tmp_path, monkeypatch):
+    """The exact agent on the paper's Student-t model (no exact posterior) and a PPL that
+    raises: both stored as failures, the run goes on and exits 1."""
+    import experiments.reproduce_wyb as wyb
+
+    db, out = str(tmp_path / "wyb.db"), str(tmp_path / "out")
+    args = ["--agents", "exact", "--problems", "1,8", "--priors", "paper", "--seeds", "1"]
+    real = wyb.predictive_of
+
+    def crash(cell, problem):
+        if cell.problem == 1:
+            raise RuntimeError("the sampler died")
+        return real(cell, problem)
+
+    monkeypatch.setattr(wyb, "predictive_of", crash)
+    assert reproduce(*args, "--results", db, "--out", out, "--no-shipped") == 1  # tabled too
+    assert "Failed cells (2" in (tmp_path / "out" / "tables.md").read_text()
+    rows = stored(tmp_path)
+    assert rows["wyb/paper/1/exact/1"]["status"] == "failed"
+    assert "the sampler died" in rows["wyb/paper/1/exact/1"]["error"]
+    assert "no exact posterior" in rows["wyb/paper/8/exact/1"]["error"]
+
+
+def test_the_report_reads_a_small_store_and_shipped_runs(exact_store, tmp_path, monkeypatch):
+    """--ship writes the finished rows with their provenance; a fresh install (no store)
+    tables them; --no-shipped without a store is refused in one line."""
+    import experiments.wyb_report as report
+
+    shipped = tmp_path / "wyb_ours.csv.gz"
+    assert report.ship(str(exact_store / "wyb.db"), shipped) == 4
+    import gzip
+
+    head = gzip.open(shipped, "rt").read().splitlines()[:2]
+    assert head[0].startswith("# Our runs") and "commit" in head[1] and "cores" in head[1]
+    monkeypatch.setattr(report, "SHIPPED", shipped)
+    frame = report.load_frame(str(tmp_path / "none.db"))
+    assert len(frame) == 4 and set(frame["source"]) == {"shipped"}
+    assert "Matched prior" in report.markdown(frame)
+    with pytest.raises(Exception, match="holds no cell"):
+        report.load_frame(str(tmp_path / "none.db"), shipped=False)
+
+
+@pytest.mark.parametrize(
+    "args, field, allowed",
+    [
+        (["--agents", "stan,turing"], "--agents", "pymc"),
+        (["--problems", "22"], "--problems", "21"),
+        (["--priors", "flat"], "--priors", "matched, paper"),
+        (["--seeds", "0"], "--seeds", "1 to 100"),
+    ],
+)
+def test_refusals_exit_2_in_one_line(args, field, allowed, tmp_path, capsys):
+    assert reproduce(*args, "--results", str(tmp_path / "x.db"), "--out", str(tmp_path)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err and allowed in err
+    assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.slow
+def test_numpyro_with_tiny_settings_records_its_times(tmp_path):
+    """A PPL cell: compile and sampling seconds apart, the first run of its shape marked,
+    a later one of the same shape not; the sizes are part of the key."""
+    db, out = str(tmp_path / "wyb.db"), str(tmp_path / "out")
+    args = ["--agents", "numpyro", "--problems", "1,4", "--priors", "matched", "--seeds", "1"]
+    sizes = ["--num-warmup", "50", "--num-samples", "100"]
+    assert reproduce(*args, *sizes, "--results", db, "--out", out, "--no-shipped") == 0
+    rows = stored(tmp_path)
+    first, later = (rows[f"wyb/matched/{k}/numpyro/1/w50s100"]["metrics"] for k in (1, 4))
+    assert first["first_in_process"] == 1.0 and later["first_in_process"] == 0.0
+    assert first["compile_seconds"] > 0 and later["sampling_seconds"] > 0
+    assert 0 <= first["wyb_ks_pvalue"] <= 1 and np.isfinite(first["joint_kl"])

@@ -1,0 +1,451 @@
+"""The "What's your bench" reproduction's results: stored and shipped cells, the published
+values beside them, the tables and the figure (`experiments.reproduce_wyb --report`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from experiments.lc2st_report import wilson
+from testbed.errors import InputError
+
+DATA = Path(__file__).resolve().parents[1] / "leaderboard" / "data"
+SHIPPED = DATA / "wyb_ours.csv.gz"
+PUBLISHED = DATA / "wyb_published.csv"
+OUTPUTS = ("tables.md", "wyb.png")
+CELL = ["prior", "problem", "agent", "seed", "num_warmup", "num_samples"]
+ALPHA = 0.05
+TESTS = ("pit_ks_pvalue", "mahalanobis_pvalue", "ddks_pvalue", "c2st_pvalue")
+AGENT_ORDER = ("exact", "stan", "pymc", "nutpie", "pyro", "numpyro", "nuts", "blackjax")
+GROUPS = {  # the benchmark's problem groups
+    "P1-6 (normal, known variance)": range(1, 7),
+    "P7-15 (normal, known mean)": range(7, 16),
+    "P16-18 (2-d normal)": range(16, 19),
+    "P19-21 (5, 7, 10-d normal)": range(19, 22),
+}
+
+
+def stored_frame(results: str):
+    """One row per stored cell of the reproduction: its fields, status, error, metrics."""
+    import pandas as pd
+
+    from leaderboard.store import ResultsStore
+
+    with ResultsStore(results, "r") as store:
+        rows = [r for r in store.rows() if r["key"].startswith("wyb/")]
+    out = []
+    for r in rows:
+        cfg = json.loads(r["config"]) if isinstance(r["config"], str) else r["config"]
+        out.append(
+            {
+                **{f: cfg[f] for f in CELL},
+                "status": r["status"],
+                "error": r.get("error") or "",
+                "wall_seconds": r["wall_seconds"],
+                **r["metrics"],
+            }
+        )
+    return pd.DataFrame(out, columns=None if out else [*CELL, "status", "error"])
+
+
+def read_shipped(path: Path | None = None):
+    """Our shipped cells (default: SHIPPED)."""
+    import pandas as pd
+
+    return pd.read_csv(SHIPPED if path is None else path, comment="#")
+
+
+def load_frame(results: str, shipped: bool = True):
+    """The stored cells of `results` (if it exists) and, with `shipped`, our shipped cells
+    it does not hold (a cell run here replaces the shipped one)."""
+    import pandas as pd
+
+    parts = []
+    if Path(results).exists():
+        parts.append(stored_frame(results).assign(source="stored"))
+    if shipped and SHIPPED.exists():
+        ours = read_shipped().assign(source="shipped")
+        held = set() if not parts else set(parts[0][CELL].itertuples(index=False, name=None))
+        fresh = [c not in held for c in ours[CELL].itertuples(index=False, name=None)]
+        parts.append(ours[fresh])
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if not len(frame):
+        raise InputError(
+            f"--results: {results!r} holds no cell of this reproduction"
+            + ("" if shipped else " (and --no-shipped leaves out ours)")
+            + "; allowed: a store this experiment wrote"
+        )
+    return frame
+
+
+def ship(results: str, path: Path) -> int:
+    """Writes the finished cells of `results` as our shipped runs (CSV, gzip; `#` lines:
+    what, date, commit, machine, versions); returns the number of rows."""
+    import gzip
+
+    from leaderboard.outputs import write_atomically
+    from leaderboard.shipped import provenance
+
+    if not Path(results).exists():
+        raise InputError(f"--results: {results!r} does not exist; allowed: a store to ship")
+    frame = stored_frame(results)
+    frame = frame[frame["status"] == "ok"].drop(columns=["error"]).sort_values(CELL)
+    head = "".join(f"# {line}\n" for line in provenance("Our runs of the WYB reproduction"))
+
+    def write(tmp: Path) -> None:
+        with gzip.open(tmp, "wt", encoding="utf-8") as f:
+            f.write(head + frame.to_csv(index=False, float_format="%.6g"))
+
+    write_atomically("--ship", path, write, keep_suffix=True)
+    return len(frame)
+
+
+def published():
+    """The benchmark's published rows (leaderboard/data/wyb_published.csv)."""
+    import pandas as pd
+
+    return pd.read_csv(PUBLISHED, comment="#")
+
+
+# -- summaries ---------------------------------------------------------------------------
+
+
+def _ok(frame):
+    return frame[frame["status"] == "ok"]
+
+
+def _agents(frame) -> list[str]:
+    present = set(frame["agent"])
+    return [a for a in AGENT_ORDER if a in present] + sorted(present - set(AGENT_ORDER))
+
+
+def mean_sd(values) -> str:
+    """'m +- sd (n)' of the finite values, 3 significant digits; '' when none."""
+    v = np.asarray(values, np.float64)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return ""
+    if len(v) == 1:
+        return f"{v[0]:.3g} (1)"
+    return f"{v.mean():.3g} ± {v.std(ddof=1):.2g} ({len(v)})"
+
+
+def rejections(values) -> str:
+    """'k/n' rejections at ALPHA of the finite p-values; '' when none."""
+    v = np.asarray(values, np.float64)
+    v = v[np.isfinite(v)]
+    return f"{int(np.sum(v <= ALPHA))}/{len(v)}" if len(v) else ""
+
+
+def _col(g, name):
+    return g[name] if name in g else np.full(len(g), np.nan)
+
+
+def _published_cell(pub, problem: int, agent: str, column: str) -> str:
+    rows = pub[(pub["problem"] == problem) & (pub["agent"] == agent)]
+    return "" if not len(rows) else f"{rows[column].iloc[0]:.4g}"
+
+
+# -- tables ------------------------------------------------------------------------------
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _head(names) -> list[str]:
+    return [_row(names), "|" + "---|" * len(names)]
+
+
+def table_published(frame, pub) -> str:
+    """Every problem x agent: the published KL and KS score beside ours (paper prior, then
+    matched prior; mean +- sd over seeds)."""
+    ok = _ok(frame)
+    lines = [
+        "### The benchmark's measures: published beside ours",
+        "",
+        "KL: the benchmark's integral of |p log p/q| on its grid; KS p: adKS's analytic "
+        "p-value. Ours: mean ± sd (seeds).",
+        "",
+        *_head(
+            [
+                "problem",
+                "agent",
+                "published KL",
+                "published KS p",
+                "ours, paper prior: KL",
+                "KS p",
+                "ours, matched prior: KL",
+                "KS p",
+            ]
+        ),
+    ]
+    agents = _agents(ok) if len(ok) else []
+    for k in range(1, 22):
+        for agent in agents:
+            cells = [str(k), agent]
+            cells += [_published_cell(pub, k, agent, c) for c in ("wyb_kl", "wyb_ks_pvalue")]
+            for prior in ("paper", "matched"):
+                g = ok[(ok["problem"] == k) & (ok["agent"] == agent) & (ok["prior"] == prior)]
+                cells += [mean_sd(_col(g, "wyb_kl")), mean_sd(_col(g, "wyb_ks_pvalue"))]
+            if any(cells[2:]):
+                lines.append(_row(cells))
+    return "\n".join(lines)
+
+
+def table_mismatch(frame, pub) -> str:
+    """Per problem: the published KL (mean of the 3 PPLs), the ideal PPL (exact posterior
+    of the paper's model), our PPLs on the paper's model, and on the matched model."""
+    ok = _ok(frame)
+    lines = [
+        "### What the published KL measures (per problem, mean over agents and seeds)",
+        "",
+        *_head(
+            [
+                "problem",
+                "published (3 PPLs)",
+                "ideal PPL, paper prior",
+                "our PPLs, paper prior",
+                "our PPLs, matched prior",
+                "exact, matched prior",
+                "joint KL (tau 10), PPLs paper prior",
+                "joint KL, PPLs matched prior",
+            ]
+        ),
+    ]
+    ppl = ok[ok["agent"] != "exact"]
+    for k in range(1, 22):
+        p = pub[pub["problem"] == k]["wyb_kl"]
+        cells = [str(k), f"{p.mean():.4g}" if len(p) else ""]
+        for data, prior, col in (
+            (ok[ok["agent"] == "exact"], "paper", "wyb_kl"),
+            (ppl, "paper", "wyb_kl"),
+            (ppl, "matched", "wyb_kl"),
+            (ok[ok["agent"] == "exact"], "matched", "wyb_kl"),
+            (ppl, "paper", "joint_kl"),
+            (ppl, "matched", "joint_kl"),
+        ):
+            g = data[(data["problem"] == k) & (data["prior"] == prior)]
+            cells.append(mean_sd(_col(g, col)))
+        lines.append(_row(cells))
+    return "\n".join(lines)
+
+
+def table_matched(frame) -> str:
+    """Matched prior, per problem group and agent: our measures (mean +- sd over cells) and
+    the exact tests' rejections at 0.05 (k/n, 95% Wilson interval)."""
+    ok = _ok(frame[frame["prior"] == "matched"])
+    names = ["problems", "agent", "cells", "joint KL (tau 10)", "Gaussian KL of draws"]
+    names += [f"{t.removesuffix('_pvalue')} rejections [95%]" for t in TESTS]
+    lines = [
+        "### Matched prior: our measures (inference error alone)",
+        "",
+        "Joint KL: E_y[log p(y_1:10) - log q(y_1:10)], q the draws' mixture (MC over "
+        "futures: can be slightly negative). Rejections of the exact one-sample tests at "
+        "0.05; a correct sampler rejects about 5% (its draws are autocorrelated: thinned "
+        "tests would be exact).",
+        "",
+        *_head(names),
+    ]
+    for group, problems in GROUPS.items():
+        for agent in _agents(ok) if len(ok) else []:
+            g = ok[(ok["agent"] == agent) & ok["problem"].isin(list(problems))]
+            if not len(g):
+                continue
+            kl = _col(g, "kl_gaussian_moments")
+            cells = [group, agent, str(len(g)), mean_sd(_col(g, "joint_kl")), mean_sd(kl)]
+            for t in TESTS:
+                v = np.asarray(_col(g, t), np.float64)
+                v = v[np.isfinite(v)]
+                k, n = int(np.sum(v <= ALPHA)), len(v)
+                lo, hi = wilson(k, n)
+                cells.append(f"{k}/{n} [{lo:.2f}, {hi:.2f}]" if n else "n/a")
+            lines.append(_row(cells))
+    return "\n".join(lines)
+
+
+def table_times(frame) -> str:
+    """Seconds per agent: compiling (first run of a model shape in a process), the first
+    run's total, and later runs' sampling and total (median [min-max] over cells)."""
+    ok = _ok(frame)
+
+    def med(v) -> str:
+        v = np.asarray(v, np.float64)
+        v = v[np.isfinite(v)]
+        return f"{np.median(v):.3g} [{v.min():.2g}-{v.max():.2g}] ({len(v)})" if len(v) else ""
+
+    lines = [
+        "### Times (seconds; median [min-max] (cells))",
+        "",
+        *_head(
+            [
+                "agent",
+                "problems",
+                "compile (first run)",
+                "first run: total",
+                "later runs: sampling",
+                "later runs: total",
+                "published model time",
+            ]
+        ),
+    ]
+    pub = published() if PUBLISHED.exists() else None
+    for agent in _agents(ok) if len(ok) else []:
+        for group, problems in GROUPS.items():
+            g = ok[(ok["agent"] == agent) & ok["problem"].isin(list(problems))]
+            if not len(g):
+                continue
+            first = g[_col(g, "first_in_process") == 1]
+            later = g[_col(g, "first_in_process") == 0]
+            p = (
+                ""
+                if pub is None
+                else pub[(pub["agent"] == agent) & pub["problem"].isin(list(problems))]
+            )
+            cells = [
+                agent,
+                group,
+                med(_col(first, "compile_seconds")),
+                med(_col(first, "train_seconds")),
+                med(_col(later, "sampling_seconds")),
+                med(_col(later, "train_seconds")),
+                "" if pub is None else med(p["model_seconds"]),
+            ]
+            lines.append(_row(cells))
+    return "\n".join(lines)
+
+
+def failures(frame) -> str:
+    bad = frame[frame["status"] != "ok"]
+    if not len(bad):
+        return ""
+    reasons = bad.groupby("error").size().sort_values(ascending=False)
+    lines = [f"### Failed cells ({len(bad)}; stored with their reason)", ""]
+    lines += [f"- {n} x {reason[:200]}" for reason, n in reasons.items()]
+    return "\n".join(lines)
+
+
+def markdown(frame) -> str:
+    """The report's tables."""
+    pub = published()
+    ok = _ok(frame)
+    runs = ", ".join(
+        f"{prior}: {len(ok[ok['prior'] == prior])} cells" for prior in ("matched", "paper")
+    )
+    parts = [
+        f"## WYB reproduction ({runs} finished; {int((frame['status'] != 'ok').sum())} failed)",
+        table_mismatch(frame, pub),
+        table_matched(frame),
+        table_times(frame),
+        table_published(frame, pub),
+        "On paper-prior P7-15 cells the draws are the Student-t model's (nu, sigma): the "
+        "posterior tests do not apply (blank); ours is the joint predictive KL alone.",
+        failures(frame),
+    ]
+    return "\n\n".join(p for p in parts if p)
+
+
+# -- figure ------------------------------------------------------------------------------
+
+
+def figure(frame, path: Path) -> None:
+    """Three panels: the benchmark's KL per problem (published, ours on the paper prior,
+    ours on the matched prior, the ideal PPL); our joint predictive KL per agent on the
+    matched prior (mean +- sd over seeds); later runs' sampling seconds per agent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok, pub = _ok(frame), published()
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    ks = np.arange(1, 22)
+    ppl = ok[ok["agent"] != "exact"]
+
+    def per_problem(data, col):
+        return np.array(
+            [
+                np.nanmean(_col(data[data["problem"] == k], col))
+                if (data["problem"] == k).any()
+                else np.nan
+                for k in ks
+            ]
+        )
+
+    ax = axes[0]
+    ax.plot(
+        ks,
+        [
+            pub[pub["problem"] == k]["wyb_kl"].mean() if (pub["problem"] == k).any() else np.nan
+            for k in ks
+        ],
+        "ks",
+        label="published (3 PPLs)",
+    )
+    for prior, mark in (("paper", "o"), ("matched", "^")):
+        ax.plot(
+            ks,
+            per_problem(ppl[ppl["prior"] == prior], "wyb_kl"),
+            mark,
+            mfc="none",
+            label=f"our PPLs, {prior} prior",
+        )
+    ex = ok[(ok["agent"] == "exact") & (ok["prior"] == "paper")]
+    ax.plot(ks, per_problem(ex, "wyb_kl"), "x", color="C3", label="ideal PPL (paper prior)")
+    ax.set(
+        yscale="log",
+        xlabel="problem",
+        ylabel="benchmark's KL",
+        title="the benchmark's KL",
+        xticks=ks,
+    )
+    ax.legend(fontsize=7)
+
+    ax = axes[1]
+    matched = ok[ok["prior"] == "matched"]
+    agents = _agents(matched) if len(matched) else []
+    for i, agent in enumerate(agents):
+        g = matched[matched["agent"] == agent]
+        stats = [np.asarray(_col(g[g["problem"] == k], "joint_kl"), float) for k in ks]
+        means = [np.nanmean(s) if len(s) else np.nan for s in stats]
+        sds = [np.nanstd(s, ddof=1) if len(s) > 1 else 0.0 for s in stats]
+        ax.errorbar(ks + (i - len(agents) / 2) * 0.09, means, yerr=sds, fmt="o", ms=3, label=agent)
+    ax.axhline(0, color="#999", lw=0.8)
+    ax.set(
+        yscale="symlog",
+        xlabel="problem",
+        ylabel="joint KL (tau = 10)",
+        title="ours, matched prior: joint predictive KL",
+        xticks=ks,
+    )
+    ax.set_yscale("symlog", linthresh=1e-3)
+    if agents:
+        ax.legend(fontsize=7, ncol=2)
+
+    ax = axes[2]
+    later = ok[_col(ok, "first_in_process") == 0] if len(ok) else ok
+    names = [a for a in agents if a != "exact"]
+    data = [np.asarray(_col(later[later["agent"] == a], "sampling_seconds"), float) for a in names]
+    data = [d[np.isfinite(d)] for d in data]
+    if names:
+        ax.boxplot([d if len(d) else [np.nan] for d in data], tick_labels=names)
+    else:
+        ax.text(0.5, 0.5, "no PPL runs", ha="center", va="center", transform=ax.transAxes)
+    label = "published (median)"
+    for a in ("pymc", "pyro", "stan"):
+        p = pub[pub["agent"] == a]["model_seconds"]
+        if a in names and len(p):
+            ax.plot(names.index(a) + 1, p.median(), "ks", label=label)
+            label = None
+    ax.set(
+        yscale="log",
+        ylabel="seconds",
+        title="sampling seconds, later runs (ours); published model time",
+    )
+    if label is None:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
