@@ -469,15 +469,26 @@ def _order(values, known) -> list:
     return sorted(set(values), key=lambda v: (known.index(v) if v in known else len(known), v))
 
 
+def report(long) -> str:
+    """The tables of the trials `long`: every problem's trials pooled (rates only), then
+    problem by problem (`markdown`)."""
+    pooled = summary(long.assign(problem="all"))
+    pooled = pooled[~pooled["measure"].isin(["wyb_kl", "ess"])]
+    head = "Pooled over the problems (each measure over those it applies to):\n\n"
+    return head + markdown(pooled) + "\n\nProblem by problem:\n\n" + markdown(summary(long))
+
+
 def markdown(table) -> str:
     """The table measure x sampler x n, a block per problem: rejection rates with 95%
-    Wilson intervals and trials (C2ST's are fewer), the benchmark's KL as mean +- sd;
-    a level (exact) rate above Binomial(trials, 0.05)'s 99.9% quantile is marked `!`."""
+    Wilson intervals and trials (C2ST's are fewer), the benchmark's KL as mean +- sd, the
+    mean ESS of the chains scored; a level (exact) rate above Binomial(trials, 0.05)'s
+    99.9% quantile is marked `!`."""
     measures = [m for m in (*MEASURES, "wyb_adks", "wyb_kl") if m in set(table["measure"])]
     measures = list(dict.fromkeys(measures))
+    with_ess = "ess" in set(table["measure"])
     lines = [
-        "| problem | sampler | n | " + " | ".join(measures) + " | ESS |",
-        "|---|---|---|" + "---|" * (len(measures) + 1),
+        "| problem | sampler | n | " + " | ".join(measures) + (" | ESS |" if with_ess else " |"),
+        "|---|---|---|" + "---|" * (len(measures) + with_ess),
     ]
     by = {(r.problem, r.sampler, r.n, r.measure): r for r in table.itertuples()}
     for problem in _order(table["problem"], ALL_PROBLEMS):
@@ -503,7 +514,8 @@ def markdown(table) -> str:
                             + ("" if r.trials == TRIALS else f" ({r.trials})")
                         )
                 ess = by.get((problem, sampler, n, "ess"))
-                cells.append("-" if ess is None or np.isnan(ess.mean) else f"{ess.mean:.0f}")
+                if with_ess:
+                    cells.append("-" if ess is None or np.isnan(ess.mean) else f"{ess.mean:.0f}")
                 lines.append(f"| {problem} | {sampler} | {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -576,12 +588,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.ship:
             rows = ship(args.results, Path(args.ship))
             print(f"{rows} rows shipped -> {args.ship}", file=sys.stderr)
-        table = summary(long_frame(args.results, shipped=not args.no_shipped))
-        table = table[table["measure"].isin([*measures, "ess"])]
+        long = long_frame(args.results, shipped=not args.no_shipped)
+        long = long[long["measure"].isin([*measures, "ess"])]
     except InputError as e:
         print(f"ppl_power: error: {e}", file=sys.stderr)
         return 2
-    text = markdown(table)
+    text = report(long)
     if args.out:
         write_atomically("--out", Path(args.out), lambda tmp: tmp.write_text(text + "\n"))
     print(text)
