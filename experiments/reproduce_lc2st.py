@@ -227,6 +227,7 @@ def npe_data(cell: Cell, est: Estimators, settings: Settings):
         under_null=cell.kind == "null",
         log_prob_pairs=q.flow_log_prob,
         draws_at=q.flow_draws,
+        draws_log_prob_at=q.flow_draws_log_prob,
         inverse_transform=q.inverse_transform,
         reference_at=lambda k, num, s: task.reference_posterior(obs[k], num, s),
         cache=est.cache,

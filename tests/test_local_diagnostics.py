@@ -136,6 +136,25 @@ def test_registry_checks_what_a_diagnostic_needs_and_returns():
         run_local("returns_nan_for_test", _toy_data())
 
 
+def test_lhpd_reads_a_flows_one_pass_draws_and_densities_as_the_two_passes():
+    """q = N(x / 2, 1/2) (the toy's posterior): `draws_log_prob_at` of the same draws and
+    densities gives local-HPD the same statistics as `draws_at` then `log_prob_pairs`."""
+
+    def log_q(theta, x):
+        return stats.norm.logpdf(np.asarray(theta)[..., 0], x[:, 0] / 2, np.sqrt(0.5))
+
+    def draws(x, num, seed):
+        z = np.random.default_rng(seed).normal(size=(num, len(x), 1))
+        return x[None] / 2 + np.sqrt(0.5) * z
+
+    two = dict(log_prob_pairs=log_q, draws_at=draws, num_trials_null=3)
+    one = dict(two, draws_log_prob_at=lambda x, n, s: (draws(x, n, s), log_q(draws(x, n, s), x)))
+    one["draws_at"] = lambda *a: 1 / 0  # the one pass is used, not the two
+    a, b = run_local("lhpd", _toy_data(**two)), run_local("lhpd", _toy_data(**one))
+    np.testing.assert_allclose(a["mse"].statistic, b["mse"].statistic)
+    np.testing.assert_allclose(a["mse"].p_exact, b["mse"].p_exact)
+
+
 @pytest.fixture(scope="module")
 def small_npe():
     """A quickly trained NPE on two_moons (its flow's methods are what is tested)."""
@@ -174,6 +193,15 @@ def test_npe_flow_draws_densities_and_inverse_agree(small_npe):
     np.testing.assert_allclose(q.flow_log_prob(draws[0], x), lp, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(q.inverse_transform(draws[0], x), np.asarray(z1), atol=1e-5)
     assert q.flow_log_prob(draws, x).shape == (50, 40)
+    # one pass for local-HPD: the same draws (same seed), their densities as the forward pass
+    same, log_q = q.flow_draws_log_prob(x, 50, seed=3)
+    np.testing.assert_allclose(same, draws, atol=1e-6)
+    np.testing.assert_allclose(log_q, q.flow_log_prob(draws, x), rtol=1e-4, atol=1e-4)
+    q.CHUNK_ROWS = 120  # chunked (2 rows a chunk): other draws, each row's own density
+    chunked, chunked_log_q = q.flow_draws_log_prob(x, 50, seed=3)
+    assert chunked.shape == (50, 40, 2) and not np.allclose(chunked, draws)
+    np.testing.assert_allclose(chunked_log_q, q.flow_log_prob(chunked, x), rtol=1e-4, atol=1e-4)
+    del q.CHUNK_ROWS
     # the posterior's own density at one x is the flow's renormalised to the prior's box
     # (sbi's leakage correction): a constant shift inside the box, -inf outside
     own = q.log_prob(draws[:, 0], x[0])

@@ -34,7 +34,8 @@ class LocalData:
     one draw of q(. | x_i) at each x_i; observations [K, d_x]; q_at_obs [K, N_v, d_theta]:
     draws of q at each observation. Optional, where the estimator offers them:
     `log_prob_pairs(theta [..., N, d], x [N, d_x]) -> [..., N]` (log q at paired rows),
-    `draws_at(x [N, d_x], L, seed) -> [L, N, d_theta]`, `inverse_transform(theta, x) -> z`
+    `draws_at(x [N, d_x], L, seed) -> [L, N, d_theta]`, `draws_log_prob_at` (the same
+    draws and their log q, [L, N], in one pass), `inverse_transform(theta, x) -> z`
     (a flow's base space, N(0, I)), and `reference_at(k, num, seed) -> [num, d_theta]`
     (draws of the true posterior at observation k; oracle only). `cache` keeps what
     diagnostics share across runs and estimators, keyed by `calibration_id` (the same
@@ -53,6 +54,7 @@ class LocalData:
     under_null: bool = False
     log_prob_pairs: Callable[..., np.ndarray] | None = None
     draws_at: Callable[..., np.ndarray] | None = None
+    draws_log_prob_at: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None
     inverse_transform: Callable[..., np.ndarray] | None = None
     reference_at: Callable[..., np.ndarray] | None = None
     cache: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)

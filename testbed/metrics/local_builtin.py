@@ -113,8 +113,11 @@ def lhpd(data: LocalData) -> dict[str, LocalResult]:
         hpd = np.random.default_rng([data.seed, 13]).uniform(size=len(data.x))
     else:
         truth = data.log_prob_pairs(data.theta, data.x)
-        draws = data.draws_at(data.x, HPD_DRAWS, data.seed + 17)
-        hpd = hpd_values(truth, data.log_prob_pairs(draws, data.x))
+        if data.draws_log_prob_at is not None:  # a flow: draws and densities in one pass
+            log_q = data.draws_log_prob_at(data.x, HPD_DRAWS, data.seed + 17)[1]
+        else:
+            log_q = data.log_prob_pairs(data.draws_at(data.x, HPD_DRAWS, data.seed + 17), data.x)
+        hpd = hpd_values(truth, log_q)
     key = f"lhpd_null/{data.calibration_id}/{data.seed}/{len(data.x)}"
     test = LocalHPD(
         data.x, hpd, num_levels=HPD_LEVELS, seed=data.seed,
