@@ -246,6 +246,13 @@ def test_report_rates_from_a_small_store(tmp_path):
     assert (level.runs, level.tests) == (2, 8)
     assert level.rate == pytest.approx(3 / 8) and level.rate_exact == pytest.approx(2 / 8)
     assert level.rate_low < 3 / 8 < level.rate_high
+    # over runs: run shares 2/4 and 1/4, t(1) interval 0.375 +- 12.71 * 0.177 / sqrt(2)
+    assert (level.runs_low, level.runs_high) == (0.0, 1.0)
+    from experiments.lc2st_report import over_runs
+
+    half = stats.t.ppf(0.975, 3) * np.std([0.3, 0.4, 0.5, 0.4], ddof=1) / 2
+    assert over_runs([0.3, 0.4, 0.5, 0.4]) == pytest.approx((0.4 - half, 0.4 + half))
+    assert all(map(math.isnan, over_runs([0.1])))
     power = table[table["kind"] == "power"].iloc[0]
     assert power.rate == pytest.approx(3 / 4)
     text = rl.markdown(table)
