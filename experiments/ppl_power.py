@@ -589,7 +589,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = ship(args.results, Path(args.ship))
             print(f"{rows} rows shipped -> {args.ship}", file=sys.stderr)
         long = long_frame(args.results, shipped=not args.no_shipped)
-        long = long[long["measure"].isin([*measures, "ess"])]
+        chosen = {  # the report shows what was asked for (by default every stored cell)
+            "problem": problems if args.problems != ",".join(PROBLEMS) else None,
+            "sampler": samplers,
+            "measure": [*measures, "ess"],
+            "n": sizes if args.sizes != ",".join(map(str, SIZES)) else None,
+        }
+        for column, values in chosen.items():
+            long = long if values is None else long[long[column].isin(values)]
+        if not len(long):
+            raise InputError(
+                "--problems, --samplers, --measures, --sizes: no stored or shipped trial "
+                "matches; allowed: a selection of the cells run (see --report alone)"
+            )
     except InputError as e:
         print(f"ppl_power: error: {e}", file=sys.stderr)
         return 2

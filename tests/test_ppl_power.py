@@ -85,6 +85,10 @@ def test_a_run_resumes_and_reports_from_its_store(tmp_path, capsys):
     assert pp.main(args + ["--report"]) == 0
     out = capsys.readouterr().out
     assert "| wyb/1 | exact | 10 |" in out and "| pit_ks |" in out and "(3)" in out
+    assert pp.main(args + ["--report", "--sizes", "12"]) == 0  # the report shows a selection
+    assert "| wyb/1 | exact | 10 |" not in capsys.readouterr().out
+    assert pp.main(args + ["--report", "--samplers", "nuts"]) == 2
+    assert "no stored or shipped trial matches" in capsys.readouterr().err
 
 
 def test_shipped_trials_are_reported_on_a_fresh_install(tmp_path, capsys, monkeypatch):
