@@ -317,6 +317,42 @@ def table_times(frame) -> str:
     return "\n".join(lines)
 
 
+SEPARATION = ("wyb_kl", "wyb_ks_distance", "joint_kl", "kl_gaussian_moments")
+
+
+def table_separation(frame) -> str:
+    """Can a measure tell the PPLs apart? Per measure and prior: the problems where a
+    one-way ANOVA over the PPL agents' seeds rejects equal means at 0.05, and the median
+    over problems of (range of the agents' means) / (pooled sd within an agent)."""
+    from scipy import stats
+
+    ok = _ok(frame[frame["agent"] != "exact"])
+    lines = [
+        "### Can the measures tell the PPLs apart? (one-way ANOVA over seeds, per problem)",
+        "",
+        *_head(["prior", "measure", "problems separated (p < 0.05) / tested", "median range / sd"]),
+    ]
+    for prior in ("matched", "paper"):
+        for col in SEPARATION:
+            tested, separated, ratios = 0, 0, []
+            for k in range(1, 22):
+                g = ok[(ok["prior"] == prior) & (ok["problem"] == k)]
+                groups = [np.asarray(_col(a, col), float) for _, a in g.groupby("agent")]
+                groups = [v[np.isfinite(v)] for v in groups]
+                groups = [v for v in groups if len(v) >= 2]
+                if len(groups) < 2:
+                    continue
+                sd = np.sqrt(np.mean([v.var(ddof=1) for v in groups]))
+                means = [v.mean() for v in groups]
+                tested += 1
+                separated += bool(stats.f_oneway(*groups).pvalue < ALPHA) if sd > 0 else 0
+                ratios.append((max(means) - min(means)) / sd if sd > 0 else np.nan)
+            if tested:
+                ratio = f"{np.nanmedian(ratios):.3g}" if np.isfinite(ratios).any() else ""
+                lines.append(_row([prior, col, f"{separated}/{tested}", ratio]))
+    return "\n".join(lines)
+
+
 def failures(frame) -> str:
     bad = frame[frame["status"] != "ok"]
     if not len(bad):
@@ -338,6 +374,7 @@ def markdown(frame) -> str:
         f"## WYB reproduction ({runs} finished; {int((frame['status'] != 'ok').sum())} failed)",
         table_mismatch(frame, pub),
         table_matched(frame),
+        table_separation(frame),
         table_times(frame),
         table_published(frame, pub),
         "On paper-prior P7-15 cells the draws are the Student-t model's (nu, sigma): the "
