@@ -347,6 +347,21 @@ def test_two_moons_inversion_matches_importance_resampling():
     assert c2st_knn(ref, ref * np.array([1, -1])) > 0.6
 
 
+@pytest.mark.slow
+def test_two_moons_draws_where_its_posterior_is_rare_and_refuses_where_it_is_none():
+    """A simulated x near the edge of the data's support (found in the L-C2ST level
+    experiment: about 1 accepted proposal in 10^6) gets its 1,000 exact draws after the
+    first 2,000 batches; an x the simulator cannot produce is still refused in one line."""
+    task = sbi.get_task("two_moons")
+    theta = task.sample_prior(10_000, seed=10_007 * 7 + 1)
+    x = task.simulate(theta, seed=10_007 * 7 + 2)[9200].astype(np.float32)
+    draws = task.reference_posterior(x, 1000, seed=7_022 + 9200)
+    assert draws.shape == (1000, 2) and np.all(np.abs(draws) <= 1)
+    assert np.all(np.isfinite(task.log_likelihood(draws, x)))  # each draw can give x
+    with pytest.raises(InputError, match="no numerically reachable mass"):
+        task.reference_posterior(np.array([5.0, 5.0]), 10, seed=0)
+
+
 def test_slcp_reference_matches_importance_resampling():
     task = sbi.get_task("slcp")
     # Importance resampling from the prior needs a posterior it can reach: at the
