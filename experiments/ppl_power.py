@@ -421,7 +421,12 @@ def ship(results: str, path: Path) -> int:
     frame = stored_frame(results).sort_values([*CELL_FIELDS, "measure", "trial"])
     if not len(frame):
         raise InputError(f"--results: {results!r} holds no finished ppl_power cell to ship")
-    notes = provenance("The level and power of each measure of a PPL's posterior (ppl_power)")
+    notes = [
+        "The level and power of each measure of a PPL's posterior (experiments.ppl_power), "
+        "made by this project (labelled as ours): one row per (cell, trial, measure), the "
+        "trial's p-value (wyb_kl: its value; ess: the scored chains' ESS).",
+        provenance()[1],  # when, at which commit, on what machine, with which versions
+    ]
     text = "".join(f"# {line}\n" for line in notes) + frame.to_csv(index=False, float_format="%.6g")
 
     def write(tmp: Path) -> None:
