@@ -133,3 +133,18 @@ def test_nuts_refuses_a_step_size_that_is_not_positive():
         agents.load("nuts", step_size=0.0)
     config = agents.load("numpyro").config
     assert (config.step_size, config.adapt) == (1.0, True)  # the defaults are NumPyro's
+
+
+def test_the_table_marks_a_level_above_the_binomial_bound():
+    import pandas as pd
+
+    rows = [
+        {"problem": "wyb/1", "sampler": s, "n": 100, "group": "tests", "trials": 100,
+         "trial": t, "measure": "pit_ks", "value": 0.01 if t < k else 0.5}
+        for s, k in (("exact", 14), ("nuts", 13))
+        for t in range(100)
+    ]  # fmt: skip
+    text = pp.report(pd.DataFrame(rows))
+    assert "| wyb/1 | exact | 100 | 0.14 [0.09, 0.22] ! |" in text  # 14 > level_bound(100)
+    assert "| all | exact | 100 | 0.14 [0.09, 0.22] ! |" in text
+    assert "| wyb/1 | nuts | 100 | 0.13 [0.08, 0.21] |" in text  # only the level is marked
