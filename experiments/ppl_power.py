@@ -332,32 +332,11 @@ def run_cell(cell: Cell, cache: dict) -> dict[str, Any]:
 def run(cells: Sequence[Cell], results: str) -> int:
     """Runs the cells not yet stored (a failed one again), committing each row as it
     finishes; a cell another run of this experiment holds the lease of is left to it (two
-    runs on one store share the work). Returns the number that failed."""
-    from leaderboard.store import CLAIMED, ResultsStore
-    from leaderboard.worker import versions
+    runs on one store share the work: `experiments.cells`). Returns the number that failed."""
+    from experiments.cells import run_cells
 
-    failed = 0
-    with ResultsStore(results, "w") as store:
-        done = store.keys("ok")
-        todo = [c for c in cells if c.key not in done]
-        log.info("%d cells stored, %d to run", len(cells) - len(todo), len(todo))
-        cache, stamp = {}, versions()
-        for i, cell in enumerate(todo):
-            if store.claim(cell.key, rerun_failed=10**9, seconds=None) != CLAIMED:
-                continue  # finished or running elsewhere
-            row = run_cell(cell, cache)
-            row["versions"] = stamp
-            store.record(row)
-            failed += row["status"] != "ok"
-            log.info(
-                "[%d/%d] %s: %s (%.0f s)",
-                i + 1,
-                len(todo),
-                cell.key,
-                row["status"],
-                row["wall_seconds"],
-            )
-    return failed
+    cache: dict = {}
+    return run_cells(cells, results, lambda c: run_cell(c, cache), log)
 
 
 # -- the table -------------------------------------------------------------------------

@@ -344,31 +344,12 @@ def run_cell(cell: Cell, est: Estimators, data_cache: dict, settings: Settings) 
 
 
 def run(cells: Sequence[Cell], results: str, settings: Settings = Settings()) -> int:
-    """Runs the cells not yet stored, committing each row as it finishes; returns the
-    number that failed."""
-    from leaderboard.store import ResultsStore
-    from leaderboard.worker import versions
+    """Runs the cells not yet stored (a failed one again), committing each row as it
+    finishes (`experiments.cells`); returns the number that failed."""
+    from experiments.cells import run_cells
 
-    failed = 0
-    with ResultsStore(results, "w") as store:
-        done = store.keys("ok")
-        todo = [c for c in cells if c.key not in done]
-        log.info("%d cells stored, %d to run", len(cells) - len(todo), len(todo))
-        est, data_cache, stamp = Estimators(), {}, versions()
-        for i, cell in enumerate(todo):
-            row = run_cell(cell, est, data_cache, settings)
-            row["versions"] = stamp
-            store.record(row)
-            failed += row["status"] != "ok"
-            log.info(
-                "[%d/%d] %s: %s (%.0f s)",
-                i + 1,
-                len(todo),
-                cell.key,
-                row["status"],
-                row["wall_seconds"],
-            )
-    return failed
+    est, data_cache = Estimators(), {}
+    return run_cells(cells, results, lambda c: run_cell(c, est, data_cache, settings), log)
 
 
 # -- command line ----------------------------------------------------------------------

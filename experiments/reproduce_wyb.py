@@ -327,32 +327,11 @@ def run_cell(cell: Cell, shapes: set) -> dict[str, Any]:
 
 def run(cells: Sequence[Cell], results: str, rerun_failed: bool = False) -> int:
     """Runs the cells not yet stored (ok, or failed unless `rerun_failed`), committing each
-    row as it finishes; returns the number that failed."""
-    from leaderboard.store import ResultsStore
-    from leaderboard.worker import versions
+    row as it finishes (`experiments.cells`); returns the number that failed."""
+    from experiments.cells import run_cells
 
-    failed, shapes = 0, set()
-    with ResultsStore(results, "w") as store:
-        done = store.keys("ok") if rerun_failed else store.keys()
-        todo = [c for c in cells if c.key not in done]
-        log.info("%d cells stored, %d to run", len(cells) - len(todo), len(todo))
-        stamp = versions()
-        for i, cell in enumerate(todo):
-            row = run_cell(cell, shapes)
-            row["versions"] = stamp
-            store.record(row)
-            failed += row["status"] != "ok"
-            note = "" if row["status"] == "ok" else f": {row['error'][:200]}"
-            log.info(
-                "[%d/%d] %s: %s (%.1f s)%s",
-                i + 1,
-                len(todo),
-                cell.key,
-                row["status"],
-                row["wall_seconds"],
-                note,
-            )
-    return failed
+    shapes: set = set()
+    return run_cells(cells, results, lambda c: run_cell(c, shapes), log, rerun_failed=rerun_failed)
 
 
 # -- command line ----------------------------------------------------------------------
