@@ -27,6 +27,7 @@ from numpyro.infer import MCMC, NUTS
 from agents.registry import register
 from testbed.base import MODEL_POSTERIOR, Data
 from testbed.config import (
+    ADDED,
     check_at_least,
     check_in_range,
     check_one_of,
@@ -50,8 +51,10 @@ class NutsConfig:
     init_jitter: float = 0.5
     chain_method: str = "vectorized"
     seed: int = 0
-    step_size: float = 1.0  # NUTS's initial step size (kept fixed when `adapt` is off)
-    adapt: bool = True  # adapt step size and mass matrix in warm-up (off: fixed, identity)
+    # NUTS's initial step size (kept fixed when `adapt` is off)
+    step_size: float = dataclasses.field(default=1.0, metadata={ADDED: "2026-11-28"})
+    # adapt step size and mass matrix in warm-up (off: fixed, identity)
+    adapt: bool = dataclasses.field(default=True, metadata={ADDED: "2026-11-28"})
 
     def __post_init__(self):
         check_sizes(self, num_warmup=1, num_samples=2, num_chains=1)

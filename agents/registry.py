@@ -52,8 +52,8 @@ from testbed.base import (
 from testbed.config import (
     UNUSED_SEED,
     check_seed,
-    config_as_dict,
     field_types,
+    key_fields,
     with_overrides,
 )
 from testbed.errors import InputError
@@ -246,7 +246,9 @@ class ConfiguredAgent:
         return self.build()(train_data, prior_knowledge)
 
     def config_dict(self) -> dict[str, Any]:
-        return config_as_dict(self.config)
+        """The config as stored and hashed (settings added later left out at their
+        default: `testbed.config.key_fields`)."""
+        return key_fields(self.config)
 
     @property
     def key(self) -> str:

@@ -320,7 +320,8 @@ def figure(table, path: Path) -> None:
     level = table[table["kind"] == "level"]
     rows = len(tasks) + (1 if len(level) else 0)
     fig, axes = plt.subplots(max(rows, 1), 4, figsize=(16, 3.3 * max(rows, 1) + 0.8), squeeze=False)
-    methods = sorted({(d, s) for d, s in zip(table["diagnostic"], table["statistic"])})
+    keys = ["diagnostic", "statistic", "n_eval", "null_trials"]  # a method at its sizes
+    methods = sorted(set(table[keys].itertuples(index=False, name=None)))
     colors = {m: f"C{i % 10}" for i, m in enumerate(methods)}
     pub = read_published()
     for row, task in zip(axes, tasks):
@@ -339,6 +340,17 @@ def figure(table, path: Path) -> None:
     plt.close(fig)
 
 
+def _of(frame, method):
+    """The rows of `method` (diagnostic, statistic, n_eval, null_trials) in `frame`."""
+    d, st, n_eval, trials = method
+    return frame[
+        (frame["diagnostic"] == d)
+        & (frame["statistic"] == st)
+        & (frame["n_eval"] == n_eval)
+        & (frame["null_trials"] == trials)
+    ]
+
+
 def _figure2_row(row, t, pub, methods, colors) -> None:
     """One task's four panels of Figure 2: ours as lines, the paper's as dashed crosses."""
     task = t["task"].iloc[0]
@@ -355,11 +367,11 @@ def _figure2_row(row, t, pub, methods, colors) -> None:
         for m in methods:
             if col == "mean_T" and m[1] != "mse":
                 continue  # MSE statistics only (the accuracy is on another scale)
-            g = data[(data["diagnostic"] == m[0]) & (data["statistic"] == m[1])].sort_values(axis)
+            g = _of(data, m).sort_values(axis)
             if len(g):
                 ax.plot(g[axis], g[col], "o-", ms=3, color=colors[m], label=label(*m))
             p = paper[(paper["diagnostic"] == m[0]) & (paper["statistic"] == m[1])]
-            p = p.dropna(subset=[col]).sort_values(axis)
+            p = p.dropna(subset=[col]).sort_values(axis) if m[2:] == (10_000, 100) else p[:0]
             if len(p):
                 ax.plot(p[axis], p[col], "x--", ms=6, lw=0.8, alpha=0.7, color=colors[m],
                         label=f"{label(*m)}, paper")  # fmt: skip
@@ -386,16 +398,11 @@ def _level_row(row, level, methods, colors) -> None:
             ("rate_exact", "exact_low", "exact_high", "exact p"),
         ],
     ):
-        present = [
-            m
-            for m in methods
-            if ((level["diagnostic"] == m[0]) & (level["statistic"] == m[1])).any()
-        ]
+        present = [m for m in methods if len(_of(level, m))]
         width = 0.8 / max(len(present), 1)
         for i, m in enumerate(present):
-            g = level[(level["diagnostic"] == m[0]) & (level["statistic"] == m[1])].set_index(
-                "task"
-            )
+            g = _of(level, m).sort_values("n_cal").drop_duplicates("task", keep="last")
+            g = g.set_index("task")  # each task's largest N_cal
             xs = [j + i * width for j, t in enumerate(tasks) if t in g.index]
             vals = [g.loc[t, col] for t in tasks if t in g.index]
             err = [

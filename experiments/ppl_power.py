@@ -80,6 +80,7 @@ THIN = 20
 ALPHA = 0.05
 SHIPPED = Path(__file__).resolve().parents[1] / "leaderboard" / "data" / "ppl_power_ours.csv.gz"
 CELL_FIELDS = ["problem", "sampler", "n", "group", "trials"]
+SAME_CELL = CELL_FIELDS[:-1]  # cells that differ in their number of trials share trials
 
 
 @dataclasses.dataclass(frozen=True)
@@ -374,12 +375,14 @@ def long_frame(results: str, shipped: bool = True):
         parts.append(stored_frame(results))
     if shipped and SHIPPED.exists():
         ours = pd.read_csv(SHIPPED, comment="#")
-        if parts and len(parts[0]):
-            held = parts[0][CELL_FIELDS].drop_duplicates()
-            ours = ours.merge(held, on=CELL_FIELDS, how="left", indicator=True)
+        if parts and len(parts[0]):  # a cell run here replaces ours, whatever its trials
+            held = parts[0][SAME_CELL].drop_duplicates()
+            ours = ours.merge(held, on=SAME_CELL, how="left", indicator=True)
             ours = ours[ours["_merge"] == "left_only"].drop(columns="_merge")
         parts.append(ours)
     frame = pd.concat([p for p in parts if len(p)], ignore_index=True) if parts else None
+    if frame is not None:  # trial t is one seeded trial in a cell of any size: count it once
+        frame = frame.drop_duplicates([*SAME_CELL, "trial", "measure"])
     if frame is None or not len(frame):
         raise InputError(
             f"--results: {results!r} holds no finished ppl_power cell"
@@ -517,13 +520,26 @@ def _split(text: str, field: str, allowed: Sequence[str]) -> list[str]:
     return items
 
 
+GAUSSIAN = tuple(f"wyb/{k}" for k in (*range(1, 7), *range(16, 22)))  # P7-15: a precision
+
+
+def check_applies(measures: Sequence[str], problems: Sequence[str]) -> None:
+    """Mahalanobis asked for problems without a Gaussian posterior only: one line."""
+    if list(measures) == ["mahalanobis"] and not set(problems) & set(GAUSSIAN):
+        raise InputError(
+            f"--measures: got 'mahalanobis' for {', '.join(problems)}, whose posteriors are "
+            "not Gaussian (a Gamma on the precision); allowed: another measure, or problems "
+            "wyb/1-6 and wyb/16-21"
+        )
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
         sizes = []
-    if not sizes or any(not 1 <= n <= 100_000 for n in sizes):
-        raise InputError(f"--sizes: got {text!r}; allowed: comma-separated integers 1 to 100000")
+    if not sizes or any(not 2 <= n <= 100_000 for n in sizes):  # a spread needs 2 draws
+        raise InputError(f"--sizes: got {text!r}; allowed: comma-separated integers 2 to 100000")
     return sizes
 
 
@@ -534,7 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(
         prog="python -m experiments.ppl_power",
         name="ppl_power",
-        description=__doc__.splitlines()[0],
+        description=" ".join(__doc__.split("\n\n")[0].split()),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--problems", default=",".join(PROBLEMS), help="conjugate/wyb ids")
@@ -557,14 +573,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         samplers = _split(args.samplers, "--samplers", SAMPLERS)
         measures = _split(args.measures, "--measures", MEASURES)
         sizes = _sizes(args.sizes)
+        check_applies(measures, problems)
         if not 1 <= args.trials <= 10_000:
             raise InputError(f"--trials: got {args.trials}; allowed: 1 to 10000")
         if not 0 <= args.c2st_trials <= 10_000:
             raise InputError(f"--c2st-trials: got {args.c2st_trials}; allowed: 0 to 10000")
         if args.ship:
-            check_output_path("--ship", Path(args.ship), [args.results])
+            check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
         if args.out:
-            check_output_path("--out", Path(args.out), [args.results])
+            check_output_path("--out", Path(args.out), [args.results], suffixes=(".md", ".txt"))
         failed = 0
         if not args.report:
             cells = plan(problems, samplers, sizes, measures, args.trials, args.c2st_trials)

@@ -391,8 +391,9 @@ def failures_note(results: str) -> str:
 def import_file(path: str) -> None:
     """Runs a Python file that registers diagnostics (`--import`)."""
     file = Path(path)
-    if not file.is_file():
-        raise InputError(f"--import: got {path!r}, which is not a file; allowed: a .py file")
+    if not file.is_file() or file.suffix != ".py":
+        what = "not a .py file" if file.is_file() else "not a file"
+        raise InputError(f"--import: got {path!r}, which is {what}; allowed: a .py file")
     spec = importlib.util.spec_from_file_location(f"lc2st_plugin_{file.stem}", file)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -414,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(
         prog="python -m experiments.reproduce_lc2st",
         name="reproduce_lc2st",
-        description=__doc__.splitlines()[0],
+        description=" ".join(__doc__.split("\n\n")[0].split()),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--parts", default="level,figure2,appendix", help=f"of {', '.join(PARTS)}")
@@ -490,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if out.exists() and not out.is_dir():
             raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
         if args.ship:
-            check_output_path("--ship", Path(args.ship), [args.results])
+            check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
         if out.is_dir():
             for name in OUTPUTS:
                 check_output_path("--out", out / name, [args.results])

@@ -56,6 +56,7 @@ PPL_AGENTS = ("pymc", "nutpie", "pyro", "stan", "numpyro", "blackjax", "nuts")
 PRIORS = ("matched", "paper")
 STUDENT_T = range(7, 16)  # the paper's Student-t model: parameters (nu, sigma)
 NUM_WARMUP, NUM_SAMPLES = 200, 1000  # the benchmark's sizes
+STUDENT_T = range(7, 16)  # the benchmark's model of P7-15: a Student-t (no exact posterior)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +97,7 @@ def plan(
         for prior in priors
         for k in problems
         for agent in agents
+        if not (agent == "exact" and prior == "paper" and k in STUDENT_T)  # no exact posterior
     ]
 
 
@@ -349,7 +351,7 @@ def parse(argv: Sequence[str] | None):
     parser = OneLineParser(
         prog="python -m experiments.reproduce_wyb",
         name="reproduce_wyb",
-        description=__doc__.splitlines()[0],
+        description=" ".join(__doc__.split("\n\n")[0].split()),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--agents", default=",".join(AGENTS), help="of " + ", ".join(AGENTS))
@@ -384,7 +386,7 @@ def check(args) -> tuple[list[Cell], Path]:
         raise InputError(f"--num-samples: got {args.num_samples}; allowed: 4 to 100000")
     out = Path(args.out)  # a folder, made if new (only it may be missing)
     if args.ship:
-        check_output_path("--ship", Path(args.ship), [args.results])
+        check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
     for name in OUTPUTS:
         check_output_path("--out", out / name, [args.results], make_folder=True)
     seeds = range(1, args.seeds + 1)

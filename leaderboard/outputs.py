@@ -141,6 +141,7 @@ def check_output_path(
     inputs: Iterable[str | os.PathLike] = (),
     *,
     make_folder: bool = False,
+    suffixes: tuple[str, ...] = (),
 ) -> Path:
     """`out` as a Path, or an InputError when it cannot or must not be written.
 
@@ -149,10 +150,15 @@ def check_output_path(
     other files the run reads; the same file through a link or a hard link too); a
     read-only file; a folder; a path whose folder is a file, is missing (with
     `make_folder`, only the folder itself may be missing: it is made when written) or
-    cannot be written; a name longer than the file system allows.
+    cannot be written; a name longer than the file system allows; with `suffixes`, a name
+    that ends in none of them (so a typed name cannot overwrite a file of another kind).
     """
     if not str(out).strip():
         raise InputError(f"{field}: got {str(out)!r}; allowed: a file path such as report.html")
+    if suffixes and not str(out).endswith(suffixes):
+        raise InputError(
+            f"{field}: got {str(out)!r}; allowed: a file name ending in " + " or ".join(suffixes)
+        )
     check_path_name(field, out)
     path = Path(out)
     try:

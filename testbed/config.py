@@ -24,6 +24,8 @@ C = TypeVar("C")
 
 INF = "inf"  # field metadata key: what inf means for that field (then inf is allowed)
 UNUSED_SEED = "unused_seed"  # metadata key of a `seed` field nothing random reads (why)
+ADDED = "added"  # metadata key of a field added after results were stored (when): at its
+# default it is left out of the agent's key, so the keys of stored results stay the same
 
 
 def _describe(tp: Any) -> str:
@@ -183,6 +185,19 @@ def config_as_dict(config: Any) -> dict[str, Any]:
     """A JSON-friendly dict of a config (tuples become lists)."""
     return {
         k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()
+    }
+
+
+def key_fields(config: Any) -> dict[str, Any]:
+    """`config_as_dict` without the fields marked `ADDED` that are at their default (what an
+    agent's key hashes: adding a setting keeps the keys of stored results)."""
+    added = {
+        f.name: f.default for f in dataclasses.fields(config) if ADDED in f.metadata
+    }  # fmt: skip
+    return {
+        k: v
+        for k, v in config_as_dict(config).items()
+        if k not in added or getattr(config, k) != added[k]
     }
 
 

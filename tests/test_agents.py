@@ -480,6 +480,17 @@ def test_existing_job_keys_do_not_change():
         assert Job.make(name, agent.config_dict(), "coin/0").config_key == config_key, name
 
 
+def test_a_setting_added_later_keeps_the_keys_at_its_default():
+    """nuts' `step_size` and `adapt` (marked ADDED): left out of the key and stored config
+    at their defaults (the key above is unchanged), in both when set."""
+    default, fixed = agents.load("nuts"), agents.load("nuts", step_size=0.5, adapt=False)
+    assert "step_size" not in default.config_dict() and default.config.step_size == 1.0
+    assert fixed.config_dict()["step_size"] == 0.5 and fixed.config_dict()["adapt"] is False
+    assert fixed.key != default.key
+    rebuilt = agents.load("nuts", **fixed.config_dict())
+    assert rebuilt.key == fixed.key and rebuilt.config == fixed.config
+
+
 def test_every_builtin_agent_says_what_it_predicts():
     entries = [agents.AGENTS.get(n) for n in agents.names()]
     kinds = {e.name: e.predicts for e in entries if e.make.__module__.startswith("agents.")}

@@ -334,6 +334,24 @@ def test_the_shipped_paper_rates_agree_with_the_reference_notes():
     assert (pub["runs"] == 50).all()
 
 
+def test_report_draws_the_figure_with_cells_of_other_sizes(tmp_path):
+    """A small run (--n-eval 10 --null-trials 1) or a smaller N_cal beside the paper-sized
+    cells is its own method in the tables and figure (it once broke the figure)."""
+    from experiments import reproduce_lc2st as rl
+
+    db = tmp_path / "r.db"
+    _store_with(db, [
+        (("level", "two_moons", 0, 10_000, 1, "lc2st"), [0.0, 0.5]),
+        (("level", "two_moons", 0, 10_000, 1, "lc2st", 10, 1), [0.5, 0.5]),
+        (("level", "two_moons", 0, 500, 1, "lc2st"), [0.5, 0.0]),
+        (("power", "two_moons", 1_000, 500, 1, "lc2st", 10, 1), [0.0, 0.0]),
+    ])  # fmt: skip
+    out = tmp_path / "out"
+    assert rl.main(["--report", "--no-shipped", "--results", str(db), "--out", str(out)]) == 0
+    assert (out / "lc2st.png").stat().st_size > 10_000
+    assert "L-C2ST (MSE, N_v 10, H 100)" in (out / "tables.md").read_text()
+
+
 @pytest.mark.parametrize(
     "argv, field",
     [
@@ -346,6 +364,8 @@ def test_the_shipped_paper_rates_agree_with_the_reference_notes():
         (["--import", "SYNTAX"], "--import"),
         (["--tasks", "slcp", "--parts", "level"], "--tasks"),
         (["--out", "/nonexistent/folder/out"], "--out"),
+        (["--import", "README.md"], "--import"),
+        (["--report", "--ship", "README.md"], "--ship"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(argv, field, tmp_path, capsys):

@@ -91,6 +91,22 @@ def test_a_run_resumes_and_reports_from_its_store(tmp_path, capsys):
     assert "no stored or shipped trial matches" in capsys.readouterr().err
 
 
+def test_a_smaller_run_of_a_shipped_cell_counts_each_trial_once(tmp_path, monkeypatch):
+    """Trial t is one seeded trial whatever the cell's number of trials: a 2-trial run
+    beside a shipped 3-trial cell replaces it, and is not pooled with it."""
+    args = _small(tmp_path)
+    shipped = tmp_path / "ppl_power_ours.csv.gz"
+    assert pp.main(args + ["--ship", str(shipped)]) == 0
+    monkeypatch.setattr(pp, "SHIPPED", shipped)
+    mine = str(tmp_path / "mine.db")
+    small = [a if a != "3" else "2" for a in args]
+    small[small.index("--results") + 1] = mine
+    assert pp.main(small) == 0
+    frame = pp.long_frame(mine)
+    counts = frame.groupby("measure")["trial"].agg(["count", "nunique"])
+    assert (counts["count"] == counts["nunique"]).all() and set(counts["count"]) == {2}
+
+
 def test_shipped_trials_are_reported_on_a_fresh_install(tmp_path, capsys, monkeypatch):
     args = _small(tmp_path)
     shipped = tmp_path / "ppl_power_ours.csv.gz"
@@ -110,7 +126,11 @@ def test_shipped_trials_are_reported_on_a_fresh_install(tmp_path, capsys, monkey
         (["--samplers", "exact,bogus"], "--samplers", "exact, nuts"),
         (["--measures", "kl"], "--measures", "pit_ks"),
         (["--problems", "wyb/22"], "--problems", "wyb/1"),
-        (["--sizes", "0"], "--sizes", "integers 1 to"),
+        (["--sizes", "0"], "--sizes", "integers 2 to"),
+        (["--sizes", "1"], "--sizes", "integers 2 to"),
+        (["--measures", "mahalanobis", "--problems", "wyb/9"], "--measures", "wyb/1-6"),
+        (["--report", "--ship", "README.md"], "--ship", ".csv.gz"),
+        (["--report", "--out", "README"], "--out", ".md"),
         (["--trials", "0"], "--trials", "1 to 10000"),
         (["--c2st-trials", "-1"], "--c2st-trials", "0 to 10000"),
     ],
