@@ -258,8 +258,22 @@ def test_did_you_mean_for_a_setting_of_an_imported_agent(tmp_path, capsys, scope
 # ----- the --import hint
 
 
+@pytest.fixture
+def without_example_names(scoped_registries):
+    """The examples' names unregistered for one test (tests/test_examples.py registers them
+    for the rest of its process: a worker that ran it first knew 'centroid')."""
+    import agents
+    from generative.registry import FAMILIES, SWEEPS
+
+    for registry, name in ((agents.AGENTS, "centroid"), (FAMILIES, "threshold"),
+                           (SWEEPS, "threshold")):  # fmt: skip
+        registry._entries.pop(name, None)
+
+
 @pytest.mark.parametrize("fast", [True, False])
-def test_a_name_a_file_here_registers_gets_an_import_hint(fast, index, capsys, monkeypatch):
+def test_a_name_a_file_here_registers_gets_an_import_hint(
+    fast, without_example_names, index, capsys, monkeypatch
+):
     (index / "examples").mkdir()
     shutil.copy(ROOT / "examples" / "my_agent.py", index / "examples")
     shutil.copy(ROOT / "examples" / "my_problem.py", index / "examples")
