@@ -8,8 +8,32 @@ again only when asked. Used by `reproduce_lc2st`, `reproduce_wyb` and `ppl_power
 from __future__ import annotations
 
 import logging
+import socket
+import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from testbed.errors import InputError
+
+
+def stored_row(compute: Callable[[], dict[str, float]], **fields: Any) -> dict[str, Any]:
+    """A cell's row (`fields`: key, agent, config_key, config, problem_id, seed) with the
+    metrics `compute()` returns, or its failure with the reason in one line and the
+    traceback (a cell's error never stops the run), and its wall time."""
+    start = time.time()
+    row = {**fields, "host": socket.gethostname(), "metrics": {}}
+    try:
+        row["metrics"] = compute()
+        row["status"] = "ok"
+    except Exception as e:  # noqa: BLE001 (stored, never fatal)
+        row.update(
+            status="failed",
+            error=f"{type(e).__name__}: {e}".replace("\n", " ")[:500],
+            traceback=traceback.format_exc()[-4000:],
+        )
+    row["wall_seconds"] = time.time() - start
+    return row
 
 
 def run_cells(
@@ -51,3 +75,26 @@ def run_cells(
                 note,
             )
     return failed
+
+
+def stored_and_shipped(stored, shipped, keys: Sequence[str], results: str, what: str):
+    """One frame of a store's rows (`stored`, None when the store does not exist) and our
+    shipped ones (`shipped`, None when left out) of the cells the store does not hold: a
+    cell run here replaces ours. An InputError naming `results` when both are empty."""
+    import pandas as pd
+
+    parts = [p for p in (stored,) if p is not None and len(p)]
+    if shipped is not None:
+        if parts:
+            held = set(parts[0][list(keys)].itertuples(index=False, name=None))
+            shipped = shipped[[k not in held for k in shipped[list(keys)].itertuples(
+                index=False, name=None)]]  # fmt: skip
+        parts.append(shipped)
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if not len(frame):
+        raise InputError(
+            f"--results: {results!r} holds no finished {what} cell"
+            + ("" if shipped is not None else " (and --no-shipped leaves out ours)")
+            + "; allowed: a store this experiment wrote"
+        )
+    return frame

@@ -15,6 +15,7 @@ weights-only loader, numpy arrays allowed):
 
 from __future__ import annotations
 
+import pickle
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -72,8 +73,15 @@ def load(path: Path):
         type(np.dtype("int64")),
         type(np.dtype("bool")),
     ]
-    with torch.serialization.safe_globals(allowed):
-        return torch.load(path, weights_only=True)
+    try:
+        with torch.serialization.safe_globals(allowed):
+            return torch.load(path, weights_only=True)
+    except (OSError, RuntimeError, pickle.UnpicklingError) as e:  # missing, damaged, foreign
+        reason = " ".join(str(e).split())[:200]
+        raise InputError(
+            f"repo: {str(path)!r} cannot be read as the authors' results ({reason}); "
+            "allowed: a checkout of JuliaLinhart/lc2st with its saved_experiments"
+        ) from None
 
 
 def _rates(table: dict, kind: str, task: str, axis: str, fixed: int) -> list[dict]:
@@ -186,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default=str(PUBLISHED), help="the CSV to write")
     args = parser.parse_args(argv)
     try:
+        from leaderboard.outputs import check_output_path
+
+        check_output_path("--out", Path(args.out), suffixes=(".csv",))
         frame = decode(Path(args.repo))
         write(frame, Path(args.out))
     except InputError as e:

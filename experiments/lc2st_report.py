@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 
 from experiments.lc2st_published import BUDGET_SWEEP_NCAL, NCAL_SWEEP_BUDGET, read_published
-from testbed.errors import InputError
 
 ALPHA = 0.05
 FIGURE2_TASKS = ("two_moons", "slcp")
@@ -84,26 +83,15 @@ def long_frame(results: str, shipped: bool = True):
     runs of the cells it does not hold (a cell run here replaces the shipped one)."""
     import pandas as pd
 
-    parts = []
-    if Path(results).exists():
-        parts.append(stored_frame(results))
+    from experiments.cells import stored_and_shipped
+
+    stored = stored_frame(results) if Path(results).exists() else None
+    ours = None
     if shipped and SHIPPED.exists():
         ours = pd.read_csv(SHIPPED, keep_default_na=False, na_values=[""])  # kind "null"
         for name, value in PAPER_SIZES.items():  # files shipped before sizes were columns
             ours[name] = ours[name] if name in ours else value
-        if parts and len(parts[0]):
-            held = parts[0][CELL_FIELDS].drop_duplicates()
-            ours = ours.merge(held, on=CELL_FIELDS, how="left", indicator=True)
-            ours = ours[ours["_merge"] == "left_only"].drop(columns="_merge")
-        parts.append(ours)
-    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    if not len(frame):
-        raise InputError(
-            f"--results: {results!r} holds no finished L-C2ST cell"
-            + ("" if shipped else " (and --no-shipped leaves out ours)")
-            + "; allowed: a store this experiment wrote"
-        )
-    return frame
+    return stored_and_shipped(stored, ours, CELL_FIELDS, results, "L-C2ST")
 
 
 def ship(results: str, path: Path) -> int:

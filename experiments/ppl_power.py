@@ -39,10 +39,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import socket
 import sys
-import time
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -298,18 +295,9 @@ def cell_metrics(cell: Cell, draws: Draws) -> dict[str, float]:
 
 def run_cell(cell: Cell, cache: dict) -> dict[str, Any]:
     """The cell's stored row, or its failure with the reason (never fatal)."""
-    start = time.time()
-    row = {
-        "key": cell.key,
-        "agent": cell.sampler,
-        "config_key": cell.group,
-        "config": dataclasses.asdict(cell),
-        "problem_id": f"conjugate/{cell.problem}",
-        "seed": 0,
-        "host": socket.gethostname(),
-        "metrics": {},
-    }
-    try:
+    from experiments.cells import stored_row
+
+    def compute() -> dict[str, float]:
         pooled = cell.sampler == "exact" or NUTS_SAMPLERS[cell.sampler].draws == "pooled"
         group = (cell.problem, cell.sampler, cell.trials) + (() if pooled else (cell.n,))
         if group not in cache:  # pooled draws serve every n: one run of the sampler
@@ -318,16 +306,17 @@ def run_cell(cell: Cell, cache: dict) -> dict[str, Any]:
             cache[group] = Draws(problem, cell.sampler, cell.trials, cell.n)
         draws = cache[group]
         draws.n = cell.n
-        row["metrics"] = cell_metrics(cell, draws)
-        row["status"] = "ok"
-    except Exception as e:  # noqa: BLE001 (a cell's failure is stored, never fatal)
-        row.update(
-            status="failed",
-            error=f"{type(e).__name__}: {e}",
-            traceback=traceback.format_exc()[-4000:],
-        )
-    row["wall_seconds"] = time.time() - start
-    return row
+        return cell_metrics(cell, draws)
+
+    return stored_row(
+        compute,
+        key=cell.key,
+        agent=cell.sampler,
+        config_key=cell.group,
+        config=dataclasses.asdict(cell),
+        problem_id=f"conjugate/{cell.problem}",
+        seed=0,
+    )
 
 
 def run(cells: Sequence[Cell], results: str) -> int:
@@ -367,29 +356,16 @@ def stored_frame(results: str):
 
 def long_frame(results: str, shipped: bool = True):
     """The stored trials of `results` (if the file exists) and, with `shipped`, our
-    shipped trials of the cells it does not hold."""
+    shipped trials of the cells it does not hold (a cell run here replaces ours, whatever
+    its number of trials; trial t is one seeded trial in a cell of any size: counted once)."""
     import pandas as pd
 
-    parts = []
-    if Path(results).exists():
-        parts.append(stored_frame(results))
-    if shipped and SHIPPED.exists():
-        ours = pd.read_csv(SHIPPED, comment="#")
-        if parts and len(parts[0]):  # a cell run here replaces ours, whatever its trials
-            held = parts[0][SAME_CELL].drop_duplicates()
-            ours = ours.merge(held, on=SAME_CELL, how="left", indicator=True)
-            ours = ours[ours["_merge"] == "left_only"].drop(columns="_merge")
-        parts.append(ours)
-    frame = pd.concat([p for p in parts if len(p)], ignore_index=True) if parts else None
-    if frame is not None:  # trial t is one seeded trial in a cell of any size: count it once
-        frame = frame.drop_duplicates([*SAME_CELL, "trial", "measure"])
-    if frame is None or not len(frame):
-        raise InputError(
-            f"--results: {results!r} holds no finished ppl_power cell"
-            + ("" if shipped else " (and --no-shipped leaves out ours)")
-            + "; allowed: a store this experiment wrote"
-        )
-    return frame
+    from experiments.cells import stored_and_shipped
+
+    stored = stored_frame(results) if Path(results).exists() else None
+    ours = pd.read_csv(SHIPPED, comment="#") if shipped and SHIPPED.exists() else None
+    frame = stored_and_shipped(stored, ours, SAME_CELL, results, "ppl_power")
+    return frame.drop_duplicates([*SAME_CELL, "trial", "measure"])
 
 
 def ship(results: str, path: Path) -> int:

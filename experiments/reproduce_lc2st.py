@@ -31,10 +31,8 @@ import argparse
 import dataclasses
 import importlib.util
 import logging
-import socket
 import sys
 import time
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -302,45 +300,34 @@ def level_data(cell: Cell, est: Estimators, settings: Settings):
 def run_cell(cell: Cell, est: Estimators, data_cache: dict, settings: Settings) -> dict[str, Any]:
     """The cell's stored row: its diagnostic's statistic and p-values at each observation,
     or its failure with the reason (an error or a non-finite result never stops the run)."""
+    from experiments.cells import stored_row
     from testbed.metrics.local import run_local
 
-    start = time.time()
-    row = {
-        "key": cell.key,
-        "agent": cell.diagnostic,
-        "config_key": cell.kind,
-        "config": {
-            **dataclasses.asdict(cell),
-            "n_eval": settings.n_eval,
-            "num_trials_null": settings.num_trials_null,
-        },
-        "problem_id": f"lc2st/{cell.task}/{cell.budget}/{cell.n_cal}",
-        "seed": cell.run,
-        "host": socket.gethostname(),
-        "metrics": {},
-    }
-    try:
+    def compute() -> dict[str, float]:
         group = (cell.kind, cell.task, cell.budget, cell.n_cal, cell.run)
         if group not in data_cache:
             data_cache.clear()  # one group's data at a time (10^5 draws a observation)
             data_cache[group] = (level_data if cell.kind == "level" else npe_data)(
                 cell, est, settings
             )
-        results = run_local(cell.diagnostic, data_cache[group])
-        for stat, r in results.items():
+        metrics = {}
+        for stat, r in run_local(cell.diagnostic, data_cache[group]).items():
             for k in range(len(r.statistic)):
-                row["metrics"][f"{stat}/T/{k + 1}"] = float(r.statistic[k])
-                row["metrics"][f"{stat}/p_sbi/{k + 1}"] = float(r.p_sbi[k])
-                row["metrics"][f"{stat}/p_exact/{k + 1}"] = float(r.p_exact[k])
-        row["status"] = "ok"
-    except Exception as e:  # noqa: BLE001 (a diagnostic's failure is stored, never fatal)
-        row.update(
-            status="failed",
-            error=f"{type(e).__name__}: {e}",
-            traceback=traceback.format_exc()[-4000:],
-        )
-    row["wall_seconds"] = time.time() - start
-    return row
+                metrics[f"{stat}/T/{k + 1}"] = float(r.statistic[k])
+                metrics[f"{stat}/p_sbi/{k + 1}"] = float(r.p_sbi[k])
+                metrics[f"{stat}/p_exact/{k + 1}"] = float(r.p_exact[k])
+        return metrics
+
+    sizes = {"n_eval": settings.n_eval, "num_trials_null": settings.num_trials_null}
+    return stored_row(
+        compute,
+        key=cell.key,
+        agent=cell.diagnostic,
+        config_key=cell.kind,
+        config={**dataclasses.asdict(cell), **sizes},
+        problem_id=f"lc2st/{cell.task}/{cell.budget}/{cell.n_cal}",
+        seed=cell.run,
+    )
 
 
 def run(cells: Sequence[Cell], results: str, settings: Settings = Settings()) -> int:

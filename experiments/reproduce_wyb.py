@@ -34,10 +34,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import socket
 import sys
 import time
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -289,19 +287,9 @@ def measures(cell: Cell, problem, predictive, family) -> dict[str, float]:
 def run_cell(cell: Cell, shapes: set) -> dict[str, Any]:
     """The cell's stored row: its measures, or its failure with the reason."""
     import generative
+    from experiments.cells import stored_row
 
-    start = time.time()
-    row = {
-        "key": cell.key,
-        "agent": cell.agent,
-        "config_key": cell.prior,
-        "config": dataclasses.asdict(cell),
-        "problem_id": cell.problem_id,
-        "seed": cell.seed,
-        "host": socket.gethostname(),
-        "metrics": {},
-    }
-    try:
+    def compute() -> dict[str, float]:
         problem = generative.load(cell.problem_id)
         shape = (cell.agent, cell.prior, problem.family.name, problem.num_train, problem.family.dim)
         first = shape not in shapes
@@ -310,21 +298,23 @@ def run_cell(cell: Cell, shapes: set) -> dict[str, Any]:
         predictive, family = predictive_of(cell, problem)
         train_seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
-        row["metrics"] = measures(cell, problem, predictive, family)
-        row["metrics"].update(
+        metrics = measures(cell, problem, predictive, family)
+        metrics.update(
             train_seconds=train_seconds,
             evaluation_seconds=time.perf_counter() - t1,
             first_in_process=float(first),
         )
-        row["status"] = "ok"
-    except Exception as e:  # noqa: BLE001 (a PPL's failure is stored, never fatal)
-        row.update(
-            status="failed",
-            error=f"{type(e).__name__}: {e}".replace("\n", " ")[:500],
-            traceback=traceback.format_exc()[-4000:],
-        )
-    row["wall_seconds"] = time.time() - start
-    return row
+        return metrics
+
+    return stored_row(
+        compute,
+        key=cell.key,
+        agent=cell.agent,
+        config_key=cell.prior,
+        config=dataclasses.asdict(cell),
+        problem_id=cell.problem_id,
+        seed=cell.seed,
+    )
 
 
 def run(cells: Sequence[Cell], results: str, rerun_failed: bool = False) -> int:

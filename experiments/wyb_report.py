@@ -61,25 +61,12 @@ def read_shipped(path: Path | None = None):
 
 def load_frame(results: str, shipped: bool = True):
     """The stored cells of `results` (if it exists) and, with `shipped`, our shipped cells
-    it does not hold (a cell run here replaces the shipped one)."""
-    import pandas as pd
+    it does not hold (a cell run here replaces the shipped one), of one MCMC size."""
+    from experiments.cells import stored_and_shipped
 
-    parts = []
-    if Path(results).exists():
-        parts.append(stored_frame(results).assign(source="stored"))
-    if shipped and SHIPPED.exists():
-        ours = read_shipped().assign(source="shipped")
-        held = set() if not parts else set(parts[0][CELL].itertuples(index=False, name=None))
-        fresh = [c not in held for c in ours[CELL].itertuples(index=False, name=None)]
-        parts.append(ours[fresh])
-    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    if not len(frame):
-        raise InputError(
-            f"--results: {results!r} holds no cell of this reproduction"
-            + ("" if shipped else " (and --no-shipped leaves out ours)")
-            + "; allowed: a store this experiment wrote"
-        )
-    return one_size(frame)
+    stored = stored_frame(results).assign(source="stored") if Path(results).exists() else None
+    ours = read_shipped().assign(source="shipped") if shipped and SHIPPED.exists() else None
+    return one_size(stored_and_shipped(stored, ours, CELL, results, "wyb"))
 
 
 def one_size(frame):

@@ -310,6 +310,13 @@ def test_the_papers_rates_are_decoded_from_the_authors_layout(tmp_path):
     )
     with pytest.raises(InputError, match="repo: .*allowed: a checkout of JuliaLinhart/lc2st"):
         decode(tmp_path / "empty")
+    from experiments.lc2st_published import RESULTS, main
+
+    damaged = tmp_path / "saved_experiments/neurips2023/exp_2/two_moons" / RESULTS
+    (damaged / "emp_power_dict_n_train.pkl").write_bytes(b"not a pickle")
+    with pytest.raises(InputError, match="cannot be read as the authors' results"):
+        decode(tmp_path)
+    assert main([str(tmp_path), "--out", str(tmp_path / "README.md")]) == 2  # not a .csv
 
 
 def test_the_shipped_paper_rates_agree_with_the_reference_notes():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
+from testbed.errors import InputError
 from testbed.metrics.wyb import wyb_adks, wyb_grid, wyb_kl, wyb_measures, wyb_support
 
 # The benchmark's P1 (y ~ N(3, 1), n = 10, random_state 1) and its reference predictive.
@@ -210,7 +211,7 @@ def test_the_report_reads_a_small_store_and_shipped_runs(exact_store, tmp_path, 
     frame = report.load_frame(str(tmp_path / "none.db"))
     assert len(frame) == 4 and set(frame["source"]) == {"shipped"}
     assert "Matched prior" in report.markdown(frame)
-    with pytest.raises(Exception, match="holds no cell"):
+    with pytest.raises(InputError, match="holds no finished wyb cell .*--no-shipped"):
         report.load_frame(str(tmp_path / "none.db"), shipped=False)
 
 
