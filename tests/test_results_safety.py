@@ -781,7 +781,9 @@ def test_ctrl_c_at_random_moments_always_stops_a_sweep(tmp_path, repeat):
         _check_interrupted(proc, db, moment)
     delays = random.Random(repeat).sample(range(500, 10000), 6)
     for delay in delays:
-        proc, db, _, _ = _interruptible_sweep(tmp_path, f"r{delay}", jobs=40)
+        # 120 x 0.3 s on 2 workers outlasts the longest delay on a fast machine: a sweep
+        # that had already finished would meet the Ctrl-C in interpreter shutdown (-2)
+        proc, db, _, _ = _interruptible_sweep(tmp_path, f"r{delay}", jobs=120)
         time.sleep(delay / 1000)
         os.killpg(proc.pid, signal.SIGINT)
         _check_interrupted(proc, db, f"after {delay} ms", one_line=False)
