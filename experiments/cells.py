@@ -48,7 +48,7 @@ def run_cells(
     failed, unless `rerun_failed`), records each row with the package versions, logs
     progress; returns the number of cells that failed."""
     from leaderboard.store import CLAIMED, ResultsStore
-    from leaderboard.worker import versions
+    from leaderboard.provenance import versions
 
     failed = 0
     with ResultsStore(results, "w") as store:

@@ -175,7 +175,7 @@ def restore(name: str, results: str | os.PathLike, keys: Iterable[str]) -> int:
 
 def provenance(what: str = "Our runs") -> list[str]:
     """The `#` lines a shipped file starts with: what, date, commit, machine, versions."""
-    from leaderboard.worker import source_commit, versions
+    from leaderboard.provenance import source_commit, versions
 
     commit = source_commit()
 

@@ -620,7 +620,7 @@ class ResultsStore:
                     r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
                 }
                 if not tables:
-                    from leaderboard.worker import versions
+                    from leaderboard.provenance import versions
 
                     for statement in (_SCHEMA + _LEASES).split(";"):
                         if statement.strip():

@@ -13,9 +13,7 @@ import importlib.util
 import logging
 import math
 import os
-import platform
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -25,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from leaderboard.jobs import Job, JobResult, Unit, failed_results
-
-_VERSIONS: dict[str, str] | None = None
+from leaderboard.provenance import versions
 
 
 def thread_env(threads: int = 1) -> dict[str, str]:
@@ -62,47 +59,6 @@ def enable_compilation_cache() -> dict[str, str]:
     from testbed.compilation_cache import enable_compilation_cache as enable
 
     return enable()
-
-
-def versions() -> dict[str, str]:
-    """Versions that decide whether numbers are comparable (cached per process)."""
-    global _VERSIONS
-    if _VERSIONS is None:
-        from importlib import metadata
-
-        out = {"python": platform.python_version()}
-        for dist in ("testbed", "jax", "jaxlib", "numpy", "dm-haiku", "torch", "sbi"):
-            try:
-                out[dist] = metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                continue
-        commit = source_commit()
-        if commit:
-            out["testbed_commit"] = commit
-        _VERSIONS = out
-    return dict(_VERSIONS)
-
-
-def source_commit(folder: str | os.PathLike | None = None) -> str | None:
-    """The git commit that testbed's source (or `folder`) is checked out at, with "-dirty"
-    when tracked files differ from it; None when it is not tracked by git (an installed
-    package), so a result names the code that made it."""
-    where = Path(folder) if folder is not None else Path(__file__).resolve().parent
-
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
-                              timeout=10, check=False)  # fmt: skip
-
-    try:
-        if git("ls-files", "--error-unmatch", "--", ".").returncode != 0:
-            return None
-        head = git("rev-parse", "--short", "HEAD")
-        if head.returncode != 0 or not head.stdout.strip():
-            return None
-        changed = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return head.stdout.strip() + ("-dirty" if changed.stdout.strip() else "")
 
 
 def _one_line(exc: BaseException) -> str:

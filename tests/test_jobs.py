@@ -91,7 +91,7 @@ def test_a_result_names_the_commit_of_the_code_that_made_it(tmp_path):
     import subprocess
     from pathlib import Path
 
-    from leaderboard.worker import source_commit, versions
+    from leaderboard.provenance import source_commit, versions
 
     def git(*args, cwd=tmp_path):
         run = ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args]
