@@ -397,31 +397,29 @@ def markdown(frame) -> str:
 # -- figure ------------------------------------------------------------------------------
 
 
-def figure(frame, path: Path) -> None:
-    """Three panels: the benchmark's KL per problem (published, ours on the paper prior,
-    ours on the matched prior, the ideal PPL); our joint predictive KL per agent on the
-    matched prior (mean +- sd over seeds); later runs' sampling seconds per agent."""
-    import matplotlib
+PROBLEMS = np.arange(1, 22)  # the benchmark's problems 1 to 21, the panels' x axis
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    ok, pub = _ok(frame), published()
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
-    ks = np.arange(1, 22)
-    ppl = ok[ok["agent"] != "exact"]
+def _per_problem(data, col) -> np.ndarray:
+    """The mean of a column per problem (NaN for a problem with no rows)."""
+    return np.array(
+        [
+            np.nanmean(_col(data[data["problem"] == k], col))
+            if (data["problem"] == k).any()
+            else np.nan
+            for k in PROBLEMS
+        ]
+    )
 
-    def per_problem(data, col):
-        return np.array(
-            [
-                np.nanmean(_col(data[data["problem"] == k], col))
-                if (data["problem"] == k).any()
-                else np.nan
-                for k in ks
-            ]
-        )
 
-    ax = axes[0]
+def _problem_axis(ax, yscale: str, ylabel: str, title: str) -> None:
+    """Scales and labels of a panel over the 21 problems."""
+    ax.set(yscale=yscale, xlabel="problem", ylabel=ylabel, title=title, xticks=PROBLEMS)
+
+
+def _panel_benchmark_kl(ax, ok, pub) -> None:
+    """The benchmark's KL per problem: published, our PPLs on each prior, the ideal PPL."""
+    ks, ppl = PROBLEMS, ok[ok["agent"] != "exact"]
     ax.plot(
         ks,
         [
@@ -434,24 +432,21 @@ def figure(frame, path: Path) -> None:
     for prior, mark in (("paper", "o"), ("matched", "^")):
         ax.plot(
             ks,
-            per_problem(ppl[ppl["prior"] == prior], "wyb_kl"),
+            _per_problem(ppl[ppl["prior"] == prior], "wyb_kl"),
             mark,
             mfc="none",
             label=f"our PPLs, {prior} prior",
         )
     ex = ok[(ok["agent"] == "exact") & (ok["prior"] == "paper")]
-    ax.plot(ks, per_problem(ex, "wyb_kl"), "x", color="C3", label="ideal PPL (paper prior)")
-    ax.set(
-        yscale="log",
-        xlabel="problem",
-        ylabel="benchmark's KL",
-        title="the benchmark's KL",
-        xticks=ks,
-    )
+    ax.plot(ks, _per_problem(ex, "wyb_kl"), "x", color="C3", label="ideal PPL (paper prior)")
+    _problem_axis(ax, "log", "benchmark's KL", "the benchmark's KL")
     ax.legend(fontsize=7)
 
-    ax = axes[1]
-    matched = ok[ok["prior"] == "matched"]
+
+def _panel_joint_kl(ax, ok) -> list[str]:
+    """Our joint predictive KL per agent on the matched prior (mean +- sd over seeds);
+    returns the agents drawn."""
+    ks, matched = PROBLEMS, ok[ok["prior"] == "matched"]
     agents = _agents(matched) if len(matched) else []
     for i, agent in enumerate(agents):
         g = matched[matched["agent"] == agent]
@@ -460,18 +455,15 @@ def figure(frame, path: Path) -> None:
         sds = [np.nanstd(s, ddof=1) if len(s) > 1 else 0.0 for s in stats]
         ax.errorbar(ks + (i - len(agents) / 2) * 0.09, means, yerr=sds, fmt="o", ms=3, label=agent)
     ax.axhline(0, color="#999", lw=0.8)
-    ax.set(
-        yscale="symlog",
-        xlabel="problem",
-        ylabel="joint KL (tau = 10)",
-        title="ours, matched prior: joint predictive KL",
-        xticks=ks,
-    )
+    _problem_axis(ax, "symlog", "joint KL (tau = 10)", "ours, matched prior: joint predictive KL")
     ax.set_yscale("symlog", linthresh=1e-3)
     if agents:
         ax.legend(fontsize=7, ncol=2)
+    return agents
 
-    ax = axes[2]
+
+def _panel_seconds(ax, ok, pub, agents: list[str]) -> None:
+    """Later runs' sampling seconds per PPL agent, with the published median model time."""
     later = ok[_col(ok, "first_in_process") == 0] if len(ok) else ok
     names = [a for a in agents if a != "exact"]
     data = [np.asarray(_col(later[later["agent"] == a], "sampling_seconds"), float) for a in names]
@@ -493,6 +485,22 @@ def figure(frame, path: Path) -> None:
     )
     if label is None:
         ax.legend(fontsize=7)
+
+
+def figure(frame, path: Path) -> None:
+    """Three panels: the benchmark's KL per problem (published, ours on the paper prior,
+    ours on the matched prior, the ideal PPL); our joint predictive KL per agent on the
+    matched prior (mean +- sd over seeds); later runs' sampling seconds per agent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok, pub = _ok(frame), published()
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    _panel_benchmark_kl(axes[0], ok, pub)
+    agents = _panel_joint_kl(axes[1], ok)
+    _panel_seconds(axes[2], ok, pub, agents)
     fig.tight_layout()
     fig.savefig(path, dpi=100, format="png")
     plt.close(fig)

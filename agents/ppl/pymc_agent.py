@@ -106,14 +106,26 @@ def _draws(posterior_group, model: PplModel) -> np.ndarray:
     return to_theta(model, {n: np.asarray(posterior_group[n]) for n in PARAMS[model.family]})
 
 
+def _model(agent: str, data: Data, knowledge) -> tuple:
+    """PyMC (imported for `agent`) and the problem's model translated for it."""
+    family = check_family(agent, knowledge, SERVES)
+    pm = import_pymc(agent)
+    return pm, translate(family, data.x, data.y)
+
+
+def _posterior(trace, model: PplModel, compile_seconds: float, start: float):
+    """The trace's pooled draws with their diagnostics (sampling time since `start`)."""
+    seconds = time.perf_counter() - start
+    divergences = int(np.sum(np.asarray(trace.sample_stats["diverging"])))
+    return posterior(_draws(trace.posterior, model), compile_seconds, seconds, divergences)
+
+
 @register("pymc", PplConfig, predicts=MODEL_POSTERIOR)
 def make_pymc(config: PplConfig):
     """PyMC NUTS on the conjugate problem's model written in PyMC."""
 
     def agent(data: Data, knowledge):
-        family = check_family("pymc", knowledge, SERVES)
-        pm = import_pymc("pymc")
-        model = translate(family, data.x, data.y)
+        pm, model = _model("pymc", data, knowledge)
 
         def build():
             pm_model = build_model(pm, model)
@@ -135,9 +147,7 @@ def make_pymc(config: PplConfig):
                 progressbar=False,
                 compute_convergence_checks=False,
             )
-        seconds = time.perf_counter() - start
-        divergences = int(np.sum(np.asarray(trace.sample_stats["diverging"])))
-        return posterior(_draws(trace.posterior, model), compile_seconds, seconds, divergences)
+        return _posterior(trace, model, compile_seconds, start)
 
     return agent
 
@@ -147,10 +157,8 @@ def make_nutpie(config: PplConfig):
     """nutpie's NUTS (numba-compiled) on the conjugate problem's model written in PyMC."""
 
     def agent(data: Data, knowledge):
-        family = check_family("nutpie", knowledge, SERVES)
-        pm = import_pymc("nutpie")
+        pm, model = _model("nutpie", data, knowledge)
         nutpie = require("nutpie", "nutpie")
-        model = translate(family, data.x, data.y)
 
         def build():
             with quiet():
@@ -169,8 +177,6 @@ def make_nutpie(config: PplConfig):
                 seed=config.seed,
                 progress_bar=False,
             )
-        seconds = time.perf_counter() - start
-        divergences = int(np.sum(np.asarray(trace.sample_stats["diverging"])))
-        return posterior(_draws(trace.posterior, model), compile_seconds, seconds, divergences)
+        return _posterior(trace, model, compile_seconds, start)
 
     return agent

@@ -217,14 +217,8 @@ class _Scalar(Family):
     dim_y = 1
 
 
-class _GammaScalar(_Scalar):
-    """A positive scalar with a Gamma(shape, rate) prior, unconstrained through log."""
-
-    def prior(self):
-        return dist.Gamma(self.shape, self.rate)
-
-    def log_prior(self, theta, xp=np):
-        return dens.gamma(theta[..., 0], self.shape, self.rate, xp=xp)
+class LogTransformed:
+    """Positive parameters, unconstrained through log: theta = exp(u)."""
 
     def constrain(self, u, xp=jnp):
         return xp.exp(u)
@@ -234,6 +228,16 @@ class _GammaScalar(_Scalar):
 
     def log_det_jacobian(self, u, xp=jnp):
         return xp.sum(u)
+
+
+class _GammaScalar(LogTransformed, _Scalar):
+    """A positive scalar with a Gamma(shape, rate) prior, unconstrained through log."""
+
+    def prior(self):
+        return dist.Gamma(self.shape, self.rate)
+
+    def log_prior(self, theta, xp=np):
+        return dens.gamma(theta[..., 0], self.shape, self.rate, xp=xp)
 
 
 # ---- Gaussian likelihoods with unknown scale ------------------------------------------------

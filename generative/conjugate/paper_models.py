@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
@@ -72,7 +71,7 @@ class HalfNormals:
 
 
 @dataclasses.dataclass(frozen=True)
-class StudentTKnownLoc(fam.Family):
+class StudentTKnownLoc(fam.LogTransformed, fam.Family):
     """y_i ~ StudentT(nu, loc, sigma), nu ~ HalfNormal(nu_scale), sigma ~ HalfNormal(sigma_scale).
 
     theta = (nu, sigma), unconstrained through log. Not conjugate: no exact posterior.
@@ -99,15 +98,6 @@ class StudentTKnownLoc(fam.Family):
     def log_likelihood(self, theta, x, y, xp=np):
         nu, sigma = theta[..., None, 0], theta[..., None, 1]
         return xp.sum(dens.student_t(y[..., 0], nu, self.loc, sigma, xp=xp), axis=-1)
-
-    def constrain(self, u, xp=jnp):
-        return xp.exp(u)
-
-    def unconstrain(self, theta, xp=jnp):
-        return xp.log(theta)
-
-    def log_det_jacobian(self, u, xp=jnp):
-        return xp.sum(u)
 
     def update(self, x, y):
         raise InputError(

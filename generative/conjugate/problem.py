@@ -262,24 +262,9 @@ class JointPredictive:
         samples = samples[self.posterior.in_support(samples)]
         if samples.shape[0] == 0:
             return {"joint_kl": np.nan, "joint_kl_stderr": np.nan}
-        fam, tau, num = self.family, self.tau, self.num
-        rng = np.random.default_rng((self.seed, 3))
-        theta_star = self.posterior.sample(num, rng)
-        x_f = fam.sample_inputs(num * tau, rng).reshape(num, tau, -1)
-        y_f = fam.simulate_batched(theta_star, x_f, rng)
-        log_p = self.updated.log_evidence(x_f, y_f)
-        log_q = np.concatenate(
-            [
-                mixture_log_likelihood(
-                    fam.log_likelihood(
-                        samples[:, None, :], x_f[i : i + 50][None], y_f[i : i + 50][None]
-                    )
-                )
-                for i in range(0, num, 50)
-            ]
-        )
-        summary = joint_kl_summary(log_p, log_q)
-        out = {"joint_kl": summary["mean"], "joint_kl_stderr": summary["stderr"]}
+        fam, tau = self.family, self.tau
+        x_f, y_f, log_p = self.futures()
+        out = self.mixture_kl(fam, samples, x_f, y_f, log_p)
         if hasattr(self.updated, "sum_statistic_log_pmfs"):  # exact enumeration, no MC over y
             log_p, log_q = self.updated.sum_statistic_log_pmfs(samples, tau)
             out["joint_kl_exact"] = float(np.sum(np.exp(log_p) * (log_p - log_q)))
@@ -288,6 +273,34 @@ class JointPredictive:
             kls = [self._gaussian_joint_kl(gaussian, x) for x in designs]
             out["joint_kl_gaussian"] = float(np.mean(kls))
         return out
+
+    def futures(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The `num_test_batches` futures the joint KL averages over, drawn from the exact
+        predictive: inputs x [N, tau, dx], observations y [N, tau, dy] and their exact log
+        joint predictive [N]."""
+        fam, tau, num = self.family, self.tau, self.num
+        rng = np.random.default_rng((self.seed, 3))
+        theta_star = self.posterior.sample(num, rng)
+        x_f = fam.sample_inputs(num * tau, rng).reshape(num, tau, -1)
+        y_f = fam.simulate_batched(theta_star, x_f, rng)
+        return x_f, y_f, self.updated.log_evidence(x_f, y_f)
+
+    @staticmethod
+    def mixture_kl(family, samples, x_f, y_f, log_p) -> dict[str, float]:
+        """KL of the exact joint predictive (log_p of the futures x_f, y_f) from the mixture
+        of `family`'s likelihoods at the samples [M, d]: its mean and standard error."""
+        log_q = np.concatenate(
+            [
+                mixture_log_likelihood(
+                    family.log_likelihood(
+                        samples[:, None, :], x_f[i : i + 50][None], y_f[i : i + 50][None]
+                    )
+                )
+                for i in range(0, x_f.shape[0], 50)
+            ]
+        )
+        summary = joint_kl_summary(log_p, log_q)
+        return {"joint_kl": summary["mean"], "joint_kl_stderr": summary["stderr"]}
 
     def _gaussian_joint_kl(self, gaussian: GaussianPosterior, x: np.ndarray) -> float:
         a, noise = self.family.linear_gaussian(x)
