@@ -18,6 +18,7 @@ Two rules, those of the papers the testbed reproduces:
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from testbed.errors import bad_value
 
@@ -31,7 +32,9 @@ FILL = 1e6  # the score of a missing, failed or non-finite problem (the Neural T
 class RankedBy:
     """What a family's problems are ranked on, and how (see the module doc).
 
-    `score`: the metric column; `name`: what it is, as titles say it (`joint KL`);
+    `rule`: the name of a built-in rule (`RULES`) or a rule object of the family's own
+    (`leaderboard.rules.Rule`: its tables, columns, titles and plots). `score`: the metric
+    column; `name`: what it is, as titles say it (`joint KL`);
     `short`: the suffix of the table's columns (`normalized_<short>`, `mean_<short>`);
     `marginal_name`: the title at tau = 1, where a joint score is a marginal one;
     `lower_is_better`: the direction; `normalizer`: the agent whose mean is 1 (skipped
@@ -50,7 +53,7 @@ class RankedBy:
     score: str
     name: str
     short: str = "kl"
-    rule: str = TESTBED
+    rule: Any = TESTBED  # a name of RULES, or a leaderboard.rules.Rule
     marginal_name: str | None = None
     lower_is_better: bool = True
     normalizer: str | None = "uniform"
@@ -65,7 +68,7 @@ class RankedBy:
     shipped: str | None = None
 
     def __post_init__(self):
-        if self.rule not in RULES:
+        if isinstance(self.rule, str) and self.rule not in RULES:
             raise bad_value("ranked_by rule", self.rule, RULES)
         if self.rule == OBSERVATIONS and not self.cell:
             raise bad_value("ranked_by cell", self.cell, "settings columns, e.g. ('task',)")

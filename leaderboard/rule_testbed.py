@@ -1,0 +1,269 @@
+"""The Neural Testbed's ranking rule: one table per family and tau, each agent config's
+mean score over the problems (a failed or non-finite problem counts FILL), normalised by
+the family's normalising agent, with a standard error over problem-seed groups; its bar
+and training-size figures."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from leaderboard import scoring
+from leaderboard.html import figure
+from leaderboard.legend import HEALTH_HELP
+from leaderboard.plots import SHIPPED, YOURS, legend_below, line_styles, mpl
+from leaderboard.rules import Ranked, Rule, Scope, register_rule
+from leaderboard.standings import Board, Ranking, over, whose
+from testbed.ranking import FILL, TESTBED, RankedBy
+
+COLUMNS = [  # the columns a ranking table shows (csv/json output: every column)
+    "rank",
+    "label",
+    "normalized_kl",
+    "normalized_stderr",
+    "mean_kl",
+    "mean_test_acc",
+    "mean_test_ece",
+    "median_train_seconds",
+    "median_evaluation_seconds",
+    "pct_health",
+    "num_problems",
+]
+NOTE = (
+    "Neural Testbed rules, per agent config and problem: a negative score clipped to 0 "
+    "(a KL's estimation noise); a failed job, a non-finite score or a test batch with a "
+    "label the agent gives probability 0 counts 1e6; an agent config that ran part of the "
+    "problems is scored apart, over those it ran (never with 1e6 for the others); the "
+    "mean per tau is divided by the normalising agent's (1 = as good as it; the run of it "
+    "that covers the problems: ours, shipped, when yours is partial); standard error "
+    "over problem-seed groups "
+    "(seed % 10); the best config per agent (best mean over all problems) is shown."
+)
+HELP = {
+    "normalized_kl": "mean KL divided by the normalising agent's (named above the table); "
+    "lower is better: 0 = the true predictive, 1 = as good as the normalising agent",
+    "mean_kl": "mean KL from the true predictive to the agent's over the problems (negative "
+    "clipped to 0, a failed job or non-finite score counts 1e6); lower is better",
+    "normalized_nll": "mean joint NLL divided by the normalising agent's (named above the "
+    "table); lower is better, 1 = as good as the normalising agent",
+    "mean_nll": "mean joint negative log-likelihood (nats) of tau test labels over the "
+    "problems (a uniform predictive gives tau * log C); lower is better",
+    "mean_test_acc": "mean test accuracy of the agent's mean predictive (higher is better; "
+    "a tie goes to the first class, so a uniform predictive scores the first class's share)",
+    "mean_test_ece": "mean expected calibration error of the agent's mean predictive, 10 "
+    "bins (lower is better)",
+    "pct_health": HEALTH_HELP,
+    "num_non_finite": "problems scored as infinitely wrong: a test batch held a label the "
+    "agent gives probability 0 (an infinite KL or NLL), so the problem counts 1e6, as the "
+    "reference ranks a non-finite score (the stored kl_estimate clips such batches to the "
+    "largest finite one, for parity with the reference's per-problem values)",
+}
+
+
+class NeuralTestbedRule(Rule):
+    """The Neural Testbed's rule (see the module doc and `leaderboard.scoring`)."""
+
+    name = TESTBED
+    metric = "kl"
+    normalised = True
+    note = NOTE
+    column_help = HELP
+    optional = ("mean_test_acc", "mean_test_ece")  # not shown where no problem reports them
+
+    def rank(self, df: pd.DataFrame, specs: Mapping[str, RankedBy], scope: Scope) -> Ranked:
+        """One ranking per family and tau (a family with no score in any row has none);
+        with `scope.tau`, only that tau's tables."""
+        family = scoring.family_of(df["problem_id"])
+        out = Ranked()
+        for fam, spec in specs.items():
+            rows = df[family == fam]
+            if spec.score not in rows or not rows[spec.score].notna().any():
+                continue
+            ids = None if scope.ids is None else [i for i in scope.ids if i.split("/", 1)[0] == fam]
+            # every problem of the family counts, also one where every job failed (leaving
+            # it out made an agent that failed there look fully healthy)
+            cleaned = scoring.clean_scores(rows, ids, spec)
+            tables = scoring.score_rankings(
+                cleaned, spec=spec, normalize=scope.normalize, best_only=scope.best_only
+            )
+            out.taus |= {t for t in tables if t is not None}
+            picked = {t: table for t, table in tables.items() if scope.tau in (None, t)}
+            if picked:
+                out.clean[fam] = cleaned
+            for t, table in picked.items():
+                partial = table.attrs.pop("partial", pd.DataFrame())
+                add_rank_and_medians(table, cleaned, t, spec)
+                add_medians(partial, cleaned, t)
+                out.rankings.append(Ranking(spec, fam, t, table, partial))
+        return out
+
+    def columns(self, spec: RankedBy) -> list[str]:
+        columns = [c.replace("_kl", f"_{spec.short}") for c in COLUMNS]
+        if not spec.accuracy:
+            columns = [c for c in columns if c not in self.optional]
+        if spec.finite_share:
+            columns.insert(columns.index("pct_health"), "num_non_finite")
+        return columns
+
+    def title(self, ranking: Ranking, shared: bool) -> str:
+        said = super().title(ranking, shared)
+        text = f"{said}, tau={ranking.tau}" if ranking.tau is not None else said
+        norm = ranking.table.attrs.get("normalizer")
+        return text + (f" (normalised by {norm}{over(ranking)})" if norm else
+                       f" (not normalised{over(ranking)})")  # fmt: skip
+
+    def table_title(self, ranking: Ranking, title: str) -> str:
+        norm = ranking.table.attrs.get("normalizer")
+        return title + (f"; normalised by {norm}" if norm else "; not normalised") + over(ranking)
+
+    def section_plots(self, board: Board, spec: RankedBy, rankings: list[Ranking],
+                      norm: str | None, phrase: str, name: str) -> list[str]:  # fmt: skip
+        scored = f"{name} / {norm}'s" if norm else f"mean {name}"
+        better = "lower" if spec.lower_is_better else "higher"
+        parts = [
+            figure(
+                f"{spec.short}-by-agent",
+                plot_by_agent(rankings),
+                f"{scored} per agent (bar: mean, whisker: standard error, none where the "
+                f"problems fall in one seed group; {better} is better; your runs' bars orange, "
+                f"our shipped runs' blue; agents that ran part of the problems are in the "
+                f"tables only), one panel per problem family and tau: {phrase or 'all problems'}.",
+            )
+        ]
+        fig = plot_vs_num_train(board, rankings)
+        if fig is not None:
+            parts.append(
+                figure(
+                    f"{spec.short}-vs-num-train",
+                    fig,
+                    f"Mean {name} ({better} is better) against training size, one panel per "
+                    "problem family, tau and temperature (best config per agent; problems with "
+                    "a failed job or non-finite score left out; agents that ran part of the "
+                    "problems are in their tables only); your runs solid, our shipped runs "
+                    "dashed.",
+                )
+            )
+        return parts
+
+
+def add_rank_and_medians(
+    table: pd.DataFrame, clean: pd.DataFrame, tau: int | None, spec: RankedBy
+) -> None:
+    """Adds `rank` (by the normalised score, ties share the best rank) and the median
+    train / evaluation seconds over the table's problems to a ranking table, in place."""
+    if not len(table):
+        return
+    ranks = table[f"normalized_{spec.short}"].rank(method="min", ascending=spec.lower_is_better)
+    table["rank"] = ranks.astype(int)
+    add_medians(table, clean, tau)
+
+
+def add_medians(table: pd.DataFrame, clean: pd.DataFrame, tau: int | None) -> None:
+    """Adds the median train / evaluation seconds over the problems each config ran."""
+    if not len(table):
+        return
+    rows = clean if tau is None or "tau" not in clean.columns else clean[clean["tau"] == tau]
+    for metric in ("train_seconds", "evaluation_seconds"):
+        medians = rows.groupby(scoring.ENTRY)[metric].median() if metric in rows else {}
+        entries = zip(table["agent"], table["config_key"])
+        table[f"median_{metric}"] = [float(medians.get(e, math.nan)) for e in entries]
+
+
+def plot_by_agent(rankings: list[Ranking]):
+    """Normalised score per agent with seed-group stderr (no whisker where there is none:
+    one seed group), one panel per family and tau (marginal vs joint); families are never
+    pooled; the user's bars in their own colour, apart from our shipped ones."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    rows = max((len(r.table) for r in rankings), default=1)
+    fig, axes = plt.subplots(1, len(rankings), figsize=(4.5 * len(rankings), 0.9 + 0.45 * rows))
+    axes = np.atleast_1d(axes)
+    for ax, r in zip(axes, rankings):
+        t = r.table.iloc[::-1]
+        y = np.arange(len(t))
+        short = r.spec.short
+        colors = [YOURS if w == "yours" else SHIPPED for w in whose(t["label"])]
+        ax.barh(y, t[f"normalized_{short}"], xerr=t["normalized_stderr"].fillna(0), color=colors)
+        ax.set_yticks(y, [mpl(v) for v in t["label"]])
+        score = r.spec.title(r.tau)  # marginal at tau = 1, else the family's score
+        said = score + ("" if r.tau is None else f" (tau={r.tau})")
+        ax.set_title(mpl(f"{r.family}: {said}"), fontsize=10)
+        norm = r.table.attrs.get("normalizer")
+        ax.set_xlabel(mpl(f"{score} / {norm}'s" if norm else f"mean {score}"))
+        if norm:
+            ax.axvline(1.0, color="#999", lw=0.8, ls="--")
+    kinds = {w for r in rankings for w in whose(r.table["label"])}
+    if len(kinds) > 1:  # the user's runs beside ours: say which colour is whose
+        handles = [Patch(color=YOURS, label="yours"), Patch(color=SHIPPED, label="ours, shipped")]
+        fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, -0.02))  # fmt: skip
+    fig.tight_layout(rect=(0, 0.04 if len(kinds) > 1 else 0, 1, 1))
+    return fig
+
+
+def best_rows(board: Board, rankings: list[Ranking]) -> pd.DataFrame | None:
+    """The cleaned rows of each family's best configs (problems at the fill value left
+    out), with tau and temperature filled where a family has none."""
+    parts = []
+    for family in dict.fromkeys(r.family for r in rankings):
+        clean, spec = board.clean.get(family), rankings[0].spec
+        if clean is None or "num_train" not in clean.columns:
+            continue
+        best = scoring.best_configs(clean, spec.lower_is_better)
+        df = clean[[best.get(a) == k for a, k in zip(clean["agent"], clean["config_key"])]]
+        df = df[df["score"].abs() < FILL].assign(family=family)
+        # the configs each table ranks: one that ran part of the problems is in its table
+        # apart, not drawn as a mean over fewer problems beside the others
+        ranked = {(r.tau, k) for r in rankings if r.family == family for k in r.table.get(
+            "config_key", [])}  # fmt: skip
+        if "tau" in df.columns and df["tau"].notna().any():
+            df = df[[(int(t), k) in ranked for t, k in zip(df["tau"], df["config_key"])]]
+        else:
+            df = df[[(None, k) in ranked for k in df["config_key"]]]
+        if "tau" not in df.columns or df["tau"].isna().all():
+            df = df.assign(tau=1)
+        if "temperature" not in df.columns or df["temperature"].isna().all():
+            df = df.assign(temperature="n/a")
+        parts.append(df.dropna(subset=["tau", "temperature", "num_train"]))
+    df = pd.concat(parts, ignore_index=True) if parts else None
+    return df if df is not None and len(df) else None
+
+
+def plot_vs_num_train(board: Board, rankings: list[Ranking]):
+    """Mean score (best config per agent, chosen within each family) against training
+    size, one panel per family x tau x temperature (families never pooled)."""
+    import matplotlib.pyplot as plt
+
+    df = best_rows(board, rankings)
+    if df is None:
+        return None
+    rows = df[["family", "tau"]].drop_duplicates().sort_values(["family", "tau"])
+    temps = sorted(df["temperature"].unique(), key=str)
+    styles = line_styles(sorted(set(df["label"])))
+    fig, axes = plt.subplots(
+        len(rows), len(temps), figsize=(3.6 * len(temps), 2.9 * len(rows)), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    for i, (family, tau) in enumerate(rows.itertuples(index=False)):
+        for j, temp in enumerate(temps):
+            ax = axes[i][j]
+            cell = df[(df["family"] == family) & (df["tau"] == tau) & (df["temperature"] == temp)]
+            if not len(cell):  # this family has no problem at this temperature
+                ax.set_visible(False)
+                continue
+            for label, g in cell.groupby("label", sort=True):
+                m = g.groupby("num_train")["score"].mean()
+                ax.plot(m.index, m.to_numpy(), label=mpl(label), **styles[label])
+            ax.set_xscale("symlog", linthresh=1)
+            ax.set_title(mpl(f"{family}: tau={tau}, temperature={temp}"), fontsize=9)
+            ax.set_xlabel("num_train")
+            ax.set_ylabel(mpl(f"mean {rankings[0].spec.title(tau)}"))
+    legend_below(fig, [ax for ax in axes.flat if ax.get_visible()])
+    return fig
+
+
+RULE = register_rule(NeuralTestbedRule())

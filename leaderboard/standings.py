@@ -1,0 +1,126 @@
+"""The ranking's data: one `Ranking` per table, the `Board` holding them with the rows
+they came from, and the small readings of a table every rule and view shares."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from leaderboard.rules import Rule, rule_of
+from leaderboard.scoring import SHIPPED_LABEL
+from testbed.ranking import RankedBy
+
+SHIPPED_SUFFIX = SHIPPED_LABEL.format(agent="")  # " (ours, shipped)"
+PAPER_SUFFIX = " paper)"  # how a published row's label ends: "<ALGORITHM> (<source> paper)"
+
+
+@dataclasses.dataclass
+class Ranking:
+    """One ranking table: the problems of one family (at one tau, None: no tau), ranked as
+    the family declares (`spec`)."""
+
+    spec: RankedBy
+    family: str
+    tau: int | None
+    table: pd.DataFrame
+    # the configs that ran part of the ranked problems, each scored over those it ran (not
+    # ranked with the table's: `scoring.score_ranking`)
+    partial: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+
+    @property
+    def rule(self) -> Rule:
+        """The rule that made this table."""
+        return rule_of(self.spec)
+
+    @property
+    def coverage(self) -> dict[str, int]:
+        """label -> problems run, of each config that ran part of the problems here."""
+        return dict(self.table.attrs.get("partial_coverage", {}))
+
+    @property
+    def observations(self) -> bool:
+        """Ranked per cell over observations (no tau, never normalised)."""
+        return self.rule.over_observations
+
+
+@dataclasses.dataclass
+class Board:
+    """The loaded results and the tables derived from them: one ranking per family and
+    tau (or per family, ranked over observations), in the order families registered."""
+
+    df: pd.DataFrame  # the rows that count: all of the results, or the sweep's problems
+    problem_ids: list[str] | None  # the sweep's problem ids (None: whatever ran)
+    rankings: list[Ranking]
+    clean: dict[str, pd.DataFrame]  # family -> its cleaned rows (Neural Testbed rule)
+    results: str | None = None  # the results file they came from
+    per_observation: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
+    sweep: str | None = None
+    # shipped agent configs left out: the user's results hold all their jobs: agent -> jobs
+    shipped_held: dict[str, int] = dataclasses.field(default_factory=dict)
+    # ranked families whose shipped source (named by the family) holds none of the
+    # problems ranked: family -> source
+    shipped_none: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def tables_of(self, family: str) -> dict[int | None, pd.DataFrame]:
+        """A family's ranking tables by tau (None: ranked over observations, or no tau)."""
+        return {r.tau: r.table for r in self.rankings if r.family == family}
+
+    def families(self) -> list[str]:
+        """The ranked families, in display order."""
+        return list(dict.fromkeys(r.family for r in self.rankings))
+
+    def sections(self) -> list[tuple[RankedBy, list[Ranking]]]:
+        """The rankings grouped by what they score (families ranked alike, e.g. two sweeps
+        ranked on the joint KL, share a section), in display order."""
+        out: dict[str, tuple[RankedBy, list[Ranking]]] = {}
+        for r in self.rankings:
+            out.setdefault(r.spec.name, (r.spec, []))[1].append(r)
+        return list(out.values())
+
+    def observed(self) -> pd.DataFrame | None:
+        """The tables of the families ranked over observations, in one (family column)."""
+        parts = [r.table.assign(family=r.family) for r in self.rankings if r.observations]
+        return pd.concat(parts, ignore_index=True) if parts else None
+
+    @property
+    def num_failed(self) -> int:
+        """Failed jobs among the rows that count."""
+        return int((self.df["status"] == "failed").sum())
+
+
+def over(ranking: Ranking) -> str:
+    """'; over the 14 of 210 problems uniform ran' when the table ranks part of the
+    problems (no config ran them all, or the normaliser ran part), else ''."""
+    attrs = ranking.table.attrs
+    n, ranked = attrs.get("num_problems"), attrs.get("ranked_problems")
+    if n is None or ranked is None or ranked >= n or not len(ranking.table):
+        return ""
+    norm = attrs.get("normalizer")
+    whose = f"{norm} ran" if norm else "the config that ran the most ran"
+    return f"; over the {ranked} of {n} problems {whose}: no config here ran them all"
+
+
+def stderr_cells(table: pd.DataFrame, column: str = "normalized_stderr") -> pd.Series:
+    """`column` for display: where it is blank, why ('n/a: 1 seed group')."""
+    values = table[column].astype(object)
+    if "num_seed_groups" not in table:
+        return values
+    for i in np.flatnonzero(table[column].isna().to_numpy()):
+        groups = table["num_seed_groups"].iloc[i]
+        values.iloc[i] = f"n/a: {int(groups)} seed group" + ("" if groups == 1 else "s")
+    return values
+
+
+def whose(labels: pd.Series) -> pd.Series:
+    """'yours' for a user's row, 'shipped' for our shipped runs, 'published' for a
+    paper's (`<ALGORITHM> (sbibm paper)`)."""
+
+    def kind(label: object) -> str:
+        text = str(label)
+        if text.endswith(SHIPPED_SUFFIX):
+            return "shipped"
+        return "published" if text.endswith(PAPER_SUFFIX) else "yours"
+
+    return pd.Series([kind(v) for v in labels], index=getattr(labels, "index", None), dtype=object)
