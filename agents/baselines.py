@@ -73,7 +73,7 @@ class ProblemReader:
         return getattr(problem, self.method)()
 
 
-@register("oracle", NoConfig, predicts=(LABELS, REAL_VALUES, POSTERIOR))
+@register("oracle", NoConfig, predicts=(LABELS, REAL_VALUES, POSTERIOR), reads=OffersOracle)
 def make_oracle(config: NoConfig) -> ProblemReader:
     """The true environment's predictive (tests and floors only: it reads the problem)."""
     return ProblemReader(
@@ -85,7 +85,7 @@ def make_oracle(config: NoConfig) -> ProblemReader:
     )
 
 
-@register("exact", NoConfig, predicts=(POSTERIOR, MODEL_POSTERIOR))
+@register("exact", NoConfig, predicts=(POSTERIOR, MODEL_POSTERIOR), reads=OffersExactPosterior)
 def make_exact(config: NoConfig) -> ProblemReader:
     """The exact posterior (reads the problem: tests and floors only)."""
     return ProblemReader(

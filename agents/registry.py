@@ -16,10 +16,14 @@ Two ways to register (see README, "Write your own agent"):
   annotations, else from the defaults), so `load("my_agent", lr=0.01)`, `--set lr=0.01`,
   `--seeds`, job keys and sweeps work as for any agent.
 
-`predicts=` says what the agent predicts (names of `testbed.base.PREDICTIONS`: `labels`,
-`real_values`, `posterior`, `model_posterior`); `testbed.evaluate` refuses a problem that
-needs another kind before training and names the agents that fit. An agent that does not
-say is not checked.
+An entry declares what a caller may ask before building the agent (`AgentEntry`):
+`predicts=` what it predicts (names of `testbed.base.PREDICTIONS`: `labels`,
+`real_values`, `posterior`, `model_posterior`; `testbed.evaluate` refuses a problem that
+needs another kind before training and names the agents that fit; an agent that does not
+say is not checked); `oracle=` whether it reads the problem instead of training (and
+`reads=`, what the problem must offer it); `amortized=` whether its training ignores the
+observation. Together they say what its training depends on (`testbed.base.TRAINS_ON`),
+so a sweep groups the jobs one training serves from names and ids alone.
 
 Installed packages add agents through the entry-point group `testbed.agents`
 (`load_plugins`, run when `agents` is imported): each entry point names a module (importing
@@ -38,16 +42,19 @@ import logging
 import os
 import re
 import types
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from testbed.base import (
     LABELS,
     REAL_VALUES,
-    Amortized,
-    Oracle,
+    TRAINS_ON_DATA,
+    TRAINS_ON_PROBLEM,
+    TRAINS_ON_SIMULATOR,
     PriorKnowledge,
     check_predictions,
+    may_share_training,
 )
 from testbed.config import (
     UNUSED_SEED,
@@ -68,14 +75,48 @@ ENTRY_POINT_GROUP = "testbed.agents"
 Sweep = Callable[[], Iterable[Any]] | Iterable[Any]
 
 
+def config_says_amortized(config: Any) -> bool:
+    """Whether `config` says its agent's training ignores the observation: its `amortized`
+    field or property (sbi's one-round trainings), else no."""
+    return bool(getattr(config, "amortized", False))
+
+
 @dataclasses.dataclass(frozen=True)
 class AgentEntry:
+    """A registered agent and what callers may ask of it before building it."""
+
     name: str
     config_cls: type
     make: Callable[[Any], Any]
     sweep: Callable[[], list[Any]] | None
     description: str
     predicts: frozenset[str] | None = None  # None: not declared (not checked)
+    oracle: bool = False  # it reads the problem instead of training (testbed.base.Oracle)
+    reads: type | None = None  # an oracle's problems must be of it (a protocol; None: any)
+    amortized: Callable[[Any], bool] = config_says_amortized  # of a config
+
+    def trains_on(self, config: Any) -> str:
+        """What its training with `config` depends on (testbed.base.TRAINS_ON)."""
+        if self.oracle:
+            return TRAINS_ON_PROBLEM
+        return TRAINS_ON_SIMULATOR if self.amortized(config) else TRAINS_ON_DATA
+
+    def may_share(self, config: Any, shared_by: str) -> bool:
+        """Whether it may train once with `config` for problems of one training key whose
+        family says `shared_by` (testbed.base.SHARED_BY)."""
+        return may_share_training(self.trains_on(config), shared_by)
+
+    def serves(self, problem: Any) -> bool:
+        """Whether it can answer `problem` (a problem or its class): an oracle only a problem
+        that offers what it reads."""
+        if not self.oracle or self.reads is None or problem is None:
+            return True
+        try:
+            if isinstance(problem, type):
+                return issubclass(problem, self.reads)
+            return isinstance(problem, self.reads)
+        except TypeError:  # a protocol with data members cannot check a class
+            return True
 
 
 AGENTS: Registry[AgentEntry] = Registry("agent")
@@ -88,6 +129,9 @@ def register(
     sweep: Sweep | None = None,
     *,
     predicts: str | Iterable[str] | None = None,
+    oracle: bool | None = None,
+    reads: type | None = None,
+    amortized: bool | Callable[[Any], bool] | None = None,
 ):
     """Decorator that registers agent `name`.
 
@@ -99,11 +143,18 @@ def register(
     `sweep` is the agent's hyper-parameter sweep: `() -> list` or a list, of configs or of
     dicts of settings that differ from the defaults (default: the default config alone).
     `predicts` is what the agent predicts: `"labels"`, `"real_values"`, `"posterior"`,
-    `"model_posterior"` or several (default: not declared, not checked). The decorated
-    object is returned unchanged.
+    `"model_posterior"` or several (default: not declared, not checked).
+
+    `oracle=True` says it reads the problem instead of training (`testbed.base.Oracle`;
+    default: whether the factory is annotated to return a class with `predictive_for`);
+    `reads` is the protocol a problem must satisfy to serve it (e.g. `OffersOracle`;
+    giving it makes an oracle). `amortized` (a bool or `config -> bool`) says its training
+    ignores the observation (default: the config's `amortized` field or property). The
+    decorated object is returned unchanged.
     """
     kinds = check_predictions(f"agent {name}: predicts", predicts)
     sweep_fn = sweep if sweep is None or callable(sweep) else _fixed(list(sweep))
+    says_amortized = _amortized_rule(name, amortized)
 
     def add(obj: Callable[..., Any]):
         if config_cls is None:
@@ -111,11 +162,40 @@ def register(
         else:
             cls, make = config_cls, obj
         doc = (obj.__doc__ or cls.__doc__ or "").strip().splitlines()
-        AGENTS.register(name, AgentEntry(name, cls, make, sweep_fn, doc[0] if doc else "", kinds))
+        reads_problem = _builds_oracle(obj) if oracle is None and reads is None else oracle
+        entry = AgentEntry(
+            name, cls, make, sweep_fn, doc[0] if doc else "", kinds,
+            oracle=bool(reads_problem or reads is not None), reads=reads,
+            amortized=says_amortized,
+        )  # fmt: skip
+        AGENTS.register(name, entry)
         _REGISTERED.add(id(obj))
         return obj
 
     return add
+
+
+def _amortized_rule(name: str, amortized: Any) -> Callable[[Any], bool]:
+    """`config -> bool` from register's `amortized` (None: the config says)."""
+    if amortized is None:
+        return config_says_amortized
+    if isinstance(amortized, bool):
+        return lambda config: amortized
+    if callable(amortized):
+        return amortized
+    raise InputError(
+        f"agent {name}: amortized: got {amortized!r}; allowed: true/false or a function "
+        "config -> bool"
+    )
+
+
+def _builds_oracle(factory: Any) -> bool:
+    """Whether `factory` is annotated to return an oracle (a class with `predictive_for`)."""
+    try:
+        returns = typing.get_type_hints(factory).get("return")
+    except Exception:  # an annotation that does not resolve says nothing
+        return False
+    return isinstance(returns, type) and callable(getattr(returns, "predictive_for", None))
 
 
 def _fixed(configs: list[Any]) -> Callable[[], list[Any]]:
@@ -230,8 +310,13 @@ class ConfiguredAgent:
 
     @property
     def amortized(self) -> bool:
-        """Whether its training does not depend on the observation (its config says so)."""
-        return isinstance(self.config, Amortized) and bool(self.config.amortized)
+        """Whether its training does not depend on the observation (its entry says so)."""
+        return bool(self.entry.amortized(self.config))
+
+    @property
+    def trains_on(self) -> str:
+        """What its training depends on (testbed.base.TRAINS_ON), as its entry declares."""
+        return self.entry.trains_on(self.config)
 
     @property
     def predicts(self) -> frozenset[str] | None:
@@ -243,7 +328,15 @@ class ConfiguredAgent:
         return fitting(kind, problem)
 
     def __call__(self, train_data: Any, prior_knowledge: PriorKnowledge) -> Any:
-        return self.build()(train_data, prior_knowledge)
+        agent = self.build()
+        if not callable(agent) and callable(getattr(agent, "predictive_for", None)):
+            raise InputError(
+                f"agent {self.name}: its factory built an oracle (it reads the problem), "
+                "which its registration does not declare; allowed: "
+                f"register({self.name!r}, ..., oracle=True) or a factory annotated to "
+                "return the oracle's class"
+            )
+        return agent(train_data, prior_knowledge)
 
     def config_dict(self) -> dict[str, Any]:
         """The config as stored and hashed (settings added later left out at their
@@ -259,7 +352,7 @@ class ConfiguredAgent:
 
 @dataclasses.dataclass(frozen=True)
 class ConfiguredOracle(ConfiguredAgent):
-    """A registered agent whose factory builds a `testbed.base.Oracle`: it reads the
+    """A registered agent declared an oracle (`testbed.base.Oracle`): it reads the
     problem (the true predictive), so `testbed.evaluate` hands it the problem."""
 
     def predictive_for(self, problem: Any) -> Any:
@@ -273,9 +366,10 @@ class ConfiguredOracle(ConfiguredAgent):
 
 
 def configured(name: str, config: Any) -> ConfiguredAgent:
-    """`name` with `config`, as a ConfiguredOracle when its factory builds an Oracle."""
-    agent = ConfiguredAgent(name, config)
-    return ConfiguredOracle(name, config) if isinstance(agent.build(), Oracle) else agent
+    """`name` with `config`, as a ConfiguredOracle when its entry declares an oracle (the
+    agent is not built)."""
+    kind = ConfiguredOracle if AGENTS.get(name).oracle else ConfiguredAgent
+    return kind(name, config)
 
 
 def load(name: str, **overrides: Any) -> ConfiguredAgent:
@@ -324,27 +418,15 @@ def names() -> list[str]:
 
 
 def fitting(kind: str, problem: Any = None) -> list[str]:
-    """The registered agents that predict `kind`; with `problem`, an oracle only when the
-    problem offers what it reads."""
+    """The registered agents that predict `kind`; with `problem` (a problem, or the class
+    its family builds), an oracle only when the problem offers what it declares it reads.
+    Read from the entries: no agent is built."""
     out = []
     for name in names():
         entry = AGENTS.get(name)
-        if not entry.predicts or kind not in entry.predicts:
-            continue
-        if problem is not None and not _serves(entry, problem):
-            continue
-        out.append(name)
+        if entry.predicts and kind in entry.predicts and entry.serves(problem):
+            out.append(name)
     return out
-
-
-def _serves(entry: AgentEntry, problem: Any) -> bool:
-    """False for an oracle agent whose reader says the problem lacks what it reads."""
-    try:
-        built = entry.make(entry.config_cls())
-    except Exception:
-        return True
-    serves = getattr(built, "serves", None)
-    return not (isinstance(built, Oracle) and callable(serves)) or bool(serves(problem))
 
 
 def require_classification(agent: str, prior: PriorKnowledge) -> None:

@@ -256,9 +256,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     agent = agents.load(args.agent, **overrides)
     options = check_problem_options([args.problem], _parse_sets(args.option or [], "--option"))
     problem = generative.load(args.problem, **options)
-    from testbed.evaluate import check_prediction
+    from testbed.evaluate import check_fit
 
-    check_prediction(agent, problem, args.problem)  # the id in the message, before training
+    check_fit(agent, problem, args.problem)  # the id in the message, before training
     metrics = _split(args.metrics) if args.metrics else None
     if metrics and "default" in metrics:  # the problem's own metrics, plus the others named
         defaults = list(getattr(problem, "metrics", ()))

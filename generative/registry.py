@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import typing
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from testbed.base import PREDICTIONS, SHARED_BY, SHARED_BY_AMORTIZED, Problem
 from testbed.config import coerce_fields, field_types
@@ -45,6 +45,8 @@ class ProblemFamily:
     a sweep refuses an agent that predicts another kind before any job, without loading a
     problem (`leaderboard.jobs.check_fit`); None: not declared, not checked (evaluate still checks
     each problem as it runs).
+    `problem_type` is the class `build` returns (default: its return annotation), so what
+    its problems offer an oracle is known without building one (`problem_type_of`).
     """
 
     name: str
@@ -60,6 +62,16 @@ class ProblemFamily:
     training_shared_by: str = SHARED_BY_AMORTIZED
     ranked_by: RankedBy | None = JOINT_KL
     data_version: Callable[[dict[str, Any]], str | None] | None = None
+    problem_type: type | None = None
+
+
+class Training(NamedTuple):
+    """What a problem id's family declares of its training: `key` names its training data
+    (None: it shares no training) and `shared_by` who may train once for one key
+    (`testbed.base.SHARED_BY`)."""
+
+    key: str | None
+    shared_by: str
 
 
 FAMILIES: Registry[ProblemFamily] = Registry("problem family")
@@ -79,6 +91,7 @@ def register_family(
     training_shared_by: str = SHARED_BY_AMORTIZED,
     ranked_by: RankedBy | None = JOINT_KL,
     data_version: Callable[[dict[str, Any]], str | None] | None = None,
+    problem_type: type | None = None,
 ):
     """Decorator on `build(settings) -> Problem`: registers the family `name`, whose
     settings named in `options` may be overridden by `load(id, **options)` and whose
@@ -107,6 +120,7 @@ def register_family(
             training_shared_by,
             ranked_by,
             data_version,
+            problem_type,
         )
         FAMILIES.register(name, family)
         return build
@@ -140,6 +154,7 @@ def register_table(
         f"{description} ({len(table)} ids)",
         id_form=f"{name}/<i>, i = 0..{len(table) - 1}",
         option_types=settings_cls,
+        problem_type=problem_cls if isinstance(problem_cls, type) else None,
         **family,
     )(build)
     register_sweep(name)(lambda: [f"{name}/{i}" for i in range(len(table))])
@@ -195,6 +210,28 @@ def data_version(problem_id: str) -> str | None:
 def training_shared_by(problem_id: str) -> str:
     """Which agents may train once for the problems of `problem_id`'s training key."""
     return split_id(problem_id)[0].training_shared_by
+
+
+def training_of(problem_id: str) -> Training:
+    """How `problem_id` shares training, as its family declares it (no problem is built):
+    problems with one key give the same training data, shared by the agents `shared_by`
+    allows."""
+    family = split_id(problem_id)[0]
+    return Training(training_key(problem_id), family.training_shared_by)
+
+
+def problem_type_of(family: ProblemFamily) -> type | None:
+    """The class of the family's problems: declared, else `build`'s return annotation
+    (None when neither says)."""
+    if family.problem_type is not None:
+        return family.problem_type
+    try:
+        returns = typing.get_type_hints(family.build).get("return")
+    except Exception:  # an annotation that does not resolve says nothing
+        return None
+    if not isinstance(returns, type) or getattr(returns, "_is_protocol", False):
+        return None  # a protocol (`-> Problem`) says nothing of what the problems offer
+    return returns
 
 
 def require_data(problem_ids: Iterable[str]) -> None:

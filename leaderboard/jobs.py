@@ -18,7 +18,7 @@ import logging
 import math
 import numbers
 import socket
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from testbed.errors import InputError, bad_value
@@ -314,14 +314,12 @@ def expand(
 
 def check_fit(agent_names: Iterable[str], problem_ids: Sequence[str]) -> None:
     """Refuses, before any job, an agent that predicts another kind than a problem family
-    needs (both as registered: no problem is loaded unless one is refused, to name the
-    agents that fit it). Agents and families that declare nothing are not checked; for one
-    problem the message is `testbed.evaluate.check_prediction`'s."""
+    needs, from what agents and families declare (no agent or problem is built). Agents
+    and families that declare nothing are not checked; for one problem the message is the
+    one `testbed.evaluate.check_fit` gives."""
     import agents
-    import generative
     from generative.registry import split_id
-    from testbed.base import PREDICTIONS
-    from testbed.evaluate import check_prediction, say_predictions
+    from testbed.base import PREDICTIONS, predictions_in_words
 
     families: dict[str, tuple[Any, list[str]]] = {}
     for pid in problem_ids:
@@ -333,20 +331,26 @@ def check_fit(agent_names: Iterable[str], problem_ids: Sequence[str]) -> None:
             need = family.prediction
             if not predicts or need is None or need in predicts:
                 continue
-            first = generative.load(ids[0])
-            if len(ids) == 1:
-                check_prediction(agents.load(name), first, ids[0])  # raises but for oracles
             shown = ", ".join(ids) if len(ids) <= 3 else f"{ids[0]}, ..., {ids[-1]}"
             where = (
                 f"problem {ids[0]} needs"
                 if len(ids) == 1
                 else f"{len(ids)} problems of family {family.name} ({shown}) need"
             )
-            fits = agents.fitting(need, first)
+            fits = agents.fitting(need, _problem_class(family, ids[0]))
             raise InputError(
-                f"agent {name} predicts {say_predictions(predicts)}; {where} "
+                f"agent {name} predicts {predictions_in_words(predicts)}; {where} "
                 f"{PREDICTIONS[need]}; agents that fit: {', '.join(fits) or '(none registered)'}"
             )
+
+
+def _problem_class(family: Any, problem_id: str) -> Any:
+    """What `agents.fitting` checks oracles against: the class the family declares it
+    builds; a family that does not say has its first problem loaded (a refusal only)."""
+    import generative
+    from generative.registry import problem_type_of
+
+    return problem_type_of(family) or generative.load(problem_id)
 
 
 def sweep_jobs(
@@ -369,21 +373,22 @@ def sweep_jobs(
 
 def training_groups(jobs: Sequence[Job]) -> list[Job | JobGroup]:
     """`jobs` in order, with the jobs one training serves gathered where the first of them
-    stands, as `testbed.evaluate.training_groups` groups problems (one grouping rule): an
-    agent config and seed on problems of one training key that the agent may share (every
-    agent when the family says the problems differ only in scoring, e.g. the Neural
-    Testbed's tau pairs; amortized agents otherwise, e.g. the SBI benchmark's observations
-    of one task and budget). The problems are not loaded: their families say all that."""
-    from testbed.evaluate import training_groups as group_problems
+    stands, by the rule `testbed.evaluate.training_groups` applies to problems
+    (`testbed.base.group_by_training`): an agent config and seed on problems of one
+    training key that the agent may share (every agent but an oracle when the family says
+    the problems differ only in scoring, e.g. the Neural Testbed's tau pairs; amortized
+    agents otherwise, e.g. the SBI benchmark's observations of one task and budget). Read
+    from what agents and families declare: no agent or problem is built."""
+    from testbed.base import group_by_training
 
     by_entry: dict[tuple[str, str, int, str], list[int]] = {}
     for i, job in enumerate(jobs):
         by_entry.setdefault((job.agent, job.config_json, job.seed, job.options_json), []).append(i)
     unit_of: dict[int, list[int]] = {}
     for (agent, config, _, _), indices in by_entry.items():
-        loaded = _agent_or_none(agent, config)
-        stand_ins = [_TrainingOf(jobs[i].problem_id) for i in indices]
-        for members in group_problems(loaded, stand_ins):
+        shares = _shares_training(agent, config)
+        keys = [shares(jobs[i].problem_id) for i in indices]
+        for members in group_by_training(keys):
             unit = [indices[m] for m in members]
             unit_of[unit[0]] = unit
     out: list[Job | JobGroup] = []
@@ -393,28 +398,24 @@ def training_groups(jobs: Sequence[Job]) -> list[Job | JobGroup]:
     return out
 
 
-class _TrainingOf:
-    """What a problem id's family says of its training data, without loading it."""
-
-    def __init__(self, problem_id: str):
-        import generative
-        from testbed.base import SHARED_BY_AMORTIZED
-
-        try:
-            key = generative.training_key(problem_id)
-            shared_by = generative.training_shared_by(problem_id)
-        except Exception:  # an unknown id fails in its own job
-            key, shared_by = None, SHARED_BY_AMORTIZED
-        if key is not None:
-            self.training_key = key
-        self.training_shared_by = shared_by
-
-
-def _agent_or_none(agent: str, config_json: str) -> Any:
-    """The configured agent (None when its config is bad: it fails in its job)."""
+def _shares_training(agent: str, config_json: str) -> Callable[[str], str | None]:
+    """`problem id -> the training key that agent config may share there, or None`. An
+    unknown agent, a bad config or an unknown id shares nothing but what every agent may
+    share (each fails in its own job)."""
     import agents
+    from generative.registry import training_of
+    from testbed.base import TRAINS_ON_DATA, may_share_training
 
     try:
-        return agents.load(agent, **json.loads(config_json))
+        depends_on = agents.load(agent, **json.loads(config_json)).trains_on
     except Exception:
-        return None
+        depends_on = TRAINS_ON_DATA
+
+    def key(problem_id: str) -> str | None:
+        try:
+            training = training_of(problem_id)
+        except Exception:
+            return None
+        return training.key if may_share_training(depends_on, training.shared_by) else None
+
+    return key

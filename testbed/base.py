@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
@@ -151,7 +151,7 @@ def check_predictions(field: str, kinds: Any) -> frozenset[str] | None:
     return out
 
 
-def say_predictions(kinds: Any) -> str:
+def predictions_in_words(kinds: Any) -> str:
     """`labels or real values`: the kinds in the order of PREDICTIONS, in words."""
     return " or ".join(PREDICTIONS[k] for k in PREDICTIONS if k in kinds)
 
@@ -228,10 +228,52 @@ SHARED_BY_AMORTIZED = "amortized"
 SHARED_BY_ANY = "any"
 SHARED_BY = (SHARED_BY_AMORTIZED, SHARED_BY_ANY)
 
+# What an agent's training depends on: a registered agent declares it
+# (`agents.register(..., oracle=..., amortized=...)`), so a sweep knows which problems one
+# training serves from names and ids alone.
+TRAINS_ON_DATA = "data"  # the problem's training data and prior knowledge (most agents)
+TRAINS_ON_SIMULATOR = "simulator"  # the prior and simulator only, not the observation
+TRAINS_ON_PROBLEM = "problem"  # the problem itself (an Oracle: it does not train)
+TRAINS_ON = (TRAINS_ON_DATA, TRAINS_ON_SIMULATOR, TRAINS_ON_PROBLEM)
+
 
 def training_shared_by(problem: Any) -> str:
     """Who may share a training on `problem` (see SharesTraining)."""
     return getattr(problem, "training_shared_by", SHARED_BY_AMORTIZED)
+
+
+def trains_on(agent: Any) -> str:
+    """What `agent`'s training depends on (TRAINS_ON): what it declares (`trains_on`, as a
+    registered agent does), else what it is: an Oracle reads the problem, an agent that
+    says it is `amortized` only the simulator, any other the training data."""
+    declared = getattr(agent, "trains_on", None)
+    if isinstance(declared, str) and declared in TRAINS_ON:
+        return declared
+    if isinstance(agent, Oracle):
+        return TRAINS_ON_PROBLEM
+    if isinstance(agent, Amortized) and bool(agent.amortized):
+        return TRAINS_ON_SIMULATOR
+    return TRAINS_ON_DATA
+
+
+def may_share_training(depends_on: str, shared_by: str) -> bool:
+    """Whether an agent whose training depends on `depends_on` (TRAINS_ON) may train once
+    for problems of one training key whose family says `shared_by` (SHARED_BY): never one
+    that reads the problem; every other when the problems differ only in scoring; else
+    one that ignores the observation."""
+    if depends_on == TRAINS_ON_PROBLEM:
+        return False
+    return shared_by == SHARED_BY_ANY or depends_on == TRAINS_ON_SIMULATOR
+
+
+def group_by_training(keys: Sequence[Hashable | None]) -> list[list[int]]:
+    """Indices of `keys` that one training serves, by first appearance: one group per
+    training key, each None (a problem that shares nothing) alone. The one grouping rule
+    of `testbed.evaluate.training_groups` (problems) and `leaderboard.jobs` (ids)."""
+    groups: dict[Any, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(("alone", i) if key is None else ("key", key), []).append(i)
+    return list(groups.values())
 
 
 @runtime_checkable

@@ -24,16 +24,17 @@ from testbed.base import (
     POSTERIOR,
     PREDICTIONS,
     REAL_VALUES,
-    SHARED_BY_ANY,
     Agent,
-    Amortized,
     Oracle,
     PriorKnowledge,
     Problem,
     Quality,
     SharesTraining,
-    say_predictions,
+    group_by_training,
+    may_share_training,
+    predictions_in_words,
     training_shared_by,
+    trains_on,
 )
 from testbed.errors import InputError
 from testbed.evaluation import ScoredProblem, resolve, score
@@ -180,7 +181,7 @@ def problem_name(problem: Problem) -> str:
     return type(problem).__name__ + (f" ({task})" if task else "")
 
 
-def check_prediction(agent: Any, problem: Problem, name: str | None = None) -> None:
+def check_fit(agent: Any, problem: Problem, name: str | None = None) -> None:
     """Refuses, before training, an agent that declares what it predicts (`predicts`) when
     `problem` needs another kind, naming the registered agents that fit (an agent offering
     `agents_that_fit(kind, problem)` says which). Agents that declare nothing and oracles
@@ -196,7 +197,7 @@ def check_prediction(agent: Any, problem: Problem, name: str | None = None) -> N
     fits = getattr(agent, "agents_that_fit", None)
     others = list(fits(need, problem)) if callable(fits) else []
     raise InputError(
-        f"agent {label} predicts {say_predictions(predicts)}; problem "
+        f"agent {label} predicts {predictions_in_words(predicts)}; problem "
         f"{name or problem_name(problem)} needs {PREDICTIONS[need]}; agents that fit: "
         + (", ".join(others) if others else "(none registered)")
     )
@@ -271,18 +272,17 @@ def evaluate(
     """
     check_agent_and_problem(agent, problem)
     check_metrics(problem, metrics)
-    check_prediction(agent, problem)
+    check_fit(agent, problem)
     return score_trained(problem, train_timed(agent, problem), metrics)
 
 
 def may_share(agent: Any, problem: Problem) -> bool:
     """Whether `agent` may train once for `problem` and others of its training key: every
-    agent but an oracle when the problems differ only in scoring, else amortized ones."""
-    if isinstance(agent, Oracle) or not isinstance(problem, SharesTraining):
+    agent but an oracle when the problems differ only in scoring, else amortized ones
+    (`testbed.base.may_share_training`, the rule a sweep applies to ids)."""
+    if not isinstance(problem, SharesTraining):
         return False
-    if training_shared_by(problem) == SHARED_BY_ANY:
-        return True
-    return isinstance(agent, Amortized) and bool(agent.amortized)
+    return may_share_training(trains_on(agent), training_shared_by(problem))
 
 
 def shares_training(agent: Any, problems: Sequence[Problem]) -> bool:
@@ -338,7 +338,7 @@ def evaluate_many(
         try:
             check_agent_and_problem(agent, problem, f"problems[{i}]")
             check_metrics(problem, metrics)
-            check_prediction(agent, problem)
+            check_fit(agent, problem)
             ready.append(i)
         except Exception as exc:
             done(i, exc)
@@ -376,12 +376,8 @@ def _evaluate_group(agent, problems, members: list[int], metrics, done) -> None:
 def training_groups(agent: Any, problems: Sequence[Problem]) -> list[list[int]]:
     """Indices of `problems` that one training of `agent` serves, by first appearance: one
     group per training key where the agent may share it (`may_share`), else one problem a
-    group."""
-    groups: dict[Any, list[int]] = {}
-    for i, p in enumerate(problems):
-        key = p.training_key if may_share(agent, p) else ("alone", i)
-        groups.setdefault(key, []).append(i)
-    return list(groups.values())
+    group (`testbed.base.group_by_training`, as a sweep groups jobs)."""
+    return group_by_training([p.training_key if may_share(agent, p) else None for p in problems])
 
 
 def train_shared(agent: Agent, problems: Sequence[Problem]) -> Trained:
@@ -394,7 +390,7 @@ def train_shared(agent: Agent, problems: Sequence[Problem]) -> Trained:
             "scoring)"
         )
     for problem in problems:
-        check_prediction(agent, problem)
+        check_fit(agent, problem)
     return _train_once(agent, problems)
 
 

@@ -392,13 +392,13 @@ def test_a_sweep_refuses_an_agent_that_does_not_fit_before_any_job(monkeypatch):
 
 def test_a_sweeps_refusal_says_what_evaluate_says_for_one_problem():
     from leaderboard.jobs import expand
-    from testbed.evaluate import check_prediction
+    from testbed.evaluate import check_fit
 
     for agent, problem_id in [("uniform", "sbi/two_moons/1000/1"), ("npe", "coin/0")]:
         with pytest.raises(InputError) as swept:
             expand([agent], [problem_id])
         with pytest.raises(InputError) as evaluated:
-            check_prediction(agents.load(agent), generative.load(problem_id), problem_id)
+            check_fit(agents.load(agent), generative.load(problem_id), problem_id)
         assert str(swept.value) == str(evaluated.value)
 
 
