@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import pandas as pd
 
 from testbed.errors import bad_value
 from testbed.ranking import RankedBy
 
-if TYPE_CHECKING:
-    from leaderboard.standings import Board, Ranking
+# A `leaderboard.standings.Ranking` and `Board` (standings imports this module, so their
+# names are not imported here)
+Ranking = Board = Any
 
 
 @dataclasses.dataclass(frozen=True)

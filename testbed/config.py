@@ -51,19 +51,7 @@ def _coerce(tp: Any, value: Any, field: str) -> Any:
     origin = typing.get_origin(tp)
     fail = InputError(f"{field}: got {value!r}; allowed: {_describe(tp)}")
     if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None or (isinstance(value, str) and value.lower() == "none"):
-            if type(None) in args:
-                return None
-            raise fail
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _coerce(a, value, field)
-            except InputError:
-                continue
-        raise fail
+        return _coerce_union(typing.get_args(tp), value, field, fail)
     if origin is Literal:
         allowed = typing.get_args(tp)
         for a in allowed:
@@ -71,58 +59,91 @@ def _coerce(tp: Any, value: Any, field: str) -> Any:
                 return a
         raise bad_value(field, value, allowed)
     if origin is tuple:
-        args = typing.get_args(tp)
-        if isinstance(value, str):
-            text = value.strip().strip("()[]")
-            value = [v for v in text.split(",") if v.strip()] if text else []
-        if not isinstance(value, Iterable) or isinstance(value, Mapping):
-            raise fail
-        inner = args[0] if args else Any
-        try:
-            return tuple(_coerce(inner, v, field) if inner is not Any else v for v in value)
-        except InputError:  # say what the whole field takes, not what one element does
-            raise fail from None
+        return _coerce_tuple(typing.get_args(tp), value, field, fail)
     if tp is Any:
         return value
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
-        raise fail
-    if tp is int:
-        if isinstance(value, bool):
-            raise fail
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                f = float(value)
-            except ValueError:
-                raise fail from None
-            if f.is_integer():
-                return int(f)
-        raise fail
-    if tp is float:
-        if isinstance(value, bool):
-            raise fail
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                raise fail from None
-        raise fail
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise fail
+    if tp in _SCALARS:
+        return _SCALARS[tp](value, fail)
     if isinstance(tp, type) and not isinstance(value, tp):
         raise fail
     return value
+
+
+def _coerce_union(args: tuple, value: Any, field: str, fail: InputError) -> Any:
+    """`value` as the first member of a union that takes it ('none' is None)."""
+    if value is None or (isinstance(value, str) and value.lower() == "none"):
+        if type(None) in args:
+            return None
+        raise fail
+    for a in args:
+        if a is type(None):
+            continue
+        try:
+            return _coerce(a, value, field)
+        except InputError:
+            continue
+    raise fail
+
+
+def _coerce_tuple(args: tuple, value: Any, field: str, fail: InputError) -> tuple:
+    """`value` (a sequence, or a string '1,2' / '(1, 2)') as a tuple of its element type."""
+    if isinstance(value, str):
+        text = value.strip().strip("()[]")
+        value = [v for v in text.split(",") if v.strip()] if text else []
+    if not isinstance(value, Iterable) or isinstance(value, Mapping):
+        raise fail
+    inner = args[0] if args else Any
+    try:
+        return tuple(_coerce(inner, v, field) if inner is not Any else v for v in value)
+    except InputError:  # say what the whole field takes, not what one element does
+        raise fail from None
+
+
+def _as_bool(value: Any, fail: InputError) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.lower() in ("true", "1", "yes")
+    raise fail
+
+
+def _as_int(value: Any, fail: InputError) -> int:
+    if isinstance(value, bool):
+        raise fail
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            f = float(value)
+        except ValueError:
+            raise fail from None
+        if f.is_integer():
+            return int(f)
+    raise fail
+
+
+def _as_float(value: Any, fail: InputError) -> float:
+    if isinstance(value, bool):
+        raise fail
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            raise fail from None
+    raise fail
+
+
+def _as_str(value: Any, fail: InputError) -> str:
+    if isinstance(value, str):
+        return value
+    raise fail
+
+
+_SCALARS = {bool: _as_bool, int: _as_int, float: _as_float, str: _as_str}
 
 
 def field_types(config_cls: type) -> dict[str, Any]:
