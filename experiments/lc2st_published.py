@@ -183,7 +183,7 @@ def write(frame, path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import OneLineParser
+    from experiments.console import OneLineParser
 
     parser = OneLineParser(
         prog="python -m experiments.lc2st_published",

@@ -520,7 +520,7 @@ def _sizes(text: str) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import OneLineParser, setup_logging
+    from experiments.console import OneLineParser, setup_logging
     from leaderboard.outputs import check_output_path, write_atomically
 
     parser = OneLineParser(
@@ -590,6 +590,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from experiments.cli import interruptible
+    from experiments.console import interruptible
 
     sys.exit(interruptible("ppl_power", main))

@@ -396,7 +396,7 @@ def import_file(path: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import OneLineParser, setup_logging
+    from experiments.console import OneLineParser, setup_logging
     from leaderboard.outputs import check_output_path, write_atomically
 
     parser = OneLineParser(
@@ -522,6 +522,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from experiments.cli import interruptible
+    from experiments.console import interruptible
 
     sys.exit(interruptible("reproduce_lc2st", main))

@@ -121,12 +121,13 @@ def kl_values(df: pd.DataFrame) -> pd.Series:
 
 def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataFrame:
     """Ours normalised by mlp beside the published figure, per agent and tau."""
-    from leaderboard import store
+    import leaderboard.results
+    from leaderboard.rows import rows_to_summarise
     from leaderboard.scoring import seed_group_stderr
 
-    df = store.load(results)
+    df = leaderboard.results.load(results)
     df = df[df["problem_id"].str.startswith(SWEEP + "/")].copy()
-    df = store.rows_to_summarise(df, results, keys, f"{SWEEP} runs to summarise")
+    df = rows_to_summarise(df, results, keys, f"{SWEEP} runs to summarise")
     df["kl"] = kl_values(df)
     published = published_figure().set_index(["agent", "tau"])
     rows = []
@@ -227,9 +228,9 @@ def select_configs(results, executor, agent_names, group: int, problem_ids) -> d
     jobs = expand(agent_names, chosen, configs="sweep")
     with ResultsStore(results, mode="w") as store:
         run_sweep(jobs, store, executor, progress=True)
-    from leaderboard import store as store_module
+    import leaderboard.results
 
-    df = store_module.load(results)
+    df = leaderboard.results.load(results)
     df = df[df["key"].isin({j.key for j in jobs})].copy()
     df["kl"] = kl_values(df)
     best = df.groupby(["agent", "config_key"]).agg(kl=("kl", "mean"), config=("config", "first"))
@@ -244,8 +245,9 @@ def take_shipped(jobs: Sequence, results: str) -> int:
     """Records in `results` the jobs the package ships runs of (`neural_testbed`) and
     `results` lacks: a run computes only the rest, and resumes on any machine."""
     from leaderboard import shipped
+    from leaderboard.shipped_store import restore
 
-    taken = shipped.restore("neural_testbed", results, {j.key for j in jobs})
+    taken = restore("neural_testbed", results, {j.key for j in jobs})
     if taken:
         print(f"{taken} of {len(jobs)} jobs taken from the package's shipped runs "
               f"({shipped.SOURCES['neural_testbed'].name})", file=sys.stderr)  # fmt: skip
@@ -253,7 +255,7 @@ def take_shipped(jobs: Sequence, results: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import OneLineParser, run_jobs, setup_logging, stored_keys
+    from experiments.console import OneLineParser, run_jobs, setup_logging, stored_keys
     from leaderboard.executors import LocalExecutor
     from leaderboard.outputs import check_output_path, write_atomically
     from leaderboard.worker import enable_compilation_cache
@@ -368,6 +370,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from experiments.cli import interruptible
+    from experiments.console import interruptible
 
     sys.exit(interruptible("reproduce_neural_testbed", main))

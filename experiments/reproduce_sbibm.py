@@ -120,11 +120,13 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
     """Ours beside the paper's, per task x budget x agent (see the module docstring), over
     the jobs `keys` (default: every sbi/... row; one config per agent, else refused). The
     paper's mean and range are over the observations we ran."""
-    from leaderboard import literature, store
+    import leaderboard.results
+    from leaderboard import literature
+    from leaderboard.rows import rows_to_summarise
 
-    df = store.load(results)
+    df = leaderboard.results.load(results)
     df = df[(df["status"] == "ok") & df["problem_id"].str.startswith("sbi/")].copy()
-    df = store.rows_to_summarise(
+    df = rows_to_summarise(
         df, results, keys, "finished sbi/... runs to compare", " (summarise one run's jobs)"
     )
     df = df[df["observation_source"] != "seeded"]  # ours have no published counterpart
@@ -244,7 +246,7 @@ def figure(table: pd.DataFrame, path: Path, paper: pd.DataFrame | None = None) -
 
 def _reported_keys(jobs: Sequence, results: str) -> set[str]:
     """`--report`: the keys of the finished cells' jobs (the store read, never written)."""
-    from experiments.cli import stored_keys
+    from experiments.console import stored_keys
 
     cells = set(finished_cells(jobs, stored_keys(results)))
     if not cells:
@@ -267,7 +269,7 @@ def _paper_agents(text: str, run: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import OneLineParser, run_jobs, setup_logging
+    from experiments.console import OneLineParser, run_jobs, setup_logging
     from leaderboard import literature
     from leaderboard.executors import LocalExecutor
     from leaderboard.outputs import check_output_path, write_atomically
@@ -335,8 +337,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = summary_table(args.results, keys)
         if args.ship:
             from leaderboard import shipped
+            from leaderboard.shipped_store import from_results
 
-            rows = shipped.from_results(args.results, keys)
+            rows = from_results(args.results, keys)
             write_atomically("--ship", args.ship, lambda tmp: shipped.write(rows, tmp),
                              keep_suffix=True)  # fmt: skip
             print(f"{len(rows)} runs shipped -> {args.ship}", file=sys.stderr)
@@ -355,6 +358,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from experiments.cli import interruptible
+    from experiments.console import interruptible
 
     sys.exit(interruptible("reproduce_sbibm", main))

@@ -336,7 +336,7 @@ def _problems(text: str) -> list[int]:
 
 
 def parse(argv: Sequence[str] | None):
-    from experiments.cli import OneLineParser
+    from experiments.console import OneLineParser
 
     parser = OneLineParser(
         prog="python -m experiments.reproduce_wyb",
@@ -384,7 +384,7 @@ def check(args) -> tuple[list[Cell], Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import setup_logging
+    from experiments.console import setup_logging
 
     args = parse(argv)
     setup_logging()
@@ -423,6 +423,6 @@ def write_report(frame, out: Path) -> str:
 
 
 if __name__ == "__main__":
-    from experiments.cli import interruptible
+    from experiments.console import interruptible
 
     sys.exit(interruptible("reproduce_wyb", main))

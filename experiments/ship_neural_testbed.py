@@ -70,7 +70,7 @@ def coverage(rows: pd.DataFrame, jobs: Sequence) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cli import OneLineParser, setup_logging
+    from experiments.console import OneLineParser, setup_logging
 
     parser = OneLineParser(
         prog="python -m experiments.ship_neural_testbed", name="ship_neural_testbed",
@@ -127,6 +127,7 @@ def _run(args) -> int:
 def _write(args) -> int:
     from leaderboard import shipped
     from leaderboard.outputs import check_output_path, write_atomically
+    from leaderboard.shipped_store import from_results
 
     check_output_path("--out", args.out, args.results)  # never a store (--out is read too)
     jobs = expected_jobs()
@@ -138,7 +139,7 @@ def _write(args) -> int:
     parts = []
     for results in args.results:
         try:
-            parts.append(shipped.from_results(results, keys))
+            parts.append(from_results(results, keys))
         except InputError:  # a store with none of the expected jobs
             continue
     if not parts:
@@ -159,6 +160,6 @@ def _write(args) -> int:
 
 
 if __name__ == "__main__":
-    from experiments.cli import interruptible
+    from experiments.console import interruptible
 
     sys.exit(interruptible("ship_neural_testbed", main))

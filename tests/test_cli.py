@@ -184,7 +184,7 @@ def test_ctrl_c_while_the_stack_imports_waits_for_the_block_then_stops():
     import signal
     import time
 
-    from experiments.cli import _interrupts_held
+    from experiments.console import _interrupts_held
 
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
@@ -211,7 +211,7 @@ def test_the_sweeping_scripts_end_an_interrupt_in_one_line(script, capsys, monke
     import importlib
     import signal
 
-    from experiments.cli import EXIT_INTERRUPTED, interruptible
+    from experiments.console import EXIT_INTERRUPTED, interruptible
 
     module = importlib.import_module(f"experiments.{script}")
 

@@ -25,12 +25,15 @@ from pathlib import Path
 import leaderboard_faults  # noqa: F401  (registers the lbfault problems here too)
 import pytest
 
-from experiments.cli import EXIT_ENVIRONMENT, main
+from experiments.cli import main
+from experiments.console import EXIT_ENVIRONMENT
 from generative.registry import FAMILIES, register_family
 from leaderboard.executors import InlineExecutor
 from leaderboard.jobs import Job, expand
+from leaderboard.results import load
 from leaderboard.runner import run_sweep
-from leaderboard.store import ResultsStore, load, salvage
+from leaderboard.salvage import salvage
+from leaderboard.store import ResultsStore
 from testbed.base import Data, PriorKnowledge, Quality
 from testbed.errors import InputError
 

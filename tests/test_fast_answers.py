@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from experiments import catalog
-from experiments.cli import MAX_JOBS, build_parser, list_rows, main, show_list
+from experiments.cli import MAX_JOBS, build_parser, main
+from experiments.console import list_rows, show_list
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("jax", "torch", "sbi", "jaxlib", "haiku", "optax", "sklearn", "pandas")

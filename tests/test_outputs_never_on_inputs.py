@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import experiments.cli
+import experiments.console
 from experiments import reproduce_sbibm
 from experiments.cli import main
 from leaderboard.outputs import check_output_path
@@ -40,7 +40,7 @@ def _no_jobs(monkeypatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("a job ran before the outputs were checked")
 
-    monkeypatch.setattr(experiments.cli, "run_jobs", refuse)
+    monkeypatch.setattr(experiments.console, "run_jobs", refuse)
 
 
 def _one_line(capsys, match: str) -> None:

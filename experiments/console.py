@@ -1,0 +1,334 @@
+"""What the command line and the experiment scripts share at the terminal: one-line usage
+errors, logging to stderr, Ctrl-C that is never lost, tables, and a sweep's line on stderr;
+and `testbed list`'s rows, answered from the registries or from their index
+(experiments.catalog) before the stack loads.
+
+Imports nothing of the stack at module level: `--help` and a usage error answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+EXIT_OK = 0
+EXIT_JOBS_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_ENVIRONMENT = 3  # a full disk, an I/O error, a cluster that cannot be reached
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as other Unix tools
+# OSErrors of a path the user gave (exit 2); any other OSError is the machine's (exit 3)
+PATH_ERRNOS = ("ENAMETOOLONG", "ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS",
+               "ELOOP", "EEXIST", "EINVAL")  # fmt: skip
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, `<name>: error: ...`, with
+    status 2 (argparse prints its usage first); `name` defaults to the program's first
+    word, so `testbed sweep`'s errors say `testbed`."""
+
+    def __init__(self, *args: Any, name: str | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.name = name or self.prog.split()[0]
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.name}: error: {message}\n")
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        """Subcommands parse alike and name their errors as this program does."""
+        kwargs.setdefault("parser_class", functools.partial(OneLineParser, name=self.name))
+        return super().add_subparsers(**kwargs)
+
+
+def script_parser(name: str, description: str) -> OneLineParser:
+    """The parser of `python -m experiments.<name>`: its errors say `<name>: error: ...`,
+    its help shows each option's default."""
+    return OneLineParser(
+        prog=f"python -m experiments.{name}",
+        name=name,
+        description=description,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+
+
+def print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    """A rich table on stdout; names are never cut (wrapped on a terminal, the table
+    widened for a pipe or a file) and text is shown as it is (no rich markup)."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=escape(title))
+    for c in columns:
+        table.add_column(escape(c), overflow="fold")
+    cells = [[escape(_fmt(v)) for v in r] for r in rows]
+    for r in cells:
+        table.add_row(*r)
+    console = Console()
+    if not console.is_terminal:
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+        console = Console(width=max(80, sum(widths) + 3 * len(widths) + 1))
+    console.print(table)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+class _OneLine(logging.Formatter):
+    """`testbed: warning: message` on one line (log records from the testbed's modules);
+    progress lines carry the time (`testbed: 16:16:39 sweep: 3/7 done, ...`), but not on
+    a terminal's status line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = " ".join(record.getMessage().split())
+        level = "" if record.levelno == logging.INFO else record.levelname.lower() + ": "
+        if record.name == "testbed.progress" and not getattr(record, "status", False):
+            level = time.strftime("%H:%M:%S ", time.localtime(record.created)) + level
+        return f"testbed: {level}{text}"
+
+
+class _Stderr(logging.Handler):
+    """Writes to whatever sys.stderr is at the time (tests replace it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(self.format(record), file=sys.stderr)
+        except Exception:
+            self.handleError(record)
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    """The `testbed` logger to stderr at `level` (WARNING with --quiet, DEBUG with -v);
+    on a terminal progress keeps one status line (testbed.progress.StatusLine)."""
+    from testbed.progress import StatusLine
+
+    logger = logging.getLogger("testbed")
+    for old in [h for h in logger.handlers if isinstance(h, _Stderr | StatusLine)]:
+        logger.removeHandler(old)
+    handler = StatusLine() if sys.stderr.isatty() else _Stderr()
+    handler.setFormatter(_OneLine())
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+def run_jobs(jobs: Sequence, results: str, executor: Any):
+    """Run `jobs` into the results store `results` (what it holds is skipped), then say on
+    stderr what ran and why the first failures failed; returns the sweep's summary."""
+    from leaderboard.sweep import run
+
+    start = time.perf_counter()
+    summary = run(jobs, results, executor, progress=True)
+    print(
+        f"{summary.total} runs: {summary.skipped} already stored, {summary.ok} ok, "
+        f"{summary.failed} failed in {time.perf_counter() - start:.0f} s -> {results}",
+        file=sys.stderr,
+    )
+    for key, reason in summary.failures[:10]:
+        print(f"  failed {key}: {reason}", file=sys.stderr)
+    return summary
+
+
+def stored_keys(results: str) -> set[str]:
+    """The keys of the jobs a results store holds, read and never written (`--report`)."""
+    from leaderboard.store import ResultsStore
+    from testbed.errors import InputError
+
+    if not Path(results).exists():
+        raise InputError(f"--results: got {results!r}, no such file")
+    with ResultsStore(results, mode="r") as store:
+        return store.keys()
+
+
+# What every command loads; a Ctrl-C while they import waits until they are loaded.
+STACK = ("leaderboard.executors", "leaderboard.worker", "leaderboard.runner", "generative",
+         "agents")  # fmt: skip
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C inside the block waits for its end, then raises KeyboardInterrupt. Only in
+    the main thread over Python's default handler (a caller's handler is left alone)."""
+    import threading
+
+    pending: list[int] = []
+    hold = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+    if hold:
+        signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        if hold:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pending:
+        raise KeyboardInterrupt
+
+
+def _import_stack() -> None:
+    """Sets up logging (before a plugin can warn) and imports the stack with Ctrl-C held
+    back: a KeyboardInterrupt raised inside an import can leave a native extension half
+    initialised (a later import fails, or the process crashes) or be dropped by a
+    garbage-collection callback (the sweep then ran to its end)."""
+    import importlib
+
+    with _interrupts_held():
+        setup_logging()
+        for name in STACK:
+            importlib.import_module(name)
+
+
+def interruptible(prog: str, run: Callable[[], int]) -> int:
+    """`run()` as a command runs: Ctrl-C while the stack loads waits for it, later ones
+    are never lost (a KeyboardInterrupt that Python drops inside JAX's gc callback is
+    recorded and raised again); an interrupt ends in one line and status 130."""
+    try:
+        _import_stack()
+        from leaderboard.executors import recorded_interrupts
+
+        with recorded_interrupts():
+            return run()
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def os_error(e: OSError) -> tuple[int, str]:
+    """(exit status, one line) for an OSError: a path the user gave (2), else the
+    machine's (3)."""
+    import errno
+
+    from leaderboard.outputs import shown
+
+    where = f" ({shown(e.filename)})" if e.filename else ""
+    text = f"{e.strerror or e}{where}"
+    if e.errno in {getattr(errno, n) for n in PATH_ERRNOS if hasattr(errno, n)}:
+        return EXIT_BAD_INPUT, f"{text}; allowed: a path that can be used here"
+    return EXIT_ENVIRONMENT, f"{text} (the machine's fault, not the input's)"
+
+
+def silence_stdout() -> None:
+    """Points stdout at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # stdout is not a real file
+        pass
+
+
+def one_line_errors(prog: str, run: Callable[[], int], hint: Callable[[str], str] | None = None):
+    """`run()`'s status, each fault one line `<prog>: error: ...` with its status: bad
+    input 2 (`hint(message)` appended), the machine's fault 3, the output's reader gone
+    141 (nothing said), any other OSError 2 or 3 by its errno."""
+    from testbed.errors import EnvironmentFault, InputError
+
+    try:
+        return run()
+    except InputError as e:
+        print(f"{prog}: error: {e}{hint(str(e)) if hint else ''}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except EnvironmentFault as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    except BrokenPipeError:  # e.g. `testbed list agents --json | head`: the reader left
+        silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except OSError as e:  # not said by a check of ours: one line all the same
+        status, line = os_error(e)
+        print(f"{prog}: error: {line}", file=sys.stderr)
+        return status
+
+
+def list_rows(what: str, as_json: bool) -> tuple[list[str], list[list[Any]]]:
+    """`testbed list WHAT`'s columns and rows, as JSON values (`as_json`) or table cells."""
+    import agents
+    import generative
+    import testbed
+
+    if what == "agents":
+        rows = []
+        for n in agents.names():
+            entry = agents.AGENTS.get(n)
+            # labels, real_values, posterior, ...; None: not declared (never checked)
+            predicts = sorted(entry.predicts) if entry.predicts else None
+            if not as_json:
+                predicts = ", ".join(predicts) if predicts else "(not declared)"
+            rows.append([n, predicts, entry.description])
+        cols = ["agent", "predicts", "description"]
+    elif what == "problems":
+        sweeps = generative.family_sweeps()
+        rows = [
+            [f.name, f.id_form, _example(generative, sweeps[f.name]), ", ".join(sweeps[f.name]),
+             list(f.options) if as_json else ", ".join(f.options), f.description]
+            for f in map(generative.FAMILIES.get, generative.FAMILIES)
+        ]  # fmt: skip
+        cols = ["family", "id form", "example", "sweeps", "options", "description"]
+    elif what == "sweeps":
+        rows = [[n, len(generative.sweep_ids(n))] for n in generative.sweep_names()]
+        cols = ["sweep", "problems"]
+    else:
+        rows = [
+            [n, ", ".join(m.needs), ", ".join(m.gives), m.description]
+            for n, m in ((n, testbed.metrics.get(n)) for n in testbed.metrics.names())
+        ]
+        cols = ["metric", "needs", "gives", "description"]
+    return cols, rows
+
+
+def show_list(what: str, cols: list[str], rows: list[list[Any]], as_json: bool) -> None:
+    """`testbed list`'s rows as JSON or as a table."""
+    if as_json:
+        print(json.dumps([dict(zip(cols, r)) for r in rows], indent=2))
+    else:
+        print_table(what, cols, rows)
+
+
+def _example(generative: Any, sweeps: list[str]) -> str:
+    """An example id of a family: the first id of its test sweep (runs quickly, offline),
+    else of its first sweep ('' without sweeps)."""
+    tests = [s for s in sweeps if s.endswith("_test")]
+    ids = generative.sweep_ids((tests or sweeps)[0]) if sweeps else []
+    return ids[0] if ids else ""
+
+
+def fast_answer(args: argparse.Namespace, max_jobs: int) -> int | None:
+    """`testbed`'s answer from experiments.catalog's index, or None (the command takes the
+    whole way; `max_jobs`: a sweep's limit). A process that has imported the registries
+    already (a test, a notebook: it may have registered its own agents or problems) asks
+    them, not the index."""
+    from experiments import catalog
+
+    if any(m in sys.modules for m in ("agents", "generative", "testbed")):
+        return None
+    try:
+        return catalog.fast_answer(args, max_jobs=max_jobs, show=show_list)
+    except BrokenPipeError:
+        silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def write_index() -> None:
+    """Writes the registries' index for later commands when none matches this state."""
+    from experiments import catalog
+
+    if catalog.cache_dir() is None or catalog.load() is not None:
+        return
+    try:
+        catalog.write(catalog.build(list_rows))
+    except Exception as e:  # a cache: never the command's failure
+        logging.getLogger("testbed.catalog").debug("index not written: %s", e)
