@@ -257,9 +257,6 @@ def expand(
     part of the job key, not of the config). Last, the data of every problem must be at
     hand (`generative.require_data`: real datasets prepared, data files readable).
     """
-    import agents
-    from testbed.config import did_you_mean
-
     agent_names = list(agent_names)
     if not agent_names:
         raise InputError("agent: got no agent name; allowed: one or more registered agents")
@@ -271,34 +268,10 @@ def expand(
             "--seeds (seeds=...), not --set"
         )
     seeds = parse_seeds(seeds)
+    fields = _settings_of(agent_names, overrides or {})
     jobs: dict[str, Job] = {}
-    fields = {
-        n: {f.name for f in dataclasses.fields(agents.AGENTS.get(n).config_cls)}
-        for n in agent_names
-    }
-    unused = sorted(set(overrides or {}) - set().union(*fields.values()))
-    if unused:  # a key applies to the agents that have it; one no agent has is a typo
-        names = ", ".join(agent_names)
-        hint = did_you_mean(unused[0], set().union(*fields.values()) - {"seed"})
-        raise InputError(
-            f"set {unused[0]}: no agent among {names} has this field{hint}; allowed: "
-            + "; ".join(
-                f"{n}: {', '.join(sorted(fields[n] - {'seed'})) or '(none)'}" for n in agent_names
-            )
-        )
     for name in agent_names:
-        own_seeds = seeds if seeds == [0] or agents.registry.takes_seed(name) else [0]
-        if own_seeds != seeds:  # its jobs at other seeds would repeat seed 0's
-            why = (
-                "its config has no 'seed'"
-                if "seed" not in fields[name]
-                else "nothing in it is random"
-            )
-            others = ", ".join(str(s) for s in seeds if s != 0)
-            log.warning(
-                "seeds: agent %s runs seed 0 only, not %s (%s: its results are the same at "
-                "every seed)", name, others, why,
-            )  # fmt: skip
+        own_seeds = _seeds_of(name, seeds, fields[name])
         own = {k: v for k, v in (overrides or {}).items() if k in fields[name]}
         for config in agent_configs(name, own, configs=configs):
             for pid in problem_ids:
@@ -310,6 +283,45 @@ def expand(
 
     generative.require_data(problem_ids)
     return list(jobs.values())
+
+
+def _settings_of(agent_names: list[str], overrides: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Each agent's config fields, read from its registration; an override no agent has is
+    refused (it applies to the agents that have it: one none has is a typo)."""
+    import agents
+    from testbed.config import did_you_mean
+
+    fields = {
+        n: {f.name for f in dataclasses.fields(agents.AGENTS.get(n).config_cls)}
+        for n in agent_names
+    }
+    unused = sorted(set(overrides) - set().union(*fields.values()))
+    if unused:
+        names = ", ".join(agent_names)
+        hint = did_you_mean(unused[0], set().union(*fields.values()) - {"seed"})
+        raise InputError(
+            f"set {unused[0]}: no agent among {names} has this field{hint}; allowed: "
+            + "; ".join(
+                f"{n}: {', '.join(sorted(fields[n] - {'seed'})) or '(none)'}" for n in agent_names
+            )
+        )
+    return fields
+
+
+def _seeds_of(name: str, seeds: list[int], fields: set[str]) -> list[int]:
+    """The seeds agent `name` runs: `seeds`, or 0 alone (said in a warning) when its results
+    do not depend on a seed (its jobs at other seeds would repeat seed 0's)."""
+    import agents
+
+    if seeds == [0] or agents.registry.takes_seed(name):
+        return seeds
+    why = "its config has no 'seed'" if "seed" not in fields else "nothing in it is random"
+    others = ", ".join(str(s) for s in seeds if s != 0)
+    log.warning(
+        "seeds: agent %s runs seed 0 only, not %s (%s: its results are the same at "
+        "every seed)", name, others, why,
+    )  # fmt: skip
+    return [0]
 
 
 def check_fit(agent_names: Iterable[str], problem_ids: Sequence[str]) -> None:

@@ -196,7 +196,9 @@ class Problem(Protocol):
 class Oracle(Protocol):
     """An agent that reads the problem itself instead of training (the `oracle` and `exact`
     agents: the true predictive, for tests and floors only). `testbed.evaluate` hands such
-    an agent the problem; every other agent sees only the training data and knowledge."""
+    an agent the problem; every other agent sees only the training data and knowledge.
+    A registered agent declares it (`agents.register(..., oracle=True)`): it is not built
+    to find out."""
 
     def predictive_for(self, problem: Problem) -> Predictive: ...
 
@@ -204,7 +206,9 @@ class Oracle(Protocol):
 @runtime_checkable
 class Amortized(Protocol):
     """An agent that may say its training does not depend on the observation (amortized
-    SBI: NPE, NLE, NRE in one round), so one training serves several observations."""
+    SBI: NPE, NLE, NRE in one round), so one training serves several observations.
+    A registered agent declares it (`agents.register(..., amortized=...)`, by default its
+    config's `amortized`)."""
 
     @property
     def amortized(self) -> bool: ...
