@@ -206,26 +206,19 @@ def published_markdown() -> str:
     return "\n\n".join(parts)
 
 
+SECTIONS = [  # title, kind of cell, the axis its rows run along
+    ("True-positive rate against the budget (N_cal = largest)", "power", "budget"),
+    ("True-positive rate against N_cal (budget 1,000)", "power", "n_cal"),
+    ("False-positive rate, the paper's null draws (budget 1,000)", "null", "n_cal"),
+    ("Local type-I error: q = the reference posterior (q = p exactly)", "level", "n_cal"),
+]
+
+
 def markdown(table) -> str:
     """The report's tables: power against budget and N_cal, the paper's false-positive
     rates, the appendix tasks, and the local type-I error with q = the reference."""
-
-    def rate(r, exact=False):
-        v, lo, hi = (
-            (r.rate_exact, r.exact_low, r.exact_high)
-            if exact
-            else (r.rate, r.rate_low, r.rate_high)
-        )
-        return f"{v:.2f} [{lo:.2f}, {hi:.2f}]"
-
     parts, pub = [], published_rates()
-    sections = [
-        ("True-positive rate against the budget (N_cal = largest)", "power", "budget"),
-        ("True-positive rate against N_cal (budget 1,000)", "power", "n_cal"),
-        ("False-positive rate, the paper's null draws (budget 1,000)", "null", "n_cal"),
-        ("Local type-I error: q = the reference posterior (q = p exactly)", "level", "n_cal"),
-    ]
-    for title, kind, axis in sections:
+    for title, kind, axis in SECTIONS:
         t = table[table["kind"] == kind]
         if axis == "n_cal" and kind != "level":
             t = t[t["budget"] == NCAL_SWEEP_BUDGET]
@@ -233,45 +226,49 @@ def markdown(table) -> str:
             t = t[t["n_cal"] == t.groupby("task")["n_cal"].transform("max")]
         if not len(t):
             continue
-        head = [
-            "task",
-            axis.replace("n_cal", "N_cal"),
-            "method",
-            "runs",
-            "tests",
-            "mean T",
-            "rate (p_sbi <= 0.05) [95%]",
-            "rate (exact p) [95%]",
-            "per obs min-max",
-            "s / run",
-        ]
-        head.append("paper (50 runs)" if kind != "level" else "p_sbi rate over runs [95%]")
-        lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for r in t.sort_values(["task", axis, "diagnostic", "statistic"]).itertuples():
-            cells = [
-                r.task,
-                f"{getattr(r, axis):,}",
-                label(r.diagnostic, r.statistic, r.n_eval, r.null_trials),
-                str(r.runs),
-                str(r.tests),
-                f"{r.mean_T:.4g}",
-                rate(r),
-                rate(r, True),
-                f"{r.obs_min:.2f}-{r.obs_max:.2f}",
-                f"{r.seconds:.3g}",
-            ]
-            if kind != "level":
-                cells.append(_published(pub, r))
-            else:
-                runs = f"[{r.runs_low:.2f}, {r.runs_high:.2f}]"
-                cells.append("" if np.isnan(r.runs_low) else runs)
-            lines.append("| " + " | ".join(cells) + " |")
-        parts.append("\n".join(lines))
+        parts.append(_section(title, kind, axis, t, pub))
         if kind == "level":
             parts.append(per_observation(t))
     if parts:
         parts.append(INTERVALS_NOTE)
     return "\n\n".join(parts)
+
+
+def _rate(r, exact: bool = False) -> str:
+    """A rejection rate with its 95% interval, from p_sbi or from the exact p-value."""
+    v, lo, hi = (
+        (r.rate_exact, r.exact_low, r.exact_high) if exact else (r.rate, r.rate_low, r.rate_high)
+    )
+    return f"{v:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def _section(title: str, kind: str, axis: str, t, pub) -> str:
+    """One table of the report: a row per task, axis value, method and statistic."""
+    head = ["task", axis.replace("n_cal", "N_cal"), "method", "runs", "tests", "mean T",
+            "rate (p_sbi <= 0.05) [95%]", "rate (exact p) [95%]", "per obs min-max",
+            "s / run"]  # fmt: skip
+    head.append("paper (50 runs)" if kind != "level" else "p_sbi rate over runs [95%]")
+    lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in t.sort_values(["task", axis, "diagnostic", "statistic"]).itertuples():
+        cells = [
+            r.task,
+            f"{getattr(r, axis):,}",
+            label(r.diagnostic, r.statistic, r.n_eval, r.null_trials),
+            str(r.runs),
+            str(r.tests),
+            f"{r.mean_T:.4g}",
+            _rate(r),
+            _rate(r, True),
+            f"{r.obs_min:.2f}-{r.obs_max:.2f}",
+            f"{r.seconds:.3g}",
+        ]
+        if kind != "level":
+            cells.append(_published(pub, r))
+        else:
+            runs = f"[{r.runs_low:.2f}, {r.runs_high:.2f}]"
+            cells.append("" if np.isnan(r.runs_low) else runs)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def per_observation(t) -> str:
