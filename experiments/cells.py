@@ -47,8 +47,8 @@ def run_cells(
     """Runs `run_one(cell) -> row` for each cell (with a `.key`) not stored as ok (nor as
     failed, unless `rerun_failed`), records each row with the package versions, logs
     progress; returns the number of cells that failed."""
-    from leaderboard.store import CLAIMED, ResultsStore
     from leaderboard.provenance import versions
+    from leaderboard.store import CLAIMED, ResultsStore
 
     failed = 0
     with ResultsStore(results, "w") as store:

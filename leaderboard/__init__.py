@@ -6,6 +6,7 @@ results shown beside ours: `published("sbibm")`), report (HTML).
 """
 
 from leaderboard.literature import published
-from leaderboard.store import DEFAULT_PATH, ResultsStore, export, load
+from leaderboard.results import export, load
+from leaderboard.store import DEFAULT_PATH, ResultsStore
 
 __all__ = ["DEFAULT_PATH", "ResultsStore", "export", "load", "published"]

@@ -89,7 +89,7 @@ def entry_labels(df: pd.DataFrame) -> dict[str, str]:
 
 def _settings_for(df: pd.DataFrame, problem_ids: Sequence[str]) -> pd.DataFrame:
     """One row of problem settings per id (taken from `df` where present)."""
-    from leaderboard.store import settings_table
+    from leaderboard.problem_settings import settings_table
 
     table = settings_table(problem_ids)
     out = pd.DataFrame([{"problem_id": p, **table[p]} for p in problem_ids])

@@ -10,15 +10,14 @@ top that say when, where and with what it was made (`provenance`).
 `testbed leaderboard` and the report add, to each family's ranking, the shipped rows of
 the problems the user's results hold (or of the sweep asked for), under the label
 `<agent> (ours, shipped)`: a user's new agent is ranked beside them without recomputing
-them, never mixed into the user's results. `from_results` and `write` make a source from
-a finished results store.
+them, never mixed into the user's results. `write` writes a source, made from a finished
+results store by `leaderboard.shipped_store.from_results`. This module reads no store.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
-import json
 import os
 import platform
 from collections.abc import Iterable
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from leaderboard.store import JOB_COLUMNS
+from leaderboard.rows import JOB_COLUMNS
 from testbed.errors import InputError, bad_value
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -84,7 +83,7 @@ def beside(name: str, problem_ids: Iterable[str], held: Iterable[str] = ()) -> p
     `<agent> (ours, shipped)`, config key `shipped:<key>`) and with the problems'
     settings joined, ready to be ranked beside a user's rows; without the agent configs
     whose every job there the user's results hold (`held` keys: `wholly_held`)."""
-    from leaderboard.store import settings_table
+    from leaderboard.problem_settings import settings_table
 
     wanted = set(problem_ids)
     rows = shipped(name)
@@ -102,75 +101,9 @@ def beside(name: str, problem_ids: Iterable[str], held: Iterable[str] = ()) -> p
     return rows.reset_index(drop=True)
 
 
-def from_results(results: str | os.PathLike, keys: Iterable[str] | None = None) -> pd.DataFrame:
-    """The finished (ok) jobs of a results store (those of `keys` when given) in the
-    shipped form, one row per job: the store's columns and every metric."""
-    from leaderboard import store
-
-    df = store.load(results)
-    df = df[df["status"] == "ok"]
-    if keys is not None:
-        df = df[df["key"].isin(set(keys))]
-    if not len(df):
-        raise InputError(f"results: {str(results)!r} has no finished jobs to ship")
-    base = set(store.FRAME_COLUMNS) | {"problem_options"}
-    settings = set(store.settings_table(sorted(set(df["problem_id"]))).get(
-        df["problem_id"].iloc[0], {}))  # fmt: skip
-    metrics = sorted(c for c in df.columns if c not in base and c not in settings)
-    out = df[COLUMNS + PROVENANCE + metrics].copy()
-    out["config"] = out["config"].map(lambda c: c if isinstance(c, str) else json.dumps(c))
-    return out.sort_values(["agent", "config_key", "problem_id", "agent_seed"]).reset_index(
-        drop=True
-    )
-
-
 def metric_columns(rows: pd.DataFrame) -> list[str]:
     """The metric columns of shipped rows: all but the job's and the provenance's."""
     return [c for c in rows.columns if c not in COLUMNS and c not in PROVENANCE]
-
-
-def restore(name: str, results: str | os.PathLike, keys: Iterable[str]) -> int:
-    """Records in the results store at `results` the shipped runs of source `name` whose
-    key is among `keys` and which the store lacks; returns how many.
-
-    A sweep whose runs ship resumes where they end, on any machine: the reproduction of
-    the Neural Testbed's figure computes only what the package does not hold.
-    """
-    from leaderboard.store import ResultsStore
-
-    rows = shipped(name)
-    rows = rows[rows["key"].isin(set(keys)) & (rows["status"] == "ok")]
-    if len(rows) and Path(results).exists():  # read first: a store holding them stays untouched
-        with ResultsStore(results, mode="r") as store:
-            rows = rows[~rows["key"].isin(store.keys(status="ok"))]
-    if not len(rows):
-        return 0
-    metrics = metric_columns(rows)
-    runs = []
-    for row in rows.to_dict("records"):  # all read before any is written
-        try:
-            config = json.loads(row["config"])
-            versions = row.get("versions")
-            versions = json.loads(versions) if isinstance(versions, str) else {}
-        except ValueError:
-            raise InputError(
-                f"shipped results {name!r}: the run {row['key']} has a config or versions "
-                "that is not JSON; allowed: a file written by leaderboard.shipped.write"
-            ) from None
-        runs.append({
-            **{c: row[c] for c in ("key", "agent", "config_key", "problem_id", "status")},
-            "config": config,
-            "seed": int(row["agent_seed"]),
-            "metrics": {m: row[m] for m in metrics if not pd.isna(row[m])},
-            "wall_seconds": row["wall_seconds"],
-            "versions": versions,
-            "host": row.get("host") if isinstance(row.get("host"), str) else "shipped",
-            "finished_at": row.get("finished_at") if isinstance(
-                row.get("finished_at"), str) else None,
-        })  # fmt: skip
-    with ResultsStore(results, mode="w") as store:
-        store.record_many(runs)  # one transaction: all of them or none
-    return len(runs)
 
 
 def provenance(what: str = "Our runs") -> list[str]:

@@ -12,7 +12,7 @@ import generative
 import testbed
 from experiments.cli import main
 from leaderboard.jobs import Job, JobGroup, JobResult, expand, failed_results, training_groups
-from leaderboard.store import load
+from leaderboard.results import load
 from leaderboard.worker import run_unit
 from testbed.errors import InputError
 

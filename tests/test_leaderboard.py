@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from experiments.cli import main
-from leaderboard import scoring, store
+from leaderboard import results as results_module
+from leaderboard import scoring
 from leaderboard.board import build as lb_build
 from leaderboard.jobs import Job, expand, parse_seeds, sweep_jobs
 from leaderboard.runner import todo
@@ -80,7 +81,7 @@ def test_store_commits_keeps_ok_rows_and_replaces_failed_ones(tmp_path):
         assert s.count() == {"ok": 2, "failed": 0}
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    df = store.load(path)
+    df = results_module.load(path)
     assert df.set_index("problem_id")["kl_estimate"].to_dict() == {"coin/0": 0.25, "coin/1": 0.5}
     assert df.set_index("problem_id")["attempts"].to_dict() == {"coin/0": 1, "coin/1": 2}
     # problem settings joined from generative.problem_settings (coin/1: p=0.2, n=10, tau=1)
@@ -100,7 +101,7 @@ def test_a_batch_of_results_commits_whole_or_not_at_all(tmp_path):
         assert s.keys() == {_result(pid="coin/0")["key"]}  # coin/1 rolled back with it
         batch = [_result(pid=p, kl_estimate=0.5) for p in ("coin/0", "coin/1", "coin/2")]
         assert s.record_many(batch) == 2  # coin/0's ok row is kept
-    kl = store.load(path).set_index("problem_id")["kl_estimate"].to_dict()
+    kl = results_module.load(path).set_index("problem_id")["kl_estimate"].to_dict()
     assert kl == {"coin/0": 0.25, "coin/1": 0.5, "coin/2": 0.5}
 
 
@@ -111,7 +112,7 @@ def test_a_real_job_row_has_metrics_timings_config_and_versions(tmp_path):
     jobs = expand(["beta_bernoulli"], ["coin/1"], overrides={"a": 2.0})
     with ResultsStore(tmp_path / "r.db") as s:
         assert run_sweep(jobs, s, InlineExecutor()).ok == 1
-    row = store.load(tmp_path / "r.db").iloc[0]
+    row = results_module.load(tmp_path / "r.db").iloc[0]
     assert row["status"] == "ok" and row["kl_estimate"] > 0 and row["wall_seconds"] > 0
     assert row["train_seconds"] >= 0 and row["evaluation_seconds"] > 0
     assert json.loads(row["config"])["a"] == 2.0 and "seed" not in json.loads(row["config"])
@@ -132,7 +133,7 @@ def test_resume_skips_ok_and_failed_unless_retrying(tmp_path):
 def test_non_finite_metrics_round_trip(tmp_path):
     with ResultsStore(tmp_path / "r.db") as s:
         s.record(_result(status="failed", kl_estimate=math.nan, test_acc=math.inf))
-    row = store.load(tmp_path / "r.db").iloc[0]
+    row = results_module.load(tmp_path / "r.db").iloc[0]
     assert math.isnan(row["kl_estimate"]) and row["test_acc"] == math.inf
     assert row["error"] == "boom"
 
@@ -141,13 +142,13 @@ def test_export_csv_and_parquet(tmp_path):
     with ResultsStore(tmp_path / "r.db") as s:
         for i in range(3):
             s.record(_result(pid=f"coin/{i}", kl_estimate=0.1 * i))
-    assert store.export(tmp_path / "r.db", tmp_path / "r.csv") == 3
-    assert store.export(tmp_path / "r.db", tmp_path / "r.parquet") == 3
+    assert results_module.export(tmp_path / "r.db", tmp_path / "r.csv") == 3
+    assert results_module.export(tmp_path / "r.db", tmp_path / "r.parquet") == 3
     for back in (pd.read_csv(tmp_path / "r.csv"), pd.read_parquet(tmp_path / "r.parquet")):
         assert list(back["kl_estimate"]) == [0.0, 0.1, 0.2]
         assert list(back["p"]) == [0.2, 0.2, 0.2]
     with pytest.raises(InputError, match="allowed: a path ending in .csv or .parquet"):
-        store.export(tmp_path / "r.db", tmp_path / "r.xlsx")
+        results_module.export(tmp_path / "r.db", tmp_path / "r.xlsx")
 
 
 def _old_version_file(path):
@@ -178,7 +179,7 @@ def test_read_only_results_paths(tmp_path):
     os.chmod(path, 0o444)
     with pytest.raises(InputError, match="cannot be written: the file is read-only"):
         ResultsStore(path)
-    assert len(store.load(path)) == 0  # reading still works
+    assert len(results_module.load(path)) == 0  # reading still works
     folder = tmp_path / "ro"
     folder.mkdir()
     os.chmod(folder, 0o555)
@@ -198,7 +199,7 @@ def _kl_frame(rows):
         _result(agent=a, config=c, pid=p, seed=s, status=st, kl_estimate=kl, test_acc=0.5)
         for a, c, p, s, kl, st in rows
     ]
-    return store.to_dataframe(
+    return results_module.to_dataframe(
         [
             {
                 **r,
@@ -303,7 +304,7 @@ def _c2st_frame(values, task="two_moons", budget=1000, agent="uniform"):
         _result(agent=agent, pid=f"lbfault_sbi/{task}/{budget}/{k + 1}", c2st=v)
         for k, v in enumerate(values)
     ]
-    return store.to_dataframe(
+    return results_module.to_dataframe(
         [{**r, "agent_seed": 0, "config": "{}", "attempts": 1, "finished_at": "t"} for r in rows]
     )
 
@@ -608,7 +609,7 @@ def test_load_and_failures_give_the_stored_error_and_traceback(tmp_path, capsys)
         assert run_sweep(expand(["uniform"], ["lbfault/raise"]), s, InlineExecutor()).failed == 1
         s.record(_result(pid="coin/1", status="failed"))  # no traceback (a timeout, an old row)
         s.record(_result(pid="coin/2", kl_estimate=0.1))
-    df = store.load(path).set_index("problem_id")
+    df = results_module.load(path).set_index("problem_id")
     columns = list(df.reset_index().columns)
     assert columns.index("traceback") == columns.index("error") + 1
     raised = df.loc["lbfault/raise"]

@@ -15,7 +15,7 @@ import leaderboard_faults  # noqa: F401  (registers the lbfault problems here to
 import pytest
 
 from experiments.cli import main
-from leaderboard import store
+from leaderboard import results
 from leaderboard.executors import InlineExecutor, LocalExecutor
 from leaderboard.jobs import expand
 from leaderboard.runner import run_sweep
@@ -157,7 +157,7 @@ def test_retry_failed_reruns_only_failures(tmp_path):
     assert (first.ok, first.failed) == (1, 1)
     assert (again.skipped, again.ran) == (2, 0)
     assert (retry.skipped, retry.ran, retry.failed) == (1, 1, 1)
-    df = store.load(db).set_index("problem_id")
+    df = results.load(db).set_index("problem_id")
     assert df.loc["lbfault/raise", "attempts"] == 2 and df.loc["coin/0", "attempts"] == 1
 
 

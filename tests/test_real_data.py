@@ -710,7 +710,7 @@ def test_cli_run_and_sweep_on_a_file_id(tmp_path, capsys):
     import json
 
     from experiments.cli import main
-    from leaderboard.store import load as load_results
+    from leaderboard.results import load as load_results
 
     path = tmp_path / "data.npz"
     np.savez(path, **datasets.load_raw("iris")._asdict())

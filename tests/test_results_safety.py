@@ -36,7 +36,8 @@ from leaderboard.executors import (
 from leaderboard.jobs import Job, expand
 from leaderboard.outputs import write_atomically
 from leaderboard.runner import run_sweep
-from leaderboard.store import CLAIMED, DONE, ResultsStore, load
+from leaderboard.results import load
+from leaderboard.store import CLAIMED, DONE, ResultsStore
 from testbed.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,8 +12,9 @@ import generative
 import testbed
 from leaderboard.executors import InlineExecutor
 from leaderboard.jobs import Job, JobGroup, expand, training_groups
+from leaderboard.results import load
 from leaderboard.runner import run_sweep
-from leaderboard.store import ResultsStore, load
+from leaderboard.store import ResultsStore
 
 PAIR = ["classification_2d/0", "classification_2d/210"]  # tau 1 and 10, one seed
 

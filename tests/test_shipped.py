@@ -14,7 +14,7 @@ import pytest
 
 import leaderboard
 from experiments.cli import main
-from leaderboard import literature, scoring, shipped
+from leaderboard import literature, scoring, shipped, shipped_store
 from leaderboard.board import (
     build,
     coverage_notes,
@@ -48,7 +48,7 @@ def nt(tmp_path, monkeypatch):
             _record(s, "uniform", pid, kl_estimate=kl, pct_finite_kl=1.0, test_acc=0.5)
             _record(s, "mlp", pid, kl_estimate=kl / 2, pct_finite_kl=1.0, test_acc=0.8)
     path = tmp_path / "neural_testbed.csv.gz"
-    shipped.write(shipped.from_results(db), path, notes=["a test file"])
+    shipped.write(shipped_store.from_results(db), path, notes=["a test file"])
     monkeypatch.setitem(shipped.SOURCES, "neural_testbed", path)
     return path
 
@@ -109,12 +109,12 @@ def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path, monk
     rows = shipped.shipped("neural_testbed")
     mlp = set(rows.loc[rows["agent"] == "mlp", "key"])
     db = tmp_path / "mine.db"
-    assert shipped.restore("neural_testbed", db, mlp) == 4
+    assert shipped_store.restore("neural_testbed", db, mlp) == 4
     opened = []  # held already: the store is only read (a read-only store stays usable)
     real_init = ResultsStore.__init__
     monkeypatch.setattr(ResultsStore, "__init__", lambda self, path, mode="w": (
         opened.append(mode), real_init(self, path, mode))[1])  # fmt: skip
-    assert shipped.restore("neural_testbed", db, mlp) == 0 and opened == ["r"]
+    assert shipped_store.restore("neural_testbed", db, mlp) == 0 and opened == ["r"]
     monkeypatch.setattr(ResultsStore, "__init__", real_init)
     board = build(db)
     table = board.tables_of("classification_2d")[1].set_index("label")
@@ -137,7 +137,7 @@ def test_runs_taken_from_the_shipped_ones_are_not_shown_twice(nt, tmp_path, monk
     rows.assign(config="{not json").to_csv(broken, index=False)
     monkeypatch.setitem(shipped.SOURCES, "neural_testbed", broken)
     with pytest.raises(InputError, match="config or versions that is not JSON"):
-        shipped.restore("neural_testbed", tmp_path / "other.db", mlp)
+        shipped_store.restore("neural_testbed", tmp_path / "other.db", mlp)
 
 
 def test_a_shipped_config_the_user_holds_in_part_is_shown_whole(nt, tmp_path):
@@ -148,7 +148,7 @@ def test_a_shipped_config_the_user_holds_in_part_is_shown_whole(nt, tmp_path):
         rows.loc[(rows["agent"] == "mlp") & (rows["problem_id"] == "classification_2d/0"), "key"]
     )
     db = tmp_path / "mine.db"
-    assert shipped.restore("neural_testbed", db, mlp_0) == 1
+    assert shipped_store.restore("neural_testbed", db, mlp_0) == 1
     with ResultsStore(db) as s:
         _record(s, "my_agent", "classification_2d/1", kl_estimate=0.1, pct_finite_kl=1.0)
     board = build(db)
@@ -232,7 +232,7 @@ def test_over_observations_the_same_observations_as_the_users(tmp_path, monkeypa
             _record(s, "fmpe", f"sbi/two_moons/1000/{k}", c2st=0.6 + 0.01 * k)
         _record(s, "fmpe", "sbi/slcp/1000/1", c2st=0.9)
     path = tmp_path / "sbibm_ours.csv"
-    shipped.write(shipped.from_results(db), path, notes=["a test file"])
+    shipped.write(shipped_store.from_results(db), path, notes=["a test file"])
     monkeypatch.setitem(shipped.SOURCES, "sbibm_ours", path)
     user = tmp_path / "user.db"
     with ResultsStore(user) as s:
