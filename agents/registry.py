@@ -34,18 +34,19 @@ plugin that fails to load gives one warning and is left out.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib.metadata
 import inspect
 import json
 import logging
-import os
 import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from testbed import settings
 from testbed.base import (
     LABELS,
     REAL_VALUES,
@@ -63,7 +64,7 @@ from testbed.config import (
     key_fields,
     with_overrides,
 )
-from testbed.errors import InputError
+from testbed.errors import InputError, bad_value
 from testbed.registry import Registry
 
 log = logging.getLogger("testbed.agents")
@@ -155,6 +156,8 @@ def register(
     kinds = check_predictions(f"agent {name}: predicts", predicts)
     sweep_fn = sweep if sweep is None or callable(sweep) else _fixed(list(sweep))
     says_amortized = _amortized_rule(name, amortized)
+    if reads is not None and not isinstance(reads, type):
+        raise bad_value(f"agent {name}: reads", reads, "a class or runtime-checkable protocol")
 
     def add(obj: Callable[..., Any]):
         if config_cls is None:
@@ -162,11 +165,13 @@ def register(
         else:
             cls, make = config_cls, obj
         doc = (obj.__doc__ or cls.__doc__ or "").strip().splitlines()
-        reads_problem = _builds_oracle(obj) if oracle is None and reads is None else oracle
+        if oracle is None:  # an agent function trains; a factory may say it builds an oracle
+            is_oracle = reads is not None or (config_cls is not None and _builds_oracle(obj))
+        else:
+            is_oracle = bool(oracle)
         entry = AgentEntry(
             name, cls, make, sweep_fn, doc[0] if doc else "", kinds,
-            oracle=bool(reads_problem or reads is not None), reads=reads,
-            amortized=says_amortized,
+            oracle=is_oracle, reads=reads, amortized=says_amortized,
         )  # fmt: skip
         AGENTS.register(name, entry)
         _REGISTERED.add(id(obj))
@@ -180,13 +185,17 @@ def _amortized_rule(name: str, amortized: Any) -> Callable[[Any], bool]:
     if amortized is None:
         return config_says_amortized
     if isinstance(amortized, bool):
-        return lambda config: amortized
+        return functools.partial(_always, amortized)
     if callable(amortized):
         return amortized
     raise InputError(
         f"agent {name}: amortized: got {amortized!r}; allowed: true/false or a function "
         "config -> bool"
     )
+
+
+def _always(value: bool, config: Any) -> bool:
+    return value
 
 
 def _builds_oracle(factory: Any) -> bool:
@@ -468,7 +477,7 @@ def load_plugins(group: str = ENTRY_POINT_GROUP) -> list[str]:
         except Exception as e:
             dist = getattr(getattr(point, "dist", None), "name", None) or "an installed package"
             # a sweep's driver has said it; its workers say it only with -v
-            say = log.debug if os.environ.get("TESTBED_WORKER") else log.warning
+            say = log.debug if settings.current().worker else log.warning
             say(
                 "agent plugin %r (%s, from %s) left out: %s",
                 point.name,

@@ -62,6 +62,10 @@ def test_expansion_grouping_and_kind_checks_build_nothing(nothing_builds):
     units = training_groups(sbi)
     assert [len(u.jobs) for u in units] == [2, 1, 1, 1, 1]  # amortized npe trains once
     assert isinstance(agents.load("oracle"), ConfiguredOracle)
+    assert len(agents.sweep("mlp")) > 1 and agents.load("npe").amortized
+    sbi_class = problem_type_of(FAMILIES.get("sbi"))
+    assert "oracle" in agents.fitting("posterior", sbi_class)
+    assert "exact" not in agents.fitting("posterior", sbi_class)
     with pytest.raises(InputError) as err:
         expand(["npe"], ["classification_2d/0"])
     fits = str(err.value).split("agents that fit: ")[1].split(", ")
@@ -148,3 +152,11 @@ def test_registration_declares_oracle_and_amortized(scoped_registries):
         agents.register("bad_amortized_test", _Config, amortized="yes")
     with pytest.raises(InputError, match="which its registration does not declare"):
         agents.load("hidden_reader_test")(None, None)
+    with pytest.raises(InputError, match="reads: got 'oracle_predictive'; allowed: a class"):
+        agents.register("bad_reads_test", _Config, reads="oracle_predictive")
+    agents.register("not_reader_test", _Config, oracle=False)(make_reader)
+    agents.register("any_reader_test", _Config, oracle=True)(make_hidden)
+    assert not AGENTS.get("not_reader_test").oracle  # declared: the annotation is not asked
+    assert AGENTS.get("any_reader_test").serves(object)  # it says nothing of what it reads
+    assert not AGENTS.get("oracle").serves(object)
+    assert AGENTS.get("oracle").reads is OffersOracle
