@@ -130,13 +130,7 @@ def make_bbb(config: BBBConfig):
     """Bayes by backprop: each key draws one weight vector from the variational posterior."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        net = _structure(
-            tuple(config.hidden_sizes),
-            prior.num_classes,
-            prior.input_dim,
-            config.num_index_samples,
-            config.kl_method,
-        )
+        net = _structure(*config.architecture(prior), config.num_index_samples, config.kl_method)
         init_key, train_key = config.keys()
         params = net.init(init_key)
         n = max(prior.num_train, 1)

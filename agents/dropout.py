@@ -91,8 +91,12 @@ def decay_scale(config: DropoutConfig, prior: PriorKnowledge) -> float:
 
 
 @functools.cache
-def _dropout_net(hidden, num_classes, rate, dropout_input, first_bias_std, exclude_bias_l2):
+def _dropout_net(hidden, num_classes, input_dim, rate, dropout_input, exclude_bias_l2):
+    first_bias_std = 1.0 / math.sqrt(input_dim)  # the reference's `MLPDropoutENN`
     net = make_dropout_mlp(hidden, num_classes, rate, dropout_input, first_bias_std)
+
+    def init(key):
+        return net.init(key, jnp.zeros((1, input_dim), jnp.float32), key)
 
     def loss(params, batch, key, decay):
         outputs = net.apply(params, batch.x, key)
@@ -102,7 +106,7 @@ def _dropout_net(hidden, num_classes, rate, dropout_input, first_bias_std, exclu
             weights = params
         return regularized_loss(outputs, batch.y, decay, weights)
 
-    return Network(jax.jit(net.init), loss, jax.jit(net.apply))
+    return Network(jax.jit(init), loss, jax.jit(net.apply))
 
 
 @register("dropout", DropoutConfig, sweep=dropout_sweep, predicts=NETWORK)
@@ -110,17 +114,10 @@ def make_dropout(config: DropoutConfig):
     """MC dropout MLP: each key is one dropout mask (one function for all inputs)."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        net = _dropout_net(
-            tuple(config.hidden_sizes),
-            prior.num_classes,
-            float(config.dropout_rate),
-            bool(config.dropout_input),
-            1.0 / math.sqrt(prior.input_dim),
-            bool(config.exclude_bias_l2),
-        )
+        dropout = (float(config.dropout_rate), bool(config.dropout_input))
+        net = _dropout_net(*config.architecture(prior), *dropout, bool(config.exclude_bias_l2))
         init_key, train_key = config.keys()
-        dummy = jnp.zeros((1, prior.input_dim), jnp.float32)
-        params = net.init(init_key, dummy, init_key)
+        params = net.init(init_key)
         aux = jnp.float32(decay_scale(config, prior))
         return config.trained_sampler(net, params, data, prior, train_key, aux)
 

@@ -65,7 +65,7 @@ def epinet_sweep() -> list[EpinetConfig]:
 
 
 @functools.cache
-def _structure(hidden, epi_hiddens, add_hiddens, num_classes, input_dim, index_dim):
+def _structure(hidden, num_classes, input_dim, epi_hiddens, add_hiddens, index_dim):
     def forward(x, z):
         h = x
         for width in hidden:
@@ -114,14 +114,8 @@ def make_epinet(config: EpinetConfig):
     """Epinet (Osband et al. 2021) on an MLP base network; one index z per key."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        net = _structure(
-            tuple(config.hidden_sizes),
-            tuple(config.epi_hiddens),
-            tuple(config.add_hiddens),
-            prior.num_classes,
-            prior.input_dim,
-            config.index_dim,
-        )
+        epistemic = (tuple(config.epi_hiddens), tuple(config.add_hiddens), config.index_dim)
+        net = _structure(*config.architecture(prior), *epistemic)
         init_key, train_key = config.keys()
         params, prior_params = net.init(init_key)
         scale = jnp.float32(config.prior_scale / temperature_of(prior))

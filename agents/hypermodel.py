@@ -91,7 +91,7 @@ def gaussian_bootstrap(distribution: str, boot: jax.Array, z: jax.Array) -> jax.
 
 @functools.cache
 def _structure(
-    hidden, prior_hidden, num_classes, input_dim, index_dim, num_samples, dist, enn_2021
+    hidden, num_classes, input_dim, prior_hidden, index_dim, num_samples, dist, enn_2021
 ):
     mlp = make_flat_mlp(hidden, num_classes, input_dim)
     make_index_prior = make_hyper_linear_prior if enn_2021 else make_linear_index_prior
@@ -140,10 +140,8 @@ def make_hypermodel(config: HypermodelConfig):
 
     def agent(data: Data, prior: PriorKnowledge):
         net = _structure(
-            tuple(config.hidden_sizes),
+            *config.architecture(prior),
             tuple(config.prior_hidden_sizes),
-            prior.num_classes,
-            prior.input_dim,
             config.index_dim,
             config.num_index_samples,
             config.distribution,

@@ -345,6 +345,11 @@ class NetworkConfig(SGDConfig):
         super().__post_init__()
         check_hidden_sizes("hidden_sizes", self.hidden_sizes, not self.needs_hidden_layer)
 
+    def architecture(self, prior: PriorKnowledge) -> tuple[tuple[int, ...], int, int]:
+        """(hidden sizes, classes, input dim): the MLP's shapes on a problem, the first part
+        of every network agent's structure key (the compiled loop is built once per key)."""
+        return tuple(self.hidden_sizes), prior.num_classes, prior.input_dim
+
 
 @dataclasses.dataclass(frozen=True)
 class WeightDecayConfig(SGDConfig):
