@@ -40,13 +40,13 @@ import importlib.metadata
 import inspect
 import json
 import logging
+import os
 import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from testbed import settings
 from testbed.base import (
     LABELS,
     REAL_VALUES,
@@ -54,8 +54,8 @@ from testbed.base import (
     TRAINS_ON_PROBLEM,
     TRAINS_ON_SIMULATOR,
     PriorKnowledge,
-    check_predictions,
     may_share_training,
+    parse_predictions,
 )
 from testbed.config import (
     UNUSED_SEED,
@@ -153,7 +153,7 @@ def register(
     ignores the observation (default: the config's `amortized` field or property). The
     decorated object is returned unchanged.
     """
-    kinds = check_predictions(f"agent {name}: predicts", predicts)
+    kinds = parse_predictions(f"agent {name}: predicts", predicts)
     sweep_fn = sweep if sweep is None or callable(sweep) else _fixed(list(sweep))
     says_amortized = _amortized_rule(name, amortized)
     if reads is not None and not isinstance(reads, type):
@@ -477,7 +477,7 @@ def load_plugins(group: str = ENTRY_POINT_GROUP) -> list[str]:
         except Exception as e:
             dist = getattr(getattr(point, "dist", None), "name", None) or "an installed package"
             # a sweep's driver has said it; its workers say it only with -v
-            say = log.debug if settings.current().worker else log.warning
+            say = log.debug if os.environ.get("TESTBED_WORKER") else log.warning
             say(
                 "agent plugin %r (%s, from %s) left out: %s",
                 point.name,

@@ -136,7 +136,7 @@ PREDICTIONS: dict[str, str] = {  # kind -> how messages say it
 }
 
 
-def check_predictions(field: str, kinds: Any) -> frozenset[str] | None:
+def parse_predictions(field: str, kinds: Any) -> frozenset[str] | None:
     """`kinds` (one name or several, None: undeclared) as a frozenset of PREDICTIONS' names,
     else an InputError naming `field`."""
     if kinds is None:
