@@ -25,7 +25,6 @@ Run:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -94,12 +93,12 @@ def jobs_for(agent_names: Sequence[str], overrides: dict[str, dict], problem_ids
     """The leaderboard jobs: each agent's (overridden) default config on every problem, one
     seed group after another (every agent on group 0, then on group 1, ...), so that a run
     stopped part-way holds whole groups that every agent finished."""
-    from leaderboard.jobs import expand
+    from leaderboard.sweep import plan
 
     jobs = []
     for ids in by_seed_group(problem_ids).values():
         for name in agent_names:
-            jobs += expand([name], ids, overrides=overrides.get(name), configs="default")
+            jobs += plan([name], ids, overrides=overrides.get(name))
     return jobs
 
 
@@ -220,15 +219,12 @@ def figure(table: pd.DataFrame, path: Path, groups: Sequence[int] = ()) -> None:
 def select_configs(results, executor, agent_names, group: int, problem_ids) -> dict[str, dict]:
     """Each agent's config of its sweep with the lowest mean KL on the problems of seed
     group `group` (all taus), run through the store."""
-    from leaderboard.jobs import expand
-    from leaderboard.runner import run_sweep
-    from leaderboard.store import ResultsStore
+    import leaderboard.results
+    from leaderboard.sweep import plan, run
 
     chosen = [p for p in problem_ids if group_of(p) == group]
-    jobs = expand(agent_names, chosen, configs="sweep")
-    with ResultsStore(results, mode="w") as store:
-        run_sweep(jobs, store, executor, progress=True)
-    import leaderboard.results
+    jobs = plan(agent_names, chosen, configs="sweep")
+    run(jobs, results, executor)
 
     df = leaderboard.results.load(results)
     df = df[df["key"].isin({j.key for j in jobs})].copy()
@@ -254,18 +250,10 @@ def take_shipped(jobs: Sequence, results: str) -> int:
     return taken
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import OneLineParser, run_jobs, setup_logging, stored_keys
-    from leaderboard.executors import LocalExecutor
-    from leaderboard.outputs import check_output_path, write_atomically
-    from leaderboard.worker import enable_compilation_cache
+def _parser():
+    from experiments.console import script_parser
 
-    parser = OneLineParser(
-        prog="python -m experiments.reproduce_neural_testbed",
-        name="reproduce_neural_testbed",
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = script_parser("reproduce_neural_testbed", __doc__.splitlines()[0])
     parser.add_argument("--agents", default=",".join(RUN_ORDER))
     parser.add_argument("--agent-configs", default="2021", help="2021 or current defaults")
     parser.add_argument("--results", default="neural-testbed-reproduction.db")
@@ -286,76 +274,110 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-shipped", action="store_true",
         help="compute every job, also those whose runs the package ships",
     )  # fmt: skip
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
+    """The agents, their configs' overrides and the problem ids asked for, and the --out
+    folder, each checked (and the outputs' paths) before any job runs."""
+    import generative
+    from leaderboard.outputs import check_output_path
+
+    names = [a.strip() for a in args.agents.split(",") if a.strip()]
+    unknown = [a for a in names if a not in FIGURE_2021]
+    if unknown or not names:
+        raise InputError(
+            f"--agents: got {args.agents!r}; allowed: some of {', '.join(FIGURE_2021)}"
+        )
+    if NORMALISER not in names:
+        raise InputError(f"--agents: got {args.agents!r}; allowed: a list that has mlp")
+    overrides = configs(args.agent_configs)
+    ids = generative.sweep_ids(SWEEP)
+    if args.problems:
+        given = [p.strip() for p in args.problems.split(",") if p.strip()]
+        bad = [p for p in given if p not in ids]
+        if bad:
+            raise InputError(f"--problems: got {bad[0]!r}; allowed: ids of {SWEEP}")
+        ids = given
+    if args.select is not None and not 0 <= args.select <= 9:
+        raise InputError(f"--select: got {args.select}; allowed: a seed group 0-9")
+    if args.select is not None and args.report:
+        raise InputError("--report: runs nothing; allowed: without --select (which runs)")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
+    for name in OUTPUTS:  # before any job runs
+        check_output_path("--out", out / name, [args.results], make_folder=True)
+    return names, overrides, ids, out
+
+
+def _store_to_read(args, stack: contextlib.ExitStack) -> str:
+    """The results store: --results, or for a --report without one a temporary store for
+    the package's shipped runs (none is made then)."""
+    if not (args.report and not Path(args.results).exists()):
+        return args.results
+    if args.no_shipped:
+        raise InputError(
+            f"--results: got {args.results!r}, which does not exist; allowed: this "
+            "reproduction's results store (or, without --no-shipped, none: the "
+            "package's shipped runs)"
+        )
+    return str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "r.db")
+
+
+def _reported(jobs: Sequence, results: str, shipped_only: bool) -> tuple[set[str], list[int]]:
+    """`--report`: the keys of the seed groups every agent finished, and those groups."""
+    from experiments.console import stored_keys
+
+    stored = stored_keys(results) if Path(results).exists() else set()  # none shipped
+    groups = finished_groups(jobs, stored)
+    if not groups:
+        held = "the package's shipped runs hold" if shipped_only else f"{results!r} has"
+        raise InputError(
+            f"--results: {held} no seed group that every agent finished; allowed: "
+            "a results store of this reproduction that does"
+        )
+    print(f"seed groups every agent finished: {groups}", file=sys.stderr)
+    return {j.key for j in jobs if group_of(j.problem_id) in groups}, groups
+
+
+def _table(args, stack: contextlib.ExitStack) -> tuple[pd.DataFrame, Path, list[int], bool]:
+    """Runs (or, with --report, reads) the reproduction: its table, the --out folder, the
+    seed groups it covers, and whether a job failed."""
+    from experiments.console import run_jobs
+    from leaderboard.sweep import make_executor
+
+    names, overrides, ids, out = _checked(args)
+    executor = make_executor("local", workers=args.workers)
+    if args.select is not None:
+        overrides = select_configs(args.results, executor, names, args.select, ids)
+        ids = [i for i in ids if group_of(i) != args.select]
+    jobs = jobs_for(names, overrides, ids)
+    results = _store_to_read(args, stack)
+    if not args.no_shipped:
+        take_shipped(jobs, results)
+    if args.report:
+        keys, groups = _reported(jobs, results, results != args.results)
+        return summary_table(results, keys), out, groups, False
+    failed = run_jobs(jobs, results, executor).any_failed
+    groups = sorted({group_of(j.problem_id) for j in jobs})
+    return summary_table(results, {j.key for j in jobs}), out, groups, failed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.console import setup_logging
+    from leaderboard.outputs import write_atomically
+    from leaderboard.worker import enable_compilation_cache
+
+    args = _parser().parse_args(argv)
     setup_logging()
     enable_compilation_cache()
-    stack = contextlib.ExitStack()  # a --report's temporary store, when it makes one
     try:
-        import generative
-
-        names = [a.strip() for a in args.agents.split(",") if a.strip()]
-        unknown = [a for a in names if a not in FIGURE_2021]
-        if unknown or not names:
-            raise InputError(
-                f"--agents: got {args.agents!r}; allowed: some of {', '.join(FIGURE_2021)}"
-            )
-        if NORMALISER not in names:
-            raise InputError(f"--agents: got {args.agents!r}; allowed: a list that has mlp")
-        overrides = configs(args.agent_configs)
-        ids = generative.sweep_ids(SWEEP)
-        if args.problems:
-            given = [p.strip() for p in args.problems.split(",") if p.strip()]
-            bad = [p for p in given if p not in ids]
-            if bad:
-                raise InputError(f"--problems: got {bad[0]!r}; allowed: ids of {SWEEP}")
-            ids = given
-        if args.select is not None and not 0 <= args.select <= 9:
-            raise InputError(f"--select: got {args.select}; allowed: a seed group 0-9")
-        if args.select is not None and args.report:
-            raise InputError("--report: runs nothing; allowed: without --select (which runs)")
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
-        for name in OUTPUTS:  # before any job runs
-            check_output_path("--out", out / name, [args.results], make_folder=True)
-        executor = LocalExecutor(workers=args.workers)
-        if args.select is not None:
-            overrides = select_configs(args.results, executor, names, args.select, ids)
-            ids = [i for i in ids if group_of(i) != args.select]
-        jobs = jobs_for(names, overrides, ids)
-        results = args.results
-        shipped_only = args.report and not Path(results).exists()
-        if shipped_only:  # the shipped runs alone: no store made
-            if args.no_shipped:
-                raise InputError(
-                    f"--results: got {results!r}, which does not exist; allowed: this "
-                    "reproduction's results store (or, without --no-shipped, none: the "
-                    "package's shipped runs)"
-                )
-            results = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "r.db")
-        if not args.no_shipped:
-            take_shipped(jobs, results)
-        if args.report:
-            failed = False
-            stored = stored_keys(results) if Path(results).exists() else set()  # none shipped
-            groups = finished_groups(jobs, stored)
-            if not groups:
-                held = "the package's shipped runs hold" if shipped_only else f"{results!r} has"
-                raise InputError(
-                    f"--results: {held} no seed group that every agent finished; allowed: "
-                    "a results store of this reproduction that does"
-                )
-            keys = {j.key for j in jobs if group_of(j.problem_id) in groups}
-            print(f"seed groups every agent finished: {groups}", file=sys.stderr)
-        else:
-            failed, keys = run_jobs(jobs, results, executor).any_failed, {j.key for j in jobs}
-            groups = sorted({group_of(j.problem_id) for j in jobs})
-        table = summary_table(results, keys)
+        with contextlib.ExitStack() as stack:  # a --report's temporary store, when it makes one
+            table, out, groups, failed = _table(args, stack)
     except InputError as e:
         print(f"reproduce_neural_testbed: error: {e}", file=sys.stderr)
         return 2
-    finally:
-        stack.close()
     text = markdown(table)
     csv = io.StringIO()
     table.to_csv(csv, index=False, float_format="%.4f")

@@ -28,7 +28,6 @@ Run:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,7 +87,7 @@ def agent_overrides(pairs: Sequence[str]) -> dict[str, dict[str, str]]:
 
 def jobs_for(tasks, budgets, agent_names, observations, overrides) -> list:
     """The leaderboard jobs: each agent's default config on every sbi/<task>/<budget>/<k>."""
-    from leaderboard.jobs import expand
+    from leaderboard.sweep import plan
 
     for name in overrides:
         if name not in agent_names:
@@ -100,7 +99,7 @@ def jobs_for(tasks, budgets, agent_names, observations, overrides) -> list:
     ids = [f"sbi/{t}/{b}/{k}" for t in tasks for b in budgets for k in observations]
     jobs = []
     for name in agent_names:
-        jobs += expand([name], ids, overrides=overrides.get(name), configs="default")
+        jobs += plan([name], ids, overrides=overrides.get(name))
     return jobs
 
 
@@ -268,19 +267,10 @@ def _paper_agents(text: str, run: Sequence[str]) -> list[str]:
     return _split(text, "--paper-agents", PAPER_AGENTS)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import OneLineParser, run_jobs, setup_logging
-    from leaderboard import literature
-    from leaderboard.executors import LocalExecutor
-    from leaderboard.outputs import check_output_path, write_atomically
-    from leaderboard.worker import enable_compilation_cache
+def _parser():
+    from experiments.console import script_parser
 
-    parser = OneLineParser(
-        prog="python -m experiments.reproduce_sbibm",
-        name="reproduce_sbibm",
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = script_parser("reproduce_sbibm", __doc__.splitlines()[0])
     parser.add_argument("--tasks", default="two_moons,gaussian_linear,slcp")
     parser.add_argument("--budgets", default="1000,10000")
     parser.add_argument("--agents", default="npe,nle,nre,rej_abc,smc_abc")
@@ -307,47 +297,77 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also write this run's finished runs as our shipped results (e.g. "
         "leaderboard/data/sbibm_ours.csv; see leaderboard.shipped)",
     )  # fmt: skip
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _check_outputs(args) -> Path:
+    """The --out folder; its files and --ship never land on an input (the results store,
+    the paper's published runs) nor on each other, checked before any job runs."""
+    from leaderboard import literature
+    from leaderboard.outputs import check_output_path
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
+    published = list(literature.SOURCES.values())  # the paper's runs, read for the table
+    for name in OUTPUTS:  # never the results store (or any SQLite file), never a folder
+        check_output_path("--out", out / name, [args.results], published, make_folder=True)
+    if args.ship:
+        outputs = [out / name for name in OUTPUTS]
+        check_output_path("--ship", args.ship, [args.results], [*published, *outputs])
+    return out
+
+
+def _ship(results: str, keys: set[str], path: str) -> None:
+    """This run's finished runs written as our shipped results (`--ship`)."""
+    from leaderboard import shipped
+    from leaderboard.outputs import write_atomically
+    from leaderboard.shipped_store import from_results
+
+    rows = from_results(results, keys)
+    write_atomically("--ship", path, lambda tmp: shipped.write(rows, tmp), keep_suffix=True)
+    print(f"{len(rows)} runs shipped -> {path}", file=sys.stderr)
+
+
+def _run(args) -> tuple[pd.DataFrame, pd.DataFrame, Path, bool]:
+    """Runs (or, with --report, reads) the reproduction: its table, the paper's curves
+    drawn beside it, the --out folder, and whether a job failed."""
+    import generative
+    from experiments.console import run_jobs
+    from leaderboard.sweep import make_executor
+
+    tasks = _split(args.tasks, "tasks", generative.sbi.task_names())
+    budgets = _split(args.budgets, "budgets", (1_000, 10_000, 100_000), int)
+    agent_names = _split(args.agents, "agents", SBIBM_AGENTS)
+    observations = _split(args.observations, "observations", range(1, 11), int)
+    paper_agents = _paper_agents(args.paper_agents, agent_names)
+    out = _check_outputs(args)
+    jobs = jobs_for(tasks, budgets, agent_names, observations, agent_overrides(args.set))
+    executor = make_executor("local", workers=args.workers)  # refused before the store is made
+    if args.report:
+        failed, keys = False, _reported_keys(jobs, args.results)
+    else:
+        failed, keys = run_jobs(jobs, args.results, executor).any_failed, {j.key for j in jobs}
+    table = summary_table(args.results, keys)
+    if args.ship:
+        _ship(args.results, keys, args.ship)
+    return table, paper_only(table, paper_agents, observations), out, failed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.console import setup_logging
+    from leaderboard.outputs import write_atomically
+    from leaderboard.worker import enable_compilation_cache
+
+    args = _parser().parse_args(argv)
     setup_logging()  # hours of work say what they are doing, as `testbed sweep` does
     enable_compilation_cache()
     try:
-        import generative
-
-        tasks = _split(args.tasks, "tasks", generative.sbi.task_names())
-        budgets = _split(args.budgets, "budgets", (1_000, 10_000, 100_000), int)
-        agent_names = _split(args.agents, "agents", SBIBM_AGENTS)
-        observations = _split(args.observations, "observations", range(1, 11), int)
-        paper_agents = _paper_agents(args.paper_agents, agent_names)
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
-        # outputs never land on an input: checked before any job runs
-        published = list(literature.SOURCES.values())  # the paper's runs, read for the table
-        for name in OUTPUTS:  # never the results store (or any SQLite file), never a folder
-            check_output_path("--out", out / name, [args.results], published, make_folder=True)
-        if args.ship:
-            outputs = [out / name for name in OUTPUTS]
-            check_output_path("--ship", args.ship, [args.results], [*published, *outputs])
-        jobs = jobs_for(tasks, budgets, agent_names, observations, agent_overrides(args.set))
-        executor = LocalExecutor(workers=args.workers)  # refused before the store is made
-        if args.report:
-            failed, keys = False, _reported_keys(jobs, args.results)
-        else:
-            failed, keys = run_jobs(jobs, args.results, executor).any_failed, {j.key for j in jobs}
-        table = summary_table(args.results, keys)
-        if args.ship:
-            from leaderboard import shipped
-            from leaderboard.shipped_store import from_results
-
-            rows = from_results(args.results, keys)
-            write_atomically("--ship", args.ship, lambda tmp: shipped.write(rows, tmp),
-                             keep_suffix=True)  # fmt: skip
-            print(f"{len(rows)} runs shipped -> {args.ship}", file=sys.stderr)
+        table, paper, out, failed = _run(args)
     except InputError as e:
         print(f"reproduce_sbibm: error: {e}", file=sys.stderr)
         return 2
     text = markdown(table)
-    paper = paper_only(table, paper_agents, observations)
     write_atomically(
         "--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"), make_folder=True
     )
