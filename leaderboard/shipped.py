@@ -11,13 +11,13 @@ top that say when, where and with what it was made (`provenance`).
 the problems the user's results hold (or of the sweep asked for), under the label
 `<agent> (ours, shipped)`: a user's new agent is ranked beside them without recomputing
 them, never mixed into the user's results. `write` writes a source, made from a finished
-results store by `leaderboard.shipped_store.from_results`. This module reads no store.
+results store by `leaderboard.shipped_store.from_results`. The files' form and their
+reading are `leaderboard.shipped_files`'; this module reads no store.
 """
 
 from __future__ import annotations
 
 import datetime
-import functools
 import os
 import platform
 from collections.abc import Iterable
@@ -25,43 +25,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from leaderboard.rows import JOB_COLUMNS
-from testbed.errors import InputError, bad_value
+from leaderboard.shipped_files import (  # the files' form, read by both sides
+    COLUMNS,
+    DATA,
+    PROVENANCE,
+    SOURCES,
+    metric_columns,
+    shipped,
+)
+from testbed.errors import InputError
 
-DATA = Path(__file__).resolve().parent / "data"
-SOURCES = {
-    "neural_testbed": DATA / "neural_testbed.csv.gz",
-    "sbibm_ours": DATA / "sbibm_ours.csv",
-}
-COLUMNS = [*JOB_COLUMNS, "wall_seconds"]  # before the metric columns
-PROVENANCE = ["versions", "host", "finished_at"]  # each run's own, where a file has them
+__all__ = [  # the shipped runs as ranking reads them, their files' form included
+    "COLUMNS", "DATA", "KEY_PREFIX", "LABEL", "PROVENANCE", "SOURCES", "beside", "families",
+    "metric_columns", "provenance", "shipped", "wholly_held", "write",
+]  # fmt: skip
 LABEL = "{agent} (ours, shipped)"
 KEY_PREFIX = "shipped:"
-
-
-@functools.cache
-def _read(path: str, mtime: float) -> pd.DataFrame:
-    df = pd.read_csv(path, comment="#")
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(
-            f"shipped results: {path} lacks the columns {', '.join(missing)}; allowed: a "
-            f"file with columns {', '.join(COLUMNS)} and metrics (leaderboard.shipped.write)"
-        )
-    return df
-
-
-def shipped(name: str = "neural_testbed", path: str | os.PathLike | None = None) -> pd.DataFrame:
-    """A copy of our shipped runs called `name` (or those in the file at `path`), one row
-    per job; an empty table when the source holds no runs yet."""
-    if path is None:
-        if name not in SOURCES:
-            raise bad_value("shipped results", name, list(SOURCES))
-        path = SOURCES[name]
-    path = Path(path)
-    if not path.exists():
-        return pd.DataFrame(columns=COLUMNS)
-    return _read(str(path), path.stat().st_mtime).copy()
 
 
 def families(name: str) -> list[str]:
@@ -99,11 +78,6 @@ def beside(name: str, problem_ids: Iterable[str], held: Iterable[str] = ()) -> p
         if column not in rows.columns:
             rows[column] = [settings[p].get(column) for p in rows["problem_id"]]
     return rows.reset_index(drop=True)
-
-
-def metric_columns(rows: pd.DataFrame) -> list[str]:
-    """The metric columns of shipped rows: all but the job's and the provenance's."""
-    return [c for c in rows.columns if c not in COLUMNS and c not in PROVENANCE]
 
 
 def provenance(what: str = "Our runs") -> list[str]:

@@ -17,7 +17,7 @@ import pandas as pd
 from leaderboard.problem_settings import settings_table
 from leaderboard.results import load
 from leaderboard.rows import FRAME_COLUMNS
-from leaderboard.shipped import COLUMNS, PROVENANCE, metric_columns, shipped
+from leaderboard.shipped_files import COLUMNS, PROVENANCE, metric_columns, shipped
 from leaderboard.store import ResultsStore
 from testbed.errors import InputError
 

@@ -70,6 +70,7 @@ def row_problem(metrics: Any, config: Any) -> str | None:
 
 
 def row_ok(metrics: Any, config: Any) -> int:
+    """1 when a stored row reads (`row_problem`), else 0: the SQL function `row_ok`."""
     return int(row_problem(metrics, config) is None)
 
 
