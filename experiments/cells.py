@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from testbed.errors import InputError
@@ -98,3 +100,23 @@ def stored_and_shipped(stored, shipped, keys: Sequence[str], results: str, what:
             + "; allowed: a store this experiment wrote"
         )
     return frame
+
+
+def run_unless_report(
+    name: str, args: Any, run: Callable[[], int], ship: Callable[[str, Path], int], note=True
+) -> int:
+    """A reproduction's cells run (`run()`, the number that failed) unless `args.report`,
+    then `--ship`ped (`ship(results, path)`, the rows written); a report without a store
+    says (when `note`) that our shipped runs alone are tabled. Returns the failures."""
+    failed = 0
+    if not args.report:
+        failed = run()
+    elif note and not Path(args.results).exists():
+        print(
+            f"{name}: note: --results {args.results!r} does not exist; our "
+            "shipped runs alone are tabled",
+            file=sys.stderr,
+        )
+    if args.ship:
+        print(f"{ship(args.results, Path(args.ship))} rows shipped -> {args.ship}", file=sys.stderr)
+    return failed

@@ -36,7 +36,6 @@ Run:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
 import sys
@@ -519,16 +518,10 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import OneLineParser, setup_logging
-    from leaderboard.outputs import check_output_path, write_atomically
+def _parser():
+    from experiments.console import script_parser
 
-    parser = OneLineParser(
-        prog="python -m experiments.ppl_power",
-        name="ppl_power",
-        description=" ".join(__doc__.split("\n\n")[0].split()),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = script_parser("ppl_power", " ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--problems", default=",".join(PROBLEMS), help="conjugate/wyb ids")
     parser.add_argument("--samplers", default=",".join(SAMPLERS), help="the PPL and its faults")
     parser.add_argument("--measures", default=",".join(MEASURES), help="what scores the draws")
@@ -542,43 +535,65 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
     parser.add_argument("--ship", default=None, metavar="CSV.GZ", help="ship finished cells")
     parser.add_argument("--report", action="store_true", help="run nothing: the table")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _chosen(args, long, problems, samplers, measures, sizes):
+    """The stored trials of the cells asked for (by default every stored cell); an
+    InputError when none matches."""
+    chosen = {
+        "problem": problems if args.problems != ",".join(PROBLEMS) else None,
+        "sampler": samplers,
+        "measure": [*measures, "ess"],
+        "n": sizes if args.sizes != ",".join(map(str, SIZES)) else None,
+    }
+    for column, values in chosen.items():
+        long = long if values is None else long[long[column].isin(values)]
+    if not len(long):
+        raise InputError(
+            "--problems, --samplers, --measures, --sizes: no stored or shipped trial "
+            "matches; allowed: a selection of the cells run (see --report alone)"
+        )
+    return long
+
+
+def _run(args) -> tuple[Any, int]:
+    """Runs (or, with --report, reads) the cells asked for: their trials and the number
+    of cells that failed."""
+    from experiments.cells import run_unless_report
+    from leaderboard.outputs import check_output_path
+
+    problems = _split(args.problems.replace("conjugate/", ""), "--problems", ALL_PROBLEMS)
+    samplers = _split(args.samplers, "--samplers", SAMPLERS)
+    measures = _split(args.measures, "--measures", MEASURES)
+    sizes = _sizes(args.sizes)
+    check_applies(measures, problems)
+    if not 1 <= args.trials <= 10_000:
+        raise InputError(f"--trials: got {args.trials}; allowed: 1 to 10000")
+    if not 0 <= args.c2st_trials <= 10_000:
+        raise InputError(f"--c2st-trials: got {args.c2st_trials}; allowed: 0 to 10000")
+    if args.ship:
+        check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
+    if args.out:
+        check_output_path("--out", Path(args.out), [args.results], suffixes=(".md", ".txt"))
+
+    def run_cells() -> int:
+        cells = plan(problems, samplers, sizes, measures, args.trials, args.c2st_trials)
+        return run(cells, args.results)
+
+    failed = run_unless_report("ppl_power", args, run_cells, ship, note=False)
+    long = long_frame(args.results, shipped=not args.no_shipped)
+    return _chosen(args, long, problems, samplers, measures, sizes), failed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.console import setup_logging
+    from leaderboard.outputs import write_atomically
+
+    args = _parser().parse_args(argv)
     setup_logging()
     try:
-        problems = _split(args.problems.replace("conjugate/", ""), "--problems", ALL_PROBLEMS)
-        samplers = _split(args.samplers, "--samplers", SAMPLERS)
-        measures = _split(args.measures, "--measures", MEASURES)
-        sizes = _sizes(args.sizes)
-        check_applies(measures, problems)
-        if not 1 <= args.trials <= 10_000:
-            raise InputError(f"--trials: got {args.trials}; allowed: 1 to 10000")
-        if not 0 <= args.c2st_trials <= 10_000:
-            raise InputError(f"--c2st-trials: got {args.c2st_trials}; allowed: 0 to 10000")
-        if args.ship:
-            check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
-        if args.out:
-            check_output_path("--out", Path(args.out), [args.results], suffixes=(".md", ".txt"))
-        failed = 0
-        if not args.report:
-            cells = plan(problems, samplers, sizes, measures, args.trials, args.c2st_trials)
-            failed = run(cells, args.results)
-        if args.ship:
-            rows = ship(args.results, Path(args.ship))
-            print(f"{rows} rows shipped -> {args.ship}", file=sys.stderr)
-        long = long_frame(args.results, shipped=not args.no_shipped)
-        chosen = {  # the report shows what was asked for (by default every stored cell)
-            "problem": problems if args.problems != ",".join(PROBLEMS) else None,
-            "sampler": samplers,
-            "measure": [*measures, "ess"],
-            "n": sizes if args.sizes != ",".join(map(str, SIZES)) else None,
-        }
-        for column, values in chosen.items():
-            long = long if values is None else long[long[column].isin(values)]
-        if not len(long):
-            raise InputError(
-                "--problems, --samplers, --measures, --sizes: no stored or shipped trial "
-                "matches; allowed: a selection of the cells run (see --report alone)"
-            )
+        long, failed = _run(args)
     except InputError as e:
         print(f"ppl_power: error: {e}", file=sys.stderr)
         return 2

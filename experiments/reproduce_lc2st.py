@@ -27,7 +27,6 @@ Run:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.util
 import logging
@@ -395,44 +394,31 @@ def import_file(path: str) -> None:
         ) from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import OneLineParser, setup_logging
-    from leaderboard.outputs import check_output_path, write_atomically
+def _parser():
+    from experiments.console import script_parser
 
-    parser = OneLineParser(
-        prog="python -m experiments.reproduce_lc2st",
-        name="reproduce_lc2st",
-        description=" ".join(__doc__.split("\n\n")[0].split()),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = script_parser("reproduce_lc2st", " ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--parts", default="level,figure2,appendix", help=f"of {', '.join(PARTS)}")
     parser.add_argument("--tasks", default="all", help="only these tasks of the parts")
     parser.add_argument("--runs", type=int, default=3, help="runs 1..RUNS (the paper: 50)")
     parser.add_argument(
-        "--diagnostics",
-        default="oracle_c2st,lc2st,lc2st_nf,lhpd",
+        "--diagnostics", default="oracle_c2st,lc2st,lc2st_nf,lhpd",
         help="registered local diagnostics (with --import: yours)",
-    )
+    )  # fmt: skip
     parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="FILE",
+        "--import", dest="imports", action="append", default=[], metavar="FILE",
         help="a Python file that registers diagnostics",
-    )
+    )  # fmt: skip
     parser.add_argument("--results", default="lc2st-reproduction.db", help="results store")
     parser.add_argument("--out", default="lc2st-reproduction", help="folder for tables and figure")
     parser.add_argument(
-        "--budgets",
-        default=",".join(map(str, BUDGETS)),
+        "--budgets", default=",".join(map(str, BUDGETS)),
         help="NPE training budgets, of the paper's",
-    )
+    )  # fmt: skip
     parser.add_argument(
-        "--n-cals",
-        default=",".join(map(str, N_CALS)),
+        "--n-cals", default=",".join(map(str, N_CALS)),
         help="calibration set sizes, of the paper's (the largest: the budget sweep's)",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--n-eval", type=int, default=N_EVAL, help="draws of q at each observation (10 to 100000)"
     )
@@ -441,73 +427,84 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
     parser.add_argument(
-        "--ship",
-        default=None,
-        metavar="CSV.GZ",
+        "--ship", default=None, metavar="CSV.GZ",
         help=f"also write the store's finished runs as our shipped runs ({SHIPPED.name})",
-    )
+    )  # fmt: skip
     parser.add_argument(
-        "--report",
-        action="store_true",
+        "--report", action="store_true",
         help="run nothing: tables and figure from what the store holds",
+    )  # fmt: skip
+    return parser
+
+
+def _checked(args) -> tuple[list[str], list[str] | None, list[str], Settings, Path]:
+    """The parts, tasks (None: all), diagnostics and settings asked for, and the --out
+    folder, each checked (and the outputs' paths) before any cell runs."""
+    from leaderboard.outputs import check_output_path
+    from testbed.metrics.local import LOCAL_DIAGNOSTICS
+
+    parts = _split(args.parts, "--parts", PARTS)
+    all_tasks = sorted(set(FIGURE2_TASKS + APPENDIX_TASKS + LEVEL_TASKS))
+    tasks = None if args.tasks == "all" else _split(args.tasks, "--tasks", all_tasks)
+    diagnostics = _split(args.diagnostics, "--diagnostics", LOCAL_DIAGNOSTICS.names())
+    if not 1 <= args.runs <= 1_000:
+        raise InputError(f"--runs: got {args.runs}; allowed: 1 to 1000")
+    if not 10 <= args.n_eval <= 100_000:
+        raise InputError(f"--n-eval: got {args.n_eval}; allowed: 10 to 100000")
+    if not 1 <= args.null_trials <= 10_000:
+        raise InputError(f"--null-trials: got {args.null_trials}; allowed: 1 to 10000")
+    settings = Settings(
+        tuple(_split(args.budgets, "--budgets", BUDGETS, int)),
+        tuple(_split(args.n_cals, "--n-cals", N_CALS, int)),
+        args.n_eval,
+        args.null_trials,
     )
-    args = parser.parse_args(argv)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
+    if args.ship:
+        check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
+    if out.is_dir():
+        for name in OUTPUTS:
+            check_output_path("--out", out / name, [args.results])
+    elif not out.parent.resolve().is_dir():
+        raise InputError(
+            f"--out: got {args.out!r}, whose folder does not exist; allowed: "
+            "a folder in an existing one"
+        )
+    return parts, tasks, diagnostics, settings, out
+
+
+def _run(args) -> tuple[Any, Path, int]:
+    """Runs (or, with --report, reads) the reproduction: its summary table, the --out
+    folder, and the number of cells that failed."""
+    from experiments.cells import run_unless_report
+
+    for path in args.imports:
+        import_file(path)
+    parts, tasks, diagnostics, settings, out = _checked(args)
+
+    def run_cells() -> int:
+        cells = plan(parts, range(1, args.runs + 1), diagnostics, tasks, settings)
+        if not cells:
+            raise InputError(
+                f"--tasks: got {args.tasks!r}, in none of the parts "
+                f"{args.parts!r}; allowed: {tasks_of(parts)}"
+            )
+        return run(cells, args.results, settings)
+
+    failed = run_unless_report("reproduce_lc2st", args, run_cells, ship)
+    return summary(long_frame(args.results, shipped=not args.no_shipped)), out, failed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.console import setup_logging
+    from leaderboard.outputs import write_atomically
+
+    args = _parser().parse_args(argv)
     setup_logging()
     try:
-        for path in args.imports:
-            import_file(path)
-        from testbed.metrics.local import LOCAL_DIAGNOSTICS
-
-        parts = _split(args.parts, "--parts", PARTS)
-        all_tasks = sorted(set(FIGURE2_TASKS + APPENDIX_TASKS + LEVEL_TASKS))
-        tasks = None if args.tasks == "all" else _split(args.tasks, "--tasks", all_tasks)
-        diagnostics = _split(args.diagnostics, "--diagnostics", LOCAL_DIAGNOSTICS.names())
-        if not 1 <= args.runs <= 1_000:
-            raise InputError(f"--runs: got {args.runs}; allowed: 1 to 1000")
-        if not 10 <= args.n_eval <= 100_000:
-            raise InputError(f"--n-eval: got {args.n_eval}; allowed: 10 to 100000")
-        if not 1 <= args.null_trials <= 10_000:
-            raise InputError(f"--null-trials: got {args.null_trials}; allowed: 1 to 10000")
-        settings = Settings(
-            tuple(_split(args.budgets, "--budgets", BUDGETS, int)),
-            tuple(_split(args.n_cals, "--n-cals", N_CALS, int)),
-            args.n_eval,
-            args.null_trials,
-        )
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
-        if args.ship:
-            check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
-        if out.is_dir():
-            for name in OUTPUTS:
-                check_output_path("--out", out / name, [args.results])
-        elif not out.parent.resolve().is_dir():
-            raise InputError(
-                f"--out: got {args.out!r}, whose folder does not exist; allowed: "
-                "a folder in an existing one"
-            )
-        failed = 0
-        if not args.report:
-            cells = plan(parts, range(1, args.runs + 1), diagnostics, tasks, settings)
-            if not cells:
-                raise InputError(
-                    f"--tasks: got {args.tasks!r}, in none of the parts "
-                    f"{args.parts!r}; allowed: {tasks_of(parts)}"
-                )
-            failed = run(cells, args.results, settings)
-        elif not Path(args.results).exists():
-            print(
-                f"reproduce_lc2st: note: --results {args.results!r} does not exist; our "
-                "shipped runs alone are tabled",
-                file=sys.stderr,
-            )
-        if args.ship:
-            print(
-                f"{ship(args.results, Path(args.ship))} rows shipped -> {args.ship}",
-                file=sys.stderr,
-            )
-        table = summary(long_frame(args.results, shipped=not args.no_shipped))
+        table, out, failed = _run(args)
     except InputError as e:
         print(f"reproduce_lc2st: error: {e}", file=sys.stderr)
         return 2

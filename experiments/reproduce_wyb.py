@@ -31,7 +31,6 @@ Run:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
 import sys
@@ -336,14 +335,9 @@ def _problems(text: str) -> list[int]:
 
 
 def parse(argv: Sequence[str] | None):
-    from experiments.console import OneLineParser
+    from experiments.console import script_parser
 
-    parser = OneLineParser(
-        prog="python -m experiments.reproduce_wyb",
-        name="reproduce_wyb",
-        description=" ".join(__doc__.split("\n\n")[0].split()),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = script_parser("reproduce_wyb", " ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--agents", default=",".join(AGENTS), help="of " + ", ".join(AGENTS))
     parser.add_argument("--problems", default="all", help="of 1..21 (comma-separated)")
     parser.add_argument("--priors", default="matched,paper", help="of matched, paper")
@@ -384,24 +378,16 @@ def check(args) -> tuple[list[Cell], Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.cells import run_unless_report
     from experiments.console import setup_logging
 
     args = parse(argv)
     setup_logging()
     try:
         cells, out = check(args)
-        failed = 0
-        if not args.report:
-            failed = run(cells, args.results, args.rerun_failed)
-        elif not Path(args.results).exists():
-            print(
-                f"reproduce_wyb: note: --results {args.results!r} does not exist; our "
-                "shipped runs alone are tabled",
-                file=sys.stderr,
-            )
-        if args.ship:
-            count = ship(args.results, Path(args.ship))
-            print(f"{count} rows shipped -> {args.ship}", file=sys.stderr)
+        failed = run_unless_report(
+            "reproduce_wyb", args, lambda: run(cells, args.results, args.rerun_failed), ship
+        )
         frame = load_frame(args.results, shipped=not args.no_shipped)
     except InputError as e:
         print(f"reproduce_wyb: error: {e}", file=sys.stderr)
