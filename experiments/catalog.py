@@ -21,7 +21,6 @@ known family, a seed) takes the whole way.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib.util
 import json
@@ -192,15 +191,17 @@ def write(data: dict) -> Path | None:
 # ----- messages, as the registries word them (testbed.errors, testbed.registry)
 
 
-def close_names(name: object, names: Iterable[str], n: int = 2) -> list[str]:
-    """As `testbed.registry.close_names` (that module imports the testbed package)."""
-    if not isinstance(name, str) or not name:
-        return []
-    names = list(names)
-    same = [c for c in names if c.lower() == name.lower() and c != name]
-    close = difflib.get_close_matches(name.lower(), [c.lower() for c in names], n=n, cutoff=0.6)
-    by_lower = {c.lower(): c for c in names}
-    return list(dict.fromkeys([*same, *(by_lower[c] for c in close)]))[:n]
+def _load_file(package: str, module: str):
+    """A module of ours that imports only the standard library, loaded from its file:
+    importing it by name would first import its package (the testbed's imports JAX)."""
+    path = Path(importlib.util.find_spec(package).submodule_search_locations[0], f"{module}.py")
+    spec = importlib.util.spec_from_file_location(f"_catalog_{module}", path)
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+close_names = _load_file("testbed", "names").close_names  # as the registries suggest names
 
 
 def _did_you_mean(name: str, names: Iterable[str]) -> str:

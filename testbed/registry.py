@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 from testbed.errors import InputError, bad_value
+from testbed.names import close_names
 
 T = TypeVar("T")
-
-
-def close_names(name: object, names: Iterable[str], n: int = 2) -> list[str]:
-    """The (at most `n`) names closest to `name`: a name that differs only in case first,
-    then difflib's close matches (typos, a letter missing or swapped)."""
-    if not isinstance(name, str) or not name:
-        return []
-    names = list(names)
-    same = [c for c in names if c.lower() == name.lower() and c != name]
-    close = difflib.get_close_matches(name.lower(), [c.lower() for c in names], n=n, cutoff=0.6)
-    by_lower = {c.lower(): c for c in names}
-    return list(dict.fromkeys([*same, *(by_lower[c] for c in close)]))[:n]
 
 
 def unknown_name(field: str, name: object, names: Iterable[str]) -> InputError:
