@@ -40,13 +40,13 @@ import importlib.metadata
 import inspect
 import json
 import logging
-import os
 import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from testbed import settings
 from testbed.base import (
     LABELS,
     REAL_VALUES,
@@ -477,7 +477,7 @@ def load_plugins(group: str = ENTRY_POINT_GROUP) -> list[str]:
         except Exception as e:
             dist = getattr(getattr(point, "dist", None), "name", None) or "an installed package"
             # a sweep's driver has said it; its workers say it only with -v
-            say = log.debug if os.environ.get("TESTBED_WORKER") else log.warning
+            say = log.debug if settings.current().worker else log.warning
             say(
                 "agent plugin %r (%s, from %s) left out: %s",
                 point.name,

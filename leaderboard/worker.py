@@ -1,9 +1,9 @@
 """What runs inside a worker: a job (or a group of jobs sharing a training) -> one
 `JobResult` per job, and the worker process loop.
 
-Kept free of JAX imports at module level: a worker sets its thread counts in the
-environment *before* JAX, XLA or torch are imported, so parallel workers do not
-oversubscribe the cores.
+Kept free of JAX imports at module level: the driver imports it to compute a worker's
+environment (thread counts, which JAX, XLA and torch read when they load, so parallel
+workers do not oversubscribe the cores) without loading the stack.
 """
 
 from __future__ import annotations
@@ -213,26 +213,49 @@ def run_unit_with_time_limit(unit: Unit, seconds: float | None) -> list[JobResul
 
 
 def worker_env(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` for a worker process: progress as log lines (no status line under the
-    sweep's bar) unless the user chose otherwise; TESTBED_WORKER marks it a worker (what
-    the driver said already, e.g. a broken agent plugin, it does not say again); the
-    sweep's checkpoint directory, or 'off' (`testbed.checkpoints`; imported when called, as
-    it imports JAX)."""
-    from testbed.checkpoints import CHECKPOINTS_ENV
+    """`env` with the TESTBED_* variables of a worker: progress as log lines (no status
+    line under the sweep's bar) unless the user chose otherwise; TESTBED_WORKER marks it a
+    worker (what the driver said already, e.g. a broken agent plugin, it does not say
+    again); the sweep's checkpoint directory, or 'off' (`testbed.checkpoints`). Taken from
+    the settings in force (`testbed.settings`, imported when called: it imports JAX)."""
+    from testbed import settings
 
-    progress = os.environ.get("TESTBED_PROGRESS", "lines")
-    checkpoints = os.environ.get(CHECKPOINTS_ENV, "off")
+    chosen = settings.current()
+    progress = chosen.get(settings.PROGRESS)
+    checkpoints = chosen.get(settings.CHECKPOINTS)
     return {
-        "TESTBED_PROGRESS": progress,
-        "TESTBED_WORKER": "1",
-        CHECKPOINTS_ENV: checkpoints,
+        settings.PROGRESS: "lines" if progress is None else progress,
+        settings.WORKER: "1",
+        settings.CHECKPOINTS: "off" if checkpoints is None else checkpoints,
         **env,
     }
 
 
-def prepare(env: Mapping[str, str], imports: Iterable[str] = ()) -> None:
-    """Sets the worker's environment, then imports the stack and the user's modules."""
-    os.environ.update(env)
+def worker_process_env(threads: int) -> dict[str, str]:
+    """The variables a local worker process starts with: its thread counts, testbed's
+    compilation cache and its TESTBED_* settings (read by native libraries and JAX when
+    they load, so set before anything is imported)."""
+    return worker_env({**thread_env(threads), **compilation_cache_env()})
+
+
+def worker_settings(threads: int) -> Any:
+    """The settings a worker with `threads` threads runs under (`testbed.settings.Settings`):
+    those its process environment gives (`worker_process_env`), passed to it explicitly."""
+    from testbed import settings
+
+    environ = {**os.environ, **settings.current().environ(), **worker_process_env(threads)}
+    return settings.Settings.from_env(environ)
+
+
+def prepare(chosen: Any = None, imports: Iterable[str] = ()) -> None:
+    """A worker's start: its settings in force (`chosen`, a `testbed.settings.Settings`;
+    None: this process's), testbed's threefry lowering installed, then the stack and the
+    user's modules imported."""
+    from testbed import settings, threefry_cpu
+
+    if chosen is not None:
+        settings.install(chosen)
+    threefry_cpu.install()
     import agents  # noqa: F401
     import generative  # noqa: F401
     import testbed  # noqa: F401
@@ -280,7 +303,7 @@ def _exit_with_parent(parent: int) -> None:
             os._exit(3)
 
 
-def worker_main(conn, env: Mapping[str, str], imports: tuple[str, ...], parent: int) -> None:
+def worker_main(conn, chosen: Any, imports: tuple[str, ...], parent: int) -> None:
     """Process loop: say `ready`, then answer each job dict with a result; stop on None.
 
     Ctrl-C reaches the whole terminal's process group: a worker ignores it and lets the
@@ -289,7 +312,7 @@ def worker_main(conn, env: Mapping[str, str], imports: tuple[str, ...], parent: 
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # the driver held it blocked
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     try:
-        prepare(env, imports)
+        prepare(chosen, imports)
     except Exception as exc:
         conn.send({"ready": False, "error": _one_line(exc)})
         return

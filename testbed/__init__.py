@@ -16,9 +16,6 @@ from testbed.base import (
 )
 from testbed.errors import InputError
 from testbed.evaluate import evaluate, evaluate_many, train
-from testbed.threefry_cpu import install as _install_threefry
-
-_install_threefry()  # the same random bits, 4x faster on the CPU (see testbed.threefry_cpu)
 
 __version__ = "0.2.0"
 

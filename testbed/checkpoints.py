@@ -1,10 +1,10 @@
 """Where agents keep checkpoints of long trainings, so an interrupted sweep resumes them.
 
-`TESTBED_CHECKPOINTS` names the directory (unset, empty or "off": no checkpoints). A sweep
-with a results store sets it to `<results>.checkpoints` for its workers unless the user set
-it, and removes that directory once every job of the sweep is stored as ok (`beside_store`);
-its workers get the variable in their environment (`worker_env`). Agents key each file by
-what decides their training (`checkpoint_path`); sbi's one-round trainings use it
+`TESTBED_CHECKPOINTS` names the directory (unset, empty or "off": no checkpoints; read by
+`testbed.settings`). A sweep with a results store sets it to `<results>.checkpoints` in
+the settings its workers get unless the user set it, and removes that directory once every
+job of the sweep is stored as ok (`beside_store`). Agents key each file by what decides
+their training (`checkpoint_path`); sbi's one-round trainings use it
 (`agents.sbi_checkpoint`).
 """
 
@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-CHECKPOINTS_ENV = "TESTBED_CHECKPOINTS"
+from testbed import settings
+
+CHECKPOINTS_ENV = settings.CHECKPOINTS
 SUFFIX = ".checkpoints"
 
 
 def checkpoint_dir() -> Path | None:
     """The directory `TESTBED_CHECKPOINTS` names, or None (unset, empty or 'off', in any
     case)."""
-    value = os.environ.get(CHECKPOINTS_ENV, "").strip()
-    return None if value.lower() in ("", "off") else Path(value)
+    return settings.current().checkpoints
 
 
 def checkpoint_path(directory: Path, name: str, task: str, *key: Any) -> Path:
@@ -40,25 +40,22 @@ def checkpoint_path(directory: Path, name: str, task: str, *key: Any) -> Path:
 def beside_store(
     store_path: str | Path, finished: Callable[[], bool], enabled: bool = True
 ) -> Iterator[Path | None]:
-    """Within: `TESTBED_CHECKPOINTS` = `<store_path>.checkpoints` (absolute; new worker
-    processes get it), unless the user set the variable (then theirs holds, and is never
-    removed), or 'off' when not `enabled` (e.g. a sweep that trains once per job: one job
-    must not take another's training). On leaving, that directory is removed when
-    `finished()` says every job is stored as ok; otherwise it stays for the run that
-    resumes them."""
-    user = os.environ.get(CHECKPOINTS_ENV)
-    if enabled and user is not None:
-        yield checkpoint_dir()
+    """Within: `TESTBED_CHECKPOINTS` = `<store_path>.checkpoints` (absolute) in the settings
+    in force (`testbed.settings.current()`, which the workers started inside get), unless
+    the user set the variable (then theirs holds, and is never removed), or 'off' when not
+    `enabled` (e.g. a sweep that trains once per job: one job must not take another's
+    training). On leaving, that directory is removed when `finished()` says every job is
+    stored as ok; otherwise it stays for the run that resumes them."""
+    outer = settings.current()
+    if enabled and outer.get(CHECKPOINTS_ENV) is not None:
+        yield outer.checkpoints
         return
     directory = Path(f"{store_path}{SUFFIX}").resolve() if enabled else None
-    os.environ[CHECKPOINTS_ENV] = str(directory) if directory else "off"
+    chosen = outer.replace(**{CHECKPOINTS_ENV: str(directory) if directory else "off"})
     try:
-        yield directory
+        with settings.using(chosen):
+            yield directory
     finally:
-        if user is None:
-            os.environ.pop(CHECKPOINTS_ENV, None)
-        else:
-            os.environ[CHECKPOINTS_ENV] = user
         if directory is not None and directory.is_dir() and _true(finished):
             _remove_checkpoints(directory)
 

@@ -10,7 +10,8 @@ configured for JAX itself (`JAX_COMPILATION_CACHE_DIR`, or `jax_compilation_cach
 set with `jax.config.update`) is never overridden: testbed then compiles into that one.
 
 - The command line and sweep workers own their process: `enable_compilation_cache()` turns
-  the cache on for the whole process and, through the environment, its children.
+  the cache on for the whole process, and returns the variables that turn it on in the
+  processes it starts (an executor puts them in its workers' environment).
 - Library calls (`testbed.metrics.c2st`, `LC2ST`, the joint-KL estimators and every
   evaluator run by `testbed.evaluate`) configure it once per process, at the first such
   call, and only when JAX has no cache folder then: JAX's folder becomes ours (public
@@ -35,8 +36,10 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-CACHE_ENV = "TESTBED_JAX_CACHE"
-CACHE_OFF = ("off", "0", "false", "no")
+from testbed import settings
+
+CACHE_ENV = settings.JAX_CACHE
+CACHE_OFF = settings.JAX_CACHE_OFF
 # JAX writes only programs that took at least this long to compile (its default: 1 s).
 # 0: every program. A cache read of a small program costs about a millisecond, its
 # compilation 10-100 ms, and a first call compiles many small ones besides the big ones
@@ -52,12 +55,8 @@ def cache_folder(environ: Mapping[str, str] | None = None) -> str | None:
 
     None also when `JAX_COMPILATION_CACHE_DIR` is set: the user's own cache for JAX.
     """
-    environ = os.environ if environ is None else environ
-    choice = environ.get(CACHE_ENV, "").strip()
-    if choice.lower() in CACHE_OFF or "JAX_COMPILATION_CACHE_DIR" in environ:
-        return None
-    cache_home = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return choice or os.path.join(cache_home, "testbed", "jax")
+    chosen = settings.current() if environ is None else settings.Settings.from_env(environ)
+    return chosen.jax_cache
 
 
 def compilation_cache_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -77,14 +76,13 @@ def compilation_cache_env(environ: Mapping[str, str] | None = None) -> dict[str,
 
 def enable_compilation_cache() -> dict[str, str]:
     """Turns testbed's cache on for this whole process (jax.config, which works after JAX
-    is imported, before a compilation) and its children (environment). For processes
-    testbed owns: the command line and sweep workers. Returns the variables set ({} when
-    off or when the user's JAX_COMPILATION_CACHE_DIR is set)."""
+    is imported, before a compilation). For processes testbed owns: the command line and
+    sweep workers. Returns the variables that turn it on in a child process ({} when off
+    or when the user's JAX_COMPILATION_CACHE_DIR is set): its starter passes them on."""
     env = compilation_cache_env()
     if env:
         import jax
 
-        os.environ.update(env)
         jax.config.update("jax_compilation_cache_dir", env["JAX_COMPILATION_CACHE_DIR"])
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECS)
     return env

@@ -1,17 +1,18 @@
 """How many cores this process may use, and how many threads our own thread pools start.
 
 Sweeps run several worker processes, each told its share through `TESTBED_THREADS` (set
-with the BLAS / XLA thread variables, see leaderboard.worker.thread_env), so code that
-starts threads of its own (the metric classifiers' trainer) does not oversubscribe cores.
+with the BLAS / XLA thread variables, see leaderboard.worker.thread_env; read by
+`testbed.settings`), so code that starts threads of its own (the metric classifiers'
+trainer) does not oversubscribe cores.
 """
 
 from __future__ import annotations
 
 import os
 
-from testbed.errors import InputError
+from testbed import settings
 
-THREADS_ENV = "TESTBED_THREADS"
+THREADS_ENV = settings.THREADS
 
 
 def usable_cores() -> int:
@@ -24,13 +25,5 @@ def usable_cores() -> int:
 
 def thread_budget() -> int:
     """Threads our thread pools may start: the usable cores, capped by $TESTBED_THREADS."""
-    value = os.environ.get(THREADS_ENV, "").strip()
-    if not value:
-        return usable_cores()
-    try:
-        threads = int(value)
-    except ValueError:
-        threads = 0
-    if threads < 1:
-        raise InputError(f"{THREADS_ENV}: got {value!r}; allowed: an integer >= 1, or unset")
-    return min(threads, usable_cores())
+    threads = settings.current().threads
+    return usable_cores() if threads is None else min(threads, usable_cores())

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
-from testbed.errors import bad_value
+from testbed import settings
 
 log = logging.getLogger("testbed.progress")
-MODES = ("auto", "lines", "off")
+MODES = settings.PROGRESS_MODES
 INTERVAL = 10.0  # seconds between log lines off a terminal
 TICK = 0.25  # seconds between redraws of a terminal's status line
 DETAIL_HOLD = 1.0  # a terminal heartbeat waits this long after a more specific report
@@ -36,12 +35,11 @@ _last_detail = [-float("inf")]  # monotonic time of the last specific report (`s
 _held = [0]  # > 0: activities keep quiet (e.g. under a sweep's progress bar)
 
 
-def progress_mode(environ=os.environ) -> str:
-    """`TESTBED_PROGRESS` checked: auto, lines or off."""
-    mode = environ.get("TESTBED_PROGRESS", "auto").strip().lower() or "auto"
-    if mode not in MODES:
-        raise bad_value("TESTBED_PROGRESS", mode, MODES)
-    return mode
+def progress_mode(environ: Mapping[str, str] | None = None) -> str:
+    """`TESTBED_PROGRESS` checked: auto, lines or off (of `environ` when given, else of the
+    settings in force)."""
+    chosen = settings.current() if environ is None else settings.Settings.from_env(environ)
+    return chosen.progress
 
 
 def listening() -> bool:
@@ -75,6 +73,23 @@ def held() -> Iterator[None]:
         yield
     finally:
         _held[0] -= 1
+
+
+@contextlib.contextmanager
+def kept() -> Iterator[None]:
+    """The open activities as they were on entering, whatever happens inside.
+
+    Work stopped by a time limit while an activity of its cleans up (the alarm lands in
+    the activity's `finally`) leaves that activity open: every later line of the process
+    would carry its label, and its heartbeat would speak on. Put back, the stale activity
+    is no longer innermost and its heartbeat stays quiet."""
+    with _lock:
+        before = list(_stack)
+    try:
+        yield
+    finally:
+        with _lock:
+            _stack[:] = before
 
 
 class _Activity:

@@ -16,23 +16,18 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from testbed import settings
 from testbed.errors import InputError
 
 MEMORY_SHARE = 0.5  # of the machine's memory that one estimator may hold at once
-MEMORY_ENV = "TESTBED_MEMORY_GB"
+MEMORY_ENV = settings.MEMORY_GB
 GB = 2**30
 
 
 def memory_bytes() -> int:
     """The memory the bound is taken from: `TESTBED_MEMORY_GB`, else the machine's."""
-    given = os.environ.get(MEMORY_ENV, "").strip()
-    if given:
-        try:
-            gb = float(given)
-        except ValueError:
-            gb = float("nan")
-        if not gb > 0 or gb == float("inf"):
-            raise InputError(f"{MEMORY_ENV}: got {given!r}; allowed: a number of GB > 0")
+    gb = settings.current().memory_gb
+    if gb is not None:
         return int(gb * GB)
     try:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))

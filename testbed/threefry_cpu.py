@@ -9,20 +9,25 @@ A program around the draws may be fused differently, so its floats can differ fr
 lowering by rounding (a trained `hypermodel`'s KL by 1e-4 relative; `sgmcmc`'s and `bbb`'s
 not at all on the problem checked).
 
-Installed when `testbed` is imported, for every JAX program the process lowers after
-that; `TESTBED_THREEFRY=rolled` keeps JAX's CPU lowering. It uses a JAX-internal
-registration; a JAX without it keeps its own lowering (`lowering()` says which is in use).
+Installed by one explicit call, `install()`, which the entry points make (the `testbed`
+command, a sweep's workers, the reproduction scripts, the benchmarks, the tests), for
+every JAX program the process lowers after that; a library user calls it to have it too.
+`TESTBED_THREEFRY=rolled` keeps JAX's CPU lowering. It uses a JAX-internal registration,
+checked on the JAX versions of VALID_JAX (tests/test_threefry_cpu.py fails on another, so
+an upgrade is checked again); a JAX without it keeps its own lowering (`lowering()` says
+which is in use).
 """
 
 from __future__ import annotations
 
-import os
 import warnings
 
-from testbed.errors import bad_value
+from testbed import settings
 
-ENV = "TESTBED_THREEFRY"
-CHOICES = ("unrolled", "rolled")
+ENV = settings.THREEFRY
+CHOICES = settings.THREEFRY_CHOICES
+# JAX versions whose internal registration and bits tests/test_threefry_cpu.py checked
+VALID_JAX = ("0.10.2",)
 _state = {"lowering": "rolled"}
 
 
@@ -39,13 +44,13 @@ def _register_unrolled() -> bool:
     return True
 
 
-def install() -> str:
-    """Uses the unrolled lowering on the CPU unless `TESTBED_THREEFRY=rolled`; returns the
-    lowering in use. Idempotent."""
-    choice = os.environ.get(ENV, "unrolled").strip().lower() or "unrolled"
-    if choice not in CHOICES:  # a warning, not an error: the bits are the same either way
-        warnings.warn(f"{bad_value(ENV, choice, CHOICES)} (using the default)", stacklevel=2)
-        choice = "unrolled"
+def install(chosen: settings.Settings | None = None) -> str:
+    """Uses the unrolled lowering on the CPU unless `TESTBED_THREEFRY=rolled` (in `chosen`,
+    default: the settings in force); returns the lowering in use. Idempotent."""
+    chosen = settings.current() if chosen is None else chosen
+    if chosen.threefry_refused:  # a warning, not an error: the bits are the same either way
+        warnings.warn(chosen.threefry_refused, stacklevel=2)
+    choice = chosen.threefry
     if choice == "unrolled" and _state["lowering"] != "unrolled" and _register_unrolled():
         _state["lowering"] = "unrolled"
     return _state["lowering"]

@@ -49,6 +49,11 @@ if "TESTBED_CATALOG" not in os.environ:
     os.environ["TESTBED_CATALOG"] = _catalog
     atexit.register(shutil.rmtree, _catalog, ignore_errors=True)
 
+# the unrolled threefry lowering, as every entry point installs it (the numbers pinned here
+# are the command line's)
+from testbed import threefry_cpu  # noqa: E402
+
+threefry_cpu.install()
 
 import pytest  # noqa: E402
 

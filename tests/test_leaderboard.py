@@ -540,7 +540,7 @@ def test_enable_compilation_cache_sets_this_process_and_children(tmp_path, monke
         assert jax.config.jax_compilation_cache_dir == str(tmp_path)
         min_secs = float(env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"])
         assert jax.config.jax_persistent_cache_min_compile_time_secs == min_secs
-        assert os.environ["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path)
+        assert env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path)  # what its children get
     finally:
         for n, v in saved.items():
             jax.config.update(n, v)

@@ -743,7 +743,7 @@ def test_a_ctrl_c_while_a_worker_is_started_waits_for_the_driver(monkeypatch):
     ignored there, and that sweep ran to its end and exited 0."""
     from multiprocessing import util
 
-    from leaderboard.executors import _sigint_blocked_in_children
+    from leaderboard.processes import sigint_blocked as _sigint_blocked_in_children
 
     def spawn_hit_by_ctrl_c(path, args, passfds):
         os.kill(os.getpid(), signal.SIGINT)  # lands while the worker is being started

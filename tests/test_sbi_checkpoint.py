@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -192,14 +191,21 @@ def test_checkpoints_can_be_turned_off(value, monkeypatch):
     assert checkpoint_dir() is None
 
 
+def chosen() -> str | None:
+    """TESTBED_CHECKPOINTS in the settings in force (what a sweep's workers get)."""
+    from testbed import settings
+
+    return settings.current().get(CHECKPOINTS_ENV)
+
+
 def test_beside_store_sets_the_directory_and_removes_it_when_finished(tmp_path, monkeypatch):
     monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
     store = tmp_path / "r.db"
     with beside_store(store, finished=lambda: False) as d:
-        assert os.environ[CHECKPOINTS_ENV] == str(d) == f"{store}.checkpoints"
+        assert chosen() == str(d) == f"{store}.checkpoints"
         d.mkdir()
         (d / "x.pt").write_bytes(b"")
-    assert CHECKPOINTS_ENV not in os.environ and d.is_dir()  # jobs left: kept
+    assert chosen() is None and d.is_dir()  # jobs left: kept
     with beside_store(store, finished=lambda: 1 / 0):  # cannot say: kept
         pass
     assert d.is_dir()
@@ -216,7 +222,7 @@ def test_beside_store_sets_the_directory_and_removes_it_when_finished(tmp_path, 
     monkeypatch.setenv(CHECKPOINTS_ENV, str(mine))  # the user's: used, never removed
     with beside_store(store, finished=lambda: True) as d:
         assert d == mine
-    assert mine.is_dir() and os.environ[CHECKPOINTS_ENV] == str(mine)
+    assert mine.is_dir() and chosen() == str(mine)
 
 
 def test_a_sweep_stopped_mid_training_resumes_it(tmp_path, monkeypatch, caplog):
@@ -260,21 +266,21 @@ def test_a_sweep_that_trains_per_job_keeps_no_checkpoints(tmp_path, monkeypatch)
     even where the user named a directory."""
     seen: list[str] = []
 
-    class Recording:  # an executor that only looks at the environment its workers get
+    class Recording:  # an executor that only looks at the settings its workers get
         def run(self, units, on_result):
             for _ in units:
-                seen.append(os.environ[CHECKPOINTS_ENV])
+                seen.append(chosen())
 
     monkeypatch.setenv(CHECKPOINTS_ENV, str(tmp_path / "mine"))
     jobs = expand(["npe"], ["sbi/two_moons/1000/1"])
     with ResultsStore(tmp_path / "r.db") as store:
         run_sweep(jobs, store, Recording(), share_training=False)
-        assert seen == ["off"] and os.environ[CHECKPOINTS_ENV] == str(tmp_path / "mine")
+        assert seen == ["off"] and chosen() == str(tmp_path / "mine")
         monkeypatch.delenv(CHECKPOINTS_ENV)
         seen.clear()
         run_sweep(jobs, store, Recording())
         assert seen == [str((tmp_path / "r.db.checkpoints").resolve())]
-        assert CHECKPOINTS_ENV not in os.environ
+        assert chosen() is None
 
 
 def test_workers_get_the_sweeps_directory(tmp_path, monkeypatch):

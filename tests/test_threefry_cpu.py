@@ -9,8 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-import testbed  # noqa: F401  (installs the lowering)
-from testbed import threefry_cpu
+from testbed import threefry_cpu  # installed by conftest, as the entry points install it
 
 DRAWS = """
 import sys
@@ -73,6 +72,33 @@ def test_unrolled_lowering_in_use_and_bits_equal_jax_own(tmp_path):
         assert set(rolled.files) == set(ours)
         for name in ours:
             np.testing.assert_array_equal(ours[name], rolled[name], err_msg=name)
+
+
+def test_the_lowering_is_checked_on_this_jax():
+    """The registration is JAX-internal: a JAX version not in VALID_JAX fails here, so an
+    upgrade is checked (this file's bits test) before VALID_JAX names it."""
+    import jax
+
+    assert jax.__version__ in threefry_cpu.VALID_JAX, (
+        f"JAX {jax.__version__} is not among the versions the unrolled threefry lowering "
+        f"was checked on ({', '.join(threefry_cpu.VALID_JAX)}): run this file's tests, "
+        "then add it to testbed.threefry_cpu.VALID_JAX"
+    )
+
+
+def test_importing_testbed_installs_nothing():
+    """The lowering is one explicit call of the entry points, not an import side effect."""
+    code = (
+        "import testbed\nfrom testbed import threefry_cpu\nprint(threefry_cpu.lowering())\n"
+        "print(threefry_cpu.install())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != threefry_cpu.ENV}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    installed = "unrolled" if _jax_offers_unrolled() else "rolled"
+    assert out.stdout.split() == ["rolled", installed]
 
 
 def test_a_bad_setting_warns_naming_the_variable_and_choices(monkeypatch):

@@ -46,6 +46,8 @@ def import_pymc(agent: str):
     """PyMC, with PyTensor linked to OpenBLAS when it is installed (set before import)."""
     flags = os.environ.get("PYTENSOR_FLAGS", "")
     if "blas__ldflags" not in flags and ctypes.util.find_library("openblas"):
+        # PyTensor reads its configuration from this variable once, when it is imported,
+        # and offers no other way to set the BLAS it links before then
         os.environ["PYTENSOR_FLAGS"] = ",".join(f for f in (flags, "blas__ldflags=-lopenblas") if f)
     return require(agent, "pymc")
 

@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from generative.real_data.specs import DatasetSpec, RawDataset
+from testbed import settings
 from testbed.errors import InputError
 
 CACHE_FOLDER = "testbed_cache"
-DOWNLOAD_ENV = "TESTBED_TFDS_DOWNLOAD"
+DOWNLOAD_ENV = settings.TFDS_DOWNLOAD
 DEFAULT_DATA_DIR = "~/tensorflow_datasets"
 # What preparing needs besides TFDS: the `tf` extra (TensorFlow, and importlib_resources,
 # which TFDS 4.9 imports when it prepares a dataset but does not declare for Python 3.11).
@@ -53,15 +54,7 @@ def where_looked(data_dir: str | os.PathLike | None) -> str:
 
 def download_enabled() -> bool:
     """Whether TESTBED_TFDS_DOWNLOAD lets TFDS prepare missing datasets (default: no)."""
-    value = os.environ.get(DOWNLOAD_ENV, "0").strip().lower()
-    if value in ("", "0", "false", "no"):
-        return False
-    if value in ("1", "true", "yes"):
-        return True
-    raise InputError(
-        f"{DOWNLOAD_ENV}: got {os.environ[DOWNLOAD_ENV]!r}; allowed: 0 (the default: never "
-        "download) or 1 (let TFDS prepare a missing dataset: TensorFlow and network needed)"
-    )
+    return settings.current().tfds_download
 
 
 def build_command(names: list[str], data_dir: Path) -> str:

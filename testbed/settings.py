@@ -1,0 +1,199 @@
+"""testbed's settings: the `TESTBED_*` environment variables, read and checked here alone.
+
+`Settings.from_env()` takes a snapshot of the variables (and the few of JAX's and the
+cache home's that decide a default); each property checks its own value when asked, with
+the error that names the variable, so a bad value fails where it is used, as a missing
+one falls back to its default. Other modules ask `current()`: the settings an entry point
+or a sweep installed (`using`), else this process's environment as it is now. A sweep's
+driver hands its workers their settings explicitly (`Settings` pickles), and
+`Settings.environ()` gives them as variables for a child process that reads its own.
+
+| variable               | property            | what                                      |
+|------------------------|---------------------|-------------------------------------------|
+| TESTBED_THREADS        | threads             | our thread pools' cap (unset: all cores)  |
+| TESTBED_PROGRESS       | progress            | auto, lines or off                        |
+| TESTBED_MEMORY_GB      | memory_gb           | the memory the size bounds are taken from |
+| TESTBED_JAX_CACHE      | jax_cache           | the compilation cache folder, or off      |
+| TESTBED_THREEFRY       | threefry            | unrolled (default) or rolled              |
+| TESTBED_CHECKPOINTS    | checkpoints         | long trainings' checkpoint folder, or off |
+| TESTBED_WORKER         | worker              | this process is a sweep's worker          |
+| TESTBED_TFDS_DOWNLOAD  | tfds_download       | let TFDS prepare a missing dataset        |
+
+`TESTBED_CATALOG` (the registries' index) is read by `experiments.catalog` itself: it
+answers `testbed list` before any package, this one included, is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from testbed.errors import InputError, bad_value
+
+THREADS = "TESTBED_THREADS"
+PROGRESS = "TESTBED_PROGRESS"
+MEMORY_GB = "TESTBED_MEMORY_GB"
+JAX_CACHE = "TESTBED_JAX_CACHE"
+THREEFRY = "TESTBED_THREEFRY"
+CHECKPOINTS = "TESTBED_CHECKPOINTS"
+WORKER = "TESTBED_WORKER"
+TFDS_DOWNLOAD = "TESTBED_TFDS_DOWNLOAD"
+VARIABLES = (THREADS, PROGRESS, MEMORY_GB, JAX_CACHE, THREEFRY, CHECKPOINTS, WORKER, TFDS_DOWNLOAD)
+# not ours, but they decide a default of ours (the cache folder)
+CONTEXT = ("JAX_COMPILATION_CACHE_DIR", "XDG_CACHE_HOME")
+
+PROGRESS_MODES = ("auto", "lines", "off")
+THREEFRY_CHOICES = ("unrolled", "rolled")
+JAX_CACHE_OFF = ("off", "0", "false", "no")
+GB = 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The variables of VARIABLES and CONTEXT that were set, as (name, value) pairs; the
+    properties give their checked values (see the module docstring)."""
+
+    values: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings `environ` (default: this process's environment) holds: the one
+        place testbed reads its variables."""
+        environ = os.environ if environ is None else environ
+        names = VARIABLES + CONTEXT
+        return cls(tuple((n, environ[n]) for n in names if n in environ))
+
+    def get(self, name: str) -> str | None:
+        """The raw value of variable `name`, None when it is not set."""
+        return dict(self.values).get(name)
+
+    def replace(self, **variables: str | None) -> Settings:
+        """These settings with variables set (a value) or unset (None), by name."""
+        values = dict(self.values)
+        for name, value in variables.items():
+            if value is None:
+                values.pop(name, None)
+            else:
+                values[name] = value
+        return Settings(tuple(sorted(values.items())))
+
+    def environ(self) -> dict[str, str]:
+        """The TESTBED_* variables of these settings, for a child process's environment."""
+        return {n: v for n, v in self.values if n in VARIABLES}
+
+    @property
+    def threads(self) -> int | None:
+        """The cap on our thread pools (None: unset)."""
+        value = (self.get(THREADS) or "").strip()
+        if not value:
+            return None
+        try:
+            threads = int(value)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise InputError(f"{THREADS}: got {value!r}; allowed: an integer >= 1, or unset")
+        return threads
+
+    @property
+    def progress(self) -> str:
+        """What long work says: auto, lines or off."""
+        mode = (self.get(PROGRESS) or "auto").strip().lower() or "auto"
+        if mode not in PROGRESS_MODES:
+            raise bad_value(PROGRESS, mode, PROGRESS_MODES)
+        return mode
+
+    @property
+    def memory_gb(self) -> float | None:
+        """The memory the size bounds are taken from, in GB (None: the machine's)."""
+        given = (self.get(MEMORY_GB) or "").strip()
+        if not given:
+            return None
+        try:
+            gb = float(given)
+        except ValueError:
+            gb = math.nan
+        if not gb > 0 or gb == math.inf:
+            raise InputError(f"{MEMORY_GB}: got {given!r}; allowed: a number of GB > 0")
+        return gb
+
+    @property
+    def jax_cache(self) -> str | None:
+        """testbed's compilation cache folder; None when off, or when the user set
+        JAX_COMPILATION_CACHE_DIR (their own cache for JAX)."""
+        choice = (self.get(JAX_CACHE) or "").strip()
+        if choice.lower() in JAX_CACHE_OFF or self.get("JAX_COMPILATION_CACHE_DIR") is not None:
+            return None
+        home = self.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return choice or os.path.join(home, "testbed", "jax")
+
+    @property
+    def threefry(self) -> str:
+        """The CPU lowering of threefry asked for (a bad value: the default, see
+        `threefry_refused`)."""
+        choice = self._threefry_choice()
+        return choice if choice in THREEFRY_CHOICES else "unrolled"
+
+    @property
+    def threefry_refused(self) -> str | None:
+        """Why TESTBED_THREEFRY's value was not taken (None: it was, or it is unset). A
+        warning, not an error: the bits are the same either way."""
+        choice = self._threefry_choice()
+        if choice in THREEFRY_CHOICES:
+            return None
+        return f"{bad_value(THREEFRY, choice, THREEFRY_CHOICES)} (using the default)"
+
+    def _threefry_choice(self) -> str:
+        return (self.get(THREEFRY) or "unrolled").strip().lower() or "unrolled"
+
+    @property
+    def checkpoints(self) -> Path | None:
+        """The checkpoint folder of long trainings (None: unset, empty or 'off')."""
+        value = (self.get(CHECKPOINTS) or "").strip()
+        return None if value.lower() in ("", "off") else Path(value)
+
+    @property
+    def worker(self) -> bool:
+        """Whether this process is a sweep's worker (what its driver said, it does not)."""
+        return bool(self.get(WORKER))
+
+    @property
+    def tfds_download(self) -> bool:
+        """Whether TFDS may prepare a missing dataset (default: no)."""
+        raw = self.get(TFDS_DOWNLOAD)
+        value = (raw or "0").strip().lower()
+        if value in ("", "0", "false", "no"):
+            return False
+        if value in ("1", "true", "yes"):
+            return True
+        raise InputError(
+            f"{TFDS_DOWNLOAD}: got {raw!r}; allowed: 0 (the default: never "
+            "download) or 1 (let TFDS prepare a missing dataset: TensorFlow and network needed)"
+        )
+
+
+_installed: list[Settings] = []  # `using` blocks, innermost last
+
+
+def current() -> Settings:
+    """The settings in force: the innermost `using` block's, else the environment's now."""
+    return _installed[-1] if _installed else Settings.from_env()
+
+
+def install(settings: Settings) -> None:
+    """`settings` in force for the rest of this process (a worker's, from its driver)."""
+    _installed[:] = [settings]
+
+
+@contextlib.contextmanager
+def using(settings: Settings) -> Iterator[Settings]:
+    """Within: `settings` in force (`current()`), then what was before."""
+    _installed.append(settings)
+    try:
+        yield settings
+    finally:
+        _installed.remove(settings)
