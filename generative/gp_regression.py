@@ -228,6 +228,7 @@ REGRESSION_KL = RankedBy(
     name="regression KL (GP environments)",
     accuracy=False,
     shipped="neural_testbed",
+    normalizer="uniform",
     note=(
         "GP regression (the environment is a function drawn from the NNGP of a ReLU "
         "network): the KL of the true predictive N(f(x), noise^2) to the agent's mixture "

@@ -64,8 +64,19 @@ def _check_rows(df: pd.DataFrame, results, sweep: str | None, ids: list[str] | N
     return df
 
 
+def _metrics() -> list[str]:
+    """The `metric` choices: 'auto', and the metric of every registered rule and of each
+    rule a registered family declares as an object of its own."""
+    import generative
+
+    families = (generative.FAMILIES.get(name) for name in generative.FAMILIES)
+    declared = [f.ranked_by for f in families if f.ranked_by is not None]
+    own = [rule_of(spec).metric for spec in declared if isinstance(spec.rule, rules.Rule)]
+    return list(dict.fromkeys(["auto", *rules.metrics(), *own]))
+
+
 def _check_args(metric: str, tau: int | None) -> None:
-    allowed = ["auto", *rules.metrics()]
+    allowed = _metrics()
     if metric not in allowed:
         raise bad_value("metric", metric, allowed)
     if tau is not None and (isinstance(tau, bool) or not isinstance(tau, int) or tau < 1):
@@ -346,7 +357,7 @@ def legend(board: Board) -> list[str]:
     specs = {r.family: r.spec for r in board.rankings}
     for _, table in tables(board):
         spec = table.attrs.get("spec") or next(iter(specs.values()), None)
-        for pattern in (*TERMINAL_LEGEND, spec.short if spec else "-"):
+        for pattern in (*TERMINAL_LEGEND, *rules.legend_columns(spec), spec.short if spec else "-"):
             for column in table.columns:
                 if column not in seen and matches(column, pattern):
                     seen.add(column)

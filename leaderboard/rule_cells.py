@@ -55,6 +55,7 @@ class PerCellRule(Rule):
     metric = "c2st"
     over_observations = True
     column_help = HELP
+    terminal_legend = ()  # the shared legend (board.TERMINAL_LEGEND) explains its columns
 
     def rank(self, df: pd.DataFrame, specs: Mapping[str, RankedBy], scope: Scope) -> Ranked:
         """One ranking per family, with its published results beside ours (`literature`;

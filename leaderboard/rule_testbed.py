@@ -71,6 +71,7 @@ class NeuralTestbedRule(Rule):
     normalised = True
     note = NOTE
     column_help = HELP
+    terminal_legend = ()  # the shared legend (board.TERMINAL_LEGEND) explains its columns
     optional = ("mean_test_acc", "mean_test_ece")  # not shown where no problem reports them
 
     def rank(self, df: pd.DataFrame, specs: Mapping[str, RankedBy], scope: Scope) -> Ranked:

@@ -57,7 +57,8 @@ class Rule:
     keeps only this rule's tables; `normalised`: its tables can be normalised by an agent;
     `over_observations`: a table per family over observations (no tau);
     `note`: the report's sentence under each of its sections; `column_help`: what its own
-    columns mean; `optional`: columns not shown where no problem reports them."""
+    columns mean; `optional`: columns not shown where no problem reports them;
+    `terminal_legend`: its columns the terminal explains under the tables."""
 
     name: str = ""
     metric: str = ""
@@ -66,6 +67,8 @@ class Rule:
     note: str = ""
     column_help: Mapping[str, str] = {}
     optional: tuple[str, ...] = ()  # columns left out of a table where all are blank
+    terminal_legend: tuple[str, ...] | None = None  # columns explained under the terminal's
+    # tables besides the shared ones (None: those of `column_help`)
 
     def rank(self, df: pd.DataFrame, specs: Mapping[str, RankedBy], scope: Scope) -> Ranked:
         """The rankings of the families `specs` (all declaring this rule) in `df`."""
@@ -130,6 +133,14 @@ def by_rule(specs: Mapping[str, RankedBy]) -> list[tuple[Rule, dict[str, RankedB
         rule = rule_of(spec)
         out.setdefault(id(rule), (rule, {}))[1][family] = spec
     return list(out.values())
+
+
+def legend_columns(spec: RankedBy | None) -> tuple[str, ...]:
+    """The columns of `spec`'s rule the terminal explains besides the shared ones."""
+    if spec is None:
+        return ()
+    rule = rule_of(spec)
+    return tuple(rule.column_help) if rule.terminal_legend is None else rule.terminal_legend
 
 
 def help_of(column: str, spec: RankedBy | None) -> str | None:

@@ -56,7 +56,7 @@ class RankedBy:
     rule: Any = TESTBED  # a name of RULES, or a leaderboard.rules.Rule
     marginal_name: str | None = None
     lower_is_better: bool = True
-    normalizer: str | None = "uniform"
+    normalizer: str | None = None
     finite_share: str | None = None
     clip_negative: bool = True
     accuracy: bool = True
@@ -82,6 +82,7 @@ class RankedBy:
 
 JOINT_KL = RankedBy(
     score="kl_estimate",
+    normalizer="uniform",
     name="joint KL",
     marginal_name="marginal KL",
     finite_share="pct_finite_kl",

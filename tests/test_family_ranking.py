@@ -9,10 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import generative
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "my_ranked_family.py"
+RULE_EXAMPLE = ROOT / "examples" / "my_ranking_rule.py"
 
 
 def _testbed(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -46,6 +49,64 @@ def test_a_family_with_its_own_score_ranks_in_leaderboard_and_report(tmp_path):
     assert made.returncode == 0, made.stderr[-2000:]
     page = report.read_text()
     assert 'data-table="skill-tau-1"' in page and "Brier skill" in page
+
+
+def test_a_family_with_a_rule_of_its_own_ranks_in_leaderboard_and_report(tmp_path):
+    """examples/my_ranking_rule.py: a `Rule` object of the family's own (median over
+    problems) ranks through `testbed leaderboard` (also `--metric median`) and the report,
+    with nothing in leaderboard/ changed for it."""
+    results, report = tmp_path / "r.db", tmp_path / "r.html"
+    imports = ["--import", str(RULE_EXAMPLE)]
+    run = _testbed("sweep", "--agent", "uniform,average_class_probs", "--problem",
+                   "median_2d/2,median_2d/3", "--executor", "inline", "--results",
+                   str(results), "-q", *imports, cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    for metric in ("auto", "median"):
+        board = _testbed("leaderboard", "--results", str(results), "--format", "csv",
+                         "--metric", metric, *imports, cwd=tmp_path)  # fmt: skip
+        assert board.returncode == 0, board.stderr[-2000:]
+        lines = board.stdout.strip().splitlines()
+        header = lines[0].split(",")
+        assert {"median_score", "num_problems", "num_failed"} <= set(header)
+        rows = [dict(zip(header, line.split(","))) for line in lines[1:]]
+        assert sorted(r["label"] for r in rows) == ["average_class_probs", "uniform"]
+        medians = [float(r["median_score"]) for r in rows]
+        assert medians == sorted(medians) and [r["rank"] for r in rows] == ["1", "2"]
+        assert all(r["num_problems"] == "2" and r["num_failed"] == "0" for r in rows)
+    made = _testbed("report", "--results", str(results), "--out", str(report), *imports,
+                    cwd=tmp_path)  # fmt: skip
+    assert made.returncode == 0, made.stderr[-2000:]
+    page = report.read_text()
+    assert "median joint KL" in page and "a few problems where an agent fails badly" in page
+    assert "the agent config&#x27;s median score over the problems it ran" in page
+
+
+def test_the_rule_of_a_family_leaves_out_a_failed_problem_and_ranks_by_the_median():
+    """The example rule on stored rows: a failed job is counted, not scored; the median
+    (not the mean) ranks; the board's tables and legend come from the rule."""
+    import numpy as np
+    import pandas as pd
+
+    from leaderboard.board import legend, rank, tables
+    from leaderboard.rules import rule_of
+
+    __import__("runpy").run_path(str(RULE_EXAMPLE))
+    rows = pd.DataFrame({
+        "key": [f"k{i}" for i in range(6)], "agent": ["a"] * 3 + ["b"] * 3,
+        "config_key": ["ca"] * 3 + ["cb"] * 3, "config": ["{}"] * 6,
+        "problem_id": [f"median_2d/{i}" for i in (0, 1, 2)] * 2, "agent_seed": [0] * 6,
+        "status": ["ok"] * 5 + ["failed"],
+        "kl_estimate": [0.1, 0.2, 9.0, 0.3, 0.35, np.nan],  # a: mean 3.1, median 0.2
+    })  # fmt: skip
+    board = rank(rows, shipped=False)
+    ((title, table),) = tables(board)
+    assert title == "median joint KL" and rule_of(board.rankings[0].spec).name == "median"
+    assert list(table.columns) == ["rank", "label", "median_score", "num_problems", "num_failed"]
+    assert table["median_score"].tolist() == pytest.approx([0.2, 0.325])
+    assert table.drop(columns="median_score").to_dict("list") == {
+        "rank": [1, 2], "label": ["a", "b"], "num_problems": [3, 2], "num_failed": [0, 1],
+    }  # fmt: skip
+    assert any(line.startswith("num_failed: problems that failed") for line in legend(board))
 
 
 def _string_constants(path: Path) -> list[tuple[int, str]]:

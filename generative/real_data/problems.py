@@ -444,6 +444,7 @@ REAL_NLL = RankedBy(
     short="nll",
     marginal_name="marginal NLL (real data)",
     finite_share="pct_finite_nll",
+    normalizer="uniform",
     note=(
         "Real data have no true likelihood: the score is the joint negative log-likelihood "
         "of tau test labels (lower is better), cleaned, normalised and ranked by the "
