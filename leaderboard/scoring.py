@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from leaderboard.rules import rule_of
 from testbed.errors import InputError, bad_value
-from testbed.ranking import FILL, JOINT_KL, OBSERVATIONS, RankedBy
+from testbed.ranking import FILL, JOINT_KL, RankedBy
 
 SHIPPED_LABEL = "{agent} (ours, shipped)"  # leaderboard.shipped.LABEL
 
@@ -454,7 +455,7 @@ def observation_rows(df: pd.DataFrame, specs: Mapping[str, RankedBy]) -> pd.Data
     task is named `<task> (<family>)` when several families are present, except the one
     whose published results are matched by task name. Rows with no cell are left out."""
     family = family_of(df["problem_id"])
-    chosen = {f: spec for f, spec in specs.items() if spec.rule == OBSERVATIONS}
+    chosen = {f: spec for f, spec in specs.items() if rule_of(spec).over_observations}
     parts = []
     for fam, spec in chosen.items():
         rows = df[family == fam]
