@@ -162,7 +162,7 @@ RANKING = {
     "scoring", "rules", "rule_testbed", "rule_cells", "standings", "board", "legend",
     "notes", "html", "plots", "report", "tables", "literature", "shipped",
 }  # fmt: skip
-NEUTRAL = {"rows", "outputs", "problem_settings", "provenance"}
+NEUTRAL = {"rows", "outputs", "problem_settings", "provenance", "shipped_files"}
 GLUE = {"", "load_and_rank"}  # "" is the package itself (leaderboard/__init__.py)
 SIDES = {"execution": EXECUTION, "ranking": RANKING, "neutral": NEUTRAL, "glue": GLUE}
 MAY_NOT_IMPORT = {  # side -> the sides it may not import
