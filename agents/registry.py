@@ -54,7 +54,6 @@ from testbed.base import (
     TRAINS_ON_PROBLEM,
     TRAINS_ON_SIMULATOR,
     PriorKnowledge,
-    may_share_training,
     parse_predictions,
 )
 from testbed.config import (
@@ -101,11 +100,6 @@ class AgentEntry:
         if self.oracle:
             return TRAINS_ON_PROBLEM
         return TRAINS_ON_SIMULATOR if self.amortized(config) else TRAINS_ON_DATA
-
-    def may_share(self, config: Any, shared_by: str) -> bool:
-        """Whether it may train once with `config` for problems of one training key whose
-        family says `shared_by` (testbed.base.SHARED_BY)."""
-        return may_share_training(self.trains_on(config), shared_by)
 
     def serves(self, problem: Any) -> bool:
         """Whether it can answer `problem` (a problem or its class): an oracle only a problem
