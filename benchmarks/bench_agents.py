@@ -196,6 +196,9 @@ def bench_sgmcmc_sweep(num_steps: int) -> None:
 
 
 def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=["training", "ensemble", "sgmcmc"])
     parser.add_argument("--agents", nargs="*", default=None)

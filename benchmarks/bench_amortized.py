@@ -71,6 +71,9 @@ def time_sampling(args, agent, problems) -> None:
 
 
 def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="two_moons")
     parser.add_argument("--budget", type=int, default=1000)

@@ -132,6 +132,9 @@ def fresh(kind: str, d: int, args, calls: int, cache: str, repeat_below: float =
 
 
 def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="samples per set")
     parser.add_argument("--dims", type=int, nargs="+", default=[2, 5, 10])

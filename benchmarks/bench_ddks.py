@@ -93,6 +93,9 @@ def fresh(kind: str, n: int, args) -> dict:
 
 
 def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--d", type=int, default=10)
     parser.add_argument("--sizes", type=int, nargs="*", default=[1000])

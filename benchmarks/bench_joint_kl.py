@@ -188,6 +188,9 @@ def bench_full_sweep(sweep: str, agent: str, save: bool) -> None:
 
 
 def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-batches", type=int, default=1000)
     parser.add_argument("--num-samples", type=int, default=1000)

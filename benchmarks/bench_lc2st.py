@@ -91,6 +91,9 @@ def fresh(args, calls: int, cache: str) -> dict:
 
 
 def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-cal", type=int, default=10_000)
     parser.add_argument("--trials", type=int, default=100)

@@ -120,6 +120,9 @@ def bench_sweep(agent: str, sweep: str, workers: int, results: str) -> None:
 
 
 def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", default="mlp")
     parser.add_argument("--sweep", default="regression")

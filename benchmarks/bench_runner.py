@@ -51,6 +51,9 @@ def store_overhead(num: int, folder: Path) -> float:
 
 
 def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", default="classification_2d_test")
     parser.add_argument("--agent", default="uniform")

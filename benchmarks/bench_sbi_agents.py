@@ -91,6 +91,9 @@ def time_sbi_abc(agent_name: str, problem, num_samples: int):
 
 
 def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", nargs="+", default=list(ALL_AGENTS), choices=ALL_AGENTS)
     parser.add_argument("--tasks", nargs="+", default=["two_moons", "gaussian_linear"])

@@ -93,6 +93,9 @@ def row_of(args, runs: dict) -> dict:
 
 
 def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", default="sgmcmc")
     parser.add_argument("--sweep", default="classification_2d")

@@ -27,8 +27,9 @@ import record  # noqa: E402
 SIDE = r"""
 import json, resource, sys, time
 import jax, numpy as np
-import testbed
 from testbed import threefry_cpu
+
+threefry_cpu.install()  # as every entry point does (TESTBED_THREEFRY decides)
 
 def repeat(fn, times):
     for _ in range(times):
@@ -81,6 +82,9 @@ def run_side(lowering: str, quick: bool, folder: str) -> tuple[dict, dict]:
 
 
 def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the Gaussian draws only")
     parser.add_argument("--no-record", action="store_true")

@@ -104,6 +104,9 @@ def main() -> None:
     parser.add_argument("--num-samples", type=int, default=200)
     parser.add_argument("--problems", default="mvn_known_cov/corr3,wyb/18,niw/2")
     args = parser.parse_args()
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     print(f"| problem | injected error | {' | '.join(TESTS)} |")
     print("|---|---|" + "---|" * len(TESTS))
     for name in args.problems.split(","):

@@ -196,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", help="CSV file for the per-job rows")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     if args.out:  # before any job runs
         from leaderboard.outputs import check_output_path
 

@@ -371,6 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     setup_logging()
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     enable_compilation_cache()
     try:
         with contextlib.ExitStack() as stack:  # a --report's temporary store, when it makes one

@@ -361,6 +361,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     setup_logging()  # hours of work say what they are doing, as `testbed sweep` does
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     enable_compilation_cache()
     try:
         table, paper, out, failed = _run(args)

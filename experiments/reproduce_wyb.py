@@ -383,6 +383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parse(argv)
     setup_logging()
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     try:
         cells, out = check(args)
         failed = run_unless_report(

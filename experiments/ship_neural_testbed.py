@@ -92,6 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     write.add_argument("--out", default="leaderboard/data/neural_testbed.csv.gz")
     args = parser.parse_args(argv)
     setup_logging()
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     try:
         if args.command == "run":
             return _run(args)
