@@ -48,15 +48,11 @@ class BrierProblem(ClassificationProblem):
     metrics = (*ClassificationProblem.metrics, "brier_skill")
 
 
-BRIER_SKILL = RankedBy(
-    score="brier_skill",
-    name="Brier skill",
-    short="skill",
-    lower_is_better=False,
-    normalizer=None,
+BRIER_SKILL = RankedBy(  # higher is better; no agent normalises it; a negative skill is real
+    score="brier_skill", name="Brier skill", short="skill", lower_is_better=False,
     clip_negative=False,
     note="Brier skill of the mean predictive on 1,000 test inputs: 1 is perfect, 0 is 1/2.",
-)
+)  # fmt: skip
 TABLE = [s for s in classification_2d_grid(1) if s["tau"] == 1 and s["temperature"] == 0.1]
 
 if "brier_2d" not in generative.FAMILIES:  # registered once, however often imported

@@ -82,15 +82,10 @@ TABLE = [s for s in classification_2d_grid(1) if s["tau"] == 1 and s["temperatur
 
 if "median_2d" not in generative.FAMILIES:  # registered once, however often imported
     generative.registry.register_table(
-        "median_2d",
-        TABLE,
-        ClassificationSettings,
-        ClassificationProblem,
+        "median_2d", TABLE, ClassificationSettings, ClassificationProblem,
         "the 2-d Neural Testbed problems at T = 0.1, ranked by the median joint KL",
-        options=("num_test_seeds", "num_enn_samples"),
-        prediction="labels",
-        ranked_by=MEDIAN_KL,
-    )
+        options=("num_test_seeds", "num_enn_samples"), prediction="labels", ranked_by=MEDIAN_KL,
+    )  # fmt: skip
 
 if __name__ == "__main__":
     from leaderboard.board import rank, tables

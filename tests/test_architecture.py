@@ -121,20 +121,37 @@ def _code_lines(node: ast.FunctionDef, source: list[str]) -> int:
     return sum(1 for line in lines if line and not line.startswith("#"))
 
 
-def _long_functions(folder: Path, base: Path = ROOT) -> list[str]:
+def _function_sizes(path: Path, name: str) -> list[tuple[str, int]]:
+    """(path::function, lines of code) of each function in the file `path` (`name`)."""
+    source = path.read_text().split("\n")
+    return [
+        (f"{name}::{node.name}", _code_lines(node, source))
+        for node in ast.walk(ast.parse("\n".join(source)))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+
+
+def _file_size(path: Path, name: str) -> list[tuple[str, int]]:
+    return [(name, len(path.read_text().splitlines()))]
+
+
+def _over(folder: Path, base: Path, sizes, limit: int, allowed, unit: str) -> list[str]:
+    """'name (n unit)' of what `sizes` measures above `limit` in the files of `folder`."""
     out = []
     for path in sorted(folder.rglob("*.py")):
-        source = path.read_text().split("\n")
-        for node in ast.walk(ast.parse("\n".join(source))):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                name, lines = f"{path.relative_to(base)}::{node.name}", _code_lines(node, source)
-                if lines > MAX_CODE_LINES and name not in LONG_FUNCTIONS_ALLOWED:
-                    out.append(f"{name} ({lines} lines of code)")
+        for name, n in sizes(path, str(path.relative_to(base))):
+            if n > limit and name not in allowed:
+                out.append(f"{name} ({n} {unit})")
     return out
 
 
-def test_functions_are_short_in_the_leaderboard_and_the_metrics():
-    """Each function of `leaderboard/` and `testbed/metrics/` reads on one screen."""
+def _long_functions(folder: Path, base: Path = ROOT) -> list[str]:
+    return _over(folder, base, _function_sizes, MAX_CODE_LINES, LONG_FUNCTIONS_ALLOWED,
+                 "lines of code")  # fmt: skip
+
+
+def test_functions_are_short_in_the_leaderboard_the_experiments_and_testbed():
+    """Each function of `leaderboard/`, `experiments/` and `testbed/` reads on one screen."""
     long = [f for package in SHORT_FUNCTION_PACKAGES for f in _long_functions(ROOT / package)]
     assert long == []
 
@@ -239,13 +256,7 @@ LONG_FILES_ALLOWED: dict[str, str] = {}
 
 
 def _long_files(folder: Path, base: Path = ROOT) -> list[str]:
-    out = []
-    for path in sorted(folder.rglob("*.py")):
-        n = len(path.read_text().splitlines())
-        name = str(path.relative_to(base))
-        if n > MAX_FILE_LINES and name not in LONG_FILES_ALLOWED:
-            out.append(f"{name} ({n} lines)")
-    return out
+    return _over(folder, base, _file_size, MAX_FILE_LINES, LONG_FILES_ALLOWED, "lines")
 
 
 def test_files_are_at_most_600_lines():

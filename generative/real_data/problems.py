@@ -47,7 +47,7 @@ from testbed.config import check_at_least, check_one_of, check_positive, check_s
 from testbed.errors import InputError, bad_value
 from testbed.evaluation import Evidence, EvidenceScoring
 from testbed.joint_kl import TestBatches, estimator_keys, sample_keys
-from testbed.ranking import RankedBy
+from testbed.ranking import JOINT_KL
 from testbed.reference_rng import key_sequence, reference_stream
 from testbed.registry import unknown_name
 from testbed.sizes import check_memory
@@ -438,20 +438,16 @@ def require_data(settings: list[dict]) -> None:
 
 
 # Real data have no true likelihood: ranked on the joint NLL by the Neural Testbed's rules.
-REAL_NLL = RankedBy(
-    score="joint_nll",
-    name="joint NLL (real data)",
-    short="nll",
-    marginal_name="marginal NLL (real data)",
-    finite_share="pct_finite_nll",
-    normalizer="uniform",
+REAL_NLL = dataclasses.replace(  # the joint KL's rule and normaliser, on the joint NLL
+    JOINT_KL, score="joint_nll", name="joint NLL (real data)", short="nll",
+    marginal_name="marginal NLL (real data)", finite_share="pct_finite_nll",
     note=(
         "Real data have no true likelihood: the score is the joint negative log-likelihood "
         "of tau test labels (lower is better), cleaned, normalised and ranked by the "
         "Neural Testbed's rules (negative clipped to 0, missing or non-finite counts 1e6, "
         "best config per agent)."
     ),
-)
+)  # fmt: skip
 
 
 def real_training_key(settings: dict) -> str:
