@@ -7,6 +7,7 @@ again only when asked. Used by `reproduce_lc2st`, `reproduce_wyb` and `ppl_power
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import sys
@@ -19,12 +20,24 @@ from typing import Any
 from testbed.errors import InputError
 
 
-def stored_row(compute: Callable[[], dict[str, float]], **fields: Any) -> dict[str, Any]:
-    """A cell's row (`fields`: key, agent, config_key, config, problem_id, seed) with the
-    metrics `compute()` returns, or its failure with the reason in one line and the
+def stored_row(
+    compute: Callable[[], dict[str, float]],
+    cell: Any,
+    *,
+    agent: str,
+    config_key: str,
+    problem_id: str,
+    seed: int = 0,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A cell's row (its key, and its fields as the config unless `config` is given) with
+    the metrics `compute()` returns, or its failure with the reason in one line and the
     traceback (a cell's error never stops the run), and its wall time."""
     start = time.time()
-    row = {**fields, "host": socket.gethostname(), "metrics": {}}
+    config = dataclasses.asdict(cell) if config is None else config
+    row = {"key": cell.key, "agent": agent, "config_key": config_key, "config": config,
+           "problem_id": problem_id, "seed": seed, "host": socket.gethostname(),
+           "metrics": {}}  # fmt: skip
     try:
         row["metrics"] = compute()
         row["status"] = "ok"

@@ -350,15 +350,12 @@ def _add_ranking(p: argparse.ArgumentParser, sweep_help: str, *more: str) -> Non
 
 
 def _add_shipped(p: argparse.ArgumentParser) -> None:
+    alone = "rank your results alone, without the package's runs of ours beside them"
+    p.add_argument("--no-shipped", action="store_true", help=alone)
+    ours = "rank the package's runs of ours on --sweep alone (no results file is read): "
     p.add_argument(
-        "--no-shipped", action="store_true",
-        help="rank your results alone, without the package's runs of ours beside them",
-    )  # fmt: skip
-    p.add_argument(
-        "--shipped-only", action="store_true",
-        help="rank the package's runs of ours on --sweep alone (no results file is read): "
-        "where the reference agents stand",
-    )  # fmt: skip
+        "--shipped-only", action="store_true", help=ours + "where the reference agents stand"
+    )
     _add_import(p)
 
 
@@ -422,7 +419,10 @@ def _add_leaderboard(sub: Any) -> None:
         "--tau",
     )  # fmt: skip
     p.add_argument("--all-configs", action="store_true", help="every config, not the best")
-    p.add_argument("--metric", choices=["auto", "kl", "c2st"], default="auto")
+    p.add_argument(
+        "--metric", default="auto", metavar="RULE",
+        help="only the tables of one ranking rule: kl, c2st, or a rule an --import declares",
+    )  # fmt: skip
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
     p.add_argument("--export", metavar="PATH", help="also write all rows to .csv / .parquet")
     p.add_argument(

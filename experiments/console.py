@@ -332,3 +332,19 @@ def write_index() -> None:
         catalog.write(catalog.build(list_rows))
     except Exception as e:  # a cache: never the command's failure
         logging.getLogger("testbed.catalog").debug("index not written: %s", e)
+
+
+def check_range(option: str, value: int, low: int, high: int) -> None:
+    """An InputError naming `option` when `value` is not in low..high."""
+    from testbed.errors import InputError
+
+    if not low <= value <= high:
+        raise InputError(f"{option}: got {value}; allowed: {low} to {high}")
+
+
+def shown(text: str, out: Path, failed: Any, what: str = "table and figure") -> int:
+    """A reproduction's end: its tables on stdout, where its files are on stderr; its exit
+    status (1 when a job or cell failed)."""
+    print(text)
+    print(f"\n{what}: {out.resolve()}", file=sys.stderr)
+    return 1 if failed else 0

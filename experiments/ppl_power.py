@@ -131,13 +131,9 @@ class Cell:
 
 
 def plan(
-    problems: Sequence[str],
-    samplers: Sequence[str],
-    sizes: Sequence[int],
-    measures: Sequence[str],
-    trials: int,
-    c2st_trials: int,
-) -> list[Cell]:
+    problems: Sequence[str], samplers: Sequence[str], sizes: Sequence[int],
+    measures: Sequence[str], trials: int, c2st_trials: int,
+) -> list[Cell]:  # fmt: skip
     """The cells: the tests problem by problem (a partial store holds whole problems),
     then C2ST's (slow, fewer trials)."""
     cells = []
@@ -308,14 +304,9 @@ def run_cell(cell: Cell, cache: dict) -> dict[str, Any]:
         return cell_metrics(cell, draws)
 
     return stored_row(
-        compute,
-        key=cell.key,
-        agent=cell.sampler,
-        config_key=cell.group,
-        config=dataclasses.asdict(cell),
+        compute, cell, agent=cell.sampler, config_key=cell.group,
         problem_id=f"conjugate/{cell.problem}",
-        seed=0,
-    )
+    )  # fmt: skip
 
 
 def run(cells: Sequence[Cell], results: str) -> int:
@@ -561,6 +552,7 @@ def _run(args) -> tuple[Any, int]:
     """Runs (or, with --report, reads) the cells asked for: their trials and the number
     of cells that failed."""
     from experiments.cells import run_unless_report
+    from experiments.console import check_range
     from leaderboard.outputs import check_output_path
 
     problems = _split(args.problems.replace("conjugate/", ""), "--problems", ALL_PROBLEMS)
@@ -568,10 +560,8 @@ def _run(args) -> tuple[Any, int]:
     measures = _split(args.measures, "--measures", MEASURES)
     sizes = _sizes(args.sizes)
     check_applies(measures, problems)
-    if not 1 <= args.trials <= 10_000:
-        raise InputError(f"--trials: got {args.trials}; allowed: 1 to 10000")
-    if not 0 <= args.c2st_trials <= 10_000:
-        raise InputError(f"--c2st-trials: got {args.c2st_trials}; allowed: 0 to 10000")
+    check_range("--trials", args.trials, 1, 10_000)
+    check_range("--c2st-trials", args.c2st_trials, 0, 10_000)
     if args.ship:
         check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
     if args.out:

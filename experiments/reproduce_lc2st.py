@@ -319,14 +319,10 @@ def run_cell(cell: Cell, est: Estimators, data_cache: dict, settings: Settings) 
 
     sizes = {"n_eval": settings.n_eval, "num_trials_null": settings.num_trials_null}
     return stored_row(
-        compute,
-        key=cell.key,
-        agent=cell.diagnostic,
-        config_key=cell.kind,
+        compute, cell, agent=cell.diagnostic, config_key=cell.kind,
+        problem_id=f"lc2st/{cell.task}/{cell.budget}/{cell.n_cal}", seed=cell.run,
         config={**dataclasses.asdict(cell), **sizes},
-        problem_id=f"lc2st/{cell.task}/{cell.budget}/{cell.n_cal}",
-        seed=cell.run,
-    )
+    )  # fmt: skip
 
 
 def run(cells: Sequence[Cell], results: str, settings: Settings = Settings()) -> int:
@@ -402,23 +398,30 @@ def _parser():
     parser.add_argument("--tasks", default="all", help="only these tasks of the parts")
     parser.add_argument("--runs", type=int, default=3, help="runs 1..RUNS (the paper: 50)")
     parser.add_argument(
-        "--diagnostics", default="oracle_c2st,lc2st,lc2st_nf,lhpd",
+        "--diagnostics",
+        default="oracle_c2st,lc2st,lc2st_nf,lhpd",
         help="registered local diagnostics (with --import: yours)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--import", dest="imports", action="append", default=[], metavar="FILE",
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="FILE",
         help="a Python file that registers diagnostics",
-    )  # fmt: skip
+    )
     parser.add_argument("--results", default="lc2st-reproduction.db", help="results store")
     parser.add_argument("--out", default="lc2st-reproduction", help="folder for tables and figure")
     parser.add_argument(
-        "--budgets", default=",".join(map(str, BUDGETS)),
+        "--budgets",
+        default=",".join(map(str, BUDGETS)),
         help="NPE training budgets, of the paper's",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--n-cals", default=",".join(map(str, N_CALS)),
+        "--n-cals",
+        default=",".join(map(str, N_CALS)),
         help="calibration set sizes, of the paper's (the largest: the budget sweep's)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--n-eval", type=int, default=N_EVAL, help="draws of q at each observation (10 to 100000)"
     )
@@ -427,19 +430,23 @@ def _parser():
     )
     parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
     parser.add_argument(
-        "--ship", default=None, metavar="CSV.GZ",
+        "--ship",
+        default=None,
+        metavar="CSV.GZ",
         help=f"also write the store's finished runs as our shipped runs ({SHIPPED.name})",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--report", action="store_true",
+        "--report",
+        action="store_true",
         help="run nothing: tables and figure from what the store holds",
-    )  # fmt: skip
+    )
     return parser
 
 
 def _checked(args) -> tuple[list[str], list[str] | None, list[str], Settings, Path]:
     """The parts, tasks (None: all), diagnostics and settings asked for, and the --out
     folder, each checked (and the outputs' paths) before any cell runs."""
+    from experiments.console import check_range
     from leaderboard.outputs import check_output_path
     from testbed.metrics.local import LOCAL_DIAGNOSTICS
 
@@ -447,12 +454,9 @@ def _checked(args) -> tuple[list[str], list[str] | None, list[str], Settings, Pa
     all_tasks = sorted(set(FIGURE2_TASKS + APPENDIX_TASKS + LEVEL_TASKS))
     tasks = None if args.tasks == "all" else _split(args.tasks, "--tasks", all_tasks)
     diagnostics = _split(args.diagnostics, "--diagnostics", LOCAL_DIAGNOSTICS.names())
-    if not 1 <= args.runs <= 1_000:
-        raise InputError(f"--runs: got {args.runs}; allowed: 1 to 1000")
-    if not 10 <= args.n_eval <= 100_000:
-        raise InputError(f"--n-eval: got {args.n_eval}; allowed: 10 to 100000")
-    if not 1 <= args.null_trials <= 10_000:
-        raise InputError(f"--null-trials: got {args.null_trials}; allowed: 1 to 10000")
+    check_range("--runs", args.runs, 1, 1_000)
+    check_range("--n-eval", args.n_eval, 10, 100_000)
+    check_range("--null-trials", args.null_trials, 1, 10_000)
     settings = Settings(
         tuple(_split(args.budgets, "--budgets", BUDGETS, int)),
         tuple(_split(args.n_cals, "--n-cals", N_CALS, int)),
@@ -498,7 +502,7 @@ def _run(args) -> tuple[Any, Path, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import setup_logging
+    from experiments.console import setup_logging, shown
     from leaderboard.outputs import write_atomically
 
     args = _parser().parse_args(argv)
@@ -516,9 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(exist_ok=True)
     write_atomically("--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"))
     write_atomically("--out", out / OUTPUTS[1], lambda tmp: report_figure(table, tmp))
-    print(text)
-    print(f"\ntables and figure: {out.resolve()}", file=sys.stderr)
-    return 1 if failed else 0
+    return shown(text, out, failed, "tables and figure")
 
 
 if __name__ == "__main__":

@@ -365,7 +365,7 @@ def _table(args, stack: contextlib.ExitStack) -> tuple[pd.DataFrame, Path, list[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import setup_logging
+    from experiments.console import setup_logging, shown
     from leaderboard.outputs import write_atomically
     from leaderboard.worker import enable_compilation_cache
 
@@ -389,9 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     write_atomically("--out", out / OUTPUTS[1], lambda tmp: tmp.write_text(csv.getvalue()))
     write_atomically("--out", out / OUTPUTS[2], lambda tmp: figure(table, tmp, groups))
-    print(text)
-    print(f"\ntable and figure: {out.resolve()}", file=sys.stderr)
-    return 1 if failed else 0
+    return shown(text, out, failed)
 
 
 if __name__ == "__main__":

@@ -136,16 +136,10 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
     sampling = df.get("sampling_seconds", pd.Series(0.0, index=df.index)).astype(float)
     df["sampling"] = sampling.fillna(0.0)
     df["seconds"] = df["train_seconds"].astype(float) + df["sampling"]
-    ours = (
-        df.groupby(["task", "budget", "agent"])
-        .agg(
-            runs=("c2st", "size"),
-            mean_c2st=("c2st", "mean"),
-            seconds_per_run=("seconds", "mean"),
-            sampling_seconds_per_run=("sampling", "mean"),
-        )
-        .reset_index()
-    )
+    columns = {"runs": ("c2st", "size"), "mean_c2st": ("c2st", "mean"),
+               "seconds_per_run": ("seconds", "mean"),
+               "sampling_seconds_per_run": ("sampling", "mean")}  # fmt: skip
+    ours = df.groupby(["task", "budget", "agent"]).agg(**columns).reset_index()
     out = ours.merge(literature.paper_cells(df), on=["task", "budget", "agent"], how="left")
     out["within_paper_range"] = (out["mean_c2st"] >= out["paper_min"]) & (
         out["mean_c2st"] <= out["paper_max"]
@@ -355,7 +349,7 @@ def _run(args) -> tuple[pd.DataFrame, pd.DataFrame, Path, bool]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import setup_logging
+    from experiments.console import setup_logging, shown
     from leaderboard.outputs import write_atomically
     from leaderboard.worker import enable_compilation_cache
 
@@ -375,9 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"), make_folder=True
     )
     write_atomically("--out", out / OUTPUTS[1], lambda tmp: figure(table, tmp, paper))
-    print(text)
-    print(f"\ntable and figure: {out.resolve()}", file=sys.stderr)
-    return 1 if failed else 0
+    return shown(text, out, failed)
 
 
 if __name__ == "__main__":

@@ -306,14 +306,9 @@ def run_cell(cell: Cell, shapes: set) -> dict[str, Any]:
         return metrics
 
     return stored_row(
-        compute,
-        key=cell.key,
-        agent=cell.agent,
-        config_key=cell.prior,
-        config=dataclasses.asdict(cell),
-        problem_id=cell.problem_id,
+        compute, cell, agent=cell.agent, config_key=cell.prior, problem_id=cell.problem_id,
         seed=cell.seed,
-    )
+    )  # fmt: skip
 
 
 def run(cells: Sequence[Cell], results: str, rerun_failed: bool = False) -> int:
@@ -357,17 +352,15 @@ def parse(argv: Sequence[str] | None):
 
 def check(args) -> tuple[list[Cell], Path]:
     """The cells to run and the output folder, or an InputError naming the field."""
+    from experiments.console import check_range
     from leaderboard.outputs import check_output_path
 
     agents = _split(args.agents, "--agents", (*AGENTS, "nuts"))
     priors = _split(args.priors, "--priors", PRIORS)
     problems = _problems(args.problems)
-    if not 1 <= args.seeds <= 100:
-        raise InputError(f"--seeds: got {args.seeds}; allowed: 1 to 100")
-    if not 1 <= args.num_warmup <= 100_000:
-        raise InputError(f"--num-warmup: got {args.num_warmup}; allowed: 1 to 100000")
-    if not 4 <= args.num_samples <= 100_000:
-        raise InputError(f"--num-samples: got {args.num_samples}; allowed: 4 to 100000")
+    check_range("--seeds", args.seeds, 1, 100)
+    check_range("--num-warmup", args.num_warmup, 1, 100_000)
+    check_range("--num-samples", args.num_samples, 4, 100_000)
     out = Path(args.out)  # a folder, made if new (only it may be missing)
     if args.ship:
         check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
@@ -379,7 +372,7 @@ def check(args) -> tuple[list[Cell], Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.cells import run_unless_report
-    from experiments.console import setup_logging
+    from experiments.console import setup_logging, shown
 
     args = parse(argv)
     setup_logging()
@@ -395,9 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"reproduce_wyb: error: {e}", file=sys.stderr)
         return 2
-    print(write_report(frame, out))
-    print(f"\ntables and figure: {out.resolve()}", file=sys.stderr)
-    return 1 if failed else 0
+    return shown(write_report(frame, out), out, failed, "tables and figure")
 
 
 def write_report(frame, out: Path) -> str:
