@@ -131,10 +131,7 @@ def fresh(kind: str, d: int, args, calls: int, cache: str, repeat_below: float =
     return record.run_worker(cmd, env, f"{kind} worker")
 
 
-def main() -> None:
-    from testbed import threefry_cpu
-
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="samples per set")
     parser.add_argument("--dims", type=int, nargs="+", default=[2, 5, 10])
@@ -152,7 +149,14 @@ def main() -> None:
     parser.add_argument("--d", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--calls", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--repeat-below", type=float, default=1e9, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
+    args = _parser().parse_args()
     if args.worker:
         worker(args)
         return

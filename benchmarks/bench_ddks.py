@@ -92,10 +92,25 @@ def fresh(kind: str, n: int, args) -> dict:
     return record.run_worker(cmd, what=f"{kind} worker")
 
 
-def main() -> None:
-    from testbed import threefry_cpu
+def _size_row(args, n: int, theirs: dict, ours: dict, agree: bool) -> dict:
+    """The speed table's row of one size: ours beside the paper's ddKS."""
+    return {
+        "case": f"ddKS one-way, d = {args.d}, n = {n} against n reference points",
+        "ours": f"{ours['wall'][0]:.2f} s first call (compile included), "
+        f"{ours['wall'][1]:.3f} s again; CPU {ours['cpu'][0]:.2f} / "
+        f"{ours['cpu'][1]:.3f} s; peak {ours['peak_mb']:.0f} MB",
+        "reference": f"the paper's ddKS (pnnl/DDKS `ddKS(oneway=True)`, torch, "
+        f"{os.cpu_count()} threads): {theirs['wall'][0]:.1f} s wall, "
+        f"{theirs['cpu'][0]:.1f} s CPU; peak {theirs['peak_mb']:.0f} MB",
+        "ratio": f"{record.ratio(theirs['wall'][0], ours['wall'][0])} first call, "
+        f"{record.ratio(theirs['wall'][0], ours['wall'][1])} again (wall); "
+        f"{record.ratio(theirs['cpu'][0], ours['cpu'][1])} CPU again",
+        "agree": f"D {theirs['statistic']:.5f} vs {ours['statistic']:.5f} "
+        f"({'within' if agree else 'NOT within'} 1/n: ties count differently)",
+    }
 
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--d", type=int, default=10)
     parser.add_argument("--sizes", type=int, nargs="*", default=[1000])
@@ -104,6 +119,14 @@ def main() -> None:
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--worker", choices=("ours", "paper"), help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
+    parser = _parser()
     args = parser.parse_args()
     if args.worker:
         worker(args)
@@ -128,22 +151,7 @@ def main() -> None:
             f"({'agree' if agree else 'DIFFER'} within 1/n)",
             flush=True,
         )
-        rows.append(
-            {
-                "case": f"ddKS one-way, d = {args.d}, n = {n} against n reference points",
-                "ours": f"{ours['wall'][0]:.2f} s first call (compile included), "
-                f"{ours['wall'][1]:.3f} s again; CPU {ours['cpu'][0]:.2f} / "
-                f"{ours['cpu'][1]:.3f} s; peak {ours['peak_mb']:.0f} MB",
-                "reference": f"the paper's ddKS (pnnl/DDKS `ddKS(oneway=True)`, torch, "
-                f"{os.cpu_count()} threads): {theirs['wall'][0]:.1f} s wall, "
-                f"{theirs['cpu'][0]:.1f} s CPU; peak {theirs['peak_mb']:.0f} MB",
-                "ratio": f"{record.ratio(theirs['wall'][0], ours['wall'][0])} first call, "
-                f"{record.ratio(theirs['wall'][0], ours['wall'][1])} again (wall); "
-                f"{record.ratio(theirs['cpu'][0], ours['cpu'][1])} CPU again",
-                "agree": f"D {theirs['statistic']:.5f} vs {ours['statistic']:.5f} "
-                f"({'within' if agree else 'NOT within'} 1/n: ties count differently)",
-            }
-        )
+        rows.append(_size_row(args, n, theirs, ours, agree))
         if not args.no_record:  # each size as it ends (the paper's code takes minutes)
             record.save(__file__, rows[-1:], meter)
     big = fresh("ours", args.large, args)

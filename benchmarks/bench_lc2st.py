@@ -90,10 +90,7 @@ def fresh(args, calls: int, cache: str) -> dict:
     return record.run_worker(cmd, env)
 
 
-def main() -> None:
-    from testbed import threefry_cpu
-
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-cal", type=int, default=10_000)
     parser.add_argument("--trials", type=int, default=100)
@@ -103,25 +100,12 @@ def main() -> None:
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--calls", type=int, default=1, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker(args)
-        return
+    return parser
 
-    meter = record.Meter()
-    with tempfile.TemporaryDirectory(prefix="bench-lc2st-cache-") as cache:
-        cold = fresh(args, 1, cache)
-        cached = fresh(args, 2, cache)
-    print(
-        f"ours: p = {cached['p_value']:.3f}; cold {cold['wall'][0]:.1f}s wall "
-        f"{cold['cpu'][0]:.1f}s cpu, cached {cached['wall'][0]:.1f}s wall "
-        f"{cached['cpu'][0]:.1f}s cpu, warm {cached['wall'][1]:.1f}s wall "
-        f"{cached['cpu'][1]:.1f}s cpu (import {cold['import']:.1f}s apart); epochs per "
-        f"classifier median {np.median(cached['null_epochs']):.0f}, max "
-        f"{max(cached['null_epochs'])}",
-        flush=True,
-    )
 
+def reference(args) -> dict:
+    """sbi's LC2ST on the same toy: its p-value and statistic, seconds (wall, CPU; the
+    null trainings extrapolated to --trials when fewer ran) and null epochs."""
     import torch
     from sbi.diagnostics import LC2ST as SbiLC2ST
 
@@ -143,10 +127,63 @@ def main() -> None:
         p_ref = ref.p_value(t(theta_o), t(x_o))
         stat_ref = float(ref.get_statistic_on_observed_data(t(theta_o), t(x_o)))
     factor = args.trials / k
-    r_wall = obs_wall + null_wall * factor
-    r_cpu = obs_cpu + null_cpu * factor
+    return {
+        "k": k, "p": p_ref, "statistic": stat_ref, "null_wall": null_wall,
+        "wall": obs_wall + null_wall * factor, "cpu": obs_cpu + null_cpu * factor,
+        "null_epochs": [c.n_iter_ for clfs in ref.trained_clfs_null.values() for c in clfs],
+    }  # fmt: skip
+
+
+def _row(args, cold: dict, cached: dict, sbi: dict) -> dict:
+    """The speed table's row: ours (cold, cached, warm) beside sbi's LC2ST."""
+    warm, r_wall, r_cpu, ref_null = cached["wall"][1], sbi["wall"], sbi["cpu"], sbi["null_epochs"]
+    per_epoch = (sbi["null_wall"] / np.sum(ref_null)) / (warm / cached["epochs"])
+    p_ref, stat_ref = sbi["p"], sbi["statistic"]
+    same = (cached["p_value"] < 0.05) == (p_ref < 0.05)
+    return {
+        "case": f"L-C2ST, 1 + {args.trials} classifiers, N_cal = {args.num_cal:,} (2-d toy, "
+        f"spread x{args.scale})",
+        "ours": f"{warm:.1f} s warm, {cached['wall'][0]:.1f} s cached, {cold['wall'][0]:.1f} s "
+        f"cold (wall); CPU {cached['cpu'][1]:.1f} s warm; null epochs median "
+        f"{np.median(cached['null_epochs']):.0f}",
+        "reference": f"sbi's LC2ST (its defaults; sklearn MLP), all {args.trials} null trainings "
+        f"timed: {r_wall:.0f} s wall, {r_cpu:.0f} s CPU; null epochs median "
+        f"{np.median(ref_null):.0f}, max {max(ref_null)}",
+        "ratio": f"{record.ratio(r_wall, warm)} warm, {record.ratio(r_wall, cached['wall'][0])} "
+        f"cached, {record.ratio(r_wall, cold['wall'][0])} cold (wall); "
+        f"{record.ratio(r_cpu, cached['cpu'][1])} CPU warm; {per_epoch:.1f}x wall per epoch",
+        "agree": f"p {cached['p_value']:.2f} vs {p_ref:.2f}, T {cached['statistic']:.3f} vs "
+        f"{stat_ref:.3f} ({'same decision' if same else 'DIFFERENT decisions'} at 0.05)",
+    }
+
+
+def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
+    args = _parser().parse_args()
+    if args.worker:
+        worker(args)
+        return
+
+    meter = record.Meter()
+    with tempfile.TemporaryDirectory(prefix="bench-lc2st-cache-") as cache:
+        cold = fresh(args, 1, cache)
+        cached = fresh(args, 2, cache)
+    print(
+        f"ours: p = {cached['p_value']:.3f}; cold {cold['wall'][0]:.1f}s wall "
+        f"{cold['cpu'][0]:.1f}s cpu, cached {cached['wall'][0]:.1f}s wall "
+        f"{cached['cpu'][0]:.1f}s cpu, warm {cached['wall'][1]:.1f}s wall "
+        f"{cached['cpu'][1]:.1f}s cpu (import {cold['import']:.1f}s apart); epochs per "
+        f"classifier median {np.median(cached['null_epochs']):.0f}, max "
+        f"{max(cached['null_epochs'])}",
+        flush=True,
+    )
+
+    sbi = reference(args)
+    k, p_ref, stat_ref, null_wall = sbi["k"], sbi["p"], sbi["statistic"], sbi["null_wall"]
+    r_wall, r_cpu, ref_null = sbi["wall"], sbi["cpu"], sbi["null_epochs"]
     note = f" (null time extrapolated from {k} of {args.trials} trials)" if k < args.trials else ""
-    ref_null = [c.n_iter_ for clfs in ref.trained_clfs_null.values() for c in clfs]
     print(
         f"sbi:  p = {p_ref:.3f}{' with ' + str(k) + ' trials' if note else ''}, "
         f"{r_wall:.1f}s wall {r_cpu:.1f}s cpu{note}; null epochs per classifier median "
@@ -170,22 +207,7 @@ def main() -> None:
     )
     if note or args.no_record:
         return
-    row = {
-        "case": f"L-C2ST, 1 + {args.trials} classifiers, N_cal = {args.num_cal:,} (2-d toy, "
-        f"spread x{args.scale})",
-        "ours": f"{warm:.1f} s warm, {cached['wall'][0]:.1f} s cached, {cold['wall'][0]:.1f} s "
-        f"cold (wall); CPU {cached['cpu'][1]:.1f} s warm; null epochs median "
-        f"{np.median(cached['null_epochs']):.0f}",
-        "reference": f"sbi's LC2ST (its defaults; sklearn MLP), all {args.trials} null trainings "
-        f"timed: {r_wall:.0f} s wall, {r_cpu:.0f} s CPU; null epochs median "
-        f"{np.median(ref_null):.0f}, max {max(ref_null)}",
-        "ratio": f"{record.ratio(r_wall, warm)} warm, {record.ratio(r_wall, cached['wall'][0])} "
-        f"cached, {record.ratio(r_wall, cold['wall'][0])} cold (wall); "
-        f"{record.ratio(r_cpu, cached['cpu'][1])} CPU warm; {per_epoch:.1f}x wall per epoch",
-        "agree": f"p {cached['p_value']:.2f} vs {p_ref:.2f}, T {cached['statistic']:.3f} vs "
-        f"{stat_ref:.3f} ({'same decision' if same else 'DIFFERENT decisions'} at 0.05)",
-    }
-    record.save(__file__, [row], meter)
+    record.save(__file__, [_row(args, cold, cached, sbi)], meter)
 
 
 if __name__ == "__main__":

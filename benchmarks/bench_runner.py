@@ -63,10 +63,10 @@ def main() -> None:
     args = parser.parse_args()
     meter, rows = record.Meter(), []
 
-    from leaderboard.jobs import parse_seeds, sweep_jobs
+    from leaderboard.sweep import plan
     from leaderboard.worker import run_job
 
-    jobs = sweep_jobs([args.agent], args.sweep, seeds=parse_seeds(args.seeds))
+    jobs = plan([args.agent], args.sweep, seeds=args.seeds)
     print(f"{len(jobs)} jobs: {args.agent} on {args.sweep}, seeds {args.seeds}")
 
     start = time.perf_counter()

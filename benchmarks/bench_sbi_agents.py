@@ -90,10 +90,7 @@ def time_sbi_abc(agent_name: str, problem, num_samples: int):
     return time.perf_counter() - start, np.asarray(samples, np.float32)
 
 
-def main() -> None:
-    from testbed import threefry_cpu
-
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", nargs="+", default=list(ALL_AGENTS), choices=ALL_AGENTS)
     parser.add_argument("--tasks", nargs="+", default=["two_moons", "gaussian_linear"])
@@ -102,7 +99,14 @@ def main() -> None:
     parser.add_argument("--num-samples", type=int, default=10_000)
     parser.add_argument("--c2st", action="store_true", help="also score C2ST (not timed)")
     parser.add_argument("--no-record", action="store_true")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
+    args = _parser().parse_args()
     meter, rows = record.Meter(), []
 
     import torch
