@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+# read here, not by testbed.settings: the index answers before any package is imported
 CATALOG_ENV = "TESTBED_CATALOG"
 PACKAGES = ("agents", "generative", "testbed", "leaderboard", "experiments")
 FORMAT = 2  # bumped when the index's layout changes

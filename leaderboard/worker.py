@@ -46,8 +46,8 @@ def thread_env(threads: int = 1) -> dict[str, str]:
 
 def compilation_cache_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables that give a worker testbed's persistent compilation cache
-    (`testbed.compilation_cache.compilation_cache_env`, imported when called: it imports
-    JAX, which a worker must not before its thread variables are set)."""
+    (`testbed.compilation_cache.compilation_cache_env`, imported when called: the driver
+    computes a worker's environment without loading JAX)."""
     from testbed.compilation_cache import compilation_cache_env as env
 
     return env(environ)
