@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -27,13 +26,17 @@ from experiments.console import (
     EXIT_JOBS_FAILED,
     EXIT_OK,
     OneLineParser,
+    add_verbosity,
     fast_answer,
+    import_hint,
     interruptible,
     list_rows,
     one_line_errors,
+    parse_pairs,
     print_table,
     setup_logging,
     show_list,
+    verbosity,
     write_index,
 )
 
@@ -44,19 +47,6 @@ MAX_FAILURES_SHOWN = 10
 
 def _split(values: Sequence[str] | None) -> list[str]:
     return [v.strip() for text in values or [] for v in text.split(",") if v.strip()]
-
-
-def _parse_sets(pairs: Sequence[str], option: str = "--set") -> dict[str, str]:
-    """`key=value` pairs as a dict (values as text: the agent or problem types them)."""
-    from testbed.errors import InputError
-
-    out = {}
-    for pair in pairs:
-        if "=" not in pair or not pair.split("=", 1)[0].strip():
-            raise InputError(f"{option}: got {pair!r}; allowed: key=value")
-        key, value = pair.split("=", 1)
-        out[key.strip()] = value.strip()
-    return out
 
 
 def _import_user_modules(args: argparse.Namespace) -> tuple[str, ...]:
@@ -80,26 +70,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     _import_user_modules(args)
     agent, options, quality = run_one(
-        args.agent, args.problem, seed=args.seed, overrides=_parse_sets(args.set or []),
-        options=_parse_sets(args.option or [], "--option"),
+        args.agent, args.problem, seed=args.seed, overrides=parse_pairs(args.set or []),
+        options=parse_pairs(args.option or [], "--option"),
         metrics=_split(args.metrics) if args.metrics else None,
     )  # fmt: skip
-    if args.json:
-        out = {
-            "agent": agent.name,
-            "config": agent.config_dict(),
-            "problem": args.problem,
-            "settings": generative.problem_settings(args.problem),
-            "options": options,
-            "quality": dict(quality),
-        }
-        print(json.dumps(out, indent=2))
-    else:
-        print_table(
-            f"{agent.name} on {args.problem}",
-            ["metric", "value"],
-            [[k, v] for k, v in quality.items()],
-        )
+    if not args.json:
+        title, rows = f"{agent.name} on {args.problem}", [[k, v] for k, v in quality.items()]
+        print_table(title, ["metric", "value"], rows)
+        return 0
+    settings = generative.problem_settings(args.problem)
+    out = {"agent": agent.name, "config": agent.config_dict(), "problem": args.problem,
+           "settings": settings, "options": options, "quality": dict(quality)}  # fmt: skip
+    print(json.dumps(out, indent=2))
     return 0
 
 
@@ -109,8 +91,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from testbed.errors import InputError
 
     imports = _import_user_modules(args)
-    overrides = _parse_sets(args.set or [])
-    options = _parse_sets(args.option or [], "--option")
+    overrides = parse_pairs(args.set or [])
+    options = parse_pairs(args.option or [], "--option")
     if bool(args.sweep) == bool(args.problem):
         raise InputError("give exactly one of --sweep NAME or --problem ID[,ID...]")
     problems = args.sweep or _split(args.problem)
@@ -324,16 +306,6 @@ def _add_overrides(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def _add_verbosity(p: argparse.ArgumentParser) -> None:
-    group = p.add_mutually_exclusive_group()
-    group.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress, only warnings and errors"
-    )
-    group.add_argument(
-        "-v", "--verbose", action="store_true", help="also say each phase and finished job"
-    )
-
-
 def _add_ranking(p: argparse.ArgumentParser, sweep_help: str, *more: str) -> None:
     """--results, --sweep and --normalize of `leaderboard` and `report` (`more`: options
     between --sweep and --normalize, as `--tau`)."""
@@ -371,7 +343,7 @@ def _add_run(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _add_import(p)
-    _add_verbosity(p)
+    add_verbosity(p)
     p.set_defaults(fn=cmd_run)
 
 
@@ -407,7 +379,7 @@ def _add_sweep(sub: Any) -> None:
         "numbers, up to 10x the training time)",
     )  # fmt: skip
     _add_import(p)
-    _add_verbosity(p)
+    add_verbosity(p)
     p.add_argument("--json", action="store_true", help="machine-readable summary")
     p.set_defaults(fn=cmd_sweep)
 
@@ -464,13 +436,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _verbosity(args: argparse.Namespace) -> int:
-    """The logging level the options ask for."""
-    if getattr(args, "quiet", False):
-        return logging.WARNING
-    return logging.DEBUG if getattr(args, "verbose", False) else logging.INFO
-
-
 NUMBER_OPTIONS = ("--timeout",)  # their value may start with "-" (refused, but by us)
 
 
@@ -506,7 +471,7 @@ def _main(args: argparse.Namespace, index: bool = False) -> int:
     setup_logging()
     enable_compilation_cache()
     threefry_cpu.install()  # the same random bits as JAX's, faster on the CPU
-    setup_logging(_verbosity(args))
+    setup_logging(verbosity(args))
     if index:  # before any --import: the index holds what every command sees
         write_index()
 
@@ -517,20 +482,7 @@ def _main(args: argparse.Namespace, index: bool = False) -> int:
             progress_mode()
         return args.fn(args)
 
-    return one_line_errors("testbed", run, hint=lambda message: _import_hint(args, message))
-
-
-def _import_hint(args: argparse.Namespace, message: str) -> str:
-    """For an unknown agent, problem family or sweep that a .py file here or in examples/
-    registers: where, and the --import that registers it ('' otherwise)."""
-    import re
-
-    from experiments.catalog import import_hint
-
-    if args.command not in ("run", "sweep", "leaderboard", "report", "list"):
-        return ""
-    found = re.match(r"(agent|problem family|sweep): got '([^']*)'", message)
-    return import_hint(found.group(1), found.group(2)) if found else ""
+    return one_line_errors("testbed", run, hint=lambda message: import_hint(args.command, message))
 
 
 if __name__ == "__main__":

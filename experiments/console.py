@@ -348,3 +348,48 @@ def shown(text: str, out: Path, failed: Any, what: str = "table and figure") -> 
     print(text)
     print(f"\n{what}: {out.resolve()}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def parse_pairs(pairs: Sequence[str], option: str = "--set") -> dict[str, str]:
+    """`key=value` pairs as a dict (values as text: the agent or problem types them)."""
+    from testbed.errors import InputError
+
+    out = {}
+    for pair in pairs:
+        if "=" not in pair or not pair.split("=", 1)[0].strip():
+            raise InputError(f"{option}: got {pair!r}; allowed: key=value")
+        key, value = pair.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def add_verbosity(p: argparse.ArgumentParser) -> None:
+    """-q/--quiet and -v/--verbose, one or the other."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress, only warnings and errors"
+    )
+    group.add_argument(
+        "-v", "--verbose", action="store_true", help="also say each phase and finished job"
+    )
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """The logging level the options ask for."""
+    if getattr(args, "quiet", False):
+        return logging.WARNING
+    return logging.DEBUG if getattr(args, "verbose", False) else logging.INFO
+
+
+def import_hint(command: str, message: str) -> str:
+    """For an unknown agent, problem family or sweep (`message`, an error of `testbed
+    command`) that a .py file here or in examples/ registers: where, and the --import that
+    registers it ('' otherwise)."""
+    import re
+
+    from experiments import catalog
+
+    if command not in ("run", "sweep", "leaderboard", "report", "list"):
+        return ""
+    found = re.match(r"(agent|problem family|sweep): got '([^']*)'", message)
+    return catalog.import_hint(found.group(1), found.group(2)) if found else ""
