@@ -120,6 +120,7 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
     the jobs `keys` (default: every sbi/... row; one config per agent, else refused). The
     paper's mean and range are over the observations we ran."""
     import leaderboard.results
+    from generative.sbi.problems import SBIBM
     from leaderboard import literature
     from leaderboard.rows import rows_to_summarise
 
@@ -140,7 +141,7 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
                "seconds_per_run": ("seconds", "mean"),
                "sampling_seconds_per_run": ("sampling", "mean")}  # fmt: skip
     ours = df.groupby(["task", "budget", "agent"]).agg(**columns).reset_index()
-    out = ours.merge(literature.paper_cells(df), on=["task", "budget", "agent"], how="left")
+    out = ours.merge(literature.paper_cells(df, SBIBM), on=["task", "budget", "agent"], how="left")
     out["within_paper_range"] = (out["mean_c2st"] >= out["paper_min"]) & (
         out["mean_c2st"] <= out["paper_max"]
     )
@@ -171,6 +172,7 @@ def markdown(table: pd.DataFrame) -> str:
 def paper_only(table: pd.DataFrame, agents: Sequence[str], observations) -> pd.DataFrame:
     """Rows for the paper's `agents` that `table` lacks, at its tasks and budgets: the
     paper's mean and range over `observations`, no result of ours (mean_c2st NaN)."""
+    from generative.sbi.problems import SBIBM
     from leaderboard import literature
 
     missing = [a for a in agents if a not in set(table["agent"])]
@@ -185,7 +187,7 @@ def paper_only(table: pd.DataFrame, agents: Sequence[str], observations) -> pd.D
             for k in observations
         ]
     )
-    return literature.paper_cells(observed).assign(mean_c2st=np.nan)
+    return literature.paper_cells(observed, SBIBM).assign(mean_c2st=np.nan)
 
 
 def figure(table: pd.DataFrame, path: Path, paper: pd.DataFrame | None = None) -> None:

@@ -1,16 +1,19 @@
-"""Published results beside ours: the SBI benchmark paper's runs, shown, never mixed in.
+"""Published results beside ours: a paper's runs, shown, never mixed in.
 
-`published("sbibm")` gives the paper's per-run results (package data, see
-leaderboard/data/sbibm.csv for the provenance); `published("sbi_new_methods")` the
-published C2ST of newer methods at the benchmark's tasks and budgets where a paper reports
-them (leaderboard/data/sbi_new_methods_published.csv, each row with its citation).
-`beside(c2st_table, observed)` adds, to each row of our C2ST ranking whose agent a paper
-ran (our shipped `<agent> (ours, shipped)` too), the published mean C2ST (for the SBI
-benchmark: and its range over the same observations as ours, `paper_cells`) and whose it
-is (`paper_source`); `paper_rows(observed)` gives the SBI benchmark's algorithms as rows
-of their own, `<ALGORITHM> (sbibm paper)`, over the same observations, to be ranked
-beside ours; `per_observation(df)` pairs each of our runs with the paper's run at the
-same task, budget and observation.
+`published(name)` gives a file of published runs (package data; each file says its
+provenance in its `#` lines): `sbibm`, the SBI benchmark paper's runs; `sbi_new_methods`,
+newer methods' published C2ST at the benchmark's tasks and budgets; `neural_testbed_2021`,
+the bars of the Neural Testbed's figure. Which paper's runs a family is shown beside, and
+how its algorithms map to our agents, the family declares (`testbed.ranking.Published`,
+as `RankedBy.published`); nothing here names a paper or an agent.
+
+`beside(table, observed, source)` adds, to each row of a ranking over observations whose
+agent the paper ran (our shipped `<agent> (ours, shipped)` too), the published mean
+(`paper_<score>`) and range over the same observations as ours (`paper_cells`) and whose
+it is (`paper_source`); `paper_rows(observed, source, family)` gives the paper's
+algorithms as rows of their own, `<ALGORITHM> (<name> paper)`, over the same
+observations; `per_observation(df, source)` pairs each of our runs with the paper's run
+at the same cell and observation.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from leaderboard.scoring import MIN_CI_OBSERVATIONS, SHIPPED_LABEL, bootstrap_ci
+from leaderboard.scoring import MIN_CI_OBSERVATIONS, bootstrap_ci
+from leaderboard.standings import SHIPPED_SUFFIX
 from testbed.errors import bad_value
+from testbed.ranking import Published
 
 DATA = Path(__file__).resolve().parent / "data"
 SOURCES = {
@@ -30,23 +35,9 @@ SOURCES = {
     "neural_testbed_2021": DATA / "neural_testbed_2021.csv",
     "sbi_new_methods": DATA / "sbi_new_methods_published.csv",
 }
-SBIBM_SOURCE = "Lueckmann 2021"  # the `paper_source` of the SBI benchmark's numbers
-PAPER_LABEL = "{algorithm} (sbibm paper)"  # a published row of the SBI benchmark
-PAPER_SUFFIX = " paper)"  # how a published row's label ends
-PAPER_KEY = "published:sbibm:"  # its config key
-SHIPPED_SUFFIX = SHIPPED_LABEL.format(agent="")
-# our agent names -> the paper's algorithm names
-SBIBM_ALGORITHMS = {
-    "npe": "NPE",
-    "snpe": "SNPE",
-    "nle": "NLE",
-    "snle": "SNLE",
-    "nre": "NRE",
-    "snre": "SNRE",
-    "rej_abc": "REJ-ABC",
-    "smc_abc": "SMC-ABC",
-}
-AGENTS = {paper: ours for ours, paper in SBIBM_ALGORITHMS.items()}  # the paper's -> ours
+PAPER_LABEL = "{algorithm} ({name} paper)"  # a published row, e.g. `NPE (sbibm paper)`
+PAPER_KEY = "published:{name}:"  # the config key of a published row, before its algorithm
+KEYS = ["agent", "task", "budget", "observation"]  # a run's cell and observation
 
 
 @functools.cache
@@ -70,26 +61,28 @@ def published(name: str = "sbibm") -> pd.DataFrame:
     return _read(name).copy()
 
 
-def paper_cells(observed: pd.DataFrame) -> pd.DataFrame:
+def _runs(source: Published) -> pd.DataFrame:
+    """The paper's runs under the ranking's column names, with our agent for each
+    algorithm (none where we have no such agent)."""
+    runs = published(source.name).rename(columns=dict(source.columns))
+    return runs.assign(agent=runs["algorithm"].map(source.agent_of()))
+
+
+def paper_cells(observed: pd.DataFrame, source: Published) -> pd.DataFrame:
     """The paper per agent x task x budget over the observations in `observed` (columns
     agent, task, budget, observation: the runs we have), so both sides average the same
-    observations: paper_c2st (mean), paper_min, paper_max, paper_minutes_per_run."""
-    keys = ["agent", "task", "budget", "observation"]
-    ours = observed[keys].dropna().drop_duplicates()
+    observations: paper_<score> (mean), paper_min, paper_max and, where the paper gives
+    run times, paper_minutes_per_run."""
+    ours = observed[KEYS].dropna().drop_duplicates()
     ours = ours.astype({"budget": int, "observation": int})
-    paper = published("sbibm").rename(
-        columns={"num_simulations": "budget", "num_observation": "observation"}
-    )
-    paper["agent"] = paper["algorithm"].map(AGENTS)
-    matched = paper.merge(ours, on=keys)
+    matched = _runs(source).merge(ours, on=KEYS)
+    score = source.score
+    agg = dict(paper_min=(score, "min"), paper_max=(score, "max"))
+    if "runtime_minutes" in matched:
+        agg["paper_minutes_per_run"] = ("runtime_minutes", "mean")
     return (
         matched.groupby(["agent", "task", "budget"])
-        .agg(
-            paper_c2st=("c2st", "mean"),
-            paper_min=("c2st", "min"),
-            paper_max=("c2st", "max"),
-            paper_minutes_per_run=("runtime_minutes", "mean"),
-        )
+        .agg(**{f"paper_{score}": (score, "mean")}, **agg)
         .reset_index()
     )
 
@@ -100,70 +93,70 @@ def agent_name(agent: str) -> str:
     return agent[: -len(SHIPPED_SUFFIX)] if agent.endswith(SHIPPED_SUFFIX) else agent
 
 
-def newer_cells() -> pd.DataFrame:
-    """The published C2ST of newer methods (`sbi_new_methods`) per our agent, task and
-    budget: paper_c2st and paper_source (no range: a mean is what the papers give)."""
-    new = published("sbi_new_methods")
+def newer_cells(source: Published) -> pd.DataFrame:
+    """The published means of newer methods (`source.newer`) per our agent, task and
+    budget: paper_<score> and paper_source (no range: a mean is what the papers give)."""
+    score = source.score
+    if source.newer is None:
+        return pd.DataFrame(columns=["_agent", "task", "budget", f"paper_{score}", "paper_source"])
+    new = published(source.newer).rename(columns=dict(source.columns))
     return pd.DataFrame(
         {
             "_agent": new["agent"],
             "task": new["task"],
-            "budget": new["num_simulations"].astype(int),
-            "paper_c2st": new["c2st"].astype(float),
+            "budget": new["budget"].astype(int),
+            f"paper_{score}": new[score].astype(float),
             "paper_source": new["source"],
         }
     )
 
 
-def beside(table: pd.DataFrame, observed: pd.DataFrame, source: str | None) -> pd.DataFrame:
+def beside(table: pd.DataFrame, observed: pd.DataFrame, source: Published | None) -> pd.DataFrame:
     """`table` (a ranking over observations: agent, task, budget, ...) with the published
     mean, min and max of `source` over the observations of `observed` (see `paper_cells`)
     where `source` ran that agent (or the agent our shipped row ran) on that task and
-    budget, and, for a newer method no such source ran, the published mean of a paper that
-    reports the same task and budget (`newer_cells`); `paper_source` says whose. `table` as
-    it is for None or a source that publishes no such cells."""
-    if source != "sbibm" or not len(table):
+    budget, and, for a newer method `source` did not run, the published mean of a paper
+    that reports the same task and budget (`newer_cells`); `paper_source` says whose.
+    `table` as it is without a source."""
+    if source is None or not len(table):
         return table
-    keys = ["_agent", "task", "budget"]
+    keys, paper = ["_agent", "task", "budget"], f"paper_{source.score}"
     ours = observed.assign(agent=observed["agent"].map(agent_name))
-    cells = paper_cells(ours).drop(columns=["paper_minutes_per_run"])
-    cells = cells.rename(columns={"agent": "_agent"}).assign(paper_source=SBIBM_SOURCE)
+    cells = paper_cells(ours, source).drop(columns=["paper_minutes_per_run"], errors="ignore")
+    cells = cells.rename(columns={"agent": "_agent"}).assign(paper_source=source.citation)
     out = table.assign(_agent=table["agent"].map(agent_name))
     out = out.merge(cells, on=keys, how="left")
-    newer = out[keys].merge(newer_cells(), on=keys, how="left")
-    fill = out["paper_c2st"].isna() & newer["paper_c2st"].notna()
-    for column in ("paper_c2st", "paper_source"):
+    newer = out[keys].merge(newer_cells(source), on=keys, how="left")
+    fill = out[paper].isna() & newer[paper].notna()
+    for column in (paper, "paper_source"):
         out[column] = out[column].astype(object if column == "paper_source" else float)
         out.loc[fill, column] = newer.loc[fill, column]
     return out.drop(columns="_agent")
 
 
-def paper_rows(observed: pd.DataFrame, source: str | None, family: str) -> pd.DataFrame:
-    """The SBI benchmark paper's algorithms as ranking rows of their own, labelled
-    `<ALGORITHM> (sbibm paper)`, per task x budget of `observed` (columns task, budget,
-    observation) over the same observations: mean C2ST, its 95% bootstrap interval (as
-    ours: none below MIN_CI_OBSERVATIONS), observations. Empty for another source."""
-    keys = ["task", "budget", "observation"]
-    if source != "sbibm" or not len(observed):
+def paper_rows(observed: pd.DataFrame, source: Published | None, family: str) -> pd.DataFrame:
+    """The paper's algorithms as ranking rows of their own, labelled `<ALGORITHM> (<name>
+    paper)`, per task x budget of `observed` (columns task, budget, observation) over the
+    same observations: mean score, its 95% bootstrap interval (as ours: none below
+    MIN_CI_OBSERVATIONS), observations. Empty without a source."""
+    keys = KEYS[1:]
+    if source is None or not len(observed):
         return pd.DataFrame()
     cells = observed[keys].dropna().drop_duplicates()
     cells = cells[cells["budget"].map(lambda b: float(b).is_integer())]
     cells = cells.astype({"budget": int, "observation": int})
-    paper = published("sbibm").rename(
-        columns={"num_simulations": "budget", "num_observation": "observation"}
-    )
-    matched = paper.merge(cells, on=keys)
-    matched = matched[np.isfinite(matched["c2st"].astype(float))]
+    matched = _runs(source).merge(cells, on=keys)
+    matched = matched[np.isfinite(matched[source.score].astype(float))]
     rows = []
     for (algorithm, task, budget), g in matched.groupby(["algorithm", "task", "budget"]):
-        values = g.groupby("observation")["c2st"].mean().to_numpy(float)
+        values = g.groupby("observation")[source.score].mean().to_numpy(float)
         low, high = bootstrap_ci(values, min_observations=MIN_CI_OBSERVATIONS)
-        label = PAPER_LABEL.format(algorithm=algorithm)
+        label = PAPER_LABEL.format(algorithm=algorithm, name=source.name)
         rows.append(
             {
                 "agent": label,
                 "label": label,
-                "config_key": PAPER_KEY + algorithm,
+                "config_key": PAPER_KEY.format(name=source.name) + algorithm,
                 "family": family,
                 "task": task,
                 "budget": int(budget),
@@ -177,20 +170,12 @@ def paper_rows(observed: pd.DataFrame, source: str | None, family: str) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def per_observation(df: pd.DataFrame, source: str | None = "sbibm") -> pd.DataFrame:
+def per_observation(df: pd.DataFrame, source: Published | None) -> pd.DataFrame:
     """Our rows (columns agent, task, budget, observation, ...) beside the published score
-    of `source` at the same task, budget and observation (paper_c2st for sbibm); `df` as it
-    is for None."""
-    if source != "sbibm":
+    of `source` at the same task, budget and observation (`paper_<score>`); `df` as it is
+    without a source."""
+    if source is None:
         return df
-    paper = published("sbibm")
-    right = pd.DataFrame(
-        {
-            "agent": paper["algorithm"].map(AGENTS),
-            "task": paper["task"],
-            "budget": paper["num_simulations"],
-            "observation": paper["num_observation"],
-            "paper_c2st": paper["c2st"],
-        }
-    )
-    return df.merge(right, on=["agent", "task", "budget", "observation"], how="left")
+    runs = _runs(source)
+    right = runs[KEYS].assign(**{f"paper_{source.score}": runs[source.score]})
+    return df.merge(right, on=KEYS, how="left")

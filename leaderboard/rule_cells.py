@@ -33,16 +33,6 @@ HELP = {
     f"blank below {MIN_CI_OBSERVATIONS} observations",
     "num_observations": "observations averaged (the interval needs at least "
     f"{MIN_CI_OBSERVATIONS})",
-    "paper_c2st": "the published C2ST for this agent: the SBI benchmark paper's (mean over "
-    "the same observations where this row is a mean) or, for a newer method the benchmark "
-    "did not run, a paper's at the same task and budget (its mean over its own runs; the "
-    "paper column says whose, the docs where none exists)",
-    "paper_source": "whose published C2ST: Lueckmann 2021 = Lueckmann et al., "
-    "'Benchmarking Simulation-Based Inference', AISTATS 2021 (the SBI benchmark); Miller "
-    "2022 = Miller, Weniger, Forre, 'Contrastive Neural Ratio Estimation', NeurIPS 2022 "
-    "(data: leaderboard.published('sbi_new_methods'))",
-    "paper_min": "the paper's lowest C2ST over those observations",
-    "paper_max": "the paper's highest C2ST over those observations",
     "observation": "the SBI benchmark's observation number",
     "c2st": "C2ST at this observation (0.5 is perfect; lower is better)",
 }

@@ -147,4 +147,5 @@ def help_of(column: str, spec: RankedBy | None) -> str | None:
     """What `column` means in a table of `spec`'s rule (None: the rule does not say)."""
     if spec is None:
         return None
-    return rule_of(spec).column_help.get(column)
+    paper = dict(getattr(spec.published, "column_help", ()))  # the paper's columns
+    return paper.get(column, rule_of(spec).column_help.get(column))

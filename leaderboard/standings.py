@@ -13,7 +13,7 @@ from leaderboard.scoring import SHIPPED_LABEL
 from testbed.ranking import RankedBy
 
 SHIPPED_SUFFIX = SHIPPED_LABEL.format(agent="")  # " (ours, shipped)"
-PAPER_SUFFIX = " paper)"  # how a published row's label ends: "<ALGORITHM> (<source> paper)"
+PAPER_SUFFIX = " paper)"  # how a published row's label ends (`literature.PAPER_LABEL`)
 
 
 @dataclasses.dataclass

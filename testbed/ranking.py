@@ -29,6 +29,36 @@ FILL = 1e6  # the score of a missing, failed or non-finite problem (the Neural T
 
 
 @dataclasses.dataclass(frozen=True)
+class Published:
+    """A paper's runs that a family's rankings show beside ours, declared by the family
+    whose results they are (`RankedBy.published`); its name is how titles say it.
+
+    `name`: the file of runs (`leaderboard.published(name)`: one row per run, columns
+    `algorithm`, the cell's and the replicate's, and `score`; `runtime_minutes` where the
+    paper gives it); `citation`: whose numbers, as the `paper_source` column says it;
+    `agents`: (our agent, the paper's algorithm) pairs; `columns`: (the file's column,
+    the ranking's) renames, e.g. ("num_simulations", "budget"); `newer`: a file of newer
+    methods' published means at the same cells (columns `agent`, the cell's, `score`,
+    `source`), or None; `column_help`: (column, what it means) of the paper's columns.
+    """
+
+    name: str
+    citation: str
+    agents: tuple[tuple[str, str], ...]
+    columns: tuple[tuple[str, str], ...] = ()
+    score: str = "c2st"
+    newer: str | None = None
+    column_help: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        return self.name
+
+    def agent_of(self) -> dict[str, str]:
+        """The paper's algorithm -> our agent."""
+        return {paper: ours for ours, paper in self.agents}
+
+
+@dataclasses.dataclass(frozen=True)
 class RankedBy:
     """What a family's problems are ranked on, and how (see the module doc).
 
@@ -45,9 +75,9 @@ class RankedBy:
     Observations rule: `cell` (settings columns), `replicate` (None: one a cell),
     `apart` ((column, default, form) triples: a row whose settings column is not its
     default is a task of its own, `<task> (<form of the value>)`, never pooled with the
-    others), `published` (the name of published results shown beside,
-    `leaderboard.published(name)`). `shipped`: the name of our own shipped runs of the
-    family's problems, ranked beside a user's (`leaderboard.shipped`).
+    others), `published` (a paper's runs shown beside ours: `Published`). `shipped`: the
+    name of our own shipped runs of the family's problems, ranked beside a user's
+    (`leaderboard.shipped`).
     """
 
     score: str
@@ -64,7 +94,7 @@ class RankedBy:
     cell: tuple[str, ...] = ()
     replicate: str | None = None
     apart: tuple[tuple[str, object, str], ...] = ()
-    published: str | None = None
+    published: Published | None = None
     shipped: str | None = None
 
     def __post_init__(self):

@@ -15,11 +15,12 @@ import pytest
 from experiments.cli import main
 from leaderboard import results as results_module
 from leaderboard import scoring
-from leaderboard.board import build as lb_build
+from leaderboard import build as lb_build
 from leaderboard.jobs import Job, expand, parse_seeds, sweep_jobs
 from leaderboard.runner import todo
 from leaderboard.store import ResultsStore
 from testbed.errors import InputError
+from testbed.ranking import c2st
 
 # ---------------------------------------------------------------- jobs
 
@@ -346,7 +347,7 @@ def test_c2st_has_no_interval_below_five_observations(tmp_path, capsys):
     row = scoring.rank_observations(_c2st_frame([0.6, 0.8, 0.7, 0.9, 0.65])).iloc[0]
     assert 0.6 <= row["ci_low"] < row["mean_c2st"] < row["ci_high"] <= 0.9
     assert scoring.MIN_CI_OBSERVATIONS == 5
-    assert "blank below 5 observations" in lb.COLUMN_HELP["ci_low"]
+    assert "blank below 5 observations" in lb.column_help("ci_low", c2st(("task", "budget")))
     path = tmp_path / "sbi.db"
     with ResultsStore(path) as s:
         for k, v in ((1, 0.6), (2, 0.8)):
@@ -554,6 +555,7 @@ def test_thread_env_gives_our_own_thread_pools_the_same_budget(monkeypatch):
     import jax
 
     import testbed.metrics.mlp as mlp
+    import testbed.metrics.mlp_chunks as mlp_chunks
     from leaderboard.worker import thread_env
     from testbed.cores import THREADS_ENV, thread_budget, usable_cores
 
@@ -577,7 +579,7 @@ def test_thread_env_gives_our_own_thread_pools_the_same_budget(monkeypatch):
             started.append(max_workers)
             super().__init__(max_workers)
 
-    monkeypatch.setattr(mlp, "ThreadPoolExecutor", Recording)
+    monkeypatch.setattr(mlp_chunks, "ThreadPoolExecutor", Recording)  # the chunks' threads
     monkeypatch.setenv(THREADS_ENV, "1")
     rng = np.random.default_rng(0)
     x = rng.standard_normal((40, 2)).astype(np.float32)
@@ -673,7 +675,7 @@ def test_real_data_tables_are_headed_as_a_joint_nll(tmp_path, capsys):
         for tau in (1, 10):
             s.record(_result(agent="uniform", pid=f"real/iris/{tau}/0", joint_nll=1.1 * tau))
             s.record(_result(agent="mlp", pid=f"real/iris/{tau}/0", joint_nll=0.5 * tau))
-    board = lb.build(path)
+    board = lb_build(path)
     assert board.tables_of("real")[10]["mean_nll"].tolist() == [5.0, 11.0]  # the KL's rules
     for full in (False, True):
         shown = dict(lb.tables(board, full=full))
@@ -710,7 +712,7 @@ def test_a_sweep_counts_only_its_problems_and_families_are_never_pooled(tmp_path
     path = tmp_path / "h.db"
     _mixed_families(path)
     uniform_kl = np.mean([0.6 + 0.02 * i for i in range(7)])
-    board = lb.build(path, sweep="classification_2d_test")
+    board = lb_build(path, sweep="classification_2d_test")
     assert [(r.spec.name, r.family, r.tau) for r in board.rankings] == [
         ("joint KL", "classification_2d_test", 1)
     ]
@@ -721,7 +723,7 @@ def test_a_sweep_counts_only_its_problems_and_families_are_never_pooled(tmp_path
     assert table.loc["ensemble", "pct_health"] == pytest.approx(6 / 7)  # its failed job
     assert set(board.df["problem_id"]) == set(generative_sweep("classification_2d_test"))
 
-    board = lb.build(path)  # no sweep: a table per family, never one pooled tau=1 table
+    board = lb_build(path)  # no sweep: a table per family, never one pooled tau=1 table
     assert [(r.family, r.tau) for r in board.rankings] == [
         ("classification_2d_test", 1),
         ("coin", 1),
@@ -759,7 +761,7 @@ def test_the_neural_testbed_sweeps_are_ranked_apart_and_so_are_real_and_regressi
         for pid, kl in (("regression/0", 0.4), ("regression_test/0", 0.1)):
             s.record(_result(agent="uniform", pid=pid, kl_estimate=kl))
         s.record(_result(agent="uniform", pid="real/iris/1/0", joint_nll=1.1))
-    board = lb.build(path, shipped=False)  # the user's rows alone
+    board = lb_build(path, shipped=False)  # the user's rows alone
     got = [
         (r.spec.short, r.family, r.tau, r.table[f"mean_{r.spec.short}"].tolist())
         for r in board.rankings
@@ -790,7 +792,7 @@ def test_c2st_tasks_of_different_families_are_never_pooled(tmp_path):
         for k in (1, 2):
             s.record(_result(agent="npe", pid=f"sbi/two_moons/1000/{k}", c2st=0.7))
             s.record(_result(agent="npe", pid=f"lbfault_sbi/two_moons/1000/{k}", c2st=0.9))
-    board = lb.build(path, per_observation=True, shipped=False)  # the user's rows alone
+    board = lb_build(path, per_observation=True, shipped=False)  # the user's rows alone
     c2st = board.observed().set_index("task")
     assert c2st.loc["two_moons", "mean_c2st"] == pytest.approx(0.7)
     assert c2st.loc["two_moons (lbfault_sbi)", "mean_c2st"] == pytest.approx(0.9)

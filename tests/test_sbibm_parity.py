@@ -20,10 +20,9 @@ import generative
 import leaderboard
 from experiments.cli import main
 from generative import sbi
-from generative.sbi.problems import PosteriorProblem
+from generative.sbi.problems import SBIBM, PosteriorProblem
 from generative.sbi.task import OBSERVATIONS
-from leaderboard import literature
-from leaderboard.board import build as lb_build
+from leaderboard import build as lb_build
 from leaderboard.executors import InlineExecutor
 from leaderboard.jobs import Job, JobGroup, failed_results, time_limit, training_groups
 from leaderboard.runner import run_sweep
@@ -252,7 +251,7 @@ def test_published_sbibm_results_are_the_papers_grid():
     assert len(df) == 10 * 8 * 3 * 10  # tasks x algorithms x budgets x observations
     assert not df.duplicated(["task", "num_simulations", "num_observation", "algorithm"]).any()
     assert set(df["task"]) == set(ALL)
-    assert set(df["algorithm"]) == set(literature.SBIBM_ALGORITHMS.values())
+    assert set(df["algorithm"]) == {paper for _, paper in SBIBM.agents}
     assert set(df["num_simulations"]) == {1_000, 10_000, 100_000}
     assert df["c2st"].between(0.45, 1.0).all()
     # NPE learns two_moons with more simulations (the paper's figure 2)

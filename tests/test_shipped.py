@@ -14,9 +14,9 @@ import pytest
 
 import leaderboard
 from experiments.cli import main
-from leaderboard import literature, scoring, shipped, shipped_store
+from generative.sbi.problems import SBIBM
+from leaderboard import build, literature, scoring, shipped, shipped_store
 from leaderboard.board import (
-    build,
     coverage_notes,
     legend,
     missing_note,
@@ -286,7 +286,7 @@ def test_the_sbi_leaderboard_shows_the_papers_rows_beside_ours(tmp_path, capsys)
     # a user's npe and our shipped npe both get the paper's columns; --no-shipped: no rows
     runs = pd.DataFrame({"agent": ["npe", "npe (ours, shipped)"], "task": "two_moons",
                          "budget": 1000, "observation": 1})  # fmt: skip
-    beside = literature.beside(runs[["agent", "task", "budget"]], runs, "sbibm")
+    beside = literature.beside(runs[["agent", "task", "budget"]], runs, SBIBM)
     first = paper.query("num_simulations == 1000 and algorithm == 'NPE' and num_observation == 1")
     assert list(beside["paper_c2st"]) == [first["c2st"].iloc[0]] * 2
     assert set(beside["paper_source"]) == {"Lueckmann 2021"}
@@ -558,7 +558,5 @@ def test_without_a_sweep_the_ranking_says_what_it_covers_and_why_a_stderr_is_bla
 def test_shipped_only_with_a_metric_no_family_ranks_names_the_shipped_runs():
     """`--shipped-only --metric c2st` on a Neural Testbed sweep: the refusal names our
     shipped runs of the sweep (it said "'None' has no family")."""
-    from leaderboard import board
-
     with pytest.raises(InputError, match="--shipped-only: our shipped runs of sweep"):
-        board.build(None, sweep="classification_2d", metric="c2st")
+        build(None, sweep="classification_2d", metric="c2st")
