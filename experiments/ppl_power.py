@@ -532,12 +532,10 @@ def _parser():
 def _chosen(args, long, problems, samplers, measures, sizes):
     """The stored trials of the cells asked for (by default every stored cell); an
     InputError when none matches."""
-    chosen = {
-        "problem": problems if args.problems != ",".join(PROBLEMS) else None,
-        "sampler": samplers,
-        "measure": [*measures, "ess"],
-        "n": sizes if args.sizes != ",".join(map(str, SIZES)) else None,
-    }
+    every_size = args.sizes == ",".join(map(str, SIZES))
+    chosen = {"problem": None if args.problems == ",".join(PROBLEMS) else problems,
+              "sampler": samplers, "measure": [*measures, "ess"],
+              "n": None if every_size else sizes}  # fmt: skip
     for column, values in chosen.items():
         long = long if values is None else long[long[column].isin(values)]
     if not len(long):
