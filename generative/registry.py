@@ -277,12 +277,7 @@ def typed_options(
     fields pass as they are."""
     if not options:
         return options
-    cls = family.option_types
-    if cls is None:
-        try:
-            cls = typing.get_type_hints(family.build).get("return")
-        except (NameError, TypeError):  # an annotation that does not resolve
-            return options
+    cls = family.option_types or problem_type_of(family)
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         return options
     fields = set(field_types(cls))
