@@ -20,9 +20,9 @@ from leaderboard.legend import COMPILE_NOTE
 from leaderboard.notes import coverage_notes, missing_note, shipped_notes
 from leaderboard.outputs import check_output_path, write_atomically
 from leaderboard.plots import plot_runtimes
-from leaderboard.rule_cells import plot_vs_budget
-from leaderboard.rule_testbed import best_rows as _best_rows
-from leaderboard.rule_testbed import plot_by_agent, plot_vs_num_train
+from leaderboard.rule_neural_testbed import best_rows as _best_rows
+from leaderboard.rule_neural_testbed import plot_by_agent, plot_vs_num_train
+from leaderboard.rule_per_cell import plot_vs_budget
 from leaderboard.rules import rule_of
 from leaderboard.standings import SHIPPED_SUFFIX, Board, Ranking, stderr_cells, whose
 from testbed.ranking import RankedBy

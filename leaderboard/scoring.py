@@ -1,6 +1,6 @@
 """Scoring and ranking under the rules a family declares (`testbed.ranking.RankedBy`).
 
-The Neural Testbed's rule (`TESTBED`): per agent config and problem, a negative score is
+The Neural Testbed's rule (`NEURAL_TESTBED`): per agent config and problem, a negative score is
 clipped to 0 where the family says it is estimation noise (a KL; only below -1e-4 counts
 against health); a missing, failed or non-finite score, or one whose share of finite test
 batches is below 1, becomes 1e6; the mean per tau is normalised by the family's

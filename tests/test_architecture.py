@@ -176,7 +176,7 @@ EXECUTION = {
     "wal", "leases", "results", "shipped_store",
 }  # fmt: skip
 RANKING = {
-    "scoring", "rules", "rule_testbed", "rule_cells", "standings", "board", "legend",
+    "scoring", "rules", "rule_neural_testbed", "rule_per_cell", "standings", "board", "legend",
     "notes", "html", "plots", "report", "tables", "literature", "shipped",
 }  # fmt: skip
 NEUTRAL = {"rows", "outputs", "problem_settings", "provenance", "shipped_files"}

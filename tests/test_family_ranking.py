@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import generative
+from testbed.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "my_ranked_family.py"
@@ -140,3 +141,12 @@ def test_no_family_is_named_in_the_leaderboard():
             ):
                 found.append(f"{path.name}:{line}: {text!r}")
     assert not found, found
+
+
+def test_the_neural_testbeds_rule_is_named_for_it_and_its_earlier_name_still_declares_it():
+    from testbed.ranking import JOINT_KL, NEURAL_TESTBED, RankedBy
+
+    assert JOINT_KL.rule == NEURAL_TESTBED == "neural_testbed"
+    assert RankedBy(score="s", name="s", rule="testbed").rule == NEURAL_TESTBED
+    with pytest.raises(InputError, match="ranked_by rule: got 'median'"):
+        RankedBy(score="s", name="s", rule="median")  # a rule of one's own: an object

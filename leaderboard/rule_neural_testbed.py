@@ -17,7 +17,7 @@ from leaderboard.legend import HEALTH_HELP
 from leaderboard.plots import SHIPPED, YOURS, legend_below, line_styles, mpl
 from leaderboard.rules import Ranked, Rule, Scope, register_rule
 from leaderboard.standings import Board, Ranking, over, whose
-from testbed.ranking import FILL, TESTBED, RankedBy
+from testbed.ranking import FILL, NEURAL_TESTBED, RankedBy
 
 COLUMNS = [  # the columns a ranking table shows (csv/json output: every column)
     "rank",
@@ -66,7 +66,7 @@ HELP = {
 class NeuralTestbedRule(Rule):
     """The Neural Testbed's rule (see the module doc and `leaderboard.scoring`)."""
 
-    name = TESTBED
+    name = NEURAL_TESTBED
     metric = "kl"
     normalised = True
     note = NOTE
