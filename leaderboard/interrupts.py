@@ -23,7 +23,7 @@ class Interrupts:
     Python raises KeyboardInterrupt in whatever the main thread runs when the signal
     arrives; raised inside a gc callback (JAX's `_xla_gc_callback`), a `__del__` or a
     weakref callback, it is printed as "Exception ignored in: ..." and dropped, and a
-    sweep used to go on to its end. While installed (`recorded_interrupts`), the handler
+    sweep would go on to its end. While installed (`recorded_interrupts`), the handler
     also sets `pending` and writes a byte to a pipe (`fileno`: an executor waits on it
     with its workers, so a dropped interrupt still wakes it); `check()` raises it again.
     Inside `deferred()` (storing a finished job's result) it is only recorded, and raised

@@ -85,7 +85,7 @@ class NeuralTestbedRule(Rule):
                 continue
             ids = None if scope.ids is None else [i for i in scope.ids if i.split("/", 1)[0] == fam]
             # every problem of the family counts, also one where every job failed (leaving
-            # it out made an agent that failed there look fully healthy)
+            # it out would make an agent that failed there look fully healthy)
             cleaned = scoring.clean_scores(rows, ids, spec)
             tables = scoring.score_rankings(
                 cleaned, spec=spec, normalize=scope.normalize, best_only=scope.best_only
