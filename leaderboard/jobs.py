@@ -358,10 +358,12 @@ def check_fit(agent_names: Iterable[str], problem_ids: Sequence[str]) -> None:
 
 def _problem_class(family: Any, problem_id: str) -> Any:
     """What `agents.fitting` checks oracles against: the class the family declares it
-    builds; a family that does not say has its first problem loaded (a refusal only)."""
+    builds; a family that does not say has its first problem loaded (a refusal only). An
+    id the family refuses is said first, as loading it would."""
     import generative
     from generative.registry import problem_type_of
 
+    generative.problem_settings(problem_id)
     return problem_type_of(family) or generative.load(problem_id)
 
 
