@@ -1,5 +1,5 @@
-"""The agent registry: name -> (config dataclass, factory, hyper-parameter sweep, what it
-predicts).
+"""The agent registry: name -> (config dataclass, factory, hyper-parameter sweep, and what
+a caller may ask before building it).
 
 An agent factory is `make(config) -> Agent`, where the Agent is
 `(train_data, prior_knowledge) -> predictive`. `load(name, **overrides)` returns a
@@ -376,7 +376,8 @@ def configured(name: str, config: Any) -> ConfiguredAgent:
 
 
 def load(name: str, **overrides: Any) -> ConfiguredAgent:
-    """The agent `name` with its default config and `overrides` (checked by field and type).
+    """The agent `name` with its default config and `overrides` (checked by field and type),
+    not built: its entry says whether it is an oracle (its factory runs when it trains).
 
     A seed is an integer >= 0; an agent whose config has no `seed` takes seed 0 only (every
     agent's default seed: `run --seed 0` is what `sweep --seeds 0` runs)."""
