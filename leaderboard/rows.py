@@ -32,7 +32,8 @@ FRAME_COLUMNS += BASE_COLUMNS[len(FRAME_COLUMNS) - 1 :]
 
 def parse_metrics(text: str) -> dict[str, float]:
     """A row's metrics JSON as {name: float}; ValueError when it is not that. null is NaN
-    (see `metrics_json`); rows of earlier versions may hold NaN / Infinity literals."""
+    (`leaderboard.stored_rows.metrics_json`); rows of earlier versions may hold NaN /
+    Infinity literals."""
     value = json.loads(text)
     if not isinstance(value, dict):
         raise ValueError(f"a JSON {type(value).__name__}, not an object")
