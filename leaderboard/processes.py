@@ -87,13 +87,19 @@ class WorkerProcess:
 
     def __init__(self, target: Callable[..., Any], args: tuple, env: Mapping[str, str]):
         self.conn, child = multiprocessing.Pipe()
-        with sigint_blocked():
-            self._popen = subprocess.Popen(
-                [sys.executable, "-c", BOOT, str(child.fileno())],
-                env={**os.environ, **env},
-                pass_fds=(child.fileno(),),
-            )
-        child.close()
+        try:
+            with sigint_blocked():
+                self._popen = subprocess.Popen(
+                    [sys.executable, "-c", BOOT, str(child.fileno())],
+                    env={**os.environ, **env},
+                    stdin=subprocess.DEVNULL,  # a job never reads the terminal's input
+                    pass_fds=(child.fileno(),),
+                )
+        except BaseException:
+            self.conn.close()
+            raise
+        finally:
+            child.close()
         self.pid = self._popen.pid
         self.sentinel = _pidfd(self.pid)
         try:

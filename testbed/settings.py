@@ -64,7 +64,7 @@ class Settings:
         """The settings `environ` (default: this process's environment) holds: the one
         place testbed reads its variables."""
         environ = os.environ if environ is None else environ
-        names = VARIABLES + CONTEXT
+        names = sorted(VARIABLES + CONTEXT)  # one order: equal settings compare equal
         return cls(tuple((n, environ[n]) for n in names if n in environ))
 
     def get(self, name: str) -> str | None:

@@ -93,6 +93,8 @@ def test_settings_travel_to_a_worker_whole():
     assert pickle.loads(pickle.dumps(s)) == s
     assert s.environ() == {"TESTBED_CHECKPOINTS": "/r.db.checkpoints"}  # ours only
     assert Settings.from_env({**s.environ(), "XDG_CACHE_HOME": "/c"}) == s
+    both = {"TESTBED_WORKER": "1", "TESTBED_THREADS": "2"}
+    assert Settings.from_env({}).replace(**both) == Settings.from_env(both)  # any order
 
 
 def test_workers_get_the_drivers_settings_with_their_own(monkeypatch, tmp_path):
