@@ -43,3 +43,15 @@ def test_a_worker_that_dies_says_so():
         assert not process.is_alive() and process.exitcode == 7
     finally:
         process.close()
+
+
+def test_the_code_that_starts_and_runs_workers_never_opens_the_store():
+    """Rows are written by the sweep's driver only (as tests/test_store_guarantees.py checks
+    of the worker and the executors): the modules executors are made of never open it."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "leaderboard"
+    for name in ("processes", "local_executor", "ray_executor", "interrupts", "timeouts"):
+        source = (folder / f"{name}.py").read_text()
+        for word in ("ResultsStore", "sqlite3", "leaderboard.store", "from .store", ".record("):
+            assert word not in source, (name, word)
