@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,9 @@ from typing import Any
 from leaderboard.executors import DEFAULT_TIMEOUT
 from leaderboard.jobs import Job
 from leaderboard.runner import SweepSummary
+from leaderboard.store import DEFAULT_PATH
 from testbed.errors import InputError, bad_value
 
-RESULTS = "testbed-results.db"  # the results file when none is named
 MAX_JOBS = 1_000_000  # one sweep's jobs (each is held in memory while it is expanded)
 EXECUTORS = ("local", "ray", "inline")
 
@@ -39,7 +38,7 @@ def sweep(
     configs: str = "default",
     overrides: Mapping[str, Any] | None = None,
     options: Mapping[str, Any] | None = None,
-    results: str | os.PathLike = RESULTS,
+    results: str | os.PathLike = DEFAULT_PATH,
     executor: str | Any = "local",
     workers: int = 0,
     timeout: Any = DEFAULT_TIMEOUT,
@@ -222,7 +221,12 @@ def count_seeds(seeds: Seeds) -> int:
     by its size); an InputError for a range that runs backwards (`5-2` names no seed)."""
     seeds = _seed_text(seeds)
     if not isinstance(seeds, str):
-        return len(list(seeds))
+        try:
+            return len(list(seeds))
+        except TypeError:  # not a list of seeds at all
+            raise bad_value(
+                "seeds", seeds, "integers >= 0 like 0,1,2 or a range like 0-4"
+            ) from None
     count = 0
     for part in (p.strip() for p in seeds.split(",")):
         lo, sep, hi = part.partition("-")
@@ -302,12 +306,9 @@ def check_options(problem_ids: Sequence[str], options: Mapping[str, Any]) -> dic
 def _check_values(family: Any, rest: str, typed: dict[str, Any], where: str) -> None:
     """The family's settings class checks the options' values (ranges, choices) as its
     problem would, when it is a dataclass and the settings are all its fields."""
-    cls = family.option_types
-    if cls is None:
-        try:
-            cls = typing.get_type_hints(family.build).get("return")
-        except (NameError, TypeError):
-            cls = None
+    from generative.registry import problem_type_of
+
+    cls = family.option_types or problem_type_of(family)
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         return
     names = {f.name for f in dataclasses.fields(cls)}
