@@ -44,16 +44,16 @@ def expected_jobs(sweeps: Sequence[str] = (*SWEEPS, "classification_2d_2021")) -
     sweep's at the figure's 2021 defaults."""
     import generative
     from experiments.reproduce_neural_testbed import FIGURE_2021
-    from leaderboard.jobs import expand
+    from leaderboard.sweep import plan
 
     jobs = []
     for sweep in sweeps:
         ids = generative.sweep_ids(sweep)
         if sweep in SWEEPS:
-            jobs += expand(SWEEPS[sweep], ids)
+            jobs += plan(SWEEPS[sweep], ids)
         else:
             for agent, overrides in FIGURE_2021.items():
-                jobs += expand([agent], ids, overrides=overrides)
+                jobs += plan([agent], ids, overrides=overrides)
     return jobs
 
 
@@ -105,9 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from leaderboard.executors import LocalExecutor
-    from leaderboard.runner import run_sweep
-    from leaderboard.store import ResultsStore
+    from leaderboard.sweep import make_executor, run
     from leaderboard.worker import enable_compilation_cache
 
     sweeps = [s.strip() for s in args.sweeps.split(",") if s.strip()]
@@ -120,9 +118,7 @@ def _run(args) -> int:
         from experiments.reproduce_neural_testbed import take_shipped
 
         take_shipped(jobs, args.results)
-    executor = LocalExecutor(workers=args.workers)
-    with ResultsStore(args.results, mode="w") as store:
-        summary = run_sweep(jobs, store, executor, progress=True)
+    summary = run(jobs, args.results, make_executor("local", workers=args.workers))
     print(f"{summary.total} jobs: {summary.ok} ok, {summary.failed} failed -> {args.results}")
     return 1 if summary.any_failed else 0
 
