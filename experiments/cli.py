@@ -86,8 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from leaderboard.executors import DEFAULT_TIMEOUT
-    from leaderboard.sweep import sweep
+    from leaderboard.sweep import DEFAULT_TIMEOUT, sweep
     from testbed.errors import InputError
 
     imports = _import_user_modules(args)

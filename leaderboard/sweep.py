@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from leaderboard.executors import DEFAULT_TIMEOUT
 from leaderboard.jobs import Job
 from leaderboard.runner import SweepSummary
 from leaderboard.store import DEFAULT_PATH
+from leaderboard.timeouts import DEFAULT_TIMEOUT
 from testbed.errors import InputError, bad_value
 
 MAX_JOBS = 1_000_000  # one sweep's jobs (each is held in memory while it is expanded)
