@@ -189,7 +189,8 @@ def test_non_finite_regression_output_is_a_clear_error(problem):
 def test_regression_has_its_own_ranking_table(tmp_path):
     """A sweep over classification and regression problems gives separate tables, each
     normalised by uniform (on regression: f = 0), as the reference."""
-    from leaderboard.board import build, tables
+    from leaderboard import build
+    from leaderboard.board import tables
     from leaderboard.executors import InlineExecutor
     from leaderboard.jobs import expand
     from leaderboard.runner import run_sweep

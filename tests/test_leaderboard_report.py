@@ -12,6 +12,7 @@ import struct
 import subprocess
 from html.parser import HTMLParser
 
+import leaderboard
 import leaderboard_faults  # noqa: F401  (registers lbfault_sbi settings for the c2st rows)
 import pytest
 
@@ -306,7 +307,7 @@ def _coin_board(tmp_path, taus=(1,), agents=("uniform", "mlp")):
                     evaluation_seconds=0.01,
                     test_acc=0.5,
                 )
-    return lb.build(db)
+    return leaderboard.build(db)
 
 
 def test_a_marginal_only_report_never_speaks_of_joint_predictions(tmp_path):
@@ -332,7 +333,7 @@ def test_the_header_names_agents_that_finished_no_job(tmp_path):
         for i in range(3):
             _record(s, "uniform", f"coin/{i}", kl_estimate=0.2)
             _record(s, "nanner", f"coin/{i}", status="failed", error="non-finite metrics")
-    text = render_report(lb.build(db))
+    text = render_report(leaderboard.build(db))
     assert "2 agents (1 with no finished job: nanner; not ranked, their failures below)" in text
 
 
@@ -361,7 +362,7 @@ def test_plot_legends_never_cover_the_data(tmp_path, report):
     assert len(timing) == 5
     _legends_clear(plot_runtimes(timing))
     _legends_clear(plot_vs_num_train(board, board.rankings))
-    full = lb.build(report.parent / "r.db")
+    full = leaderboard.build(report.parent / "r.db")
     _legends_clear(plot_vs_budget(next(r for r in full.rankings if r.observations)))
 
 

@@ -259,7 +259,7 @@ def test_real_sweep_runs_and_ranks_on_the_leaderboard(tmp_path):
     """A real-data sweep goes through the leaderboard like the synthetic ones: jobs, the
     results store, one joint-NLL ranking table per tau normalised by uniform (full N = M =
     1000), apart from the synthetic problems' joint-KL tables."""
-    from leaderboard.board import build
+    from leaderboard import build
     from leaderboard.executors import InlineExecutor
     from leaderboard.jobs import sweep_jobs
     from leaderboard.runner import run_sweep
