@@ -13,6 +13,7 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from testbed import threefry_cpu
 from testbed.base import PREDICTIONS, SHARED_BY, SHARED_BY_AMORTIZED, Problem
 from testbed.config import coerce_fields, field_types
 from testbed.errors import InputError, bad_value
@@ -253,6 +254,7 @@ def load(problem_id: str, **options: Any) -> Problem:
     `options` change how it is evaluated (e.g. `num_samples=1000` for an `sbi/...` problem,
     `num_test_seeds=100` for a classification one); each family lists the ones it takes.
     """
+    threefry_cpu.install()  # a library entry point: problems built as the command line builds them
     family, rest = split_id(problem_id)
     unknown = sorted(set(options) - set(family.options))
     if unknown and not family.options:

@@ -111,3 +111,20 @@ def test_the_stored_programs_key_names_the_lowering():
     from testbed import compilation_cache
 
     assert f"threefry={threefry_cpu.lowering()}" in compilation_cache._machine()
+
+
+def test_the_library_entry_points_install_it_as_the_command_line_does():
+    """`generative.load` and `testbed.evaluate` are entry points too: a Python user builds
+    and scores problems with the lowering the command line and its workers use."""
+    code = (
+        "import generative, testbed, agents\nfrom testbed import threefry_cpu\n"
+        "print(threefry_cpu.lowering())\ngenerative.load('coin/1')\n"
+        "print(threefry_cpu.lowering())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != threefry_cpu.ENV}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    installed = "unrolled" if _jax_offers_unrolled() else "rolled"
+    assert out.stdout.split() == ["rolled", installed]
