@@ -40,8 +40,9 @@ from experiments.console import (
     write_index,
 )
 
-MAX_JOBS = 1_000_000  # one sweep's jobs: leaderboard.sweep.MAX_JOBS (a test pins them equal)
-RESULTS = "testbed-results.db"  # the results file when --results is not given
+# the library's, without importing it (--help answers at once); tests/test_sweep_call.py pins them
+MAX_JOBS = 1_000_000  # one sweep's jobs: leaderboard.sweep.MAX_JOBS
+RESULTS = "testbed-results.db"  # the results file when --results is not given: DEFAULT_PATH
 MAX_FAILURES_SHOWN = 10
 
 

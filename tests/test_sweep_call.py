@@ -85,8 +85,8 @@ def test_run_takes_an_executor_object_and_an_executor_is_named_or_given(tmp_path
     assert summary.ok == 1
 
 
-def test_the_command_lines_limit_is_the_librarys():
-    assert cli.MAX_JOBS == MAX_JOBS
+def test_the_command_lines_limit_and_results_file_are_the_librarys():
+    assert cli.MAX_JOBS == MAX_JOBS and cli.RESULTS == leaderboard.DEFAULT_PATH
 
 
 def _imports(path: Path) -> set[str]:
