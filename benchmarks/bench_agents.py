@@ -196,9 +196,6 @@ def bench_sgmcmc_sweep(num_steps: int) -> None:
 
 
 def main() -> None:
-    from testbed import threefry_cpu
-
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=["training", "ensemble", "sgmcmc"])
     parser.add_argument("--agents", nargs="*", default=None)
@@ -207,7 +204,7 @@ def main() -> None:
     parser.add_argument("--loop-steps", type=int, default=5_000)
     parser.add_argument("--sweep-steps", type=int, default=500_000)
     parser.add_argument("--no-record", action="store_true")
-    args = parser.parse_args()
+    args = record.arguments(parser)
     meter, rows = record.Meter(), []
     names = args.agents or [
         "mlp", "logistic_regression", "ensemble", "ensemble+", "dropout", "sgmcmc", "bbb",

@@ -123,11 +123,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    from testbed import threefry_cpu
-
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = _parser()
-    args = parser.parse_args()
+    args = record.arguments(parser)
     if args.worker:
         worker(args)
         return

@@ -188,9 +188,6 @@ def bench_full_sweep(sweep: str, agent: str, save: bool) -> None:
 
 
 def main() -> None:
-    from testbed import threefry_cpu
-
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-batches", type=int, default=1000)
     parser.add_argument("--num-samples", type=int, default=1000)
@@ -202,7 +199,7 @@ def main() -> None:
     parser.add_argument("--worker", choices=("ref", "ours"), help=argparse.SUPPRESS)
     parser.add_argument("--case", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--calls", type=int, default=2, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = record.arguments(parser)
     if args.worker:
         worker(args)
     elif args.full_sweep:

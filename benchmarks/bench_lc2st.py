@@ -158,10 +158,7 @@ def _row(args, cold: dict, cached: dict, sbi: dict) -> dict:
 
 
 def main() -> None:
-    from testbed import threefry_cpu
-
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
-    args = _parser().parse_args()
+    args = record.arguments(_parser())
     if args.worker:
         worker(args)
         return

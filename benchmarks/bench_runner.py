@@ -51,16 +51,13 @@ def store_overhead(num: int, folder: Path) -> float:
 
 
 def main() -> None:
-    from testbed import threefry_cpu
-
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", default="classification_2d_test")
     parser.add_argument("--agent", default="uniform")
     parser.add_argument("--seeds", default="0-1")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--no-record", action="store_true")
-    args = parser.parse_args()
+    args = record.arguments(parser)
     meter, rows = record.Meter(), []
 
     from leaderboard.sweep import plan

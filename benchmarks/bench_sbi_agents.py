@@ -103,10 +103,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    from testbed import threefry_cpu
-
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
-    args = _parser().parse_args()
+    args = record.arguments(_parser())
     meter, rows = record.Meter(), []
 
     import torch

@@ -133,9 +133,6 @@ def bench_task(name: str, batch: int, sbibm, rows: list, num_reference: int) -> 
 
 
 def main() -> None:
-    from testbed import threefry_cpu
-
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="*", default=sbi.task_names())
     parser.add_argument("--batch", type=int, default=10_000)
@@ -143,7 +140,7 @@ def main() -> None:
     parser.add_argument("--reference", type=int, default=10_000, help="reference draws")
     parser.add_argument("--sbibm-wheel", default=None, help="sbibm-1.1.0 wheel (else pip)")
     parser.add_argument("--no-record", action="store_true")
-    args = parser.parse_args()
+    args = record.arguments(parser)
     meter = record.Meter()
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench-sbibm-") as folder:

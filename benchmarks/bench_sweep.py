@@ -93,9 +93,6 @@ def row_of(args, runs: dict) -> dict:
 
 
 def main() -> None:
-    from testbed import threefry_cpu
-
-    threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", default="sgmcmc")
     parser.add_argument("--sweep", default="classification_2d")
@@ -104,7 +101,7 @@ def main() -> None:
     parser.add_argument("--warm", action="store_true", help="keep the compilation cache")
     parser.add_argument("--keep", default=None, help="a folder for the stores (default: temp)")
     parser.add_argument("--no-record", action="store_true")
-    args = parser.parse_args()
+    args = record.arguments(parser)
     meter = record.Meter()
     print(f"{args.agent} on the whole {args.sweep} sweep, {args.workers} workers", flush=True)
     runs = {}

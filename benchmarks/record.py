@@ -18,6 +18,7 @@ import resource
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -134,3 +135,12 @@ def ratio(reference: float, ours: float) -> str:
         return "n/a"
     r = reference / ours
     return f"{r:.0f}x" if r >= 100 else f"{r:.2g}x" if r < 10 else f"{r:.0f}x"
+
+
+def arguments(parser: Any) -> Any:
+    """A benchmark's start, as every entry point's: testbed's threefry lowering installed
+    (the same bits as JAX's, faster on the CPU), then its arguments parsed."""
+    from testbed import threefry_cpu
+
+    threefry_cpu.install()
+    return parser.parse_args()
