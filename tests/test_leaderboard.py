@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from experiments.cli import main
+from leaderboard import build as lb_build
 from leaderboard import results as results_module
 from leaderboard import scoring
-from leaderboard import build as lb_build
 from leaderboard.jobs import Job, expand, parse_seeds, sweep_jobs
 from leaderboard.runner import todo
 from leaderboard.store import ResultsStore
@@ -785,7 +785,6 @@ def test_the_neural_testbed_sweeps_are_ranked_apart_and_so_are_real_and_regressi
 def test_c2st_tasks_of_different_families_are_never_pooled(tmp_path):
     """A task name two families share is two rows, ranked apart; the SBI benchmark paper's
     numbers sit beside the benchmark's own problems only."""
-    from leaderboard import board as lb
 
     path = tmp_path / "c.db"
     with ResultsStore(path) as s:

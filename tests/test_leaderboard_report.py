@@ -12,10 +12,10 @@ import struct
 import subprocess
 from html.parser import HTMLParser
 
-import leaderboard
 import leaderboard_faults  # noqa: F401  (registers lbfault_sbi settings for the c2st rows)
 import pytest
 
+import leaderboard
 from experiments.cli import main
 from leaderboard import board as lb
 from leaderboard.jobs import Job

@@ -35,8 +35,8 @@ from leaderboard.executors import (
 )
 from leaderboard.jobs import Job, expand
 from leaderboard.outputs import write_atomically
-from leaderboard.runner import run_sweep
 from leaderboard.results import load
+from leaderboard.runner import run_sweep
 from leaderboard.store import CLAIMED, DONE, ResultsStore
 from testbed.errors import InputError
 

@@ -60,9 +60,7 @@ def test_a_shared_training_checks_each_problem_once(monkeypatch):
     evaluate = importlib.import_module("testbed.evaluate")  # the module, not the function
     calls = []
     check = evaluate.check_fit
-    monkeypatch.setattr(
-        evaluate, "check_fit", lambda a, p, *n: calls.append(p) or check(a, p, *n)
-    )
+    monkeypatch.setattr(evaluate, "check_fit", lambda a, p, *n: calls.append(p) or check(a, p, *n))
     problems = [generative.load(p, num_test_seeds=10, num_enn_samples=5) for p in PAIR]
     out = testbed.evaluate_many(agents.load("uniform"), problems)
     assert [q["shared_training"] for q in out] == [2, 2]
