@@ -300,7 +300,7 @@ def test_a_name_a_file_here_registers_gets_an_import_hint(
     assert catalog.import_hint("agent", "centroid", cwd=index / "elsewhere") == ""
 
 
-def test_the_hint_names_the_file_that_does_register(tmp_path, capsys, scoped_registries):
+def test_the_hint_names_the_file_that_does_register(tmp_path, capsys, without_example_names):
     (tmp_path / "examples").mkdir()
     shutil.copy(ROOT / "examples" / "my_agent.py", tmp_path / "examples")
     hint = catalog.import_hint("agent", "centroid", cwd=tmp_path)
