@@ -1,8 +1,13 @@
-"""Leaderboard: sweeps over (agent config x problem id), the results store, scoring, report.
+"""Leaderboard: sweeps over (agent config x problem id) into a results store, and the
+rankings and report of what a store holds.
 
-Submodules: jobs (job keys, sweep expansion), worker and executors (local process pool,
-Ray), runner (the sweep driver), store (SQLite results), scoring, literature (published
-results shown beside ours: `published("sbibm")`), report (HTML).
+Two sides that import nothing of each other (tests/test_architecture.py):
+- execution: `sweep` (the library call: `leaderboard.sweep(...)`), jobs (job keys,
+  expansion), runner (the driver), executors, local_executor, ray_executor, processes,
+  worker, store (SQLite results), results (`load`, `export`), salvage, leases, wal;
+- ranking: board (`board.rank(df)`), rules (one object per ranking rule), scoring,
+  report (HTML), legend, notes, tables, literature (`published(...)`), shipped.
+`build(results)` loads a results file and ranks it: the one place the two meet.
 """
 
 from leaderboard import rule_neural_testbed, rule_per_cell  # noqa: F401  (registers the built-in rules)

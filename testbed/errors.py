@@ -32,4 +32,4 @@ def bad_value(field: str, value: object, allowed: str | Iterable[object]) -> Inp
 class EnvironmentFault(RuntimeError):
     """The machine or a service failed, not the input: a full disk, an I/O error, a cluster
     that cannot be reached. The message names what failed; the command line prints it in
-    one line and exits with status 3 (`experiments.cli.EXIT_ENVIRONMENT`)."""
+    one line and exits with status 3 (`experiments.console.EXIT_ENVIRONMENT`)."""
