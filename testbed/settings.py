@@ -85,19 +85,24 @@ class Settings:
         """The TESTBED_* variables of these settings, for a child process's environment."""
         return {n: v for n, v in self.values if n in VARIABLES}
 
+    def _number(self, name: str, cast: type, ok, allowed: str):
+        """The variable `name` as a number (None: unset); refused, naming what is allowed,
+        when it does not parse or `ok` says no."""
+        given = (self.get(name) or "").strip()
+        if not given:
+            return None
+        try:
+            value = cast(given)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):
+            raise InputError(f"{name}: got {given!r}; allowed: {allowed}")
+        return value
+
     @property
     def threads(self) -> int | None:
         """The cap on our thread pools (None: unset)."""
-        value = (self.get(THREADS) or "").strip()
-        if not value:
-            return None
-        try:
-            threads = int(value)
-        except ValueError:
-            threads = 0
-        if threads < 1:
-            raise InputError(f"{THREADS}: got {value!r}; allowed: an integer >= 1, or unset")
-        return threads
+        return self._number(THREADS, int, lambda n: n >= 1, "an integer >= 1, or unset")
 
     @property
     def progress(self) -> str:
@@ -110,16 +115,7 @@ class Settings:
     @property
     def memory_gb(self) -> float | None:
         """The memory the size bounds are taken from, in GB (None: the machine's)."""
-        given = (self.get(MEMORY_GB) or "").strip()
-        if not given:
-            return None
-        try:
-            gb = float(given)
-        except ValueError:
-            gb = math.nan
-        if not gb > 0 or gb == math.inf:
-            raise InputError(f"{MEMORY_GB}: got {given!r}; allowed: a number of GB > 0")
-        return gb
+        return self._number(MEMORY_GB, float, lambda gb: 0 < gb < math.inf, "a number of GB > 0")
 
     @property
     def jax_cache(self) -> str | None:

@@ -86,12 +86,20 @@ def test_the_lowering_is_checked_on_this_jax():
     )
 
 
-def test_importing_testbed_installs_nothing():
-    """The lowering is one explicit call of the entry points, not an import side effect."""
-    code = (
+@pytest.mark.parametrize(
+    "code",
+    [  # an import installs nothing; the library's entry points install it
         "import testbed\nfrom testbed import threefry_cpu\nprint(threefry_cpu.lowering())\n"
-        "print(threefry_cpu.install())"
-    )
+        "print(threefry_cpu.install())",
+        "import generative, testbed, agents\nfrom testbed import threefry_cpu\n"
+        "print(threefry_cpu.lowering())\ngenerative.load('coin/1')\n"
+        "print(threefry_cpu.lowering())",
+    ],
+    ids=["import", "generative.load"],
+)
+def test_the_lowering_is_installed_by_entry_points_not_by_an_import(code):
+    """The lowering is one explicit call of the entry points (the command line, workers,
+    scripts, `generative.load`, `testbed.evaluate`), not an import side effect."""
     env = {k: v for k, v in os.environ.items() if k != threefry_cpu.ENV}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
@@ -111,20 +119,3 @@ def test_the_stored_programs_key_names_the_lowering():
     from testbed import compilation_cache
 
     assert f"threefry={threefry_cpu.lowering()}" in compilation_cache._machine()
-
-
-def test_the_library_entry_points_install_it_as_the_command_line_does():
-    """`generative.load` and `testbed.evaluate` are entry points too: a Python user builds
-    and scores problems with the lowering the command line and its workers use."""
-    code = (
-        "import generative, testbed, agents\nfrom testbed import threefry_cpu\n"
-        "print(threefry_cpu.lowering())\ngenerative.load('coin/1')\n"
-        "print(threefry_cpu.lowering())"
-    )
-    env = {k: v for k, v in os.environ.items() if k != threefry_cpu.ENV}
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stderr
-    installed = "unrolled" if _jax_offers_unrolled() else "rolled"
-    assert out.stdout.split() == ["rolled", installed]
