@@ -78,11 +78,11 @@ def plan(
     agents: str | Sequence[str],
     problems: str | Sequence[str],
     *,
+    imports: Sequence[str] = (),  # first: what the user's modules register is checked after
     seeds: Seeds = 0,
     configs: str = "default",
     overrides: Mapping[str, Any] | None = None,
     options: Mapping[str, Any] | None = None,
-    imports: Sequence[str] = (),
 ) -> list[Job]:
     """The jobs of a sweep (arguments as `sweep`'s), every input checked: no job runs.
     The checks run in the order the command line's errors come: modules, seeds, problems,
