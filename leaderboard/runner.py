@@ -43,14 +43,16 @@ class SweepSummary:
 
     total: int
     skipped: int
+    # this driver's jobs
     ran: int = 0
     ok: int = 0
     failed: int = 0
+    failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # the sweep's other jobs: stored as failed (earlier, or by another sweep), finished by another
     stored_failed: int = 0
     by_others: int = 0
-    seconds: float = 0.0
-    failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     other_failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
 
     @property
     def any_failed(self) -> bool:
