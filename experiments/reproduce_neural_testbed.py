@@ -122,7 +122,7 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
     """Ours normalised by mlp beside the published figure, per agent and tau."""
     import leaderboard.results
     from leaderboard.rows import rows_to_summarise
-    from leaderboard.scoring import seed_group_stderr
+    from leaderboard.scoring_neural_testbed import seed_group_stderr
 
     df = leaderboard.results.load(results)
     df = df[df["problem_id"].str.startswith(SWEEP + "/")].copy()

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from leaderboard import scoring
+from leaderboard import scoring, scoring_neural_testbed
 from leaderboard.html import figure
 from leaderboard.legend import HEALTH_HELP
 from leaderboard.plots import SHIPPED, YOURS, legend_below, line_styles, mpl
@@ -64,7 +64,7 @@ HELP = {
 
 
 class NeuralTestbedRule(Rule):
-    """The Neural Testbed's rule (see the module doc and `leaderboard.scoring`)."""
+    """The Neural Testbed's rule (see the module doc and `leaderboard.scoring_neural_testbed`)."""
 
     name = NEURAL_TESTBED
     metric = "kl"
@@ -86,8 +86,8 @@ class NeuralTestbedRule(Rule):
             ids = None if scope.ids is None else [i for i in scope.ids if i.split("/", 1)[0] == fam]
             # every problem of the family counts, also one where every job failed (leaving
             # it out would make an agent that failed there look fully healthy)
-            cleaned = scoring.clean_scores(rows, ids, spec)
-            tables = scoring.score_rankings(
+            cleaned = scoring_neural_testbed.clean_scores(rows, ids, spec)
+            tables = scoring_neural_testbed.score_rankings(
                 cleaned, spec=spec, normalize=scope.normalize, best_only=scope.best_only
             )
             out.taus |= {t for t in tables if t is not None}
@@ -214,7 +214,7 @@ def best_rows(board: Board, rankings: list[Ranking]) -> pd.DataFrame | None:
         clean, spec = board.clean.get(family), rankings[0].spec
         if clean is None or "num_train" not in clean.columns:
             continue
-        best = scoring.best_configs(clean, spec.lower_is_better)
+        best = scoring_neural_testbed.best_configs(clean, spec.lower_is_better)
         df = clean[[best.get(a) == k for a, k in zip(clean["agent"], clean["config_key"])]]
         df = df[df["score"].abs() < FILL].assign(family=family)
         # the configs each table ranks: one that ran part of the problems is in its table

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from leaderboard import literature, scoring
+from leaderboard import literature, scoring_per_cell
 from leaderboard.html import figure, html_table, table_name
 from leaderboard.plots import legend_below, line_styles, mpl
 from leaderboard.problem_settings import settings_table
@@ -39,7 +39,7 @@ HELP = {
 
 
 class PerCellRule(Rule):
-    """The SBI benchmark's rule (see the module doc and `leaderboard.scoring`)."""
+    """The SBI benchmark's rule (see the module doc and `leaderboard.scoring_per_cell`)."""
 
     name = OBSERVATIONS
     metric = "c2st"
@@ -52,13 +52,16 @@ class PerCellRule(Rule):
         with `scope.published`, the published algorithms as labelled rows too, also in
         the cells of the sweep none of ours ran), and with `scope.per_observation` its
         runs one by one."""
-        rows = scoring.observation_rows(df, specs)
+        rows = scoring_per_cell.observation_rows(df, specs)
         out = Ranked()
         for fam, g in rows.groupby("family", sort=False) if len(rows) else ():
             spec = specs[fam]
-            table = scoring.observation_table(g, scope.labels, best_only=scope.best_only,
-                                              lower_is_better=spec.lower_is_better)  # fmt: skip
-            runs = scoring.per_observation(g, scope.labels, table if scope.best_only else None)
+            table = scoring_per_cell.observation_table(
+                g, scope.labels, best_only=scope.best_only, lower_is_better=spec.lower_is_better
+            )
+            runs = scoring_per_cell.per_observation(
+                g, scope.labels, table if scope.best_only else None
+            )
             table = literature.beside(table, runs, spec.published)
             if scope.published:
                 table = _with_paper_rows(table, g, fam, spec, scope.ids)
@@ -133,7 +136,7 @@ def _sweep_cells(ids: Sequence[str], fam: str, spec: RankedBy) -> pd.DataFrame:
     frame = pd.DataFrame([{"problem_id": i, **settings[i]} for i in fam_ids])
     if not len(frame):
         return frame
-    return scoring.observation_rows(frame.assign(**{spec.score: math.nan}), {fam: spec})
+    return scoring_per_cell.observation_rows(frame.assign(**{spec.score: math.nan}), {fam: spec})
 
 
 def _with_paper_rows(

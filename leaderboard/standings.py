@@ -26,7 +26,7 @@ class Ranking:
     tau: int | None
     table: pd.DataFrame
     # the configs that ran part of the ranked problems, each scored over those it ran (not
-    # ranked with the table's: `scoring.score_ranking`)
+    # ranked with the table's: `scoring_neural_testbed.score_ranking`)
     partial: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     @property

@@ -176,7 +176,8 @@ EXECUTION = {
     "wal", "leases", "results", "shipped_store",
 }  # fmt: skip
 RANKING = {
-    "scoring", "rules", "rule_neural_testbed", "rule_per_cell", "standings", "board", "legend",
+    "scoring", "scoring_neural_testbed", "scoring_per_cell", "rules", "rule_neural_testbed",
+    "rule_per_cell", "standings", "board", "legend",
     "notes", "html", "plots", "report", "tables", "literature", "shipped",
 }  # fmt: skip
 NEUTRAL = {"rows", "outputs", "problem_settings", "provenance", "shipped_files"}

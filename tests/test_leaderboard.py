@@ -15,7 +15,7 @@ import pytest
 from experiments.cli import main
 from leaderboard import build as lb_build
 from leaderboard import results as results_module
-from leaderboard import scoring
+from leaderboard import scoring, scoring_neural_testbed, scoring_per_cell
 from leaderboard.jobs import Job, expand, parse_seeds, sweep_jobs
 from leaderboard.runner import todo
 from leaderboard.store import ResultsStore
@@ -227,7 +227,7 @@ def test_clean_kl_applies_the_papers_rules():
             # coin/5 missing -> 1e6 here, not run: coverage (scored apart), not health
         ]
     )
-    clean = scoring.clean_scores(df, ids).set_index("problem_id")
+    clean = scoring_neural_testbed.clean_scores(df, ids).set_index("problem_id")
     assert clean["score"].to_dict() == {
         "coin/0": 0.0,
         "coin/1": 0.0,
@@ -240,7 +240,7 @@ def test_clean_kl_applies_the_papers_rules():
     # 5 jobs it ran -> health 0; without the extra id: 1 - 4/5. The problem it never ran
     # (coin/5) is not a bad job: the ranking shows the config apart, with what it ran.
     assert clean["pct_health"].iloc[0] == pytest.approx(0.0)
-    clean = scoring.clean_scores(df[df["problem_id"] != "coin/7"], ids)
+    clean = scoring_neural_testbed.clean_scores(df[df["problem_id"] != "coin/7"], ids)
     assert clean["pct_health"].iloc[0] == pytest.approx(1 - 4 / 5)
     assert clean.set_index("problem_id")["has_job"].to_dict() == {
         **{f"coin/{i}": 1.0 for i in range(5)}, "coin/5": 0.0}  # fmt: skip
@@ -253,7 +253,9 @@ def test_kl_ranking_normalises_by_uniform_with_seed_group_stderr():
     kls = {"uniform": [0.2, 0.4, 0.6, 0.2, 0.4, 0.6, 0.2, 0.4, 0.6]}
     kls["beta_bernoulli"] = [v / 4 for v in kls["uniform"]]
     rows = [(a, {}, f"coin/{i}", 0, v, "ok") for a, vals in kls.items() for i, v in enumerate(vals)]
-    rank = scoring.score_ranking(scoring.clean_scores(_kl_frame(rows)), tau=1)
+    rank = scoring_neural_testbed.score_ranking(
+        scoring_neural_testbed.clean_scores(_kl_frame(rows)), tau=1
+    )
     assert list(rank["agent"]) == ["beta_bernoulli", "uniform"]
     assert rank.attrs["normalizer"] == "uniform"
     r = rank.set_index("agent")
@@ -265,13 +267,17 @@ def test_kl_ranking_normalises_by_uniform_with_seed_group_stderr():
     assert r.loc["uniform", "normalized_stderr"] == pytest.approx(math.sqrt(0.08 / 3) / 3 / 0.4)
     assert r.loc["uniform", "mean_test_acc"] == 0.5 and r.loc["uniform", "num_problems"] == 9
     with pytest.raises(InputError, match="normalize: got 'mlp'"):
-        scoring.score_ranking(scoring.clean_scores(_kl_frame(rows)), tau=1, normalize="mlp")
+        scoring_neural_testbed.score_ranking(
+            scoring_neural_testbed.clean_scores(_kl_frame(rows)), tau=1, normalize="mlp"
+        )
 
 
 def test_seed_groups_pool_problems_with_equal_seed_mod_10():
     kl = pd.Series([1.0, 3.0, 10.0])
     seeds = pd.Series([1, 11, 2])  # groups {1: mean 2, 2: mean 10}
-    assert scoring.seed_group_stderr(kl, seeds) == pytest.approx(np.std([2.0, 10.0]) / 2**0.5)
+    assert scoring_neural_testbed.seed_group_stderr(kl, seeds) == pytest.approx(
+        np.std([2.0, 10.0]) / 2**0.5
+    )
 
 
 def test_no_uniform_means_no_normalisation_and_best_config_is_selected():
@@ -279,20 +285,22 @@ def test_no_uniform_means_no_normalisation_and_best_config_is_selected():
     for i in range(9):
         rows.append(("beta_bernoulli", {"a": 1.0}, f"coin/{i}", 0, 0.3, "ok"))
         rows.append(("beta_bernoulli", {"a": 2.0}, f"coin/{i}", 0, 0.1, "ok"))
-    clean = scoring.clean_scores(_kl_frame(rows))
-    best = scoring.best_configs(clean)
+    clean = scoring_neural_testbed.clean_scores(_kl_frame(rows))
+    best = scoring_neural_testbed.best_configs(clean)
     assert best["beta_bernoulli"] == Job.make("beta_bernoulli", {"a": 2.0}, "x").config_key
-    rank = scoring.score_ranking(clean, tau=1)
+    rank = scoring_neural_testbed.score_ranking(clean, tau=1)
     assert rank.attrs["normalizer"] is None and len(rank) == 1
     assert rank["normalized_kl"].iloc[0] == pytest.approx(0.1)
     assert rank["label"].iloc[0] == "beta_bernoulli[a=2.0]"
-    assert len(scoring.score_ranking(clean, tau=1, best_only=False)) == 2
+    assert len(scoring_neural_testbed.score_ranking(clean, tau=1, best_only=False)) == 2
 
 
 def test_agent_seeds_are_averaged_and_all_missing_agents_are_dropped():
     rows = [("uniform", {}, "coin/0", 0, 0.2, "ok"), ("uniform", {}, "coin/0", 1, 0.4, "ok")]
     rows += [("oracle", {}, "coin/0", 0, math.nan, "failed")]
-    rank = scoring.score_ranking(scoring.clean_scores(_kl_frame(rows)), tau=1, normalize="none")
+    rank = scoring_neural_testbed.score_ranking(
+        scoring_neural_testbed.clean_scores(_kl_frame(rows)), tau=1, normalize="none"
+    )
     assert list(rank["agent"]) == ["uniform"]  # oracle's 1e6 is >= the 1e6 limit: dropped
     assert rank["mean_kl"].iloc[0] == pytest.approx(0.3)
 
@@ -313,7 +321,7 @@ def _c2st_frame(values, task="two_moons", budget=1000, agent="uniform"):
 def test_c2st_mean_and_bootstrap_interval():
     rng = np.random.default_rng(0)
     values = rng.normal(0.7, 0.05, size=200)
-    table = scoring.rank_observations(_c2st_frame(values))
+    table = scoring_per_cell.rank_observations(_c2st_frame(values))
     row = table.iloc[0]
     assert (row["task"], row["budget"], row["num_observations"]) == ("two_moons", 1000, 200)
     assert row["mean_c2st"] == pytest.approx(values.mean())
@@ -328,7 +336,7 @@ def test_c2st_mean_and_bootstrap_interval():
 
 def test_c2st_constant_values_give_a_point_interval_and_nan_is_counted():
     df = _c2st_frame([0.6] * 5 + [math.nan])
-    row = scoring.rank_observations(df).iloc[0]
+    row = scoring_per_cell.rank_observations(df).iloc[0]
     assert (row["mean_c2st"], row["ci_low"], row["ci_high"]) == (0.6, 0.6, 0.6)
     assert row["num_failed"] == 1 and row["num_observations"] == 5
 
@@ -339,12 +347,12 @@ def test_c2st_has_no_interval_below_five_observations(tmp_path, capsys):
     from leaderboard import board as lb
 
     for n in (2, 4):
-        row = scoring.rank_observations(_c2st_frame([0.6, 0.8, 0.7, 0.9][:n])).iloc[0]
+        row = scoring_per_cell.rank_observations(_c2st_frame([0.6, 0.8, 0.7, 0.9][:n])).iloc[0]
         assert row["num_observations"] == n and row["mean_c2st"] == pytest.approx(
             0.7 + 0.05 * (n > 2)
         )
         assert math.isnan(row["ci_low"]) and math.isnan(row["ci_high"])
-    row = scoring.rank_observations(_c2st_frame([0.6, 0.8, 0.7, 0.9, 0.65])).iloc[0]
+    row = scoring_per_cell.rank_observations(_c2st_frame([0.6, 0.8, 0.7, 0.9, 0.65])).iloc[0]
     assert 0.6 <= row["ci_low"] < row["mean_c2st"] < row["ci_high"] <= 0.9
     assert scoring.MIN_CI_OBSERVATIONS == 5
     assert "blank below 5 observations" in lb.column_help("ci_low", c2st(("task", "budget")))

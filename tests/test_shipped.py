@@ -15,7 +15,7 @@ import pytest
 import leaderboard
 from experiments.cli import main
 from generative.sbi.problems import SBIBM
-from leaderboard import build, literature, scoring, shipped, shipped_store
+from leaderboard import build, literature, scoring_neural_testbed, shipped, shipped_store
 from leaderboard.board import (
     coverage_notes,
     legend,
@@ -216,13 +216,16 @@ def test_the_shipped_runs_alone_rank_the_reference_agents_on_a_sweep(nt, tmp_pat
 def test_every_tau_is_ranked_once(nt, monkeypatch):
     """A ranking per tau, not per row (4,200 rows made 4,200 rankings: 78 s, now 3 s)."""
     calls = []
-    real = scoring.score_ranking
+    real = scoring_neural_testbed.score_ranking
     monkeypatch.setattr(
-        scoring, "score_ranking", lambda c, t, **k: (calls.append(t), real(c, t, **k))[1]
+        scoring_neural_testbed,
+        "score_ranking",
+        lambda c, t, **k: (calls.append(t), real(c, t, **k))[1],
     )
-    clean = scoring.clean_scores(shipped.beside("neural_testbed", ["classification_2d/0",
-        "classification_2d/1", "classification_2d/210", "classification_2d/211"]))  # fmt: skip
-    assert set(scoring.score_rankings(clean)) == {1, 10} and sorted(calls) == [1, 10]
+    ids = ["classification_2d/0", "classification_2d/1", "classification_2d/210",
+           "classification_2d/211"]  # fmt: skip
+    clean = scoring_neural_testbed.clean_scores(shipped.beside("neural_testbed", ids))
+    assert set(scoring_neural_testbed.score_rankings(clean)) == {1, 10} and sorted(calls) == [1, 10]
 
 
 def test_over_observations_the_same_observations_as_the_users(tmp_path, monkeypatch):
