@@ -218,8 +218,8 @@ def parse_seeds(text: str | Sequence[int]) -> list[int]:
     parts = []
     try:
         for part in [p.strip() for p in text.split(",") if p.strip()]:
-            lo, _, hi = part.partition("-")
-            parts.append((int(lo), int(hi) if hi else int(lo)))
+            lo, dash, hi = part.partition("-")  # "0-" is half a range: refused
+            parts.append((int(lo), int(hi) if dash else int(lo)))
     except ValueError:
         parts = []
     if not parts or any(lo < 0 for lo, _ in parts):

@@ -22,6 +22,7 @@ from leaderboard.jobs import Job
 from leaderboard.runner import SweepSummary
 from leaderboard.store import DEFAULT_PATH
 from leaderboard.timeouts import DEFAULT_TIMEOUT
+from testbed.config import check_at_least
 from testbed.errors import InputError, bad_value
 
 MAX_JOBS = 1_000_000  # one sweep's jobs (each is held in memory while it is expanded)
@@ -154,6 +155,7 @@ def make_executor(
         return kind
     if kind not in EXECUTORS:
         raise bad_value("executor", kind, EXECUTORS)
+    check_at_least("workers", workers, 0)  # a number first, whichever executor it is for
     imports = tuple(imports)
     if kind == "inline":
         executor = InlineExecutor(imports=imports, timeout=timeout)

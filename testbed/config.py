@@ -243,7 +243,8 @@ def check_nonnegative(name: str, value: float) -> None:
 
 
 def check_at_least(name: str, value: int, low: int) -> None:
-    if not (value >= low and _finite(value)):
+    """`value` is a number >= `low` (a string, None or NaN is refused, naming `name`)."""
+    if not (isinstance(value, numbers.Real) and value >= low and _finite(value)):
         raise InputError(f"{name}: got {value!r}; allowed: an integer >= {low}")
 
 

@@ -50,7 +50,7 @@ def test_parse_seeds(text, seeds):
     assert parse_seeds(text) == seeds
 
 
-@pytest.mark.parametrize("text", ["", "x", "1-b"])
+@pytest.mark.parametrize("text", ["", "x", "1-b", "0-"])  # "0-": half a range
 def test_parse_seeds_bad(text):
     with pytest.raises(InputError, match="seeds"):
         parse_seeds(text)

@@ -50,6 +50,8 @@ def test_a_sweep_stores_what_the_command_line_stores(tmp_path, capsys):
         ({"executor": "inline", "workers": 2}, "workers: got 2 with --executor inline"),
         ({"timeout": -1}, "timeout: got -1; allowed: seconds > 0"),
         ({"workers": -1}, "workers"),
+        ({"workers": "x"}, "workers: got 'x'; allowed: an integer >= 0"),
+        ({"executor": "inline", "workers": "x"}, "workers: got 'x'; allowed: an integer"),
         ({"executor": InlineExecutor(), "timeout": 5}, "timeout: got 5 beside an executor"),
         ({"imports": ["no_such_module_here"]}, "--import: got 'no_such_module_here'"),
     ],
