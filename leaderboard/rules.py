@@ -72,7 +72,7 @@ class Rule:
 
     def rank(self, df: pd.DataFrame, specs: Mapping[str, RankedBy], scope: Scope) -> Ranked:
         """The rankings of the families `specs` (all declaring this rule) in `df`."""
-        raise NotImplementedError
+        raise NotImplementedError(f"rule {self.name!r}: a Rule subclass overrides rank()")
 
     def columns(self, spec: RankedBy) -> list[str]:
         """The columns a table of this rule shows, in order."""
@@ -104,18 +104,23 @@ class Rule:
 RULES: dict[str, Rule] = {}
 
 
-def register_rule(rule: Rule) -> Rule:
-    """Makes `rule` declarable by name (`RankedBy(rule=rule.name)`); returns it."""
+def _check_named(rule: Rule) -> Rule:
     if not rule.name or not rule.metric:
         raise bad_value("rule name and metric", (rule.name, rule.metric), "non-empty strings")
-    RULES[rule.name] = rule
+    return rule
+
+
+def register_rule(rule: Rule) -> Rule:
+    """Registers a built-in rule under its name (the names `testbed.ranking.RULES` lets a
+    family declare); a family's own rule is declared as the object itself."""
+    RULES[rule.name] = _check_named(rule)
     return rule
 
 
 def rule_of(spec: RankedBy) -> Rule:
     """The rule a family declares: a registered rule's name, or a `Rule` object."""
     if isinstance(spec.rule, Rule):
-        return spec.rule
+        return _check_named(spec.rule)
     if spec.rule not in RULES:
         raise bad_value("ranked_by rule", spec.rule, sorted(RULES))
     return RULES[spec.rule]

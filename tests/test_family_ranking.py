@@ -150,3 +150,21 @@ def test_the_neural_testbeds_rule_is_named_for_it_and_its_earlier_name_still_dec
     assert RankedBy(score="s", name="s", rule="testbed").rule == NEURAL_TESTBED
     with pytest.raises(InputError, match="ranked_by rule: got 'median'"):
         RankedBy(score="s", name="s", rule="median")  # a rule of one's own: an object
+
+
+def test_a_rule_of_ones_own_needs_a_name_and_a_metric_and_its_own_rank():
+    from leaderboard.rules import Rule, rule_of
+    from testbed.ranking import RankedBy
+
+    class Nameless(Rule):
+        pass
+
+    with pytest.raises(InputError, match="rule name and metric: got"):
+        rule_of(RankedBy(score="s", name="s", rule=Nameless()))
+
+    class Unranked(Rule):
+        name, metric = "mine", "mine"
+
+    rule = rule_of(RankedBy(score="s", name="s", rule=Unranked()))
+    with pytest.raises(NotImplementedError, match="rule 'mine': a Rule subclass overrides rank"):
+        rule.rank(None, {}, None)
