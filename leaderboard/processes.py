@@ -41,7 +41,10 @@ BOOT = (
     "import sys\n"
     "from multiprocessing.connection import Connection\n"
     "conn = Connection(int(sys.argv[1]))\n"
-    "sys.path[:0] = conn.recv()\n"
+    "try:\n"
+    "    sys.path[:0] = conn.recv()\n"
+    "except EOFError:\n"  # the driver stopped (a Ctrl-C) before sending: nothing to do
+    "    sys.exit(0)\n"
     "from leaderboard.processes import child_main\n"
     "child_main(conn)\n"
 )
@@ -152,12 +155,16 @@ def _preparation() -> dict[str, Any]:
 
 def child_main(conn: multiprocessing.connection.Connection) -> None:
     """The child's side: imports the driver's script (`importing_main()` true meanwhile),
-    then runs the target it is sent."""
-    data = conn.recv()
-    _importing[0] = True
+    then runs the target it is sent. A driver that stops (a Ctrl-C) before sending them
+    ends it quietly: its own line is the one a user reads."""
     try:
-        multiprocessing.spawn.prepare(data)
-    finally:
-        _importing[0] = False
-    target, args = conn.recv()
+        data = conn.recv()
+        _importing[0] = True
+        try:
+            multiprocessing.spawn.prepare(data)
+        finally:
+            _importing[0] = False
+        target, args = conn.recv()
+    except EOFError:
+        return
     target(conn, *args)

@@ -767,6 +767,29 @@ def test_a_ctrl_c_while_a_worker_is_started_waits_for_the_driver(monkeypatch):
     assert util.spawnv_passfds is spawn_hit_by_ctrl_c  # put back
 
 
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
+@pytest.mark.parametrize("sent", [0, 1, 2])
+def test_a_worker_whose_driver_stopped_before_sending_its_work_ends_quietly(sent):
+    """A Ctrl-C that stops the driver between starting a worker and sending it its path,
+    its preparation or its job: the worker ends with status 0 and prints nothing (its
+    EOFError traceback used to follow the driver's one line)."""
+    import multiprocessing
+
+    from leaderboard.processes import BOOT, _preparation
+
+    ours, child = multiprocessing.Pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BOOT, str(child.fileno())], pass_fds=(child.fileno(),),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    child.close()
+    for message in [list(sys.path), _preparation()][:sent]:
+        ours.send(message)
+    ours.close()
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (0, "", "")
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
 @pytest.mark.parametrize("repeat", range(4))
