@@ -60,7 +60,7 @@ def main() -> None:
     args = record.arguments(parser)
     meter, rows = record.Meter(), []
 
-    from leaderboard.sweep import plan
+    from leaderboard.sweeping import plan
     from leaderboard.worker import run_job
 
     jobs = plan([args.agent], args.sweep, seeds=args.seeds)

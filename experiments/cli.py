@@ -41,7 +41,7 @@ from experiments.console import (
 )
 
 # the library's, without importing it (--help answers at once); tests/test_sweep_call.py pins them
-MAX_JOBS = 1_000_000  # one sweep's jobs: leaderboard.sweep.MAX_JOBS
+MAX_JOBS = 1_000_000  # one sweep's jobs: leaderboard.sweeping.MAX_JOBS
 RESULTS = "testbed-results.db"  # the results file when --results is not given: DEFAULT_PATH
 MAX_FAILURES_SHOWN = 10
 
@@ -53,7 +53,7 @@ def _split(values: Sequence[str] | None) -> list[str]:
 def _import_user_modules(args: argparse.Namespace) -> tuple[str, ...]:
     """Imports the modules named by --import (the user's own agents and problems register
     there); returns them as workers import them."""
-    from leaderboard.sweep import import_modules
+    from leaderboard.sweeping import import_modules
 
     return import_modules(_split(getattr(args, "imports", None)))
 
@@ -67,7 +67,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     import generative
-    from leaderboard.sweep import run_one
+    from leaderboard.sweeping import run_one
 
     _import_user_modules(args)
     agent, options, quality = run_one(
@@ -87,7 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from leaderboard.sweep import DEFAULT_TIMEOUT, sweep
+    from leaderboard.sweeping import DEFAULT_TIMEOUT, sweep
     from testbed.errors import InputError
 
     imports = _import_user_modules(args)

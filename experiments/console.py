@@ -128,7 +128,7 @@ def setup_logging(level: int = logging.INFO) -> None:
 def run_jobs(jobs: Sequence, results: str, executor: Any):
     """Run `jobs` into the results store `results` (what it holds is skipped), then say on
     stderr what ran and why the first failures failed; returns the sweep's summary."""
-    from leaderboard.sweep import run
+    from leaderboard.sweeping import run
 
     start = time.perf_counter()
     summary = run(jobs, results, executor, progress=True)

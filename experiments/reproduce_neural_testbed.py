@@ -93,7 +93,7 @@ def jobs_for(agent_names: Sequence[str], overrides: dict[str, dict], problem_ids
     """The leaderboard jobs: each agent's (overridden) default config on every problem, one
     seed group after another (every agent on group 0, then on group 1, ...), so that a run
     stopped part-way holds whole groups that every agent finished."""
-    from leaderboard.sweep import plan
+    from leaderboard.sweeping import plan
 
     jobs = []
     for ids in by_seed_group(problem_ids).values():
@@ -220,7 +220,7 @@ def select_configs(results, executor, agent_names, group: int, problem_ids) -> d
     """Each agent's config of its sweep with the lowest mean KL on the problems of seed
     group `group` (all taus), run through the store."""
     import leaderboard.results
-    from leaderboard.sweep import plan, run
+    from leaderboard.sweeping import plan, run
 
     chosen = [p for p in problem_ids if group_of(p) == group]
     jobs = plan(agent_names, chosen, configs="sweep")
@@ -345,7 +345,7 @@ def _table(args, stack: contextlib.ExitStack) -> tuple[pd.DataFrame, Path, list[
     """Runs (or, with --report, reads) the reproduction: its table, the --out folder, the
     seed groups it covers, and whether a job failed."""
     from experiments.console import run_jobs
-    from leaderboard.sweep import make_executor
+    from leaderboard.sweeping import make_executor
 
     names, overrides, ids, out = _checked(args)
     executor = make_executor("local", workers=args.workers)

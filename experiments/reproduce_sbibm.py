@@ -87,7 +87,7 @@ def agent_overrides(pairs: Sequence[str]) -> dict[str, dict[str, str]]:
 
 def jobs_for(tasks, budgets, agent_names, observations, overrides) -> list:
     """The leaderboard jobs: each agent's default config on every sbi/<task>/<budget>/<k>."""
-    from leaderboard.sweep import plan
+    from leaderboard.sweeping import plan
 
     for name in overrides:
         if name not in agent_names:
@@ -330,7 +330,7 @@ def _run(args) -> tuple[pd.DataFrame, pd.DataFrame, Path, bool]:
     drawn beside it, the --out folder, and whether a job failed."""
     import generative
     from experiments.console import run_jobs
-    from leaderboard.sweep import make_executor
+    from leaderboard.sweeping import make_executor
 
     tasks = _split(args.tasks, "tasks", generative.sbi.task_names())
     budgets = _split(args.budgets, "budgets", (1_000, 10_000, 100_000), int)

@@ -44,7 +44,7 @@ def expected_jobs(sweeps: Sequence[str] = (*SWEEPS, "classification_2d_2021")) -
     sweep's at the figure's 2021 defaults."""
     import generative
     from experiments.reproduce_neural_testbed import FIGURE_2021
-    from leaderboard.sweep import plan
+    from leaderboard.sweeping import plan
 
     jobs = []
     for sweep in sweeps:
@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from leaderboard.sweep import make_executor, run
+    from leaderboard.sweeping import make_executor, run
     from leaderboard.worker import enable_compilation_cache
 
     sweeps = [s.strip() for s in args.sweeps.split(",") if s.strip()]

@@ -2,7 +2,7 @@
 rankings and report of what a store holds.
 
 Two sides that import nothing of each other (tests/test_architecture.py):
-- execution: `sweep` (the library call: `leaderboard.sweep(...)`), jobs (job keys,
+- execution: sweeping (the library call, `leaderboard.sweep(...)`), jobs (job keys,
   expansion), runner (the driver), executors, local_executor, ray_executor, processes,
   worker, store (SQLite results), results (`load`, `export`), salvage, leases, wal;
 - ranking: board (`board.rank(df)`), rules (one object per ranking rule), scoring,
@@ -15,6 +15,6 @@ from leaderboard.literature import published
 from leaderboard.load_and_rank import build
 from leaderboard.results import export, load
 from leaderboard.store import DEFAULT_PATH, ResultsStore
-from leaderboard.sweep import sweep  # the package's attribute: the call, not the module
+from leaderboard.sweeping import sweep
 
 __all__ = ["DEFAULT_PATH", "ResultsStore", "build", "export", "load", "published", "sweep"]

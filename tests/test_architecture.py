@@ -171,7 +171,7 @@ def test_the_length_check_counts_code_not_docstrings_or_comments(tmp_path):
 # Neither imports the other; the neutral modules hold what both read of a row's form and
 # import neither; the glue is where a results file is loaded and ranked.
 EXECUTION = {
-    "jobs", "sweep", "runner", "worker", "executors", "local_executor", "ray_executor",
+    "jobs", "sweeping", "runner", "worker", "executors", "local_executor", "ray_executor",
     "processes", "interrupts", "timeouts", "store", "store_checks", "stored_rows", "salvage",
     "wal", "leases", "results", "shipped_store",
 }  # fmt: skip

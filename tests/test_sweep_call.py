@@ -13,7 +13,7 @@ import leaderboard
 from experiments import cli
 from leaderboard.executors import InlineExecutor
 from leaderboard.results import load
-from leaderboard.sweep import MAX_JOBS, check_options, count_seeds, make_executor, plan, run
+from leaderboard.sweeping import MAX_JOBS, check_options, count_seeds, make_executor, plan, run
 from testbed.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +34,17 @@ def test_a_sweep_stores_what_the_command_line_stores(tmp_path, capsys):
     again = leaderboard.sweep(["uniform", "beta_bernoulli"], ids, seeds="0-1",
                               results=tmp_path / "lib.db", executor="inline")  # fmt: skip
     assert again.skipped == again.total == 6 and again.ran == 0
+
+
+def test_the_call_and_its_module_are_apart():
+    """`leaderboard.sweep` is the call and its halves live in `leaderboard.sweeping` (a
+    module named `sweep` was shadowed by the call: `leaderboard.sweep.plan` failed)."""
+    import importlib
+
+    module = importlib.import_module("leaderboard.sweeping")
+    assert leaderboard.sweep is module.sweep and callable(leaderboard.sweep)
+    assert (module.plan, module.run) == (plan, run)
+    assert not hasattr(leaderboard, "sweeping") or leaderboard.sweeping is module
 
 
 @pytest.mark.parametrize(

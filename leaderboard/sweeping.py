@@ -1,4 +1,4 @@
-"""`sweep`: agents over problems into a results store, every input checked once, up front.
+"""`leaderboard.sweep`: agents over problems into a results store, every input checked once.
 
 The library call under `testbed sweep`, the reproductions and the benchmarks:
 
