@@ -157,14 +157,27 @@ def child_main(conn: multiprocessing.connection.Connection) -> None:
     """The child's side: imports the driver's script (`importing_main()` true meanwhile),
     then runs the target it is sent. A driver that stops (a Ctrl-C) before sending them
     ends it quietly: its own line is the one a user reads."""
-    try:
-        data = conn.recv()
-        _importing[0] = True
-        try:
-            multiprocessing.spawn.prepare(data)
-        finally:
-            _importing[0] = False
-        target, args = conn.recv()
-    except EOFError:
+    data = _received(conn)
+    if data is _STOPPED:
         return
+    _importing[0] = True
+    try:
+        multiprocessing.spawn.prepare(data)  # the script's own errors are its own: not caught
+    finally:
+        _importing[0] = False
+    work = _received(conn)
+    if work is _STOPPED:
+        return
+    target, args = work
     target(conn, *args)
+
+
+_STOPPED = object()
+
+
+def _received(conn: multiprocessing.connection.Connection) -> Any:
+    """The driver's next message, or _STOPPED once the driver has gone without sending it."""
+    try:
+        return conn.recv()
+    except EOFError:
+        return _STOPPED

@@ -320,3 +320,41 @@ def test_sql_block(block, tmp_path, capsys):
     finally:
         conn.close()
     assert len(rows) == 2 and all(None not in r for r in rows), rows
+
+
+# names in the docs that look like our modules but are not: entry-point groups
+NOT_MODULES = {"testbed.agents"}
+OURS = r"`((?:leaderboard|testbed|agents|generative|experiments)(?:\.[A-Za-z_]\w*)+)`"
+
+
+def _resolves(name: str) -> bool:
+    """`name` is a module or an attribute path under one (the longest importable prefix)."""
+    import importlib
+
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for part in parts[i:]:
+                obj = getattr(obj, part)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def test_every_name_of_ours_the_docs_give_exists():
+    """A dotted name of ours in backticks (`leaderboard.sweeping.plan`) in README.md or the
+    docs imports as written: `leaderboard.sweep.plan`, which the call shadowed, did not."""
+    named = {
+        (m.group(1), path.relative_to(ROOT).as_posix())
+        for path in [README, *sorted(DOCS.rglob("*.md"))]
+        for m in re.finditer(OURS, path.read_text())
+    }
+    assert len(named) > 40  # the pattern still finds the docs' names
+    assert [
+        (n, where) for n, where in sorted(named) if n not in NOT_MODULES and not _resolves(n)
+    ] == []

@@ -485,3 +485,26 @@ def test_report_on_a_missing_store_says_so(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert code == 0 and "does not exist" in err and not (tmp_path / "typo.db").exists()
+
+
+def test_the_docs_tables_are_the_report_of_the_shipped_runs(tmp_path):
+    """docs/reproductions/lc2st.md shows what `--report` gives on the shipped runs (our
+    tables, their headings one level down) and says how many cells ship: a re-ship without
+    the docs, or a table edited by hand, shows here."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from experiments import reproduce_lc2st as rl
+    from experiments.lc2st_report import SHIPPED
+
+    out = tmp_path / "out"
+    assert rl.main(["--report", "--results", str(tmp_path / "none.db"), "--out", str(out)]) == 0
+    tables = (out / "tables.md").read_text().splitlines()
+    ours = tables[: next(i for i, s in enumerate(tables) if s.startswith("Intervals:")) + 1]
+    ours = ["#" + s if s.startswith("#") else s for s in ours]
+    docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/lc2st.md").read_text()
+    assert "\n".join(ours) in docs
+    cell = ["kind", "task", "budget", "n_cal", "run", "diagnostic", "n_eval", "null_trials"]
+    shipped = pd.read_csv(SHIPPED, comment="#", keep_default_na=False)
+    assert f"lc2st_ours.csv.gz`, {len(shipped[cell].drop_duplicates())} cells)" in docs

@@ -790,6 +790,31 @@ def test_a_worker_whose_driver_stopped_before_sending_its_work_ends_quietly(sent
     assert (proc.returncode, out, err) == (0, "", "")
 
 
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
+def test_a_drivers_script_that_raises_eoferror_at_import_is_not_taken_for_a_stopped_driver(
+    tmp_path,
+):
+    """Only the driver's silence ends a worker quietly: the driver's script raising
+    EOFError while the worker imports it is a traceback and a failure, as any error."""
+    import multiprocessing
+
+    from leaderboard.processes import BOOT
+
+    script = tmp_path / "my_sweep.py"
+    script.write_text('raise EOFError("from my script")\n')
+    ours, child = multiprocessing.Pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BOOT, str(child.fileno())], pass_fds=(child.fileno(),),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    child.close()
+    ours.send(list(sys.path))
+    ours.send({"init_main_from_path": str(script)})
+    out, err = proc.communicate(timeout=60)
+    ours.close()
+    assert proc.returncode == 1 and "EOFError: from my script" in err
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
 @pytest.mark.parametrize("repeat", range(4))
