@@ -177,14 +177,14 @@ class ResultsStore:
             self.close()
             self._remove_if_made_empty(existed)
             raise self._error(e) from None
-        except InputError:
+        except BaseException:  # InputError, or Ctrl-C between creating the file and its schema
             self.close()
             self._remove_if_made_empty(existed)
             raise
 
     def _remove_if_made_empty(self, existed: bool) -> None:
-        """Removes the file this open made when it holds nothing (a full disk at creation
-        left a 0-byte results file that every later command refused as empty)."""
+        """Removes the file this open made when it holds nothing (a full disk or a Ctrl-C at
+        creation left a 0-byte results file that every later command refused as empty)."""
         if existed:
             return
         with contextlib.suppress(OSError):

@@ -300,6 +300,35 @@ def test_a_full_disk_at_creation_leaves_no_empty_store(tmp_path):
     assert not db.exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("where", ["connect", "schema"])
+def test_a_ctrl_c_at_creation_leaves_no_empty_store(tmp_path, monkeypatch, where):
+    """CI: a Ctrl-C between SQLite making the file and the schema's commit left a 0-byte
+    `.db` that the next `testbed report` refused as "an empty file"."""
+    import leaderboard.store as store_module
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    if where == "connect":  # the file is made, its quick check not yet run
+        real = store_module.ResultsStore._connect
+
+        def connect_then_interrupt(target, **kwargs):
+            real(target, **kwargs).close()
+            interrupt()
+
+        patched = staticmethod(connect_then_interrupt)
+        monkeypatch.setattr(store_module.ResultsStore, "_connect", patched)
+    else:  # inside the schema's transaction
+        monkeypatch.setattr(store_module, "versions", interrupt)
+    db = tmp_path / "r.db"
+    with pytest.raises(KeyboardInterrupt):
+        ResultsStore(db)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    with ResultsStore(db) as s:  # the next sweep makes it afresh
+        assert s.rows() == []
+
+
 def test_a_sweep_stopped_by_a_full_disk_says_what_is_stored(tmp_path):
     """A sweep stopped by the machine said only what failed; now also how many of its
     jobs are stored (the run again resumes from there)."""
