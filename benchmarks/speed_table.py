@@ -25,6 +25,7 @@ SECTIONS = {
     "bench_joint_kl": "Joint KL (the Neural Testbed's estimator)",
     "bench_c2st": "C2ST (the SBI benchmark's scikit-learn C2ST)",
     "bench_lc2st": "L-C2ST (sbi's LC2ST)",
+    "bench_lhpd": "local-HPD (the authors' procedure with scikit-learn)",
     "bench_ddks": "ddKS (the paper's own code)",
     "bench_sbi_tasks": "SBI task simulators (the SBI benchmark's own)",
     "bench_sbi_agents": "ABC agents (sbi's MCABC / SMCABC)",
