@@ -394,8 +394,10 @@ def _parser():
     from experiments.console import script_parser
 
     parser = script_parser("reproduce_lc2st", " ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument("--parts", default="level,figure2,appendix", help=f"of {', '.join(PARTS)}")
-    parser.add_argument("--tasks", default="all", help="only these tasks of the parts")
+    parser.add_argument(
+        "--parts", default="level,figure2,appendix", help=f"of {', '.join(PARTS)} (and the tables')"
+    )
+    parser.add_argument("--tasks", default="all", help="only these tasks of the parts (and tables)")
     parser.add_argument("--runs", type=int, default=3, help="runs 1..RUNS (the paper: 50)")
     parser.add_argument(
         "--diagnostics",
@@ -415,12 +417,13 @@ def _parser():
     parser.add_argument(
         "--budgets",
         default=",".join(map(str, BUDGETS)),
-        help="NPE training budgets, of the paper's",
+        help="NPE training budgets, of the paper's (given: also of the tables)",
     )
     parser.add_argument(
         "--n-cals",
         default=",".join(map(str, N_CALS)),
-        help="calibration set sizes, of the paper's (the largest: the budget sweep's)",
+        help="calibration set sizes, of the paper's (the largest: the budget sweep's; given: "
+        "also of the tables)",
     )
     parser.add_argument(
         "--n-eval", type=int, default=N_EVAL, help="draws of q at each observation (10 to 100000)"
@@ -498,7 +501,46 @@ def _run(args) -> tuple[Any, Path, int]:
         return run(cells, args.results, settings)
 
     failed = run_unless_report("reproduce_lc2st", args, run_cells, ship)
-    return summary(long_frame(args.results, shipped=not args.no_shipped)), out, failed
+    long = long_frame(args.results, shipped=not args.no_shipped)
+    return summary(_chosen(args, long, parts, tasks, settings)), out, failed
+
+
+def part_of(kind: str, task: str) -> str:
+    """The part a cell belongs to: level, figure2 (its power and null cells) or appendix."""
+    if kind == "level":
+        return "level"
+    return "figure2" if task in FIGURE2_TASKS else "appendix"
+
+
+def _chosen(args, long, parts, tasks, settings: Settings):
+    """The rows of the parts, tasks, budgets and N_cal given (left at their defaults:
+    every stored and shipped row; the diagnostics and runs never narrow the tables, so a
+    diagnostic of yours is tabled beside ours); an InputError when none matches."""
+    defaults = _parser()
+    narrowed = {
+        "--parts": args.parts != defaults.get_default("parts"),
+        "--tasks": tasks is not None,
+        "--budgets": args.budgets != defaults.get_default("budgets"),
+        "--n-cals": args.n_cals != defaults.get_default("n_cals"),
+    }
+    if not len(long) or not any(narrowed.values()):
+        return long
+    keep = np.ones(len(long), bool)
+    if narrowed["--parts"]:
+        keep &= np.array([part_of(k, t) in parts for k, t in zip(long["kind"], long["task"])])
+    if narrowed["--tasks"]:
+        keep &= long["task"].isin(tasks).to_numpy()
+    if narrowed["--budgets"]:  # level cells have no budget (q is the reference)
+        keep &= (long["kind"].eq("level") | long["budget"].isin(settings.budgets)).to_numpy()
+    if narrowed["--n-cals"]:
+        keep &= long["n_cal"].isin(settings.n_cals).to_numpy()
+    if not keep.any():
+        given = ", ".join(flag for flag, on in narrowed.items() if on)
+        raise InputError(
+            f"{given}: no stored or shipped cell matches; allowed: a selection of the cells "
+            "run (see --report alone)"
+        )
+    return long[keep]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

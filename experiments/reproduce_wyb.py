@@ -333,9 +333,11 @@ def parse(argv: Sequence[str] | None):
     from experiments.console import script_parser
 
     parser = script_parser("reproduce_wyb", " ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument("--agents", default=",".join(AGENTS), help="of " + ", ".join(AGENTS))
-    parser.add_argument("--problems", default="all", help="of 1..21 (comma-separated)")
-    parser.add_argument("--priors", default="matched,paper", help="of matched, paper")
+    parser.add_argument(
+        "--agents", default=",".join(AGENTS), help=f"of {', '.join(AGENTS)} (and the tables')"
+    )
+    parser.add_argument("--problems", default="all", help="of 1..21, comma-separated (and tables')")
+    parser.add_argument("--priors", default="matched,paper", help="of matched, paper (and tables')")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 1..SEEDS")
     parser.add_argument("--num-warmup", type=int, default=NUM_WARMUP, help="PPL warm-up steps")
     parser.add_argument("--num-samples", type=int, default=NUM_SAMPLES, help="draws a chain")
@@ -370,6 +372,33 @@ def check(args) -> tuple[list[Cell], Path]:
     return plan(priors, problems, agents, seeds, args.num_warmup, args.num_samples), out
 
 
+def _chosen(args, frame):
+    """The cells of the agents, problems and priors given (left at their defaults: every
+    stored and shipped cell; --seeds never narrows the tables); an InputError when none
+    matches."""
+    defaults = parse([])
+    chosen = {
+        "agent": ("--agents", _split(args.agents, "--agents", (*AGENTS, "nuts"))),
+        "problem": ("--problems", _problems(args.problems)),
+        "prior": ("--priors", _split(args.priors, "--priors", PRIORS)),
+    }
+    given = [
+        (column, flag, values)
+        for column, (flag, values) in chosen.items()
+        if getattr(args, flag[2:]) != getattr(defaults, flag[2:])
+    ]
+    if not len(frame) or not given:
+        return frame
+    for column, _, values in given:
+        frame = frame[frame[column].isin(values)]
+    if not len(frame):
+        raise InputError(
+            f"{', '.join(flag for _, flag, _ in given)}: no stored or shipped cell matches; "
+            "allowed: a selection of the cells run (see --report alone)"
+        )
+    return frame
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.cells import run_unless_report
     from experiments.console import setup_logging, shown
@@ -384,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         failed = run_unless_report(
             "reproduce_wyb", args, lambda: run(cells, args.results, args.rerun_failed), ship
         )
-        frame = load_frame(args.results, shipped=not args.no_shipped)
+        frame = _chosen(args, load_frame(args.results, shipped=not args.no_shipped))
     except InputError as e:
         print(f"reproduce_wyb: error: {e}", file=sys.stderr)
         return 2

@@ -508,3 +508,34 @@ def test_the_docs_tables_are_the_report_of_the_shipped_runs(tmp_path):
     cell = ["kind", "task", "budget", "n_cal", "run", "diagnostic", "n_eval", "null_trials"]
     shipped = pd.read_csv(SHIPPED, comment="#", keep_default_na=False)
     assert f"lc2st_ours.csv.gz`, {len(shipped[cell].drop_duplicates())} cells)" in docs
+
+
+def test_the_report_narrows_to_the_parts_tasks_budgets_and_n_cals_given(tmp_path, capsys):
+    """`--report --tasks slcp` tabled every task (the selection flags ran cells and
+    nothing else); now they narrow the tables, the diagnostics and runs never do (yours
+    stay beside ours), and a selection nothing matches is one line with status 2."""
+    from experiments import reproduce_lc2st as rl
+
+    def tabled(*flags: str) -> set[tuple[str, str]]:
+        out = tmp_path / "o"
+        args = ["--report", "--results", str(tmp_path / "none.db"), "--out", str(out), *flags]
+        assert rl.main(list(args)) == 0
+        ours = (out / "tables.md").read_text().split("### The paper's rates")[0]
+        rows = [r.split("|") for r in ours.splitlines() if r.startswith("| ")]
+        return {(r[1].strip(), r[2].strip()) for r in rows if r[1].strip() != "task"}
+
+    every = tabled()
+    assert {t for t, _ in every} > {"slcp", "two_moons", "gaussian_mixture"}
+    assert {t for t, _ in tabled("--tasks", "slcp")} == {"slcp"}
+    appendix = tabled("--parts", "appendix", "--budgets", "100000")
+    assert appendix and {b for _, b in appendix} == {"100,000"}
+    assert {t for t, _ in appendix} <= set(rl.APPENDIX_TASKS)
+    assert {t for t, _ in tabled("--parts", "level")} <= set(rl.LEVEL_TASKS)
+    assert tabled("--diagnostics", "lc2st", "--runs", "1") == every
+    capsys.readouterr()
+    code = rl.main(
+        ["--report", "--parts", "level", "--tasks", "slcp", "--results", str(tmp_path / "n.db"),
+         "--out", str(tmp_path / "o")]
+    )  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("reproduce_lc2st: error: --parts, --tasks: no stored")

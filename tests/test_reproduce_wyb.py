@@ -215,6 +215,36 @@ def test_the_report_reads_a_small_store_and_shipped_runs(exact_store, tmp_path, 
         report.load_frame(str(tmp_path / "none.db"), shipped=False)
 
 
+def test_the_report_narrows_to_the_agents_problems_and_priors_given(tmp_path, capsys):
+    """`--report --agents stan` tabled every PPL; the selection flags now narrow the
+    tables (left at their defaults: every cell; --seeds never), and a selection nothing
+    matches is one line with status 2."""
+    from experiments.reproduce_wyb import _chosen as chosen
+    from experiments.reproduce_wyb import load_frame, parse
+
+    frame = load_frame(str(tmp_path / "none.db"))  # our shipped runs
+    assert len(chosen(parse([]), frame)) == len(frame) > 0
+    assert len(chosen(parse(["--seeds", "1"]), frame)) == len(frame)
+    narrowed = chosen(
+        parse(["--agents", "stan,pymc", "--problems", "3,4", "--priors", "paper"]), frame
+    )
+    assert set(narrowed["agent"]) == {"stan", "pymc"} and set(narrowed["problem"]) == {3, 4}
+    assert set(narrowed["prior"]) == {"paper"}
+    assert len(narrowed) == len(
+        frame[
+            frame["agent"].isin(["stan", "pymc"])
+            & frame["problem"].isin([3, 4])
+            & frame["prior"].eq("paper")
+        ]
+    )
+    out = tmp_path / "out"
+    code = reproduce(
+        "--report", "--agents", "nuts", "--results", str(tmp_path / "n.db"), "--out", str(out)
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("reproduce_wyb: error: --agents: no stored or shipped")
+
+
 @pytest.mark.parametrize(
     "args, field, allowed",
     [
