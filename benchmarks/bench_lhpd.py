@@ -11,8 +11,9 @@ reference `--sklearn-null-trials k` of them (their time scaled by H / k, printed
 extrapolation). Agreement: at each of 10 observations, the two observed statistics T
 (beside scikit-learn's own T from a second seed: its seed-to-seed spread is the yardstick)
 and the decisions at 0.05 when each T is set against our null (the null is a property of
-the procedure, not of the library). Timed whole in one run, ours first (its JIT compilation
-included), both single-process: wall and CPU seconds.
+the procedure, not of the library), and the two nulls' mean statistics. Timed whole in
+one run, ours first (its JIT compilation included), both single-process: wall and CPU
+seconds.
 
     .venv/bin/python benchmarks/bench_lhpd.py                      # N_cal 10,000, H 100
     .venv/bin/python benchmarks/bench_lhpd.py --num-cal 2000 --trials 20 --no-record
@@ -85,6 +86,7 @@ def ours(args, x, hpd, x_o) -> dict:
         "wall": wall,
         "cpu": cpu,
         "epochs": np.asarray(test.trained[0].n_iter).tolist(),
+        "null_epochs": np.asarray(test.trained_null[0].n_iter).tolist(),
     }
 
 
@@ -115,12 +117,16 @@ def reference(args, x, hpd, x_o) -> dict:
         again, _ = authors(hpd, x, x_o, seed=1)  # its own seed-to-seed spread, untimed
         start = clock()
         k = args.sklearn_null_trials
-        for t in range(k):
-            authors(np.random.default_rng(t).uniform(size=hpd.shape[0]), x, x_o)
+        null = [
+            authors(np.random.default_rng(t).uniform(size=hpd.shape[0]), x, x_o, seed=t)
+            for t in range(k)
+        ]
         null_wall, null_cpu = since(start)
     factor = args.trials / k
     return {
         "T": stat, "T_again": again, "epochs": epochs, "k": k,
+        "null": np.stack([t for t, _ in null], axis=1),  # [obs, k]
+        "null_epochs": [e for _, es in null for e in es],
         "wall": obs_wall + null_wall * factor, "cpu": obs_cpu + null_cpu * factor,
     }  # fmt: skip
 
@@ -156,6 +162,14 @@ def main() -> None:
         f"{ref['k']} of {args.trials} trials); observed epochs {ref['epochs']}",
         flush=True,
     )
+    null_ours, null_ref = np.mean(ours_["null"]), np.mean(ref["null"])
+    print(
+        f"null statistics (mean over observations and trials): ours {null_ours:.4f} "
+        f"({args.trials} trials, epochs median {np.median(ours_['null_epochs']):.0f}), "
+        f"sklearn {null_ref:.4f} ({ref['k']} trials, epochs median "
+        f"{np.median(ref['null_epochs']):.0f})",
+        flush=True,
+    )
     ours_gap = np.abs(ours_["T"] - ref["T"])
     seed_gap = np.abs(ref["T_again"] - ref["T"])  # scikit-learn against itself
     p_ours, p_ref = p_values(ours_["T"], ours_["null"]), p_values(ref["T"], ours_["null"])
@@ -187,7 +201,8 @@ def main() -> None:
         f"{args.trials} null trials timed and scaled: {ref['wall']:.0f} s wall, "
         f"{ref['cpu']:.0f} s CPU",
         "ratio": f"{ratio_wall} wall, {ratio_cpu} CPU",
-        "agree": f"same decision at {same} of {NUM_OBS} observations; {gaps}",
+        "agree": f"same decision at {same} of {NUM_OBS} observations; {gaps}; null T mean "
+        f"ours {null_ours:.4f}, sklearn {null_ref:.4f}",
     }
     record.save(__file__, [row], meter)
 
