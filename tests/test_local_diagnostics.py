@@ -516,21 +516,19 @@ def test_the_report_narrows_to_the_parts_tasks_budgets_and_n_cals_given(tmp_path
     stay beside ours), and a selection nothing matches is one line with status 2."""
     from experiments import reproduce_lc2st as rl
 
-    def tabled(*flags: str) -> set[tuple[str, str]]:
-        out = tmp_path / "o"
-        args = ["--report", "--results", str(tmp_path / "none.db"), "--out", str(out), *flags]
-        assert rl.main(list(args)) == 0
-        ours = (out / "tables.md").read_text().split("### The paper's rates")[0]
-        rows = [r.split("|") for r in ours.splitlines() if r.startswith("| ")]
-        return {(r[1].strip(), r[2].strip()) for r in rows if r[1].strip() != "task"}
+    def tabled(*flags: str) -> set[tuple[str, str, int]]:
+        args = ["--report", "--results", str(tmp_path / "none.db"), "--out", str(tmp_path), *flags]
+        table, _, failed = rl._run(rl._parser().parse_args(args))
+        assert failed == 0
+        return set(zip(table["kind"], table["task"], table["budget"]))
 
     every = tabled()
-    assert {t for t, _ in every} > {"slcp", "two_moons", "gaussian_mixture"}
-    assert {t for t, _ in tabled("--tasks", "slcp")} == {"slcp"}
+    assert {t for _, t, _ in every} > {"slcp", "two_moons", "gaussian_mixture"}
+    assert {t for _, t, _ in tabled("--tasks", "slcp")} == {"slcp"}
     appendix = tabled("--parts", "appendix", "--budgets", "100000")
-    assert appendix and {b for _, b in appendix} == {"100,000"}
-    assert {t for t, _ in appendix} <= set(rl.APPENDIX_TASKS)
-    assert {t for t, _ in tabled("--parts", "level")} <= set(rl.LEVEL_TASKS)
+    assert appendix and {(k, b) for k, _, b in appendix} == {("power", 100_000)}
+    assert {t for _, t, _ in appendix} <= set(rl.APPENDIX_TASKS)
+    assert {k for k, _, _ in tabled("--parts", "level")} == {"level"}
     assert tabled("--diagnostics", "lc2st", "--runs", "1") == every
     capsys.readouterr()
     code = rl.main(
