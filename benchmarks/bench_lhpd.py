@@ -132,8 +132,10 @@ def reference(args, x, hpd, x_o) -> dict:
 
 
 def p_values(stat: np.ndarray, null: np.ndarray) -> np.ndarray:
-    """The authors' p-value at each observation: the share of null statistics above T."""
-    return np.mean(null > stat[:, None], axis=1)
+    """The authors' p-value at each observation (the share of null statistics above T)."""
+    from testbed.metrics.lc2st import p_value_from
+
+    return np.array([p_value_from(t, n, "sbi") for t, n in zip(stat, null)])
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -148,6 +150,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = record.arguments(_parser())
+    bad = [(f, v, f"an integer >= {low}") for f, v, low in
+           (("--num-cal", args.num_cal, 100), ("--dim", args.dim, 1), ("--trials", args.trials, 1))
+           if v < low]  # fmt: skip
+    if not 1 <= args.sklearn_null_trials <= args.trials:
+        bad.append(("--sklearn-null-trials", args.sklearn_null_trials, "1 to --trials"))
+    if bad:
+        flag, value, allowed = bad[0]
+        print(f"bench_lhpd: error: {flag}: got {value}; allowed: {allowed}", file=sys.stderr)
+        sys.exit(2)
     meter = record.Meter()
     x, hpd, x_o = toy(args.num_cal, args.dim)
     ours_ = ours(args, x, hpd, x_o)

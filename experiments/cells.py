@@ -13,7 +13,7 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +133,20 @@ def run_unless_report(
     if args.ship:
         print(f"{ship(args.results, Path(args.ship))} rows shipped -> {args.ship}", file=sys.stderr)
     return failed
+
+
+def narrowed(frame, masks: Mapping[str, Any], what: str = "cell"):
+    """The rows of a report's `frame` that every mask keeps (`masks`: each selection flag
+    given -> a boolean mask over the rows; none given: every row); an InputError naming
+    those flags when no row is left."""
+    import numpy as np
+
+    if not masks:
+        return frame
+    keep = np.logical_and.reduce([np.asarray(m, bool) for m in masks.values()])
+    if not keep.any():
+        raise InputError(
+            f"{', '.join(masks)}: no stored or shipped {what} matches; allowed: a selection "
+            "of the cells run (see --report alone)"
+        )
+    return frame[keep]

@@ -532,18 +532,17 @@ def _parser():
 def _chosen(args, long, problems, samplers, measures, sizes):
     """The stored trials of the cells asked for (by default every stored cell); an
     InputError when none matches."""
-    every_size = args.sizes == ",".join(map(str, SIZES))
-    chosen = {"problem": None if args.problems == ",".join(PROBLEMS) else problems,
-              "sampler": samplers, "measure": [*measures, "ess"],
-              "n": None if every_size else sizes}  # fmt: skip
-    for column, values in chosen.items():
-        long = long if values is None else long[long[column].isin(values)]
-    if not len(long):
-        raise InputError(
-            "--problems, --samplers, --measures, --sizes: no stored or shipped trial "
-            "matches; allowed: a selection of the cells run (see --report alone)"
-        )
-    return long
+    from experiments.cells import narrowed
+
+    masks = {
+        "--samplers": long["sampler"].isin(samplers),
+        "--measures": long["measure"].isin([*measures, "ess"]),
+    }
+    if args.problems != ",".join(PROBLEMS):
+        masks["--problems"] = long["problem"].isin(problems)
+    if args.sizes != ",".join(map(str, SIZES)):
+        masks["--sizes"] = long["n"].isin(sizes)
+    return narrowed(long, masks, "trial")
 
 
 def _run(args) -> tuple[Any, int]:

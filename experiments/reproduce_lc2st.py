@@ -516,31 +516,18 @@ def _chosen(args, long, parts, tasks, settings: Settings):
     """The rows of the parts, tasks, budgets and N_cal given (left at their defaults:
     every stored and shipped row; the diagnostics and runs never narrow the tables, so a
     diagnostic of yours is tabled beside ours); an InputError when none matches."""
-    defaults = _parser()
-    narrowed = {
-        "--parts": args.parts != defaults.get_default("parts"),
-        "--tasks": tasks is not None,
-        "--budgets": args.budgets != defaults.get_default("budgets"),
-        "--n-cals": args.n_cals != defaults.get_default("n_cals"),
-    }
-    if not len(long) or not any(narrowed.values()):
-        return long
-    keep = np.ones(len(long), bool)
-    if narrowed["--parts"]:
-        keep &= np.array([part_of(k, t) in parts for k, t in zip(long["kind"], long["task"])])
-    if narrowed["--tasks"]:
-        keep &= long["task"].isin(tasks).to_numpy()
-    if narrowed["--budgets"]:  # level cells have no budget (q is the reference)
-        keep &= (long["kind"].eq("level") | long["budget"].isin(settings.budgets)).to_numpy()
-    if narrowed["--n-cals"]:
-        keep &= long["n_cal"].isin(settings.n_cals).to_numpy()
-    if not keep.any():
-        given = ", ".join(flag for flag, on in narrowed.items() if on)
-        raise InputError(
-            f"{given}: no stored or shipped cell matches; allowed: a selection of the cells "
-            "run (see --report alone)"
-        )
-    return long[keep]
+    from experiments.cells import narrowed
+
+    defaults, masks = _parser(), {}
+    if args.parts != defaults.get_default("parts"):
+        masks["--parts"] = [part_of(k, t) in parts for k, t in zip(long["kind"], long["task"])]
+    if tasks is not None:
+        masks["--tasks"] = long["task"].isin(tasks)
+    if args.budgets != defaults.get_default("budgets"):  # level cells have no budget
+        masks["--budgets"] = long["kind"].eq("level") | long["budget"].isin(settings.budgets)
+    if args.n_cals != defaults.get_default("n_cals"):
+        masks["--n-cals"] = long["n_cal"].isin(settings.n_cals)
+    return narrowed(long, masks)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -376,27 +376,16 @@ def _chosen(args, frame):
     """The cells of the agents, problems and priors given (left at their defaults: every
     stored and shipped cell; --seeds never narrows the tables); an InputError when none
     matches."""
-    defaults = parse([])
-    chosen = {
-        "agent": ("--agents", _split(args.agents, "--agents", (*AGENTS, "nuts"))),
-        "problem": ("--problems", _problems(args.problems)),
-        "prior": ("--priors", _split(args.priors, "--priors", PRIORS)),
-    }
-    given = [
-        (column, flag, values)
-        for column, (flag, values) in chosen.items()
-        if getattr(args, flag[2:]) != getattr(defaults, flag[2:])
-    ]
-    if not len(frame) or not given:
-        return frame
-    for column, _, values in given:
-        frame = frame[frame[column].isin(values)]
-    if not len(frame):
-        raise InputError(
-            f"{', '.join(flag for _, flag, _ in given)}: no stored or shipped cell matches; "
-            "allowed: a selection of the cells run (see --report alone)"
-        )
-    return frame
+    from experiments.cells import narrowed
+
+    defaults, masks = parse([]), {}
+    if args.agents != defaults.agents:
+        masks["--agents"] = frame["agent"].isin(_split(args.agents, "--agents", (*AGENTS, "nuts")))
+    if args.problems != defaults.problems:
+        masks["--problems"] = frame["problem"].isin(_problems(args.problems))
+    if args.priors != defaults.priors:
+        masks["--priors"] = frame["prior"].isin(_split(args.priors, "--priors", PRIORS))
+    return narrowed(frame, masks)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -767,15 +767,12 @@ def test_a_ctrl_c_while_a_worker_is_started_waits_for_the_driver(monkeypatch):
     assert util.spawnv_passfds is spawn_hit_by_ctrl_c  # put back
 
 
-@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
-@pytest.mark.parametrize("sent", [0, 1, 2])
-def test_a_worker_whose_driver_stopped_before_sending_its_work_ends_quietly(sent):
-    """A Ctrl-C that stops the driver between starting a worker and sending it its path,
-    its preparation or its job: the worker ends with status 0 and prints nothing (its
-    EOFError traceback used to follow the driver's one line)."""
+def _booted_worker() -> tuple:
+    """A worker process started as the process executor starts one (BOOT on a pipe): our
+    end of the pipe and the process."""
     import multiprocessing
 
-    from leaderboard.processes import BOOT, _preparation
+    from leaderboard.processes import BOOT
 
     ours, child = multiprocessing.Pipe()
     proc = subprocess.Popen(
@@ -783,6 +780,18 @@ def test_a_worker_whose_driver_stopped_before_sending_its_work_ends_quietly(sent
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     child.close()
+    return ours, proc
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
+@pytest.mark.parametrize("sent", [0, 1, 2])
+def test_a_worker_whose_driver_stopped_before_sending_its_work_ends_quietly(sent):
+    """A Ctrl-C that stops the driver between starting a worker and sending it its path,
+    its preparation or its job: the worker ends with status 0 and prints nothing (its
+    EOFError traceback used to follow the driver's one line)."""
+    from leaderboard.processes import _preparation
+
+    ours, proc = _booted_worker()
     for message in [list(sys.path), _preparation()][:sent]:
         ours.send(message)
     ours.close()
@@ -796,18 +805,9 @@ def test_a_drivers_script_that_raises_eoferror_at_import_is_not_taken_for_a_stop
 ):
     """Only the driver's silence ends a worker quietly: the driver's script raising
     EOFError while the worker imports it is a traceback and a failure, as any error."""
-    import multiprocessing
-
-    from leaderboard.processes import BOOT
-
     script = tmp_path / "my_sweep.py"
     script.write_text('raise EOFError("from my script")\n')
-    ours, child = multiprocessing.Pipe()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", BOOT, str(child.fileno())], pass_fds=(child.fileno(),),
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    child.close()
+    ours, proc = _booted_worker()
     ours.send(list(sys.path))
     ours.send({"init_main_from_path": str(script)})
     out, err = proc.communicate(timeout=60)
