@@ -327,11 +327,17 @@ def run_cell(cell: Cell, est: Estimators, data_cache: dict, settings: Settings) 
 
 def run(cells: Sequence[Cell], results: str, settings: Settings = Settings()) -> int:
     """Runs the cells not yet stored (a failed one again), committing each row as it
-    finishes (`experiments.cells`); returns the number that failed."""
+    finishes (`experiments.cells`); returns the number that failed. The NPEs' trainings
+    are checkpointed beside the store (`<results>.checkpoints`, `testbed.checkpoints`) and
+    kept: they are the experiment's inputs, so a later run (another diagnostic, more runs,
+    a run stopped mid-training) loads them instead of training again."""
     from experiments.cells import run_cells
+    from leaderboard.store_checks import resolved
+    from testbed.checkpoints import beside_store
 
     est, data_cache = Estimators(), {}
-    return run_cells(cells, results, lambda c: run_cell(c, est, data_cache, settings), log)
+    with beside_store(resolved(results), finished=lambda: False):
+        return run_cells(cells, results, lambda c: run_cell(c, est, data_cache, settings), log)
 
 
 # -- command line ----------------------------------------------------------------------

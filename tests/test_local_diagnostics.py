@@ -3,6 +3,7 @@ store, report and refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -421,6 +422,32 @@ def test_your_own_diagnostic_runs_beside_and_a_failing_one_is_stored(tmp_path):
     assert any("always fails" in v for v in failures.values())
     assert any("returned NoneType" in v for v in failures.values())
     assert rl.run(cells, db, settings) == 2  # resumes: the ok row is kept, the failed rerun
+
+
+def test_a_later_run_loads_the_npe_kept_beside_the_store(tmp_path, caplog, monkeypatch):
+    """The NPE a run trains is checkpointed in `<results>.checkpoints` and kept; a later
+    run (a new process: new Estimators) with another diagnostic loads the ended training
+    (which trains no further: tests/test_sbi_checkpoint.py)."""
+    import logging
+
+    from experiments import reproduce_lc2st as rl
+    from testbed.checkpoints import CHECKPOINTS_ENV
+
+    monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
+    settings = rl.Settings(budgets=(100,), n_cals=(100,), n_eval=200, num_trials_null=9)
+    db = str(tmp_path / "r.db")
+    first = rl.plan(["figure2"], [1], ["lc2st_nf"], ["two_moons"], settings)
+    first = [c for c in first if c.kind == "power"]
+    with caplog.at_level(logging.INFO, "testbed.progress"):
+        assert rl.run(first, db, settings) == 0
+    kept = list((tmp_path / "r.db.checkpoints").glob("npe-two_moons-*.pt"))
+    assert len(kept) == 1 and "training resumed" not in caplog.text
+    caplog.clear()
+    later = [dataclasses.replace(c, diagnostic="lc2st") for c in first]
+    with caplog.at_level(logging.INFO, "testbed.progress"):
+        assert rl.run(later, db, settings) == 0
+    assert f"training resumed from {kept[0]}" in caplog.text and "(it had ended)" in caplog.text
+    assert list((tmp_path / "r.db.checkpoints").glob("*.pt")) == kept  # kept, not removed
 
 
 def test_shipped_runs_fill_the_cells_a_store_lacks(tmp_path, monkeypatch):
