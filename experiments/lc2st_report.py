@@ -3,6 +3,7 @@ binomial intervals, the tables and the figure (`experiments.reproduce_lc2st --re
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -177,10 +178,12 @@ def _published(pub: dict, r) -> str:
     return f"{rate:.2f}" + ("" if np.isnan(mean_t) else f" (T {mean_t:.3g})")
 
 
-def published_markdown() -> str:
-    """The paper's rates in full (every task, budget and N_cal it ran): one column per
-    method, as its Figure 2 and appendix report them."""
+def published_markdown(tasks: Collection[str] | None = None) -> str:
+    """The paper's rates in full (every budget and N_cal it ran) of `tasks` (None: every
+    task): one column per method, as its Figure 2 and appendix report them."""
     pub = read_published()
+    if tasks is not None:
+        pub = pub[pub["task"].isin(list(tasks))]
     if not len(pub):
         return ""
     pub = pub.assign(method=[label(d, s) for d, s in zip(pub["diagnostic"], pub["statistic"])])
@@ -195,6 +198,8 @@ def published_markdown() -> str:
          ("budget", NCAL_SWEEP_BUDGET)),
     ):  # fmt: skip
         t = pub[(pub["kind"] == kind) & (pub[other] == fixed)]
+        if not len(t):
+            continue
         wide = t.pivot_table(index=["task", axis], columns="method", values="rate")
         head = ["task", axis.replace("n_cal", "N_cal"), *methods]
         lines = [f"#### The paper: {title}", "", "| " + " | ".join(head) + " |"]

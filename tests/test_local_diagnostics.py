@@ -564,3 +564,22 @@ def test_the_report_narrows_to_the_parts_tasks_budgets_and_n_cals_given(tmp_path
     )  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("reproduce_lc2st: error: --parts, --tasks: no stored")
+
+
+def test_the_papers_rates_in_the_report_are_those_of_the_tasks_tabled(tmp_path):
+    """The report's section of the paper's rates followed no selection (`--tasks slcp`
+    printed every task's); it now holds the tasks tabled, and is left out when none of
+    them is the paper's (the level part alone)."""
+    from experiments import reproduce_lc2st as rl
+
+    def report(*flags: str) -> str:
+        out = tmp_path / "o"
+        args = ["--report", "--results", str(tmp_path / "none.db"), "--out", str(out), *flags]
+        assert rl.main(args) == 0
+        return (out / "tables.md").read_text()
+
+    every = report().split("### The paper's rates")[1]
+    assert "| slcp |" in every and "| two_moons |" in every
+    slcp = report("--tasks", "slcp").split("### The paper's rates")[1]
+    assert "| slcp |" in slcp and "| two_moons |" not in slcp
+    assert "### The paper's rates" not in report("--parts", "level")
