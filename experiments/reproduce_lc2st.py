@@ -32,7 +32,7 @@ import importlib.util
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,9 +166,10 @@ class Estimators:
     """NPEs trained once per (task, budget) in this process (seed 0, the `npe` agent's
     benchmark settings), and each task's calibration sets per run."""
 
-    def __init__(self):
+    def __init__(self, cache: MutableMapping[str, Any] | None = None):
         self._npe: dict[tuple[str, int], Any] = {}
-        self.cache: dict[str, Any] = {}  # nulls shared across estimators (LocalData.cache)
+        # nulls shared across estimators and runs (LocalData.cache; `experiments.kept_nulls`)
+        self.cache: MutableMapping[str, Any] = {} if cache is None else cache
 
     def npe(self, task: str, budget: int):
         if (task, budget) not in self._npe:
@@ -325,18 +326,34 @@ def run_cell(cell: Cell, est: Estimators, data_cache: dict, settings: Settings) 
     )  # fmt: skip
 
 
+def null_salt(settings: Settings) -> tuple:
+    """What decides a kept null besides its key (the diagnostic, calibration set or
+    estimator, N_cal): the evaluation and null sizes and the versions of the code that
+    trains the estimators and the classifiers."""
+    from importlib.metadata import version
+
+    import testbed
+
+    versions = tuple(version(p) for p in ("sbi", "torch", "jax"))
+    return (settings.n_eval, settings.num_trials_null, testbed.__version__, *versions)
+
+
 def run(cells: Sequence[Cell], results: str, settings: Settings = Settings()) -> int:
     """Runs the cells not yet stored (a failed one again), committing each row as it
     finishes (`experiments.cells`); returns the number that failed. The NPEs' trainings
     are checkpointed beside the store (`<results>.checkpoints`, `testbed.checkpoints`) and
     kept: they are the experiment's inputs, so a later run (another diagnostic, more runs,
-    a run stopped mid-training) loads them instead of training again."""
+    a run stopped mid-training) loads them instead of training again. So are the nulls the
+    diagnostics share, in `<results>.nulls` (`experiments.kept_nulls`)."""
     from experiments.cells import run_cells
+    from experiments.kept_nulls import SUFFIX, KeptNulls
     from leaderboard.store_checks import resolved
     from testbed.checkpoints import beside_store
 
-    est, data_cache = Estimators(), {}
-    with beside_store(resolved(results), finished=lambda: False):
+    file = resolved(results)
+    nulls = KeptNulls(Path(f"{file}{SUFFIX}"), null_salt(settings))
+    est, data_cache = Estimators(nulls), {}
+    with beside_store(file, finished=lambda: False):
         return run_cells(cells, results, lambda c: run_cell(c, est, data_cache, settings), log)
 
 

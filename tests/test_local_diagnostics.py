@@ -450,6 +450,72 @@ def test_a_later_run_loads_the_npe_kept_beside_the_store(tmp_path, caplog, monke
     assert list((tmp_path / "r.db.checkpoints").glob("*.pt")) == kept  # kept, not removed
 
 
+def test_a_later_process_reuses_the_oracles_kept_null_and_gets_the_same_rows(
+    tmp_path, monkeypatch
+):
+    """The oracle's null, computed once per estimator and reused by later runs, was kept in
+    memory: runs 2-3 in a new process paid it again (40 minutes on a 10-d task) and
+    tested against another run's null. Now it is kept in `<results>.nulls/`: run 1, then
+    runs 2-3 in a later process (new Estimators) store the rows one process stores, and
+    the later process trains no null."""
+    import testbed.metrics.local_builtin as builtin
+    from experiments import reproduce_lc2st as rl
+    from leaderboard.store import ResultsStore
+
+    settings = rl.Settings(budgets=(100,), n_cals=(100,), n_eval=200, num_trials_null=9)
+    cells = rl.plan(["level"], [1, 2, 3], ["oracle_c2st"], ["gaussian_linear"], settings)
+
+    def metrics(db):
+        with ResultsStore(str(db), "r") as store:
+            return {r["key"]: r["metrics"] for r in store.rows()}
+
+    assert rl.run(cells, str(tmp_path / "one.db"), settings) == 0
+    assert rl.run(cells[:1], str(tmp_path / "two.db"), settings) == 0
+    kept = list((tmp_path / "two.db.nulls").glob("*.pkl"))
+    assert len(kept) == 10  # one null a observation
+    nulls_given = []
+    oracle = builtin.oracle_c2st
+
+    def spy(*args, **kwargs):
+        nulls_given.append(kwargs["null"] is not None)
+        return oracle(*args, **kwargs)
+
+    monkeypatch.setattr(builtin, "oracle_c2st", spy)
+    assert rl.run(cells, str(tmp_path / "two.db"), settings) == 0
+    assert nulls_given == [True] * 20  # runs 2 and 3, 10 observations each
+    assert metrics(tmp_path / "two.db") == metrics(tmp_path / "one.db")
+
+
+def test_kept_nulls_read_back_and_set_aside_what_they_cannot_use(tmp_path, caplog):
+    """An entry is read back under the same salt only; a large one stays in memory; an
+    unreadable file is set aside (the null computed again) and an unwritable folder is
+    said, never raised."""
+    import logging
+
+    from experiments.kept_nulls import KeptNulls
+
+    a = KeptNulls(tmp_path / "n", salt=(200, 9), max_bytes=1000)
+    a["oracle/x"] = (np.arange(3.0), np.ones(2))
+    a["big"] = np.zeros(1000)  # 8,000 bytes: in memory only
+    assert a["big"].shape == (1000,)
+    assert KeptNulls(tmp_path / "n", salt=(200, 9), max_bytes=10**9).get("big") is None
+    again = KeptNulls(tmp_path / "n", salt=(200, 9))["oracle/x"]
+    assert np.array_equal(again[0], np.arange(3.0)) and np.array_equal(again[1], np.ones(2))
+    assert KeptNulls(tmp_path / "n", salt=(200, 10)).get("oracle/x") is None
+    path = a.path("oracle/x")
+    path.write_bytes(b"not a pickle")
+    with caplog.at_level(logging.INFO, "testbed.progress"):
+        assert KeptNulls(tmp_path / "n", salt=(200, 9)).get("oracle/x") is None
+    assert "cannot be read" in caplog.text and not path.exists()
+    assert path.with_name(path.name + ".unused").exists()
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    b = KeptNulls(blocked / "n", salt=())
+    with caplog.at_level(logging.INFO, "testbed.progress"):
+        b["k"] = 1.0
+    assert b["k"] == 1.0 and "not written" in caplog.text
+
+
 def test_shipped_runs_fill_the_cells_a_store_lacks(tmp_path, monkeypatch):
     from experiments import reproduce_lc2st as rl
 
