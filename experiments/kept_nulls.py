@@ -9,7 +9,8 @@ whose pickle is at most `max_bytes` (the oracle's null statistics, local-HPD's 1
 regressions: 45 MB for a 100-d x; not L-C2ST-NF's classifiers of it, 520 MB) is also written
 to `<results>.nulls/`, keyed by a digest of its key and what else decides it (the run's
 sizes, the package versions). A file that cannot be read is set aside and the null is
-computed again; one that cannot be written is said and the run goes on. The files are
+computed again; an entry that cannot be pickled or written is said and stays in memory,
+and the run goes on. The files are
 pickles: load only those your own runs wrote.
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("testbed.progress")
+_NONE = object()  # no entry (None may be one)
 
 SUFFIX = ".nulls"
 MAX_BYTES = 64 * 2**20  # larger entries stay in memory (L-C2ST-NF's classifiers of a 100-d x)
@@ -67,11 +69,17 @@ class KeptNulls(MutableMapping):
         return value
 
     def __setitem__(self, key: str, value: Any) -> None:
+        if self._memory.get(key, _NONE) is value:  # set again after each use: nothing new
+            return
         self._memory[key] = value
         path = self.path(key)
         if path is None or path.exists():  # kept already (the same null, read back)
             return
-        blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # a diagnostic of yours may cache what cannot be pickled
+            log.info("kept null %s not written (%s); it stays in memory", path, exc)
+            return
         if len(blob) > self.max_bytes:
             return
         tmp = None

@@ -514,6 +514,35 @@ def test_kept_nulls_read_back_and_set_aside_what_they_cannot_use(tmp_path, caplo
     with caplog.at_level(logging.INFO, "testbed.progress"):
         b["k"] = 1.0
     assert b["k"] == 1.0 and "not written" in caplog.text
+    caplog.clear()
+    c = KeptNulls(tmp_path / "c", salt=())
+    with caplog.at_level(logging.INFO, "testbed.progress"):
+        c["lambda"] = unpicklable = lambda: 0  # noqa: E731 (a diagnostic's own cache entry)
+    assert c["lambda"] is unpicklable and "stays in memory" in caplog.text
+    assert not (tmp_path / "c").exists()
+
+
+class _Pickled:
+    """Counts its pickles."""
+
+    count = 0
+
+    def __reduce__(self):
+        _Pickled.count += 1
+        return (_Pickled, ())
+
+
+def test_kept_nulls_pickle_an_entry_set_again_once(tmp_path):
+    """The diagnostics set their null after every use; a null too large to keep (520 MB
+    for L-C2ST-NF on a 100-d x) was pickled again each time to learn its size."""
+    from experiments.kept_nulls import KeptNulls
+
+    cache, value = KeptNulls(tmp_path / "n", max_bytes=1), _Pickled()
+    for _ in range(3):
+        cache["too large"] = value
+    assert _Pickled.count == 1 and cache["too large"] is value
+    cache["too large"] = _Pickled()  # another null under the key: looked at again
+    assert _Pickled.count == 2
 
 
 def test_shipped_runs_fill_the_cells_a_store_lacks(tmp_path, monkeypatch):
