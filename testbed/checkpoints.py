@@ -38,14 +38,17 @@ def checkpoint_path(directory: Path, name: str, task: str, *key: Any) -> Path:
 
 @contextlib.contextmanager
 def beside_store(
-    store_path: str | Path, finished: Callable[[], bool], enabled: bool = True
+    store_path: str | Path,
+    finished: Callable[[], bool] | None = None,
+    enabled: bool = True,
 ) -> Iterator[Path | None]:
     """Within: `TESTBED_CHECKPOINTS` = `<store_path>.checkpoints` (absolute) in the settings
     in force (`testbed.settings.current()`, which the workers started inside get), unless
     the user set the variable (then theirs holds, and is never removed), or 'off' when not
     `enabled` (e.g. a sweep that trains once per job: one job must not take another's
     training). On leaving, that directory is removed when `finished()` says every job is
-    stored as ok; otherwise it stays for the run that resumes them."""
+    stored as ok; otherwise it stays for the run that resumes them. Without `finished` it
+    always stays: the trainings are the caller's inputs (a reproduction's estimators)."""
     outer = settings.current()
     if enabled and outer.get(CHECKPOINTS_ENV) is not None:
         yield outer.checkpoints
@@ -56,7 +59,7 @@ def beside_store(
         with settings.using(chosen):
             yield directory
     finally:
-        if directory is not None and directory.is_dir() and _true(finished):
+        if directory is not None and directory.is_dir() and finished and _true(finished):
             _remove_checkpoints(directory)
 
 

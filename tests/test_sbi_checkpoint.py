@@ -209,6 +209,9 @@ def test_beside_store_sets_the_directory_and_removes_it_when_finished(tmp_path, 
     with beside_store(store, finished=lambda: 1 / 0):  # cannot say: kept
         pass
     assert d.is_dir()
+    with beside_store(store):  # no `finished`: the caller's inputs, always kept
+        pass
+    assert d.is_dir()
     with beside_store(store, finished=lambda: True):
         pass
     assert not d.exists()
