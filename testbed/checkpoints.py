@@ -5,7 +5,8 @@
 the settings its workers get unless the user set it, and removes that directory once every
 job of the sweep is stored as ok (`beside_store`). Agents key each file by what decides
 their training (`checkpoint_path`); sbi's one-round trainings use it
-(`agents.sbi_checkpoint`).
+(`agents.sbi_checkpoint`), and so do long batches of our MLP classifiers
+(`testbed.metrics.mlp_checkpoint`).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def beside_store(
 def _remove_checkpoints(directory: Path) -> None:
     """Our files in `directory` (checkpoints, set-aside ones, unfinished writes), then the
     directory if that left it empty: anything else someone put there stays."""
-    for pattern in ("*.pt", "*.pt.unused", "*.pt*.tmp"):
+    for pattern in ("*.pt", "*.pt.unused", "*.pt*.tmp", "mlps-*.npz*"):
         for path in directory.glob(pattern):
             with contextlib.suppress(OSError):
                 path.unlink()

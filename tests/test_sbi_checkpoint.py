@@ -212,6 +212,7 @@ def test_beside_store_sets_the_directory_and_removes_it_when_finished(tmp_path, 
     with beside_store(store):  # no `finished`: the caller's inputs, always kept
         pass
     assert d.is_dir()
+    (d / "mlps-0a.npz").write_bytes(b"")  # an MLP batch's checkpoint (mlp_checkpoint)
     with beside_store(store, finished=lambda: True):
         pass
     assert not d.exists()

@@ -46,7 +46,7 @@ from testbed.compilation_cache import StoredPrograms, with_library_cache
 from testbed.config import check_at_least, check_in_range, check_nonnegative, check_positive
 from testbed.cores import thread_budget
 from testbed.errors import InputError
-from testbed.metrics import mlp_chunks
+from testbed.metrics import mlp_checkpoint, mlp_chunks
 from testbed.metrics.mlp_chunks import ChunkScheduler, ModelData, TrainState
 from testbed.shuffle import mix32, permuted_index
 
@@ -540,7 +540,9 @@ def train_many(
     the whole batch. Results do not depend on the chunking beyond float rounding: each
     model's shuffles come from its own hash of (key, model index); `key` is a JAX key or
     an integer seed (= `jax.random.PRNGKey(seed)`). chunk_size None:
-    `default_chunk_size(M)`. Shapes are padded to buckets (`bucket`: the N rows of x and
+    `default_chunk_size(M)`. With a checkpoint directory set, a training that runs for
+    minutes is checkpointed and a later call on the same inputs resumes it
+    (`testbed.metrics.mlp_checkpoint`). Shapes are padded to buckets (`bucket`: the N rows of x and
     y, each model's rows in minibatches, its validation rows), so one compiled program
     serves nearby sizes; the padding is inert (rows never indexed, minibatches of weight 0).
     """
@@ -548,6 +550,11 @@ def train_many(
     y_np = np.asarray(y, np.float32)
     n_models = len(train_rows)
     _check_training_set(x_host, y_np, train_rows)
+    k0, k1 = _key_words(key)
+    # what decides every model's result (not the chunking): names its checkpoint, if any
+    keep = mlp_checkpoint.for_training(
+        (repr(cfg), x_host, y_np, list(train_rows), np.asarray(init_seeds), k0, k1, val_seed)
+    )
     if chunk_size is None:
         chunk = default_chunk_size(n_models)
     else:
@@ -561,7 +568,6 @@ def train_many(
     init = _to_trainer_layout(stack_init(x_host.shape[-1], cfg.hidden_layers, init_seeds))
     shapes = tuple(a.shape[1:] for a in init)
     # each model's shuffle word: a hash of (key, model index), on the host
-    k0, k1 = _key_words(key)
     words = mix32(k0 ^ mix32(np.arange(n_models, dtype=np.uint32) + k1))
     n_rows = bucket(y_np.shape[1])  # the padding rows are never indexed
     x_host = pad_rows(x_host, n_rows)
@@ -583,7 +589,11 @@ def train_many(
 
     # every model's state on the host; chunks hold device copies of the models they train
     out = TrainState.start(_flatten(init), cfg.early_stopping)
-    ChunkScheduler(epoch, out, data, x, x_host, chunk).run()
+    if keep is not None:
+        out = keep.load(out)
+    ChunkScheduler(epoch, out, data, x, x_host, chunk, keep).run()
+    if keep is not None:
+        keep.remove()
     final = out.best_params if cfg.early_stopping else out.params
     arrays = _to_trainer_layout([a for layer in _unflatten(final, shapes) for a in layer])
     params = jax.device_put(tuple(zip(arrays[::2], arrays[1::2])))  # W [M, in, out] again

@@ -76,17 +76,23 @@ class ChunkScheduler:
     taken apart: its state goes back to the host (`out`, updated in place) and its models
     still training wait as `loose` until they fill a chunk, or a core would otherwise idle
     (then in small chunks, to pad little). XLA runs one CPU computation on about one core,
-    so independent chunks in threads use them all."""
+    so independent chunks in threads use them all. Only the models `out` has active train
+    (a resumed run's). With a `checkpoint` (`testbed.metrics.mlp_checkpoint`), every model's
+    state is gathered on the host and saved whenever it is due: the chunks running finish
+    their epoch first, so each model is saved between two of its epochs."""
 
-    def __init__(self, epoch, out: TrainState, data: ModelData, x, x_host, chunk: int):
+    def __init__(
+        self, epoch, out: TrainState, data: ModelData, x, x_host, chunk: int, checkpoint=None
+    ):
         self.epoch, self.out, self.data, self.x, self.x_host = epoch, out, data, x, x_host
         n_models = len(out.n_iter)
         self.chunk = chunk
         # many models: the last few stragglers move to chunks of a quarter size (a second
         # compiled size), so they neither wait in a chunk of padding nor leave a core idle
         self.small = max(1, chunk // 4) if n_models >= 4 * chunk else chunk
-        self.n_active = n_models
+        self.n_active = int(np.sum(out.active))
         self.workers = thread_budget()
+        self.checkpoint = checkpoint
 
     def size_for(self, n_active: int) -> int:
         return self.chunk if n_active > self.chunk else self.small
@@ -110,9 +116,26 @@ class ChunkScheduler:
         state = jax.block_until_ready(self.epoch(c.state, c.data, c.x))
         return Chunk(c.ids, state, c.data, c.x)
 
+    def to_host(self, c: Chunk) -> None:
+        """The state of `c`'s real models written back to the host (`out`)."""
+        for host, device in zip(self.out, c.state):
+            host[c.ids] = np.asarray(device)[: len(c.ids)]
+
+    def collect(self, c: Chunk, pending: deque, loose: list) -> None:
+        """A chunk after its epoch: on again when all its models train, else taken apart
+        (its state to the host, its models still training to `loose`)."""
+        active = np.asarray(c.state.active)[: len(c.ids)]
+        if active.all():
+            pending.append(c)
+            return
+        self.to_host(c)
+        self.n_active -= int((~active).sum())
+        if active.any():
+            loose.append(c.ids[active])
+
     def run(self) -> None:
-        n_models = len(self.out.n_iter)
-        pending = deque(self.make_chunks(np.arange(n_models), self.size_for(n_models)))
+        ids = np.flatnonzero(self.out.active)
+        pending = deque(self.make_chunks(ids, self.size_for(len(ids))) if len(ids) else [])
         loose: list[np.ndarray] = []
         running: set = set()
         with ThreadPoolExecutor(self.workers) as pool:
@@ -128,15 +151,12 @@ class ChunkScheduler:
                 while pending and len(running) < self.workers:
                     running.add(pool.submit(self.advance, pending.popleft()))
                 done, running = wait(running, return_when=FIRST_COMPLETED)
+                save = self.checkpoint is not None and self.checkpoint.due()
+                if save:
+                    done, running = done | running, set()  # every chunk between two epochs
                 for future in done:
-                    c = future.result()
-                    n_real = len(c.ids)
-                    active = np.asarray(c.state.active)[:n_real]
-                    if active.all():
-                        pending.append(c)
-                        continue
-                    for host, device in zip(self.out, c.state):
-                        host[c.ids] = np.asarray(device)[:n_real]
-                    self.n_active -= int((~active).sum())
-                    if active.any():
-                        loose.append(c.ids[active])
+                    self.collect(future.result(), pending, loose)
+                if save:
+                    for c in pending:
+                        self.to_host(c)
+                    self.checkpoint.save(self.out)
