@@ -542,9 +542,10 @@ def train_many(
     an integer seed (= `jax.random.PRNGKey(seed)`). chunk_size None:
     `default_chunk_size(M)`. With a checkpoint directory set, a training that runs for
     minutes is checkpointed and a later call on the same inputs resumes it
-    (`testbed.metrics.mlp_checkpoint`). Shapes are padded to buckets (`bucket`: the N rows of x and
-    y, each model's rows in minibatches, its validation rows), so one compiled program
-    serves nearby sizes; the padding is inert (rows never indexed, minibatches of weight 0).
+    (`testbed.metrics.mlp_checkpoint`). Shapes are padded to buckets (`bucket`: the N rows
+    of x and y, each model's rows in minibatches, its validation rows), so one compiled
+    program serves nearby sizes; the padding is inert (rows never indexed, minibatches of
+    weight 0).
     """
     x_host = np.asarray(x, np.float32)
     y_np = np.asarray(y, np.float32)
