@@ -16,8 +16,7 @@ from testbed.base import (
 )
 from testbed.errors import InputError
 from testbed.evaluate import evaluate, evaluate_many, train
-
-__version__ = "0.2.0"
+from testbed.version import __version__
 
 __all__ = [
     "Agent",
@@ -29,6 +28,7 @@ __all__ = [
     "PriorKnowledge",
     "Problem",
     "Quality",
+    "__version__",
     "evaluate",
     "evaluate_many",
     "metrics",

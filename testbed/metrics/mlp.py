@@ -552,10 +552,8 @@ def train_many(
     n_models = len(train_rows)
     _check_training_set(x_host, y_np, train_rows)
     k0, k1 = _key_words(key)
-    # what decides every model's result (not the chunking): names its checkpoint, if any
-    keep = mlp_checkpoint.for_training(
-        (repr(cfg), x_host, y_np, list(train_rows), np.asarray(init_seeds), k0, k1, val_seed)
-    )
+    decides = (repr(cfg), x_host, y_np, list(train_rows), np.asarray(init_seeds), k0, k1, val_seed)
+    keep = mlp_checkpoint.for_training(decides)  # None without a checkpoint folder
     if chunk_size is None:
         chunk = default_chunk_size(n_models)
     else:

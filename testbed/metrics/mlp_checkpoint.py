@@ -60,9 +60,9 @@ def training_digest(*parts) -> str:
 def _versions() -> str:
     import jax
 
-    import testbed
+    from testbed.version import __version__
 
-    return f"testbed {testbed.__version__}, jax {jax.__version__}"
+    return f"testbed {__version__}, jax {jax.__version__}"
 
 
 class EpochCheckpoint:
