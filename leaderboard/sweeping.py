@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -354,10 +355,18 @@ def run_one(
             dict.fromkeys(m for n in metrics for m in (defaults if n == "default" else [n]))
         )
     try:
-        with activity(f"{loaded.name} on {problem_id}", timed=False):
-            return loaded, typed, testbed.evaluate(loaded, problem, metrics=metrics)
+        # warnings wait for the outcome: a size past 32 bits makes JAX warn of truncation
+        # before its OverflowError, and that ends in one line
+        with warnings.catch_warnings(record=True) as said:
+            with activity(f"{loaded.name} on {problem_id}", timed=False):
+                quality = testbed.evaluate(loaded, problem, metrics=metrics)
+        for w in said:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+        return loaded, typed, quality
     except (MemoryError, OverflowError, RuntimeError) as e:  # JAX's out of memory: Runtime
         if isinstance(e, RuntimeError) and "RESOURCE_EXHAUSTED" not in str(e):
+            for w in said:  # an agent's own fault: its traceback, and what it warned
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
             raise
         given = " ".join(f"--set {k}={v}" for k, v in (overrides or {}).items())
         what = "met a number too large" if isinstance(e, OverflowError) else "ran out of memory"

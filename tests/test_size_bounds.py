@@ -5,11 +5,14 @@ the bytes its estimator would hold at once, at most half the machine's memory
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from experiments.cli import main
 from generative.classification import ClassificationSettings
 from generative.gp_regression import RegressionSettings
+from leaderboard import sweeping
 from testbed import sizes
 from testbed.errors import InputError
 
@@ -96,12 +99,24 @@ def test_an_agent_too_big_for_the_memory_is_one_line_with_status_2(monkeypatch, 
     assert "ran out of memory with --set a=2 (RESOURCE_EXHAUSTED" in err[0]
 
     def overflow(*args, **kwargs):  # JAX's way to say a size does not fit in 32 bits
+        warnings.warn("Explicitly requested dtype int64 ... truncated to int32", stacklevel=2)
         raise OverflowError("An overflow was encountered while parsing an argument")
 
     monkeypatch.setattr(testbed, "evaluate", overflow)
-    assert main(argv) == 2
+    with warnings.catch_warnings(record=True) as seen:  # JAX's warning before it: unsaid
+        warnings.simplefilter("always")
+        assert main(argv) == 2
+    assert seen == []
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "met a number too large with --set a=2 (An overflow" in err[0], err
+
+    def fine(*args, **kwargs):  # a run that warns and ends well says its warnings
+        warnings.warn("a warning of the agent's", stacklevel=2)
+        return {"kl": 0.0}
+
+    monkeypatch.setattr(testbed, "evaluate", fine)
+    with pytest.warns(UserWarning, match="a warning of the agent's"):
+        sweeping.run_one("beta_bernoulli", "coin/1", overrides={"a": 2})
 
     def bug(*args, **kwargs):
         raise RuntimeError("a bug of the agent's")
