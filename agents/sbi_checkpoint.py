@@ -25,12 +25,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from testbed.checkpoints import set_aside, write_atomically
 
 log = logging.getLogger("testbed.progress")
 
@@ -146,20 +146,9 @@ class TrainingCheckpoint:
             "rng": torch.get_rng_state(),
             "seconds": self.earlier_seconds + self.clock() - self._began,
         }
-        tmp = None
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=self.path.name, suffix=".tmp", dir=self.path.parent)
-            with os.fdopen(fd, "wb") as f:
-                torch.save(state, f)
-            os.replace(tmp, self.path)
-            tmp = None
-        except Exception as exc:
-            self.say(f"training checkpoint {self.path} not written ({exc}); training goes on")
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        failed = write_atomically(self.path, lambda f: torch.save(state, f))
+        if failed is not None:
+            self.say(f"training checkpoint {self.path} not written ({failed}); training goes on")
         self._saved_at = self.clock()
 
     def on_epoch(self, inference: Any) -> None:
@@ -168,8 +157,7 @@ class TrainingCheckpoint:
             self.save(inference)
 
     def _set_aside(self) -> None:
-        with contextlib.suppress(OSError):
-            os.replace(self.path, self.path.with_name(self.path.name + ".unused"))
+        set_aside(self.path)
 
 
 @contextlib.contextmanager

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from testbed import settings
 
@@ -81,3 +83,29 @@ def _true(finished: Callable[[], bool]) -> bool:
         return bool(finished())
     except Exception:
         return False
+
+
+def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> str | None:
+    """`write`s `path` through a temporary file beside it, then renames it over (a crash
+    mid-write leaves the previous file); None, or why it could not be written."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+        tmp = None
+        return None
+    except Exception as exc:
+        return str(exc)
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def set_aside(path: Path) -> None:
+    """Moves a checkpoint that does not fit to `<name>.unused` (kept for a look, never read)."""
+    with contextlib.suppress(OSError):
+        os.replace(path, path.with_name(path.name + ".unused"))

@@ -21,10 +21,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
-import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -68,17 +66,10 @@ def _versions() -> str:
 class EpochCheckpoint:
     """Saves and restores the state of one `train_many` run at `path` (module docstring)."""
 
-    def __init__(
-        self,
-        path: Path,
-        every: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        say: Callable[[str], None] | None = None,
-    ):
-        self.path, self.clock = Path(path), clock
+    def __init__(self, path: Path, every: float | None = None):
+        self.path, self.clock, self.say = Path(path), time.monotonic, log.info
         self.every = CHECKPOINT_SECONDS if every is None else float(every)
-        self.say = say or log.info
-        self._saved_at = clock()
+        self._saved_at = self.clock()
 
     def load(self, fresh: TrainState) -> TrainState:
         """The saved state when there is one of this training (same shapes and versions),
@@ -113,21 +104,14 @@ class EpochCheckpoint:
     def save(self, state: TrainState) -> None:
         """Writes `state` atomically (a crash mid-write leaves the previous file); a failure
         to write is said, never raised."""
-        tmp = None
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=self.path.name, suffix=".tmp", dir=self.path.parent)
-            with os.fdopen(fd, "wb") as f:
-                arrays = {name: np.asarray(a) for name, a in zip(TrainState._fields, state)}
-                np.savez(f, versions=_versions(), **arrays)
-            os.replace(tmp, self.path)
-            tmp = None
-        except Exception as exc:
-            self.say(f"MLP training checkpoint {self.path} not written ({exc}); training goes on")
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        from testbed.checkpoints import write_atomically
+
+        arrays = {name: np.asarray(a) for name, a in zip(TrainState._fields, state)}
+        failed = write_atomically(self.path, lambda f: np.savez(f, versions=_versions(), **arrays))
+        if failed is not None:
+            self.say(
+                f"MLP training checkpoint {self.path} not written ({failed}); training goes on"
+            )
         self._saved_at = self.clock()
 
     def remove(self) -> None:
@@ -135,8 +119,9 @@ class EpochCheckpoint:
             self.path.unlink()
 
     def _set_aside(self) -> None:
-        with contextlib.suppress(OSError):
-            os.replace(self.path, self.path.with_name(self.path.name + ".unused"))
+        from testbed.checkpoints import set_aside
+
+        set_aside(self.path)
 
 
 def for_training(parts: Sequence) -> EpochCheckpoint | None:
