@@ -354,20 +354,17 @@ def run_one(
         metrics = list(
             dict.fromkeys(m for n in metrics for m in (defaults if n == "default" else [n]))
         )
+    # warnings wait for the outcome: a size past 32 bits makes JAX warn of truncation
+    # before its OverflowError, which ends in one line; every other ending says them
+    said: list[warnings.WarningMessage] = []
     try:
-        # warnings wait for the outcome: a size past 32 bits makes JAX warn of truncation
-        # before its OverflowError, and that ends in one line
         with warnings.catch_warnings(record=True) as said:
             with activity(f"{loaded.name} on {problem_id}", timed=False):
-                quality = testbed.evaluate(loaded, problem, metrics=metrics)
-        for w in said:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
-        return loaded, typed, quality
+                return loaded, typed, testbed.evaluate(loaded, problem, metrics=metrics)
     except (MemoryError, OverflowError, RuntimeError) as e:  # JAX's out of memory: Runtime
         if isinstance(e, RuntimeError) and "RESOURCE_EXHAUSTED" not in str(e):
-            for w in said:  # an agent's own fault: its traceback, and what it warned
-                warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
             raise
+        said.clear()
         given = " ".join(f"--set {k}={v}" for k, v in (overrides or {}).items())
         what = "met a number too large" if isinstance(e, OverflowError) else "ran out of memory"
         raise InputError(
@@ -375,3 +372,6 @@ def run_one(
             f"({str(e).splitlines()[0][:160]}); allowed: sizes that fit in this machine's "
             "memory"
         ) from None
+    finally:
+        for w in said:  # said once the recording ended (inside it they are recorded again)
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)

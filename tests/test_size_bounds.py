@@ -118,9 +118,20 @@ def test_an_agent_too_big_for_the_memory_is_one_line_with_status_2(monkeypatch, 
     with pytest.warns(UserWarning, match="a warning of the agent's"):
         sweeping.run_one("beta_bernoulli", "coin/1", overrides={"a": 2})
 
-    def bug(*args, **kwargs):
+    def bug(*args, **kwargs):  # warned, then failed: its traceback and its warning
+        warnings.warn("warned before the bug", stacklevel=2)
         raise RuntimeError("a bug of the agent's")
 
     monkeypatch.setattr(testbed, "evaluate", bug)
-    with pytest.raises(RuntimeError, match="a bug of the agent's"):
-        main(argv)
+    with pytest.warns(UserWarning, match="warned before the bug"):
+        with pytest.raises(RuntimeError, match="a bug of the agent's"):
+            main(argv)
+
+    def value_bug(*args, **kwargs):  # an error no size check knows: said with its warning
+        warnings.warn("warned before the value error", stacklevel=2)
+        raise ValueError("an agent's own value error")
+
+    monkeypatch.setattr(testbed, "evaluate", value_bug)
+    with pytest.warns(UserWarning, match="warned before the value error"):
+        with pytest.raises(ValueError, match="own value error"):
+            sweeping.run_one("beta_bernoulli", "coin/1", overrides={"a": 2})
