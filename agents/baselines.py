@@ -22,6 +22,7 @@ from testbed.base import (
 )
 from testbed.config import UNUSED_SEED, check_nonnegative, check_one_of
 from testbed.errors import InputError
+from testbed.online import OnlineLearner
 from testbed.random_mlp import sample_logit_fn
 
 
@@ -33,7 +34,21 @@ class NoConfig:
     seed: int = dataclasses.field(default=0, metadata={UNUSED_SEED: "nothing is random"})
 
 
-@register("uniform", NoConfig, predicts=(LABELS, REAL_VALUES))
+def _stay(state, batch, key, t):
+    return state
+
+
+def _uniform_logits(state, x, key):
+    return jnp.zeros((x.shape[0], state["num_classes"].shape[0]), jnp.float32)
+
+
+def online_uniform(config: NoConfig, prior: PriorKnowledge, key) -> OnlineLearner:
+    """Uniform in a decision loop: it learns nothing, so it is never refit (every action ties,
+    and ties are broken at random: uniformly random actions)."""
+    return OnlineLearner({"num_classes": jnp.zeros((prior.num_classes,))}, _stay, _uniform_logits)
+
+
+@register("uniform", NoConfig, predicts=(LABELS, REAL_VALUES), online=online_uniform)
 def make_uniform(config: NoConfig):
     """Uniform class probabilities: the Neural Testbed's normaliser (regression: f = 0)."""
 

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.networks import make_flat_mlp
+from agents.online import adam_learner, agent_key
 from agents.registry import NETWORK, register
 from agents.training import (
     Network,
@@ -125,7 +126,33 @@ def _structure(hidden, num_classes, input_dim, num_index_samples, kl_method):
     return Network(jax.jit(init), loss, sample_logits)
 
 
-@register("bbb", BBBConfig, sweep=bbb_sweep, predicts=NETWORK)
+@functools.cache
+def _online_pieces(net: Network):
+    def loss(params, fixed, batch, key, kl_scale):
+        output_scale, prior_params = fixed
+        return net.loss(params, batch, key, (kl_scale, output_scale, prior_params))
+
+    def sample(params, fixed, x, key):
+        return net.sample_logits(params, fixed[0], x, key)
+
+    return loss, sample
+
+
+def online_bbb(config: BBBConfig, prior: PriorKnowledge, key: jax.Array):
+    """Bayes by backprop learning online: as the reference's bandit, the prior KL weighs
+    2 sqrt(T) / t after t observations (no weight decay of its own)."""
+    net = _structure(*config.architecture(prior), config.num_index_samples, config.kl_method)
+    params = net.init(agent_key(config.seed, key))
+    output_scale = jnp.float32(temperature_of(prior) if config.output_scale else 1.0)
+    prior_params = tuple(
+        jnp.float32(v) for v in (config.sigma_1, config.sigma_2, config.mixture_scale)
+    )
+    kl_weight = 2.0 * math.sqrt(temperature_of(prior))
+    fixed = (output_scale, prior_params)
+    return adam_learner(*_online_pieces(net), params, fixed, kl_weight, config.learning_rate)
+
+
+@register("bbb", BBBConfig, sweep=bbb_sweep, predicts=NETWORK, online=online_bbb)
 def make_bbb(config: BBBConfig):
     """Bayes by backprop: each key draws one weight vector from the variational posterior."""
 

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from jax.tree_util import Partial
 
 from agents.networks import apply_ensemble, init_ensemble, make_mlp
+from agents.online import adam_learner, agent_key, as_rows, bandit_decay, slot_weights
 from agents.registry import NETWORK, register
 from agents.training import (
     NetworkConfig,
@@ -105,6 +106,58 @@ def train_ensemble(
     return FiniteSampler(Partial(apply, params, prior_params, scale), num_members)
 
 
+@functools.cache
+def _online_pieces(hidden, num_classes, first_bias_std, num_members, distribution):
+    """(loss, sample) of K members learning online; fixed = (prior params or None, prior
+    scale, bootstrap key)."""
+    net, loss = _ensemble_loss(hidden, num_classes, first_bias_std, num_members)
+
+    def online_loss(params, fixed, batch, key, decay):
+        prior_params, prior_scale, boot_key = fixed
+        weights = slot_weights(boot_key, distribution, num_members, batch.index)
+        return loss(params, as_rows(batch), key, (prior_params, prior_scale, weights, decay))
+
+    def sample(params, fixed, x, key):
+        prior_params, prior_scale, _ = fixed
+        out = apply_ensemble(net, params, x)
+        if prior_params is not None:
+            out = out + prior_scale * apply_ensemble(net, prior_params, x)
+        return out[jax.random.randint(key, (), 0, num_members)]
+
+    return net, online_loss, sample
+
+
+def online_ensemble(
+    config: WeightDecayConfig,
+    prior: PriorKnowledge,
+    key: jax.Array,
+    *,
+    num_members: int,
+    first_bias_std: float | None = None,
+    prior_scale: float = 0.0,
+    distribution: str = "none",
+):
+    """K members as an online learner (`agents.online`): the decay l2 * 2T / K of ||w||^2 / t,
+    prior networks (when `prior_scale` > 0) and bootstrap weights drawn from the key."""
+    sizes = config.hidden_sizes if isinstance(config, NetworkConfig) else ()
+    hidden = tuple(int(h) for h in sizes)
+    net, loss, sample = _online_pieces(
+        hidden, prior.num_classes, first_bias_std, num_members, distribution
+    )
+    init_key, prior_key, boot_key = jax.random.split(agent_key(config.seed, key), 3)
+    params = init_ensemble(net, init_key, num_members, prior.input_dim)
+    prior_params = None
+    if prior_scale != 0.0:
+        prior_params = init_ensemble(net, prior_key, num_members, prior.input_dim)
+    fixed = (prior_params, jnp.float32(prior_scale), boot_key)
+    decay = bandit_decay(config.l2_weight_decay, prior, num_members)
+    return adam_learner(loss, sample, params, fixed, decay, config.learning_rate)
+
+
+def _online_members(config: EnsembleConfig, prior: PriorKnowledge, key: jax.Array):
+    return online_ensemble(config, prior, key, num_members=config.num_ensemble)
+
+
 @dataclasses.dataclass(frozen=True)
 class EnsembleConfig(RegularizedMLPConfig):
     """Vanilla ensemble (reference `VanillaEnsembleConfig` defaults)."""
@@ -123,7 +176,9 @@ def ensemble_sweep() -> list[EnsembleConfig]:
     return sweep + weight_decay_sweep(with_strategy) + schedule_sweep(EnsembleConfig)
 
 
-@register("ensemble", EnsembleConfig, sweep=ensemble_sweep, predicts=NETWORK)
+@register(
+    "ensemble", EnsembleConfig, sweep=ensemble_sweep, predicts=NETWORK, online=_online_members
+)
 def make_ensemble(config: EnsembleConfig):
     """Deep ensemble of K MLPs trained together; each key picks one member."""
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from agents.ensemble import EnsembleConfig, train_ensemble
+import jax
+
+from agents.ensemble import EnsembleConfig, online_ensemble, train_ensemble
 from agents.registry import NETWORK, register
 from agents.training import BOOTSTRAP, PriorFunctionConfig, schedule_sweep
 from testbed.base import Data, PriorKnowledge
@@ -42,7 +44,22 @@ def ensemble_plus_sweep() -> list[EnsemblePlusConfig]:
     return sweep + schedule_sweep(c)
 
 
-@register("ensemble+", EnsemblePlusConfig, sweep=ensemble_plus_sweep, predicts=NETWORK)
+def online_ensemble_plus(config: EnsemblePlusConfig, prior: PriorKnowledge, key: jax.Array):
+    """ensemble+ learning online: its prior functions and bootstrap as in training."""
+    return online_ensemble(
+        config, prior, key, num_members=config.num_ensemble,
+        first_bias_std=1.0 / math.sqrt(prior.input_dim),
+        prior_scale=config.scaled_prior(prior), distribution=config.distribution,
+    )  # fmt: skip
+
+
+@register(
+    "ensemble+",
+    EnsemblePlusConfig,
+    sweep=ensemble_plus_sweep,
+    predicts=NETWORK,
+    online=online_ensemble_plus,
+)
 def make_ensemble_plus(config: EnsemblePlusConfig):
     """Ensemble with randomized prior functions (and bootstrapping); one member per key."""
 

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.networks import make_flat_mlp, make_hyper_linear_prior, make_linear_index_prior
+from agents.online import adam_learner, agent_key, as_rows, bandit_decay
 from agents.registry import NETWORK, register
 from agents.training import (
     BOOTSTRAP,
@@ -131,22 +132,56 @@ def _structure(
     def sample_logits(params, prior_key, prior_scale, x, key):
         return forward(params, prior_key, prior_scale, x, index(key))
 
-    return Network(jax.jit(init), loss, sample_logits)
+    def online_loss(params, fixed, batch, key, decay):
+        prior_key, prior_scale, boot_key = fixed
+        slots = jax.vmap(
+            lambda i: jax.random.normal(jax.random.fold_in(boot_key, i), (2, index_dim))
+        )
+        boot = slots(batch.index) / math.sqrt(index_dim)
+        return loss(params, as_rows(batch), key, (prior_key, prior_scale, boot, decay))
+
+    def online_sample(params, fixed, x, key):
+        prior_key, prior_scale, _ = fixed
+        return forward(params, prior_key, prior_scale, x, index(key))
+
+    net = Network(jax.jit(init), loss, sample_logits)
+    return net, (online_loss, online_sample)
 
 
-@register("hypermodel", HypermodelConfig, sweep=hypermodel_sweep, predicts=NETWORK)
+def _network(config: HypermodelConfig, prior: PriorKnowledge):
+    return _structure(
+        *config.architecture(prior),
+        tuple(config.prior_hidden_sizes),
+        config.index_dim,
+        config.num_index_samples,
+        config.distribution,
+        bool(config.enn_2021),
+    )
+
+
+def online_hypermodel(config: HypermodelConfig, prior: PriorKnowledge, key: jax.Array):
+    """The hypermodel learning online: its prior and Gaussian-index bootstrap as in training,
+    the decay l2 * 2T of ||w||^2 / t."""
+    _, (loss, sample) = _network(config, prior)
+    init_key, boot_key = jax.random.split(agent_key(config.seed, key))
+    params, prior_key = _network(config, prior)[0].init(init_key)
+    fixed = (prior_key, jnp.float32(config.scaled_prior(prior)), boot_key)
+    decay = bandit_decay(config.l2_weight_decay, prior)
+    return adam_learner(loss, sample, params, fixed, decay, config.learning_rate)
+
+
+@register(
+    "hypermodel",
+    HypermodelConfig,
+    sweep=hypermodel_sweep,
+    predicts=NETWORK,
+    online=online_hypermodel,
+)
 def make_hypermodel(config: HypermodelConfig):
     """Linear hypermodel over MLP weights with an additive random prior; one z per key."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        net = _structure(
-            *config.architecture(prior),
-            tuple(config.prior_hidden_sizes),
-            config.index_dim,
-            config.num_index_samples,
-            config.distribution,
-            bool(config.enn_2021),
-        )
+        net, _ = _network(config, prior)
         init_key, train_key, boot_key = config.keys(3)
         params, prior_key = net.init(init_key)
         scale = jnp.float32(config.scaled_prior(prior))

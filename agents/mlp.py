@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from agents.ensemble import train_ensemble
+import jax
+
+from agents.ensemble import online_ensemble, train_ensemble
 from agents.registry import NETWORK, register
 from agents.training import (
     RegularizedMLPConfig,
@@ -31,7 +33,12 @@ def mlp_sweep() -> list[MLPConfig]:
     return weight_decay_sweep(with_strategy) + schedule_sweep(MLPConfig)
 
 
-@register("mlp", MLPConfig, sweep=mlp_sweep, predicts=NETWORK)
+def online_single(config: WeightDecayConfig, prior: PriorKnowledge, key: jax.Array):
+    """One network learning online (a greedy agent in a bandit: every key, one function)."""
+    return online_ensemble(config, prior, key, num_members=1)
+
+
+@register("mlp", MLPConfig, sweep=mlp_sweep, predicts=NETWORK, online=online_single)
 def make_mlp_agent(config: MLPConfig):
     """A single MLP with weight decay: a point estimate (the paper's normaliser)."""
 
@@ -56,6 +63,7 @@ def logistic_regression_sweep() -> list[LogisticRegressionConfig]:
     LogisticRegressionConfig,
     sweep=logistic_regression_sweep,
     predicts=NETWORK,
+    online=online_single,
 )
 def make_logistic_regression(config: LogisticRegressionConfig):
     """Softmax regression trained with Adam and weight decay (no hidden layers)."""

@@ -64,6 +64,7 @@ from testbed.config import (
     with_overrides,
 )
 from testbed.errors import InputError, bad_value
+from testbed.online import ONLINE, REFIT
 from testbed.registry import Registry
 
 log = logging.getLogger("testbed.agents")
@@ -94,6 +95,14 @@ class AgentEntry:
     oracle: bool = False  # it reads the problem instead of training (testbed.base.Oracle)
     reads: type | None = None  # an oracle's problems must be of it (a protocol; None: any)
     amortized: Callable[[Any], bool] = config_says_amortized  # of a config
+    # (config, prior knowledge, key) -> testbed.online.OnlineLearner: it learns online in a
+    # decision loop (a bandit); None: it is refit on the data seen so far
+    online: Callable[[Any, Any, Any], Any] | None = None
+
+    @property
+    def learns(self) -> str:
+        """How it learns in a decision loop (`testbed.online.LEARNS`), known unbuilt."""
+        return ONLINE if self.online is not None else REFIT
 
     def trains_on(self, config: Any) -> str:
         """What its training with `config` depends on (testbed.base.TRAINS_ON)."""
@@ -127,6 +136,7 @@ def register(
     oracle: bool | None = None,
     reads: type | None = None,
     amortized: bool | Callable[[Any], bool] | None = None,
+    online: Callable[[Any, Any, Any], Any] | None = None,
 ):
     """Decorator that registers agent `name`.
 
@@ -144,8 +154,10 @@ def register(
     default: whether the factory is annotated to return a class with `predictive_for`);
     `reads` is the protocol a problem must satisfy to serve it (e.g. `OffersOracle`;
     giving it makes an oracle). `amortized` (a bool or `config -> bool`) says its training
-    ignores the observation (default: the config's `amortized` field or property). The
-    decorated object is returned unchanged.
+    ignores the observation (default: the config's `amortized` field or property).
+    `online(config, prior_knowledge, key) -> testbed.online.OnlineLearner` says it learns
+    online in a decision loop (SGD steps between a bandit's actions); without it the agent
+    is refit on the data seen so far. The decorated object is returned unchanged.
     """
     kinds = parse_predictions(f"agent {name}: predicts", predicts)
     sweep_fn = sweep if sweep is None or callable(sweep) else _fixed(list(sweep))
@@ -165,7 +177,7 @@ def register(
             is_oracle = bool(oracle)
         entry = AgentEntry(
             name, cls, make, sweep_fn, doc[0] if doc else "", kinds,
-            oracle=is_oracle, reads=reads, amortized=says_amortized,
+            oracle=is_oracle, reads=reads, amortized=says_amortized, online=online,
         )  # fmt: skip
         AGENTS.register(name, entry)
         _REGISTERED.add(id(obj))
@@ -325,6 +337,21 @@ class ConfiguredAgent:
     def predicts(self) -> frozenset[str] | None:
         """What it predicts (its registration says; None: not declared)."""
         return self.entry.predicts
+
+    @property
+    def learns(self) -> str:
+        """How it learns in a decision loop: `online` or `refit` (its entry says)."""
+        return self.entry.learns
+
+    def online_learner(self, prior_knowledge: Any, key: Any) -> Any:
+        """Its `testbed.online.OnlineLearner` for a decision loop (initial parameters from
+        `key` mixed with its config's seed)."""
+        if self.entry.online is None:
+            raise InputError(
+                f"agent {self.name} learns by refitting; allowed: online_learner on agents "
+                "registered with online=... (" + ", ".join(online_agents()) + ")"
+            )
+        return self.entry.online(self.config, prior_knowledge, key)
 
     def agents_that_fit(self, kind: str, problem: Any = None) -> list[str]:
         """The registered agents that predict `kind` (for the mismatch message)."""
@@ -488,3 +515,8 @@ def load_plugins(group: str = ENTRY_POINT_GROUP) -> list[str]:
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def online_agents() -> list[str]:
+    """The registered agents that learn online in a decision loop (the rest are refit)."""
+    return [name for name in AGENTS.names() if AGENTS.get(name).online is not None]

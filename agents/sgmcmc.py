@@ -29,6 +29,7 @@ import jax.numpy as jnp
 from jax.tree_util import Partial
 
 from agents.networks import make_flat_mlp
+from agents.online import agent_key
 from agents.registry import NETWORK, register
 from agents.training import (
     SGDConfig,
@@ -41,6 +42,7 @@ from agents.training import (
 from testbed.base import Data, FiniteSampler, PriorKnowledge
 from testbed.config import check_at_least, check_nonnegative, check_one_of, check_positive
 from testbed.errors import InputError
+from testbed.online import OnlineLearner
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,12 +171,7 @@ def sample_chain(
     n = int(data.x.shape[0])
     if n == 0:
         return theta[None]
-    variance = config.prior_variance
-    if config.adaptive_prior_variance and prior.input_dim >= 100:
-        variance *= 2
-    t = temperature_of(prior)
-    t = math.sqrt(t) if config.temperature_scaling == "sqrt" else t
-    decay = t * prior.input_dim / n / variance
+    decay = prior_decay_numerator(config, prior) / n
     noise_std = math.sqrt(2 * (1 - config.momentum_decay) * config.alg_temperature / n)
     hyper = tuple(
         jnp.float32(v) for v in (config.learning_rate, config.momentum_decay, noise_std, decay)
@@ -193,7 +190,59 @@ def sample_chain(
     )
 
 
-@register("sgmcmc", SGMCMCConfig, sweep=sgmcmc_sweep, predicts=NETWORK)
+def prior_decay_numerator(config: SGMCMCConfig, prior: PriorKnowledge) -> float:
+    """T-scale * d / prior variance: the prior term's weight times the number of examples."""
+    variance = config.prior_variance
+    if config.adaptive_prior_variance and prior.input_dim >= 100:
+        variance *= 2
+    t = temperature_of(prior)
+    t = math.sqrt(t) if config.temperature_scaling == "sqrt" else t
+    return t * prior.input_dim / variance
+
+
+@functools.cache
+def _online_pieces(structure: tuple[int, int, int]):
+    """(step, sample_logits) of one SG-MCMC chain learning online: after t observations the
+    prior term weighs numerator / t and the noise has sd sqrt(2 (1 - beta) T_alg / t), as a
+    chain on t examples; the chain's current state is the Thompson sample."""
+    _, loss, _ = _structure(*structure)
+    mlp = make_flat_mlp((structure[0], structure[0]), structure[1], structure[2])
+
+    def step(state, batch, key, t):
+        lr, beta, alg_temperature, numerator = state["hyper"]
+        theta, momentum = state["theta"], state["momentum"]
+        grad = jax.grad(loss)(theta, batch, numerator / t)
+        noise_std = jnp.sqrt(2.0 * (1.0 - beta) * alg_temperature / t)
+        noise = jax.random.normal(key, theta.shape)
+        momentum = beta * momentum + jnp.sqrt(lr) * grad - noise_std * noise
+        return {**state, "theta": theta - jnp.sqrt(lr) * momentum, "momentum": momentum}
+
+    def sample_logits(state, x, key):
+        return mlp.apply(state["theta"], x)
+
+    return step, sample_logits
+
+
+def online_sgmcmc(config: SGMCMCConfig, prior: PriorKnowledge, key: jax.Array) -> OnlineLearner:
+    """SGLD / SGHMC learning online: one chain step per SGD step on replay batches; each
+    action is chosen by the chain's current state (Langevin Thompson sampling)."""
+    structure = (int(config.num_hidden), int(prior.num_classes), int(prior.input_dim))
+    init, _, _ = _structure(*structure)
+    theta = init(agent_key(config.seed, key))
+    hyper = tuple(
+        jnp.float32(v)
+        for v in (
+            config.learning_rate,
+            config.momentum_decay,
+            config.alg_temperature,
+            prior_decay_numerator(config, prior),
+        )
+    )
+    state = {"theta": theta, "momentum": jnp.zeros_like(theta), "hyper": hyper}
+    return OnlineLearner(state, *_online_pieces(structure))
+
+
+@register("sgmcmc", SGMCMCConfig, sweep=sgmcmc_sweep, predicts=NETWORK, online=online_sgmcmc)
 def make_sgmcmc(config: SGMCMCConfig):
     """SGHMC (momentum 0.9) or SGLD (momentum 0) snapshots; each key picks one."""
 

@@ -8,6 +8,7 @@ models, real data.
 
 # Importing the family modules registers them; `sbi` also gives generative.sbi.get_task.
 from generative import (  # noqa: F401
+    bandit,
     classification,
     classification_2021,
     coin,

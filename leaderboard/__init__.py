@@ -10,7 +10,7 @@ Two sides that import nothing of each other (tests/test_architecture.py):
 `build(results)` loads a results file and ranks it: the one place the two meet.
 """
 
-from leaderboard import rule_neural_testbed, rule_per_cell  # noqa: F401  (registers the built-in rules)
+from leaderboard import rule_neural_testbed, rule_per_cell, rule_regret  # noqa: F401  (registers the built-in rules)
 from leaderboard.literature import published
 from leaderboard.load_and_rank import build
 from leaderboard.results import export, load

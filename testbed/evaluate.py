@@ -40,6 +40,7 @@ from testbed.base import (
 from testbed.errors import InputError
 from testbed.evaluation import ScoredProblem, resolve, score
 from testbed.model import ModelKnowledge
+from testbed.online import Interactive
 from testbed.posterior_adapter import as_posterior
 from testbed.progress import activity
 from testbed.simulation import SimulationAccess, SimulatorKnowledge
@@ -50,8 +51,11 @@ def train(agent: Agent | Oracle, problem: Problem, train_data: Any = None) -> An
 
     An `Oracle` (the oracle and exact agents, for tests and floors) is handed the problem
     itself; every other agent sees only the training data (`train_data`, default the
-    problem's) and the prior knowledge.
+    problem's) and the prior knowledge. In an `Interactive` problem (a bandit) the agent
+    acts and learns from what it observes: its "training" is the run, scored after.
     """
+    if isinstance(problem, Interactive):
+        return problem.interact(agent)
     if isinstance(agent, Oracle):
         return agent.predictive_for(problem)
     data = problem.train_data if train_data is None else train_data

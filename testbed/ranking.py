@@ -24,7 +24,8 @@ from testbed.errors import bad_value
 
 NEURAL_TESTBED = "neural_testbed"
 OBSERVATIONS = "observations"
-RULES = (NEURAL_TESTBED, OBSERVATIONS)
+REGRET = "regret"  # the observations rule over bandit runs, with regret curves
+RULES = (NEURAL_TESTBED, OBSERVATIONS, REGRET)
 ALIASES = {"testbed": NEURAL_TESTBED}  # an earlier name a declaration may still use
 FILL = 1e6  # the score of a missing, failed or non-finite problem (the Neural Testbed's)
 
@@ -103,7 +104,7 @@ class RankedBy:
             object.__setattr__(self, "rule", ALIASES[self.rule])
         if isinstance(self.rule, str) and self.rule not in RULES:
             raise bad_value("ranked_by rule", self.rule, RULES)
-        if self.rule == OBSERVATIONS and not self.cell:
+        if self.rule in (OBSERVATIONS, REGRET) and not self.cell:
             raise bad_value("ranked_by cell", self.cell, "settings columns, e.g. ('task',)")
 
     def title(self, tau: int | None) -> str:
@@ -139,4 +140,25 @@ def c2st(cell: tuple[str, ...], **more) -> RankedBy:
         accuracy=False,
         cell=cell,
         **more,
+    )
+
+
+def regret(cell: tuple[str, ...], replicate: str) -> RankedBy:
+    """Ranked on average regret per step (lower first) by the regret rule: the mean over
+    the `replicate`s (bandit seeds) per `cell` with a bootstrap interval; unnormalised."""
+    return RankedBy(
+        score="average_regret",
+        name="average regret",
+        short="regret",
+        rule=REGRET,
+        normalizer=None,
+        clip_negative=False,
+        accuracy=False,
+        cell=cell,
+        replicate=replicate,
+        note=(
+            "Average regret per step of the agent as a Thompson sampler (best reward "
+            "probability - chosen one; 0 = always the best action); uniform is the floor a "
+            "learning agent must beat, a greedy mlp the trap of acting on a point estimate."
+        ),
     )
