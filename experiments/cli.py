@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -76,14 +77,34 @@ def cmd_run(args: argparse.Namespace) -> int:
         metrics=_split(args.metrics) if args.metrics else None,
     )  # fmt: skip
     if not args.json:
-        title, rows = f"{agent.name} on {args.problem}", [[k, v] for k, v in quality.items()]
-        print_table(title, ["metric", "value"], rows)
+        title = f"{agent.name} on {args.problem}"
+        print_table(title, ["metric", "value"], _folded_series(quality))
         return 0
     settings = generative.problem_settings(args.problem)
     out = {"agent": agent.name, "config": agent.config_dict(), "problem": args.problem,
            "settings": settings, "options": options, "quality": dict(quality)}  # fmt: skip
     print(json.dumps(out, indent=2))
     return 0
+
+
+def _folded_series(quality: dict) -> list[list]:
+    """The metrics as table rows, a series `<name>_w00`, `<name>_w01`, ... (a bandit's
+    regret curve) folded into one row `<name>_w00..wNN` of its first and last values (the
+    JSON output and the store keep every value)."""
+    rows, series = [], {}
+    for key, value in quality.items():
+        match = re.fullmatch(r"(.+)_w(\d\d)", key)
+        if match:
+            if match.group(1) not in series:
+                rows.append([match.group(1), None])
+            series.setdefault(match.group(1), []).append((match.group(2), value))
+        else:
+            rows.append([key, value])
+    for row in rows:
+        if row[0] in series and row[1] is None:
+            (first, v0), (last, v1) = series[row[0]][0], series[row[0]][-1]
+            row[:] = [f"{row[0]}_w{first}..w{last}", f"{v0:.3g} ... {v1:.3g}"]
+    return rows
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

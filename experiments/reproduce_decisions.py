@@ -22,15 +22,18 @@ them on a fresh install. Run:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
 
 from testbed.errors import InputError
 
 AGENTS = ("uniform", "mlp", "ensemble", "ensemble+", "dropout", "bbb", "hypermodel", "sgmcmc",
           "epinet")  # fmt: skip
-BASELINES = ("uniform",)  # the floor; mlp (greedy: one function) is the trap
+SHIPPED = "decisions_ours"  # our shipped runs (leaderboard.shipped_files.SOURCES)
+SHIPPED_FILE = Path(__file__).resolve().parents[1] / "leaderboard/data/decisions_ours.csv.gz"
 
 
 def problem_ids(seeds: Sequence[int], environments: Sequence[tuple[int, float]]) -> list[str]:
@@ -50,29 +53,116 @@ def problem_ids(seeds: Sequence[int], environments: Sequence[tuple[int, float]])
     return out
 
 
-def run(agents: Sequence[str], seeds: Sequence[int], results: str, workers: int = 1) -> None:
-    """Every agent on every bandit of `seeds`, d = 2 first (both temperatures), then d = 10."""
+def run(agents: Sequence[str], seeds: Sequence[int], results: str, workers: int = 1) -> bool:
+    """Every agent on every bandit of `seeds`, d = 2 first (both temperatures, seed by seed),
+    then d = 10; jobs the package ships are recorded from it, not run. True when some job
+    is stored as failed."""
     import leaderboard
     from generative.bandit import ENVIRONMENTS
 
     two = [e for e in ENVIRONMENTS if e[0] == 2]
     rest = [e for e in ENVIRONMENTS if e[0] != 2]
+    failed = False
     for environments in (two, rest):
         for seed in seeds:
             ids = problem_ids([seed], environments)
-            leaderboard.sweep(list(agents), ids, results=results, workers=workers)
+            summary = leaderboard.sweep(list(agents), ids, results=results, workers=workers)
+            failed |= bool(summary.any_failed)
+    return failed
+
+
+def load_frame(results: str, shipped: bool = True) -> pd.DataFrame:
+    """The store's rows (when it exists) and our shipped runs of the jobs it does not hold."""
+    import leaderboard
+    from leaderboard.shipped_files import shipped as shipped_rows
+
+    parts = []
+    if Path(results).exists():
+        parts.append(leaderboard.load(results))
+    if shipped:
+        ours = shipped_rows(SHIPPED)
+        held = set(parts[0]["key"]) if parts else set()
+        parts.append(ours[~ours["key"].isin(held)].rename(columns={"agent_seed": "seed"}))
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if not len(frame):
+        raise InputError(
+            f"--results: {results!r} holds no runs and no shipped runs are used; allowed: a "
+            "store this script ran into (or leave out --no-shipped)"
+        )
+    return frame
+
+
+def ship(results: str, path: str) -> str:
+    """Our shipped runs with the store's finished jobs merged in (a job the store holds
+    replaces the shipped one; every other shipped job is kept); says what it wrote."""
+    from leaderboard import shipped
+    from leaderboard.shipped_files import shipped as shipped_rows
+    from leaderboard.shipped_store import from_results
+
+    new = from_results(results)
+    old = shipped_rows(path=path) if Path(path).exists() else new.iloc[:0]
+    kept = old[~old["key"].isin(set(new["key"]))]
+    rows = pd.concat([kept, new], ignore_index=True)
+    rows = rows.sort_values(["agent", "config_key", "problem_id", "agent_seed"], kind="stable")
+    shipped.write(rows.reset_index(drop=True), path)
+    return f"{path}: {len(rows)} jobs ({len(new)} from {results}, {len(kept)} kept)"
+
+
+def parse(argv: Sequence[str] | None):
+    from experiments.console import script_parser
+
+    parser = script_parser("reproduce_decisions", " ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--agents", default=",".join(AGENTS), help="registered agents")
+    parser.add_argument("--seeds", type=int, default=5, help="bandit seeds 0..SEEDS-1 (at most 10)")
+    parser.add_argument("--results", default="decisions.db", help="results store")
+    parser.add_argument("--out", default="decisions", help="folder for the tables and the figure")
+    parser.add_argument("--workers", type=int, default=1, help="processes (0: one per core)")
+    parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
+    parser.add_argument(
+        "--ship", default=None, metavar="CSV.GZ",
+        help=f"merge the store's finished runs into our shipped ones ({SHIPPED_FILE.name})",
+    )  # fmt: skip
+    parser.add_argument("--report", action="store_true", help="run nothing: tables and figure")
+    return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.reproduce_decisions")
-    parser.add_argument("--results", default="decisions.db")
-    parser.add_argument("--seeds", type=int, default=5, help="bandit seeds 0..N-1 (at most 10)")
-    parser.add_argument("--agents", default=",".join(AGENTS))
-    parser.add_argument("--workers", type=int, default=1)
-    args = parser.parse_args(argv)
-    run(args.agents.split(","), range(args.seeds), args.results, args.workers)
-    return 0
+    from agents.registry import AGENTS as REGISTERED
+    from experiments.console import check_range, setup_logging, shown
+    from experiments.decisions_report import OUTPUTS, write
+    from leaderboard.outputs import check_output_path
+    from testbed import threefry_cpu
+    from testbed.registry import unknown_name
+
+    args = parse(argv)
+    setup_logging()
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering
+    try:
+        chosen = [a for a in args.agents.split(",") if a]
+        for name in chosen:
+            if name not in REGISTERED:
+                raise unknown_name("--agents: agent", name, REGISTERED.names())
+        check_range("--seeds", args.seeds, 1, 10)
+        check_range("--workers", args.workers, 0, 64)
+        out = Path(args.out)
+        for name in OUTPUTS:
+            check_output_path("--out", out / name, [args.results], make_folder=True)
+        if args.ship:
+            check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
+        seeds = range(args.seeds)
+        failed = False if args.report else run(chosen, seeds, args.results, args.workers)
+        if args.ship:
+            print(ship(args.results, args.ship), file=sys.stderr)
+        frame = load_frame(args.results, shipped=not args.no_shipped)
+        write(frame, out)
+    except InputError as e:
+        print(f"reproduce_decisions: error: {e}", file=sys.stderr)
+        return 2
+    text = (out / "regret.md").read_text() + "\n" + (out / "correlation.md").read_text()
+    return shown(text, out, failed, "tables and figure")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from experiments.console import interruptible
+
+    sys.exit(interruptible("reproduce_decisions", main))

@@ -30,7 +30,8 @@ REGRET_HELP = {
     f"{MIN_CI_OBSERVATIONS} seeds",
     "ci_high": "upper end of the 95% bootstrap interval of the mean over seeds; blank below "
     f"{MIN_CI_OBSERVATIONS} seeds",
-    "num_observations": f"bandit seeds averaged (the interval needs at least {MIN_CI_OBSERVATIONS})",
+    "num_observations": "bandit seeds averaged (the interval needs at least "
+    f"{MIN_CI_OBSERVATIONS})",
     "observation": "the bandit seed",
     "regret": "average regret per step of this seed's run",
 }

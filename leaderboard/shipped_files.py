@@ -22,6 +22,7 @@ DATA = Path(__file__).resolve().parent / "data"
 SOURCES = {
     "neural_testbed": DATA / "neural_testbed.csv.gz",
     "sbibm_ours": DATA / "sbibm_ours.csv",
+    "decisions_ours": DATA / "decisions_ours.csv.gz",
 }
 COLUMNS = [*JOB_COLUMNS, "wall_seconds"]  # before the metric columns
 PROVENANCE = ["versions", "host", "finished_at"]  # each run's own, where a file has them
