@@ -25,6 +25,7 @@ import numpy as np
 from testbed.base import Data, FiniteSampler
 from testbed.errors import InputError
 from testbed.online import OnlineLearner, ReplayBatch
+from testbed.progress import activity
 from testbed.sampled_functions import apply_functions
 
 
@@ -72,12 +73,16 @@ def reward_probs(logits: jax.Array) -> jax.Array:
     return jax.nn.softmax(logits.astype(jnp.float32), axis=-1)[..., 1]
 
 
+BLOCK = 1000  # steps per compiled call: Ctrl-C and progress are heard between blocks
+
+
 @functools.partial(
     jax.jit, static_argnames=("step", "sample_logits", "capacity", "batch_size", "steps_per_obs")
 )
-def _online(step, sample_logits, state, actions, probs, random, capacity, batch_size,
+def _online(step, sample_logits, carry, actions, probs, inputs, capacity, batch_size,
             steps_per_obs):  # fmt: skip
-    num_actions, dim = actions.shape
+    """A block of Thompson steps of an online learner from `carry` (state, replay, first
+    non-finite step): one `lax.scan`."""
     best = jnp.max(probs)
 
     def one(carry, inputs):
@@ -103,12 +108,7 @@ def _online(step, sample_logits, state, actions, probs, random, capacity, batch_
         state, _ = jax.lax.scan(sgd, state, jnp.arange(steps_per_obs))
         return (state, buf_x, buf_y, first_bad), (best - p, a.astype(jnp.int32), r)
 
-    buffers = (jnp.zeros((capacity, dim), jnp.float32), jnp.zeros((capacity,), jnp.int32))
-    carry = (state, *buffers, jnp.int32(-1))
-    ts = jnp.arange(random.reward.shape[0])
-    inputs = (ts, random.function, random.ties, random.reward, random.train)
-    (state, _, _, first_bad), out = jax.lax.scan(one, carry, inputs)
-    return state, out, first_bad
+    return jax.lax.scan(one, carry, inputs)
 
 
 def run_online(
@@ -121,15 +121,29 @@ def run_online(
     batch_size: int,
     steps_per_obs: int,
 ) -> tuple[Any, Trace]:
-    """T Thompson steps of an online learner, compiled whole; returns its final state and
-    the trace. Non-finite logits at any step raise an InputError naming the step."""
-    state, (regret, action, reward), first_bad = _online(
-        learner.step, learner.sample_logits, learner.state,
-        jnp.asarray(actions, jnp.float32), jnp.asarray(probs, jnp.float32), random,
-        int(capacity), int(batch_size), int(steps_per_obs),
-    )  # fmt: skip
-    _raise_if_bad(int(first_bad))
-    return state, Trace(np.asarray(regret), np.asarray(action), np.asarray(reward))
+    """T Thompson steps of an online learner, compiled whole and run in blocks of BLOCK steps
+    (the same steps as one call); returns its final state and the trace. Non-finite logits
+    at any step raise an InputError naming the step."""
+    actions = jnp.asarray(actions, jnp.float32)
+    probs = jnp.asarray(probs, jnp.float32)
+    num_steps = int(random.reward.shape[0])
+    buffers = (jnp.zeros((capacity, actions.shape[1]), jnp.float32),
+               jnp.zeros((capacity,), jnp.int32))  # fmt: skip
+    carry = (learner.state, *buffers, jnp.int32(-1))
+    inputs = (jnp.arange(num_steps), random.function, random.ties, random.reward, random.train)
+    done, outs = [0], []
+    with activity(lambda: f"bandit step {done[0]:,} of {num_steps:,}"):
+        for start in range(0, num_steps, BLOCK):
+            block = jax.tree.map(lambda v, s=start: v[s : s + BLOCK], inputs)
+            carry, out = _online(
+                learner.step, learner.sample_logits, carry, actions, probs, block,
+                int(capacity), int(batch_size), int(steps_per_obs),
+            )  # fmt: skip
+            outs.append(jax.tree.map(np.asarray, out))
+            done[0] = min(start + BLOCK, num_steps)
+    _raise_if_bad(int(carry[3]))
+    regret, action, reward = (np.concatenate(parts) for parts in zip(*outs))
+    return carry[0], Trace(regret, action, reward)
 
 
 def _raise_if_bad(first_bad: int) -> None:

@@ -248,3 +248,22 @@ def test_settings_are_the_reference_defaults():
     assert s["replay_capacity"] == 10_000 and s["batch_size"] == 128
     assert s["steps_per_obs"] == 1 and s["actions_per_dim"] == 50
     assert generative.problem_settings("bandit/0")["environment"] == "d=2, T=0.1"
+
+
+def test_a_run_in_blocks_is_the_run_in_one(monkeypatch):
+    """The loop runs in blocks of BLOCK steps (Ctrl-C and progress are heard between them):
+    blocks of 7 give the same trace and final parameters as one block of 40."""
+    p = small(num_steps=40, replay_capacity=16, batch_size=4)
+    learner = agents.load("mlp", hidden_sizes=(8,)).online_learner(p.prior_knowledge, p._agent_key)
+    with generative.bandit.reference_stream():
+        random = thompson.step_keys(p._run_key, 40)
+    runs = []
+    for block in (40, 7):
+        monkeypatch.setattr(thompson, "BLOCK", block)
+        runs.append(thompson.run_online(learner, p.actions, p.probs, random, capacity=16,
+                                        batch_size=4, steps_per_obs=1))  # fmt: skip
+    (one_state, one), (many_state, many) = runs
+    np.testing.assert_array_equal(one.action, many.action)
+    np.testing.assert_array_equal(one.regret, many.regret)
+    for x, y in zip(jax.tree.leaves(one_state), jax.tree.leaves(many_state)):
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
