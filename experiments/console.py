@@ -266,10 +266,14 @@ def list_rows(what: str, as_json: bool) -> tuple[list[str], list[list[Any]]]:
             entry = agents.AGENTS.get(n)
             # labels, real_values, posterior, ...; None: not declared (never checked)
             predicts = sorted(entry.predicts) if entry.predicts else None
+            # how it learns in a bandit (online or refit), for agents that predict labels
+            bandit = "oracle" if entry.oracle else entry.learns
+            bandit = bandit if not entry.predicts or "labels" in entry.predicts else None
             if not as_json:
                 predicts = ", ".join(predicts) if predicts else "(not declared)"
-            rows.append([n, predicts, entry.description])
-        cols = ["agent", "predicts", "description"]
+                bandit = bandit or ""
+            rows.append([n, predicts, bandit, entry.description])
+        cols = ["agent", "predicts", "in a bandit", "description"]
     elif what == "problems":
         sweeps = generative.family_sweeps()
         rows = [
