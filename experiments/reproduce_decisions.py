@@ -53,19 +53,39 @@ def problem_ids(seeds: Sequence[int], environments: Sequence[tuple[int, float]])
     return out
 
 
+def kl_problem_ids(input_dim: int, temperature: float) -> list[str]:
+    """The testbed problems of the bandit's generator (d, T) that the package does not ship
+    runs of: `classification`'s cells at d and T, tau 1 and 10 (d = 2 is shipped)."""
+    import generative
+    from experiments.decisions_report import KL_FAMILIES
+
+    family = KL_FAMILIES.get(int(input_dim))
+    if family is None or family == "classification_2d":
+        return []
+    out = []
+    for pid in generative.sweep_ids(family):
+        s = generative.problem_settings(pid)
+        if s["input_dim"] == input_dim and s["temperature"] == temperature and s["tau"] in (1, 10):
+            out.append(pid)
+    return out
+
+
 def run(agents: Sequence[str], seeds: Sequence[int], results: str, workers: int = 1) -> bool:
-    """Every agent on every bandit of `seeds`, d = 2 first (both temperatures, seed by seed),
-    then d = 10; jobs the package ships are recorded from it, not run. True when some job
-    is stored as failed."""
+    """Every agent on every bandit of `seeds`: d = 2 first (both temperatures, seed by seed),
+    then the testbed problems of d = 10's generator (its KL side), then the d = 10
+    bandits; jobs the package ships are recorded from it, not run. True when some job is
+    stored as failed."""
     import leaderboard
     from generative.bandit import ENVIRONMENTS
 
     two = [e for e in ENVIRONMENTS if e[0] == 2]
     rest = [e for e in ENVIRONMENTS if e[0] != 2]
+    batches = [problem_ids([seed], two) for seed in seeds]
+    batches += [kl_problem_ids(d, t) for d, t in rest]
+    batches += [problem_ids([seed], rest) for seed in seeds]
     failed = False
-    for environments in (two, rest):
-        for seed in seeds:
-            ids = problem_ids([seed], environments)
+    for ids in batches:
+        if ids:
             summary = leaderboard.sweep(list(agents), ids, results=results, workers=workers)
             failed |= bool(summary.any_failed)
     return failed
