@@ -177,7 +177,7 @@ EXECUTION = {
 }  # fmt: skip
 RANKING = {
     "scoring", "scoring_neural_testbed", "scoring_per_cell", "rules", "rule_neural_testbed",
-    "rule_per_cell", "standings", "board", "legend",
+    "rule_per_cell", "rule_regret", "standings", "board", "legend",
     "notes", "html", "plots", "report", "tables", "literature", "shipped",
 }  # fmt: skip
 NEUTRAL = {"rows", "outputs", "problem_settings", "provenance", "shipped_files", "agent_fit"}
