@@ -115,12 +115,39 @@ def stored_and_shipped(stored, shipped, keys: Sequence[str], results: str, what:
     return frame
 
 
+def merged_cells(new, keys: Sequence[str], path: Path, results: str, read: Callable | None = None):
+    """Our shipped rows at `path` (when it exists; `read(path)`, default a CSV under `#`
+    lines) with the store's finished rows `new` merged in: the rows of a cell `new` holds
+    (same `keys`) replace that cell's shipped rows and every other shipped row is kept, so a
+    small run never drops the cells shipped before. Returns the rows and the line that says
+    what they are; an InputError naming `results` when it holds no finished cell."""
+    import pandas as pd
+
+    if not len(new):
+        raise InputError(
+            f"--results: {results!r} holds no finished cell to ship; allowed: a store this "
+            "experiment ran into"
+        )
+    read = read or (lambda p: pd.read_csv(p, comment="#"))
+
+    def cells(frame) -> list[tuple]:
+        return list(frame[list(keys)].itertuples(index=False, name=None))
+
+    ran = set(cells(new))
+    old = read(path) if Path(path).exists() else new.iloc[:0]
+    kept = old.loc[[c not in ran for c in cells(old)]]  # (an empty list: no rows)
+    frame = pd.concat([f for f in (kept, new) if len(f)] or [new], ignore_index=True)
+    said = f"{path}: {len(set(cells(frame)))} cells ({len(ran)} from {results}, "
+    return frame, said + f"{len(set(cells(kept)))} kept)"
+
+
 def run_unless_report(
-    name: str, args: Any, run: Callable[[], int], ship: Callable[[str, Path], int], note=True
+    name: str, args: Any, run: Callable[[], int], ship: Callable[[str, Path], str], note=True
 ) -> int:
     """A reproduction's cells run (`run()`, the number that failed) unless `args.report`,
-    then `--ship`ped (`ship(results, path)`, the rows written); a report without a store
-    says (when `note`) that our shipped runs alone are tabled. Returns the failures."""
+    then `--ship`ped (`ship(results, path)`, the line that says what it wrote); a report
+    without a store says (when `note`) that our shipped runs alone are tabled. Returns the
+    failures."""
     failed = 0
     if not args.report:
         failed = run()
@@ -131,7 +158,7 @@ def run_unless_report(
             file=sys.stderr,
         )
     if args.ship:
-        print(f"{ship(args.results, Path(args.ship))} rows shipped -> {args.ship}", file=sys.stderr)
+        print(ship(args.results, Path(args.ship)), file=sys.stderr)
     return failed
 
 

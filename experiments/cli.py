@@ -192,7 +192,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from leaderboard.outputs import check_output_path
     from leaderboard.tables import fmt_cell, render
 
-    _import_user_modules(args)  # a family of the user's says how it is ranked
+    imports = _import_user_modules(args)  # a family of the user's says how it is ranked
     if args.failures:
         return cmd_failures(args)
     if args.export:
@@ -207,6 +207,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         metric=args.metric,
         per_observation=args.per_observation,
         shipped=not args.no_shipped,
+        imports=imports,
     )
     if args.export:
         from leaderboard.results import export
@@ -254,7 +255,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from leaderboard.report import write_report
 
     check_output_path("out", args.out, [] if args.shipped_only else [args.results])
-    _import_user_modules(args)
+    imports = _import_user_modules(args)
     normalize = None if args.normalize == "none" else args.normalize
     board = build_board(
         None if args.shipped_only else args.results,
@@ -263,6 +264,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         per_observation=True,
         unranked_ok=True,
         shipped=not args.no_shipped,
+        imports=imports,
     )
     path = write_report(board, args.out, title=args.title)
     for note in lb.coverage_notes(board):  # configs scored apart: on stderr, as leaderboard

@@ -79,33 +79,42 @@ def stored_frame(results: str):
     return df.pivot_table(index=index, columns="field", values="value").reset_index()
 
 
+def read_shipped(path: Path | None = None):
+    """Our shipped runs (default: SHIPPED), with the paper's sizes in files shipped before
+    sizes were columns."""
+    import pandas as pd
+
+    ours = pd.read_csv(SHIPPED if path is None else path, keep_default_na=False, na_values=[""])
+    for name, value in PAPER_SIZES.items():  # kind "null" is a kind, not a missing value
+        ours[name] = ours[name] if name in ours else value
+    return ours
+
+
 def long_frame(results: str, shipped: bool = True):
     """The stored runs of `results` (if the file exists) and, with `shipped`, our shipped
     runs of the cells it does not hold (a cell run here replaces the shipped one)."""
-    import pandas as pd
-
     from experiments.cells import stored_and_shipped
 
     stored = stored_frame(results) if Path(results).exists() else None
-    ours = None
-    if shipped and SHIPPED.exists():
-        ours = pd.read_csv(SHIPPED, keep_default_na=False, na_values=[""])  # kind "null"
-        for name, value in PAPER_SIZES.items():  # files shipped before sizes were columns
-            ours[name] = ours[name] if name in ours else value
+    ours = read_shipped() if shipped and SHIPPED.exists() else None
     return stored_and_shipped(stored, ours, CELL_FIELDS, results, "L-C2ST")
 
 
-def ship(results: str, path: Path) -> int:
-    """Writes the finished runs of `results` as our shipped runs (CSV, gzip); returns rows."""
+def ship(results: str, path: Path) -> str:
+    """Merges the finished runs of `results` into our shipped runs at `path` (CSV, gzip):
+    a cell the store holds replaces the shipped one, every other is kept; says what it
+    wrote."""
+    from experiments.cells import merged_cells
     from leaderboard.outputs import write_atomically
 
-    frame = stored_frame(results).sort_values(LONG_KEYS)
+    frame, said = merged_cells(stored_frame(results), CELL_FIELDS, path, results, read_shipped)
+    frame = frame.sort_values(LONG_KEYS)
     write_atomically(
         "--ship",
         path,
         lambda tmp: frame.to_csv(tmp, index=False, float_format="%.6g", compression="gzip"),
     )
-    return len(frame)
+    return said
 
 
 def summary(long, alpha: float = ALPHA):

@@ -358,17 +358,17 @@ def long_frame(results: str, shipped: bool = True):
     return frame.drop_duplicates([*SAME_CELL, "trial", "measure"])
 
 
-def ship(results: str, path: Path) -> int:
-    """Writes the finished trials of `results` to `path` (CSV, gzip) under `#` lines that
-    say when, at which commit and on what machine; returns the rows written."""
+def ship(results: str, path: Path) -> str:
+    """Merges the finished trials of `results` into ours at `path` (CSV, gzip, under `#`
+    lines: when, which commit, what machine): a cell the store holds replaces ours."""
     import gzip
 
+    from experiments.cells import merged_cells
     from leaderboard.outputs import write_atomically
     from leaderboard.shipped import provenance
 
-    frame = stored_frame(results).sort_values([*CELL_FIELDS, "measure", "trial"])
-    if not len(frame):
-        raise InputError(f"--results: {results!r} holds no finished ppl_power cell to ship")
+    frame, said = merged_cells(stored_frame(results), SAME_CELL, path, results)
+    frame = frame.sort_values([*CELL_FIELDS, "measure", "trial"])
     notes = [
         "The level and power of each measure of a PPL's posterior (experiments.ppl_power), "
         "made by this project (labelled as ours): one row per (cell, trial, measure), the "
@@ -382,7 +382,7 @@ def ship(results: str, path: Path) -> int:
             f.write(text)
 
     write_atomically("--ship", path, write)
-    return len(frame)
+    return said
 
 
 def summary(long, alpha: float = ALPHA):
@@ -524,7 +524,7 @@ def _parser():
     parser.add_argument("--results", default="ppl-power.db", help="results store")
     parser.add_argument("--out", default=None, help="also write the table to this file")
     parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
-    parser.add_argument("--ship", default=None, metavar="CSV.GZ", help="ship finished cells")
+    parser.add_argument("--ship", default=None, metavar="CSV.GZ", help="merge finished cells into")
     parser.add_argument("--report", action="store_true", help="run nothing: the table")
     return parser
 

@@ -459,7 +459,7 @@ def _parser():
         "--ship",
         default=None,
         metavar="CSV.GZ",
-        help=f"also write the store's finished runs as our shipped runs ({SHIPPED.name})",
+        help=f"also merge the store's finished runs into our shipped runs ({SHIPPED.name})",
     )
     parser.add_argument(
         "--report",

@@ -345,7 +345,7 @@ def parse(argv: Sequence[str] | None):
     parser.add_argument("--out", default="wyb-reproduction", help="folder for tables, figure")
     parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
     parser.add_argument(
-        "--ship", default=None, metavar="CSV.GZ", help=f"write finished rows ({SHIPPED.name})"
+        "--ship", default=None, metavar="CSV.GZ", help=f"merge finished rows in ({SHIPPED.name})"
     )
     parser.add_argument("--rerun-failed", action="store_true", help="run stored failures again")
     parser.add_argument("--report", action="store_true", help="run nothing: tables and figure")

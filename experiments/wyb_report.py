@@ -84,18 +84,22 @@ def one_size(frame):
     return frame[chosen]
 
 
-def ship(results: str, path: Path) -> int:
-    """Writes the finished cells of `results` as our shipped runs (CSV, gzip; `#` lines:
-    what, date, commit, machine, versions); returns the number of rows."""
+def ship(results: str, path: Path) -> str:
+    """Merges the finished cells of `results` into our shipped runs at `path` (CSV, gzip;
+    `#` lines: what, date, commit, machine, versions): a cell the store holds replaces the
+    shipped one, every other is kept; says what it wrote."""
     import gzip
 
+    from experiments.cells import merged_cells
     from leaderboard.outputs import write_atomically
     from leaderboard.shipped import provenance
 
     if not Path(results).exists():
         raise InputError(f"--results: {results!r} does not exist; allowed: a store to ship")
-    frame = stored_frame(results)
-    frame = frame[frame["status"] == "ok"].drop(columns=["error"]).sort_values(CELL)
+    new = stored_frame(results)
+    new = new[new["status"] == "ok"].drop(columns=["error"])
+    frame, said = merged_cells(new, CELL, path, results)
+    frame = frame.sort_values(CELL)
     head = "".join(f"# {line}\n" for line in provenance("Our runs of the WYB reproduction"))
 
     def write(tmp: Path) -> None:
@@ -103,7 +107,7 @@ def ship(results: str, path: Path) -> int:
             f.write(head + frame.to_csv(index=False, float_format="%.6g"))
 
     write_atomically("--ship", path, write, keep_suffix=True)
-    return len(frame)
+    return said
 
 
 def published():

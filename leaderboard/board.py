@@ -12,6 +12,7 @@ family, a rule or a score. Ranking reads DataFrames: loading a results file is
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Sequence
 
 import pandas as pd
@@ -26,6 +27,7 @@ from leaderboard.notes import (
     missing_note,
     scope_notes,
     shipped_notes,
+    sweep_command,
 )
 from leaderboard.rules import Scope, rule_of
 from leaderboard.standings import SHIPPED_SUFFIX, Board, Ranking, over, stderr_cells, whose
@@ -36,7 +38,8 @@ __all__ = [  # the ranking's public names, wherever they are defined
     "COLUMN_HELP", "SHORT_NAMES", "SHIPPED_SUFFIX", "Board", "Ranking", "column_help",
     "coverage_notes", "failures_command", "failures_note", "legend", "missing_note",
     "over", "partial_title", "problem_universe", "rank", "runtimes", "scope_notes",
-    "shipped_notes", "shown_columns", "stderr_cells", "tables", "title", "whose",
+    "shipped_notes", "shown_columns", "stderr_cells", "sweep_command", "tables", "title",
+    "whose",
 ]  # fmt: skip
 
 
@@ -49,19 +52,54 @@ def problem_universe(sweep: str | None) -> list[str] | None:
     return generative.sweep_ids(sweep)
 
 
-def _check_rows(df: pd.DataFrame, results, sweep: str | None, ids: list[str] | None):
-    """The rows of `df` that count (the sweep's problems); refused when there are none."""
+def _check_rows(df: pd.DataFrame, results, sweep: str | None, ids: list[str] | None,
+                imports: Sequence[str] = ()):  # fmt: skip
+    """The rows of `df` that count (the sweep's problems); refused when there are none,
+    naming the commands that run the sweep's jobs and that rank our shipped runs of it."""
     if not len(df):
         raise InputError(f"results: {str(results)!r} holds no finished jobs yet")
     if ids is not None:
-        df = df[df["problem_id"].isin(set(ids))].reset_index(drop=True)
+        held, df = df, df[df["problem_id"].isin(set(ids))].reset_index(drop=True)
         if not len(df):
             raise InputError(
                 f"results: {str(results)!r} holds no jobs of sweep {sweep!r} yet; allowed: a "
-                f"sweep with stored jobs (testbed sweep --sweep {sweep} --results {results} "
-                "runs it)"
+                f"sweep with stored jobs ({_runs_sweep(held, results, sweep, ids, imports)}"
+                f"{_ranks_ours(sweep, ids)})"
             )
     return df
+
+
+def _ranks_ours(sweep: str, ids: list[str]) -> str:
+    """'; <the --shipped-only command> ranks ...' when the package ships runs of `sweep`'s
+    problems, else ''."""
+    try:
+        _shipped_only(sweep, ids, True)
+    except InputError:
+        return ""
+    ours = shlex.join(["testbed", "leaderboard", "--sweep", sweep, "--shipped-only"])
+    return f"; {ours} ranks our shipped runs of it, no results file read"
+
+
+def _runs_sweep(held: pd.DataFrame, results, sweep: str, ids: list[str], imports) -> str:
+    """The command that runs `sweep` with the agents (and seeds) of the rows `held` that
+    fit its problems (or are not registered here: what they fit is unknown); when none
+    fits, with the first registered agent that does."""
+    import agents
+    from leaderboard.agent_fit import fitting
+
+    names = set(held["agent"])
+    keep = fitting(sorted(names), ids) + [n for n in names if n not in agents.AGENTS]
+    mine = held[held["agent"].isin(keep)]
+    if len(mine):
+        return f"{sweep_command(sweep, mine, results, imports)} runs it"
+    fits = fitting(agents.AGENTS.names(), ids)
+    if not fits:
+        return f"no agent registered here fits sweep {sweep}"
+    first = pd.DataFrame({"agent": fits[:1], "agent_seed": [0]})
+    return (
+        f"{sweep_command(sweep, first, results, imports)} runs it, as does any agent that "
+        f"fits it in place of {fits[0]}: {', '.join(fits)}"
+    )
 
 
 def _metrics() -> list[str]:
@@ -95,6 +133,7 @@ def rank(
     per_observation: bool = False,
     unranked_ok: bool = False,
     shipped: bool = True,
+    imports: Sequence[str] = (),
 ) -> Board:
     """Ranks the rows `df` (from the results file `results`, named in messages) as each
     family present declares (`RankedBy`): each rule present ranks its families (the
@@ -110,14 +149,15 @@ def rank(
     the same problems that a family names (`RankedBy.shipped`) are ranked beside the
     user's, labelled `<agent> (ours, shipped)`; `Board.df` holds the user's rows only.
     `df=None` ranks our shipped runs of the sweep's problems alone (`sweep` required):
-    where the reference agents stand."""
+    where the reference agents stand. `imports`: the user's modules (`--import`), named
+    in the commands the notes and errors suggest."""
     _check_args(metric, tau)
     ids = problem_universe(sweep)
     published = shipped  # the published rows beside, as our shipped ones (--no-shipped: none)
     if df is None:
         df, shipped = _shipped_only(sweep, ids, shipped), False
     else:
-        df = _check_rows(df, results, sweep, ids)
+        df = _check_rows(df, results, sweep, ids, imports)
     specs = _of_metric(scoring.ranked_by(sorted(set(scoring.family_of(df["problem_id"])))),
                        metric, df, results, sweep)  # fmt: skip
     ranked, held, none = _with_shipped(df, specs, ids) if shipped else (df, {}, {})
@@ -144,7 +184,7 @@ def rank(
     ranked_families = {r.family for r in rankings}
     none = {f: source for f, source in none.items() if f in ranked_families}
     path = None if results is None else os.fspath(results)
-    return Board(df, ids, rankings, clean, path, per_obs, sweep, held, none)
+    return Board(df, ids, rankings, clean, path, per_obs, sweep, held, none, tuple(imports))
 
 
 def _of_metric(specs: dict[str, RankedBy], metric: str, df: pd.DataFrame, results,

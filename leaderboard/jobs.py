@@ -21,6 +21,7 @@ import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from leaderboard.agent_fit import problem_class
 from testbed.errors import InputError, bad_value
 
 log = logging.getLogger("testbed.sweep")
@@ -349,22 +350,11 @@ def check_fit(agent_names: Iterable[str], problem_ids: Sequence[str]) -> None:
                 if len(ids) == 1
                 else f"{len(ids)} problems of family {family.name} ({shown}) need"
             )
-            fits = agents.fitting(need, _problem_class(family, ids[0]))
+            fits = agents.fitting(need, problem_class(family, ids[0]))
             raise InputError(
                 f"agent {name} predicts {predictions_in_words(predicts)}; {where} "
                 f"{PREDICTIONS[need]}; agents that fit: {', '.join(fits) or '(none registered)'}"
             )
-
-
-def _problem_class(family: Any, problem_id: str) -> Any:
-    """What `agents.fitting` checks oracles against: the class the family declares it
-    builds; a family that does not say has its first problem loaded (a refusal only). An
-    id the family refuses is said first, as loading it would."""
-    import generative
-    from generative.registry import problem_type_of
-
-    generative.problem_settings(problem_id)
-    return problem_type_of(family) or generative.load(problem_id)
 
 
 def sweep_jobs(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Sequence
 
 from leaderboard import shipped as shipped_runs
 from leaderboard.standings import Board, over
@@ -15,6 +16,18 @@ def failures_command(results: str | os.PathLike, sweep: str | None = None) -> st
     """The command that lists the failed jobs of `results` (of `sweep` when given)."""
     command = f"testbed leaderboard --failures --results {shlex.quote(os.fspath(results))}"
     return command + (f" --sweep {shlex.quote(sweep)}" if sweep else "")
+
+
+def sweep_command(sweep: str, df, results: str | os.PathLike, imports: Sequence[str] = ()) -> str:
+    """The `testbed sweep` command that runs the agents (and agent seeds) of the rows `df`
+    on `sweep` into `results`, with the user's `imports` (where their agents register):
+    complete, so it runs as printed (without --agent it ran nothing)."""
+    seeds = sorted({int(s) for s in df["agent_seed"]}) if "agent_seed" in df else [0]
+    parts = ["testbed", "sweep", "--sweep", sweep, "--agent", ",".join(sorted(set(df["agent"])))]
+    parts += ["--seeds", ",".join(map(str, seeds))] if seeds != [0] else []
+    for spec in imports:
+        parts += ["--import", spec]
+    return shlex.join([*parts, "--results", os.fspath(results)])
 
 
 def jobs(n: int) -> str:
@@ -43,8 +56,8 @@ def missing_note(board: Board) -> str | None:
         return None
     return (
         f"{len(missing)} of sweep {board.sweep}'s {len(board.problem_ids)} problems have no "
-        f"stored job yet (first: {missing[0]}); testbed sweep --sweep {board.sweep} --results "
-        f"{shlex.quote(str(board.results))} runs them"
+        f"stored job yet (first: {missing[0]}); "
+        f"{sweep_command(board.sweep, board.df, board.results, board.imports)} runs them"
     )
 
 

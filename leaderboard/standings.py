@@ -62,6 +62,7 @@ class Board:
     # ranked families whose shipped source (named by the family) holds none of the
     # problems ranked: family -> source
     shipped_none: dict[str, str] = dataclasses.field(default_factory=dict)
+    imports: tuple[str, ...] = ()  # the user's modules (--import): the notes' commands name them
 
     def tables_of(self, family: str) -> dict[int | None, pd.DataFrame]:
         """A family's ranking tables by tau (None: ranked over observations, or no tau)."""

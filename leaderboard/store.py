@@ -157,11 +157,6 @@ class ResultsStore:
         check_path(self.path, mode, self.file)
         if mode == "w":
             reason = read_only_reason(self.file)
-            if reason is None and not self.file.parent.exists():
-                try:
-                    self.file.parent.mkdir(parents=True, exist_ok=True)
-                except OSError as e:
-                    reason = f"its folder cannot be created ({e.strerror})"
             if reason:
                 raise InputError(
                     f"results: got {str(path)!r}, which cannot be written: {reason}; "

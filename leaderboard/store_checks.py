@@ -76,6 +76,11 @@ def check_path(path: Path, mode: str, target: Path | None = None) -> None:
             f"results: got {str(path)!r}, whose folder {str(folder)!r} is a file; allowed: a "
             "path in a folder"
         )
+    if mode == "w" and not target.parent.exists():  # a typo's folder is never made
+        raise InputError(
+            f"results: got {str(path)!r}, whose folder {str(path.parent)!r} does not exist; "
+            "allowed: a path in an existing folder (make it first)"
+        )
     if path.exists() and not path.is_file():
         raise InputError(f"results: got {str(path)!r}, which is not a regular file; {allowed}")
     if mode == "r" and not path.exists():

@@ -180,7 +180,7 @@ RANKING = {
     "rule_per_cell", "rule_regret", "standings", "board", "legend",
     "notes", "html", "plots", "report", "tables", "literature", "shipped",
 }  # fmt: skip
-NEUTRAL = {"rows", "outputs", "problem_settings", "provenance", "shipped_files"}
+NEUTRAL = {"rows", "outputs", "problem_settings", "provenance", "shipped_files", "agent_fit"}
 GLUE = {"", "load_and_rank"}  # "" is the package itself (leaderboard/__init__.py)
 SIDES = {"execution": EXECUTION, "ranking": RANKING, "neutral": NEUTRAL, "glue": GLUE}
 MAY_NOT_IMPORT = {  # side -> the sides it may not import

@@ -557,7 +557,8 @@ def test_shipped_runs_fill_the_cells_a_store_lacks(tmp_path, monkeypatch):
     from experiments import lc2st_report
 
     monkeypatch.setattr(lc2st_report, "SHIPPED", tmp_path / "shipped.csv.gz")
-    assert rl.ship(str(ours), lc2st_report.SHIPPED) == 6
+    said = rl.ship(str(ours), lc2st_report.SHIPPED)
+    assert said == f"{lc2st_report.SHIPPED}: 3 cells (3 from {ours}, 0 kept)"
     shipped = rl.summary(rl.long_frame(str(tmp_path / "none.db")))
     assert set(shipped["kind"]) == {"level", "null"}  # "null" is a kind, not a missing value
     _store_with(mine, [(("level", "two_moons", 0, 10_000, 1, "lc2st"), [0.9, 0.9])])

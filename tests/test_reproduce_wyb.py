@@ -202,7 +202,8 @@ def test_the_report_reads_a_small_store_and_shipped_runs(exact_store, tmp_path, 
     import experiments.wyb_report as report
 
     shipped = tmp_path / "wyb_ours.csv.gz"
-    assert report.ship(str(exact_store / "wyb.db"), shipped) == 4
+    said = report.ship(str(exact_store / "wyb.db"), shipped)
+    assert said == f"{shipped}: 4 cells (4 from {exact_store / 'wyb.db'}, 0 kept)"
     import gzip
 
     head = gzip.open(shipped, "rt").read().splitlines()[:2]

@@ -120,3 +120,30 @@ def test_nothing_in_the_product_imports_the_command_line():
         if path.name != "cli.py" and "experiments.cli" in _imports(path)
     ]
     assert found == []
+
+
+def test_a_results_path_in_a_missing_folder_is_refused_and_no_folder_is_made(tmp_path, capsys):
+    """`testbed sweep --results nope/x.db` made the folder (two levels deep too) and ran;
+    a typo's folder is now one line naming it, status 2, for the command line, the library
+    and the reproductions alike."""
+    from experiments import reproduce_wyb
+
+    for results in (tmp_path / "nope" / "x.db", tmp_path / "nope" / "deeper" / "x.db"):
+        argv = ["sweep", "--agent", "uniform", "--problem", "coin/2", "--executor", "inline",
+                "--results", str(results)]  # fmt: skip
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("testbed: error: results: got "), err
+        assert f"whose folder {str(results.parent)!r} does not exist" in err[0]
+        assert "allowed: a path in an existing folder" in err[0]
+        with pytest.raises(InputError, match=r"^results: .* does not exist; allowed: a path in"):
+            leaderboard.sweep("uniform", ["coin/2"], results=results, executor="inline")
+        assert list(tmp_path.iterdir()) == []
+    argv = ["--agents", "exact", "--problems", "1", "--seeds", "1", "--results",
+            str(tmp_path / "nope" / "w.db"), "--out", str(tmp_path / "out")]  # fmt: skip
+    assert reproduce_wyb.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("reproduce_wyb: error: results: ") and "does not exist" in err[-1]
+    assert list(tmp_path.iterdir()) == []
+    summary = leaderboard.sweep("uniform", ["coin/2"], results=tmp_path / "x.db", executor="inline")
+    assert summary.ok == 1  # a path in an existing folder
