@@ -43,6 +43,7 @@ from testbed.base import Data, FiniteSampler, PriorKnowledge
 from testbed.config import check_at_least, check_nonnegative, check_one_of, check_positive
 from testbed.errors import InputError
 from testbed.online import OnlineLearner
+from testbed.sizes import check_memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,10 +79,19 @@ class SGMCMCConfig(SGDConfig):
                 f"{self.first_snapshot}); allowed: a first snapshot step <= num_batches "
                 f"({self.num_batches})"
             )
+        check_memory(
+            self.chain_bytes, {"num_hidden": self.num_hidden}, "the chain's snapshots", type(self)
+        )
         if self.num_batches * 100 >= 2**31:
             raise InputError(
                 f"num_batches: got {self.num_batches!r}; allowed: an integer < 21,474,836"
             )
+
+    def chain_bytes(self, num_hidden: int) -> int:
+        """A lower bound of the bytes the chain holds: its snapshots and its state (weights,
+        momentum, gradient) of the two hidden layers, float32."""
+        weights = num_hidden * num_hidden + 3 * num_hidden
+        return 4 * (self.num_snapshots + 3) * weights
 
     @property
     def first_snapshot(self) -> int:

@@ -25,6 +25,7 @@ from testbed.base import PriorKnowledge
 from testbed.config import check_at_least, check_nonnegative, check_one_of, check_positive
 from testbed.errors import InputError
 from testbed.shuffle import mix32, permuted_index
+from testbed.sizes import check_memory
 
 BATCH_SIZE = 100
 
@@ -295,6 +296,34 @@ def check_hidden_sizes(name: str, sizes: tuple[int, ...], allow_empty: bool = Tr
         raise InputError(f"{name}: got {sizes!r}; allowed: a tuple of {need} (e.g. 50,50)")
 
 
+BYTES_PER_WEIGHT = 16  # float32 weight, its gradient and Adam's two moments
+
+
+def network_bytes(widths: tuple[int, ...], num_members: int) -> int:
+    """A lower bound of the bytes K networks of these hidden widths hold while training:
+    their hidden-to-hidden weights and biases and one input and one output weight per unit,
+    each with its gradient and Adam's moments (the input and output sizes come later)."""
+    units = sum(widths) * 3 + sum(a * b for a, b in zip(widths, widths[1:]))
+    return BYTES_PER_WEIGHT * int(num_members) * units
+
+
+def check_network_memory(widths: tuple[int, ...], num_members: int = 1) -> None:
+    """Refuses, before anything is allocated, hidden sizes (and a number of members) whose
+    networks alone would hold more than the memory bound (`testbed.sizes`): one line naming
+    the widest layer or `num_ensemble`, not a hang or an interpreter abort minutes later."""
+    if not widths:
+        return
+    widest = max(range(len(widths)), key=lambda i: widths[i])
+
+    def needed(hidden_sizes: int, num_ensemble: int) -> int:
+        resized = widths[:widest] + (hidden_sizes,) + widths[widest + 1 :]
+        return network_bytes(resized, num_ensemble)
+
+    sizes = {"hidden_sizes": widths[widest], "num_ensemble": num_members}
+    defaults = {"hidden_sizes": 50, "num_ensemble": 1}
+    check_memory(needed, sizes, "the networks' weights in training", defaults)
+
+
 # Config pieces shared by the network agents. Each agent's config inherits the pieces it
 # has (the fields, their checks and their meaning are written once) and redeclares a
 # field to change its default. Cooperative __post_init__: every piece checks its fields.
@@ -344,6 +373,9 @@ class NetworkConfig(SGDConfig):
     def __post_init__(self):
         super().__post_init__()
         check_hidden_sizes("hidden_sizes", self.hidden_sizes, not self.needs_hidden_layer)
+        members = getattr(self, "num_ensemble", 1)
+        members = int(members) if isinstance(members, int | float) and members >= 1 else 1
+        check_network_memory(tuple(int(w) for w in self.hidden_sizes), members)
 
     def architecture(self, prior: PriorKnowledge) -> tuple[tuple[int, ...], int, int]:
         """(hidden sizes, classes, input dim): the MLP's shapes on a problem, the first part

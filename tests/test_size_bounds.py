@@ -135,3 +135,32 @@ def test_an_agent_too_big_for_the_memory_is_one_line_with_status_2(monkeypatch, 
     with pytest.warns(UserWarning, match="warned before the value error"):
         with pytest.raises(ValueError, match="own value error"):
             sweeping.run_one("beta_bernoulli", "coin/1", overrides={"a": 2})
+
+
+@pytest.mark.parametrize(
+    "setting, name",
+    [
+        ("hidden_sizes=1e9", "hidden_sizes: got 1,000,000,000"),  # hung, Ctrl-C ignored
+        ("hidden_sizes=100000000,100000000", "hidden_sizes: got 100,000,000"),  # aborted
+        ("num_ensemble=1e12", "num_ensemble: got 1,000,000,000,000"),
+    ],
+)
+def test_network_sizes_are_bounded_before_anything_is_allocated(capsys, setting, name):
+    """An ensemble too big for the memory is refused when its config is made, in one line
+    naming the size and what fits: `hidden_sizes=1e9` hung with Ctrl-C ignored and
+    `hidden_sizes=100000000,100000000` aborted the interpreter with a native stack trace."""
+    argv = ["run", "--agent", "ensemble", "--problem", "coin/1", "--set", setting]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("testbed: error: agent ensemble: " + name), err
+    assert "allowed:" in err[0] and "TESTBED_MEMORY_GB" in err[0]
+
+
+def test_every_registered_sweep_config_fits_and_sgmcmc_is_bounded():
+    import agents
+
+    for name in ("mlp", "ensemble", "ensemble+", "dropout", "hypermodel", "bbb", "epinet",
+                 "sgmcmc", "deep_kernel"):  # fmt: skip
+        assert agents.sweep(name), name  # every config of every sweep is made and checked
+    with pytest.raises(InputError, match="num_hidden: got 1,000,000; allowed: at most"):
+        agents.load("sgmcmc", num_hidden=10**6)
