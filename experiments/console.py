@@ -14,6 +14,7 @@ import functools
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -41,13 +42,45 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.name = name or self.prog.split()[0]
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._given = list(sys.argv[1:] if args is None else args)  # for error()'s hints
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_INPUT, f"{self.name}: error: {message}\n")
+        self.exit(EXIT_BAD_INPUT, f"{self.name}: error: {message}{self._hint(message)}\n")
+
+    def _hint(self, message: str) -> str:
+        """Did-you-mean for a mistyped subcommand or option: argparse says `invalid choice`
+        or, for `--agnet`, only that `--agent` is required."""
+        from testbed.config import did_you_mean
+
+        choice = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            return did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+        options = sorted(set(_option_strings(self)))
+        typed = [a.split("=", 1)[0] for a in getattr(self, "_given", []) if a.startswith("--")]
+        names = [o.lstrip("-") for o in options if o.startswith("--")]  # dashes match anything
+        for word in (w for w in typed if w not in options):
+            near = did_you_mean(word.lstrip("-"), names).replace(" '", " '--")
+            if near:
+                return f"; got {word}{near}"
+        return ""
 
     def add_subparsers(self, **kwargs: Any) -> Any:
         """Subcommands parse alike and name their errors as this program does."""
         kwargs.setdefault("parser_class", functools.partial(OneLineParser, name=self.name))
         return super().add_subparsers(**kwargs)
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option of `parser` and of its subcommands' parsers."""
+    out = []
+    for action in parser._actions:
+        out += action.option_strings
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out += _option_strings(sub)
+    return out
 
 
 def script_parser(name: str, description: str) -> OneLineParser:
@@ -397,3 +430,22 @@ def import_hint(command: str, message: str) -> str:
         return ""
     found = re.match(r"(agent|problem family|sweep): got '([^']*)'", message)
     return catalog.import_hint(found.group(1), found.group(2)) if found else ""
+
+
+def split_choices(text: str, field: str, allowed: Sequence[Any], cast: Any = str) -> list:
+    """A comma-separated option's items, each one of `allowed` (cast by `cast`), else an
+    InputError naming `field`, the closest allowed name and every allowed one."""
+    from testbed.errors import InputError
+
+    try:
+        items = [cast(t.strip()) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise InputError(f"{field}: got {text!r}; allowed: comma-separated integers") from None
+    bad = [i for i in items if i not in allowed]
+    if not items or bad:
+        from testbed.config import did_you_mean
+
+        shown = ", ".join(map(str, allowed))
+        near = did_you_mean(bad[0], map(str, allowed)) if bad else ""
+        raise InputError(f"{field}: got {text!r}{near}; allowed: a comma-separated list of {shown}")
+    return items

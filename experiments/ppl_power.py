@@ -476,16 +476,6 @@ def markdown(table) -> str:
 # -- command line ----------------------------------------------------------------------
 
 
-def _split(text: str, field: str, allowed: Sequence[str]) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [i for i in items if i not in allowed]
-    if not items or bad:
-        raise InputError(
-            f"{field}: got {text!r}; allowed: a comma-separated list of {', '.join(allowed)}"
-        )
-    return items
-
-
 GAUSSIAN = tuple(f"wyb/{k}" for k in (*range(1, 7), *range(16, 22)))  # P7-15: a precision
 
 
@@ -549,12 +539,12 @@ def _run(args) -> tuple[Any, int]:
     """Runs (or, with --report, reads) the cells asked for: their trials and the number
     of cells that failed."""
     from experiments.cells import run_unless_report
-    from experiments.console import check_range
+    from experiments.console import check_range, split_choices
     from leaderboard.outputs import check_output_path
 
-    problems = _split(args.problems.replace("conjugate/", ""), "--problems", ALL_PROBLEMS)
-    samplers = _split(args.samplers, "--samplers", SAMPLERS)
-    measures = _split(args.measures, "--measures", MEASURES)
+    problems = split_choices(args.problems.replace("conjugate/", ""), "--problems", ALL_PROBLEMS)
+    samplers = split_choices(args.samplers, "--samplers", SAMPLERS)
+    measures = split_choices(args.measures, "--measures", MEASURES)
     sizes = _sizes(args.sizes)
     check_applies(measures, problems)
     check_range("--trials", args.trials, 1, 10_000)

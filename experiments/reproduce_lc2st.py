@@ -360,18 +360,6 @@ def run(cells: Sequence[Cell], results: str, settings: Settings = Settings()) ->
 # -- command line ----------------------------------------------------------------------
 
 
-def _split(text: str, field: str, allowed: Sequence[Any], cast=str) -> list:
-    try:
-        items = [cast(t.strip()) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise InputError(f"{field}: got {text!r}; allowed: comma-separated integers") from None
-    bad = [i for i in items if i not in allowed]
-    if not items or bad:
-        shown = ", ".join(map(str, allowed))
-        raise InputError(f"{field}: got {text!r}; allowed: a comma-separated list of {shown}")
-    return items
-
-
 def tasks_of(parts: Sequence[str]) -> str:
     """The tasks of each part, said in one line."""
     of = {"level": LEVEL_TASKS, "figure2": FIGURE2_TASKS, "appendix": APPENDIX_TASKS}
@@ -472,20 +460,20 @@ def _parser():
 def _checked(args) -> tuple[list[str], list[str] | None, list[str], Settings, Path]:
     """The parts, tasks (None: all), diagnostics and settings asked for, and the --out
     folder, each checked (and the outputs' paths) before any cell runs."""
-    from experiments.console import check_range
+    from experiments.console import check_range, split_choices
     from leaderboard.outputs import check_output_path
     from testbed.metrics.local import LOCAL_DIAGNOSTICS
 
-    parts = _split(args.parts, "--parts", PARTS)
+    parts = split_choices(args.parts, "--parts", PARTS)
     all_tasks = sorted(set(FIGURE2_TASKS + APPENDIX_TASKS + LEVEL_TASKS))
-    tasks = None if args.tasks == "all" else _split(args.tasks, "--tasks", all_tasks)
-    diagnostics = _split(args.diagnostics, "--diagnostics", LOCAL_DIAGNOSTICS.names())
+    tasks = None if args.tasks == "all" else split_choices(args.tasks, "--tasks", all_tasks)
+    diagnostics = split_choices(args.diagnostics, "--diagnostics", LOCAL_DIAGNOSTICS.names())
     check_range("--runs", args.runs, 1, 1_000)
     check_range("--n-eval", args.n_eval, 10, 100_000)
     check_range("--null-trials", args.null_trials, 1, 10_000)
     settings = Settings(
-        tuple(_split(args.budgets, "--budgets", BUDGETS, int)),
-        tuple(_split(args.n_cals, "--n-cals", N_CALS, int)),
+        tuple(split_choices(args.budgets, "--budgets", BUDGETS, int)),
+        tuple(split_choices(args.n_cals, "--n-cals", N_CALS, int)),
         args.n_eval,
         args.null_trials,
     )

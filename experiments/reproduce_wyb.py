@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.reproduce_lc2st import _split
+from experiments.console import split_choices
 from experiments.wyb_report import OUTPUTS, SHIPPED, figure, load_frame, markdown, ship
 from testbed.errors import InputError
 
@@ -326,7 +326,7 @@ def run(cells: Sequence[Cell], results: str, rerun_failed: bool = False) -> int:
 def _problems(text: str) -> list[int]:
     if text == "all":
         return list(PROBLEMS)
-    return _split(text, "--problems", PROBLEMS, int)
+    return split_choices(text, "--problems", PROBLEMS, int)
 
 
 def parse(argv: Sequence[str] | None):
@@ -357,8 +357,8 @@ def check(args) -> tuple[list[Cell], Path]:
     from experiments.console import check_range
     from leaderboard.outputs import check_output_path
 
-    agents = _split(args.agents, "--agents", (*AGENTS, "nuts"))
-    priors = _split(args.priors, "--priors", PRIORS)
+    agents = split_choices(args.agents, "--agents", (*AGENTS, "nuts"))
+    priors = split_choices(args.priors, "--priors", PRIORS)
     problems = _problems(args.problems)
     check_range("--seeds", args.seeds, 1, 100)
     check_range("--num-warmup", args.num_warmup, 1, 100_000)
@@ -380,11 +380,13 @@ def _chosen(args, frame):
 
     defaults, masks = parse([]), {}
     if args.agents != defaults.agents:
-        masks["--agents"] = frame["agent"].isin(_split(args.agents, "--agents", (*AGENTS, "nuts")))
+        masks["--agents"] = frame["agent"].isin(
+            split_choices(args.agents, "--agents", (*AGENTS, "nuts"))
+        )
     if args.problems != defaults.problems:
         masks["--problems"] = frame["problem"].isin(_problems(args.problems))
     if args.priors != defaults.priors:
-        masks["--priors"] = frame["prior"].isin(_split(args.priors, "--priors", PRIORS))
+        masks["--priors"] = frame["prior"].isin(split_choices(args.priors, "--priors", PRIORS))
     return narrowed(frame, masks)
 
 

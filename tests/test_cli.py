@@ -113,11 +113,15 @@ def test_unknown_agent_error_names_every_agent(capsys):
 def test_list_json_is_machine_readable(what, capsys):
     assert main(["list", what, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    width = {"agents": 3, "metrics": 4, "problems": 6}.get(what, 2)  # predicts, options too
+    width = {"agents": 4, "metrics": 4, "problems": 6}.get(what, 2)  # predicts, options too
     assert rows and all(isinstance(r, dict) and len(r) == width for r in rows)
     if what == "agents":  # what each agent predicts, as a list (null: not declared)
         said = {r["agent"]: r["predicts"] for r in rows}
         assert said["uniform"] == ["labels", "real_values"] and said["npe"] == ["posterior"]
+        # and how each acts in a bandit (null: it predicts no labels)
+        bandit = {r["agent"]: r["in a bandit"] for r in rows}
+        assert bandit["ensemble+"] == "online" and bandit["knn"] == "refit"
+        assert bandit["oracle"] == "oracle" and bandit["npe"] is None
 
 
 def test_closed_stdout_exits_quietly():
