@@ -338,8 +338,6 @@ def table_separation(frame) -> str:
     """Can a measure tell the PPLs apart? Per measure and prior: the problems where a
     one-way ANOVA over the PPL agents' seeds rejects equal means at 0.05, and the median
     over problems of (range of the agents' means) / (pooled sd within an agent)."""
-    from scipy import stats
-
     ok = _ok(frame[frame["agent"] != "exact"])
     lines = [
         "### Can the measures tell the PPLs apart? (one-way ANOVA over seeds, per problem)",
@@ -348,22 +346,80 @@ def table_separation(frame) -> str:
     ]
     for prior in ("matched", "paper"):
         for col in SEPARATION:
-            tested, separated, ratios = 0, 0, []
-            for k in range(1, 22):
-                g = ok[(ok["prior"] == prior) & (ok["problem"] == k)]
-                groups = [np.asarray(_col(a, col), float) for _, a in g.groupby("agent")]
-                groups = [v[np.isfinite(v)] for v in groups]
-                groups = [v for v in groups if len(v) >= 2]
-                if len(groups) < 2:
-                    continue
-                sd = np.sqrt(np.mean([v.var(ddof=1) for v in groups]))
-                means = [v.mean() for v in groups]
-                tested += 1
-                separated += bool(stats.f_oneway(*groups).pvalue < ALPHA) if sd > 0 else 0
-                ratios.append((max(means) - min(means)) / sd if sd > 0 else np.nan)
+            separated, tested, ratios = _separation(ok, prior, col)
             if tested:
                 ratio = f"{np.nanmedian(ratios):.3g}" if np.isfinite(ratios).any() else ""
                 lines.append(_row([prior, col, f"{separated}/{tested}", ratio]))
+    return "\n".join(lines)
+
+
+def _separation(ok, prior: str, col: str) -> tuple[int, int, list[float]]:
+    """For measure `col` on `prior`: the problems where a one-way ANOVA over the PPLs' seeds
+    rejects equal means at ALPHA, the problems tested, and each tested problem's range of
+    the agents' means over the pooled sd within an agent."""
+    from scipy import stats
+
+    tested, separated, ratios = 0, 0, []
+    for k in range(1, 22):
+        g = ok[(ok["prior"] == prior) & (ok["problem"] == k)]
+        groups = [np.asarray(_col(a, col), float) for _, a in g.groupby("agent")]
+        groups = [v[np.isfinite(v)] for v in groups]
+        groups = [v for v in groups if len(v) >= 2]
+        if len(groups) < 2:
+            continue
+        sd = np.sqrt(np.mean([v.var(ddof=1) for v in groups]))
+        means = [v.mean() for v in groups]
+        tested += 1
+        separated += bool(stats.f_oneway(*groups).pvalue < ALPHA) if sd > 0 else 0
+        ratios.append((max(means) - min(means)) / sd if sd > 0 else np.nan)
+    return separated, tested, ratios
+
+
+def _fastest(ok, column: str, first: bool) -> list[tuple[float, str]]:
+    """(median seconds, agent), fastest first, of `column` over each agent's first runs of a
+    model shape in a process (`first`) or its later runs."""
+    out = []
+    for agent in _agents(ok):
+        g = ok[(ok["agent"] == agent) & (_col(ok, "first_in_process") == (1 if first else 0))]
+        v = np.asarray(_col(g, column), float)
+        v = v[np.isfinite(v)]
+        if len(v):
+            out.append((float(np.median(v)), agent))
+    return sorted(out)
+
+
+def verdict(frame) -> str:
+    """The report's answer, computed from its tables: can the PPLs be told apart in accuracy
+    (each measure's ANOVA separations against what the 5% level alone gives), and which are
+    fastest for one run of a model and for many."""
+    from scipy import stats
+
+    ok = _ok(frame[frame["agent"] != "exact"])
+    if not len(ok):
+        return ""
+    lines = ["### Verdict (computed from the tables above)", ""]
+    apart = []
+    for col in SEPARATION:
+        separated, tested, _ = _separation(ok, "matched", col)
+        if not tested:
+            continue
+        chance = int(stats.binom.ppf(0.95, tested, ALPHA))  # what the 5% level alone gives
+        said = "tells PPLs apart" if separated > chance else "tells no PPLs apart"
+        apart.append(separated > chance)
+        lines.append(f"- {col}: {said} ({separated} of {tested} matched-prior problems "
+                     f"separated; up to {chance} by chance at the 5% level)")  # fmt: skip
+    if apart:
+        lines.insert(2, "- Accuracy: " + ("some measure tells the PPLs apart (below)."
+                     if any(apart) else "no PPL can be told apart by any measure."))  # fmt: skip
+    ppls = ok[ok["agent"] != "nuts"]
+    once = _fastest(ppls, "train_seconds", first=True)
+    many = _fastest(ppls, "train_seconds", first=False)
+    if once:
+        names = ", ".join(f"{a} ({t:.2g} s)" for t, a in once[:2])
+        lines.append(f"- For one run of a model (compilation included), fastest: {names}.")
+    if many:
+        names = ", ".join(f"{a} ({t:.2g} s)" for t, a in many[:2])
+        lines.append(f"- For many runs of one model (compiled once), fastest: {names}.")
     return "\n".join(lines)
 
 
@@ -394,6 +450,7 @@ def markdown(frame) -> str:
         "On paper-prior P7-15 cells the draws are the Student-t model's (nu, sigma): the "
         "posterior tests do not apply (blank); ours is the joint predictive KL alone.",
         failures(frame),
+        verdict(frame),
     ]
     return "\n\n".join(p for p in parts if p)
 

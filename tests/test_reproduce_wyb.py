@@ -275,3 +275,24 @@ def test_numpyro_with_tiny_settings_records_its_times(tmp_path):
     assert first["first_in_process"] == 1.0 and later["first_in_process"] == 0.0
     assert first["compile_seconds"] > 0 and later["sampling_seconds"] > 0
     assert 0 <= first["wyb_ks_pvalue"] <= 1 and np.isfinite(first["joint_kl"])
+
+
+def test_the_report_ends_with_its_verdict_computed_from_the_tables(tmp_path):
+    """On our shipped runs the verdict is the docs' answer (no PPL told apart; Stan and PyMC
+    for one run, BlackJAX and nutpie for many); a PPL made worse on every problem is told
+    apart by the measure that sees it."""
+    import numpy as np
+
+    import experiments.wyb_report as report
+
+    frame = report.load_frame(str(tmp_path / "none.db"))  # our shipped runs
+    text = report.markdown(frame)
+    tail = text[text.index("### Verdict") :]
+    assert "Accuracy: no PPL can be told apart by any measure." in tail
+    assert "one run of a model (compilation included), fastest: stan" in tail
+    assert "many runs of one model (compiled once), fastest: blackjax" in tail
+    worse = frame.copy()
+    pyro = (worse["agent"] == "pyro") & (worse["prior"] == "matched")
+    worse.loc[pyro, "joint_kl"] = worse.loc[pyro, "joint_kl"] + 0.05 + 0.001 * np.arange(pyro.sum())
+    said = report.verdict(worse)
+    assert "joint_kl: tells PPLs apart" in said and "some measure tells the PPLs apart" in said
