@@ -23,6 +23,8 @@ from testbed import settings
 
 CHECKPOINTS_ENV = settings.CHECKPOINTS
 SUFFIX = ".checkpoints"
+KEPT = "KEPT"  # a folder holding this file is a command's inputs: no sweep removes it
+STALE_SECONDS = 600  # a temporary file this old is a write a kill cut short
 
 
 def checkpoint_dir() -> Path | None:
@@ -51,12 +53,15 @@ def beside_store(
     `enabled` (e.g. a sweep that trains once per job: one job must not take another's
     training). On leaving, that directory is removed when `finished()` says every job is
     stored as ok; otherwise it stays for the run that resumes them. Without `finished` it
-    always stays: the trainings are the caller's inputs (a reproduction's estimators)."""
+    always stays, marked KEPT: the trainings are the caller's inputs (a reproduction's
+    estimators), and a later sweep on the same store never removes them."""
     outer = settings.current()
     if enabled and outer.get(CHECKPOINTS_ENV) is not None:
         yield outer.checkpoints
         return
     directory = Path(f"{store_path}{SUFFIX}").resolve() if enabled else None
+    if directory is not None and finished is None:
+        _mark_kept(directory)
     chosen = outer.replace(**{CHECKPOINTS_ENV: str(directory) if directory else "off"})
     try:
         with settings.using(chosen):
@@ -66,9 +71,25 @@ def beside_store(
             _remove_checkpoints(directory)
 
 
+def _mark_kept(directory: Path) -> None:
+    """Marks `directory` as kept (made if missing; a folder that cannot be made or marked is
+    left as it is: its command says so when it writes there)."""
+    with contextlib.suppress(OSError):
+        directory.mkdir(exist_ok=True)
+        marker = directory / KEPT
+        if not marker.exists():
+            marker.write_text(
+                "Trainings a reproduction keeps as its inputs: no sweep removes this folder. "
+                "Delete it by hand to train them again.\n"
+            )
+
+
 def _remove_checkpoints(directory: Path) -> None:
     """Our files in `directory` (checkpoints, set-aside ones, unfinished writes), then the
-    directory if that left it empty: anything else someone put there stays."""
+    directory if that left it empty: anything else someone put there stays, and a folder
+    marked KEPT (a reproduction's inputs) stays whole."""
+    if (directory / KEPT).exists():
+        return
     for pattern in ("*.pt", "*.pt.unused", "*.pt*.tmp", "mlps-*.npz*"):
         for path in directory.glob(pattern):
             with contextlib.suppress(OSError):
@@ -96,6 +117,7 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> str | No
             write(f)
         os.replace(tmp, path)
         tmp = None
+        _remove_stale(path)
         return None
     except Exception as exc:
         return str(exc)
@@ -103,6 +125,17 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> str | No
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def _remove_stale(path: Path) -> None:
+    """Temporary files of `path` older than STALE_SECONDS: writes that a kill cut short
+    (a write in progress elsewhere is younger)."""
+    import time
+
+    for old in path.parent.glob(f"{path.name}*.tmp"):
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > STALE_SECONDS:
+                old.unlink()
 
 
 def set_aside(path: Path) -> None:

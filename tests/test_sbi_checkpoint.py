@@ -209,9 +209,6 @@ def test_beside_store_sets_the_directory_and_removes_it_when_finished(tmp_path, 
     with beside_store(store, finished=lambda: 1 / 0):  # cannot say: kept
         pass
     assert d.is_dir()
-    with beside_store(store):  # no `finished`: the caller's inputs, always kept
-        pass
-    assert d.is_dir()
     (d / "mlps-0a.npz").write_bytes(b"")  # an MLP batch's checkpoint (mlp_checkpoint)
     with beside_store(store, finished=lambda: True):
         pass
@@ -227,6 +224,41 @@ def test_beside_store_sets_the_directory_and_removes_it_when_finished(tmp_path, 
     with beside_store(store, finished=lambda: True) as d:
         assert d == mine
     assert mine.is_dir() and chosen() == str(mine)
+
+
+def test_a_reproductions_kept_trainings_survive_a_later_sweep(tmp_path, monkeypatch):
+    """Without `finished` (a reproduction: its trainings are its inputs) the folder is marked
+    KEPT, and a later sweep on the same store (issue 57: `testbed sweep` on reproduce_lc2st's
+    store deleted hours of NPE training) finishes without removing any of it."""
+    from testbed.checkpoints import KEPT
+
+    monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
+    store = tmp_path / "lc2st.db"
+    with beside_store(store) as d:
+        (d / "npe-100000.pt").write_bytes(b"an hour of training")
+    assert (d / KEPT).exists()
+    with beside_store(store, finished=lambda: True):  # a sweep, every job stored as ok
+        pass
+    assert (d / "npe-100000.pt").read_bytes() == b"an hour of training"
+
+
+def test_a_write_cut_short_leaves_no_file_for_good(tmp_path):
+    """A kill during a checkpoint write left its 0-byte temporary file in the folder for good:
+    the next write of the same checkpoint removes temporary files older than STALE_SECONDS,
+    and leaves a younger one (a write in progress elsewhere)."""
+    import os
+    import time
+
+    from testbed.checkpoints import STALE_SECONDS, write_atomically
+
+    path = tmp_path / "npe.pt"
+    stale, young = tmp_path / "npe.ptab12.tmp", tmp_path / "npe.ptcd34.tmp"
+    stale.write_bytes(b"")
+    young.write_bytes(b"")
+    old = time.time() - STALE_SECONDS - 5
+    os.utime(stale, (old, old))
+    assert write_atomically(path, lambda f: f.write(b"weights")) is None
+    assert path.read_bytes() == b"weights" and not stale.exists() and young.exists()
 
 
 def test_a_sweep_stopped_mid_training_resumes_it(tmp_path, monkeypatch, caplog):
