@@ -66,11 +66,39 @@ class NutsConfig:
 
 
 class DrawsPosterior:
-    """Pooled MCMC draws [num_draws, dim] as a PosteriorEstimate (x_o: the data it was fit on)."""
+    """Pooled MCMC draws [num_draws, dim] as a PosteriorEstimate (x_o: the data it was fit on),
+    with the chains they pool ([chains, draws per chain, dim], `chains`) when known."""
 
-    def __init__(self, draws: np.ndarray, diagnostics: dict[str, float]):
+    def __init__(
+        self, draws: np.ndarray, diagnostics: dict[str, float], chains: np.ndarray | None = None
+    ):
         self.draws = np.asarray(draws, np.float64)
         self.diagnostics = diagnostics
+        self.chains = None if chains is None else np.asarray(chains, np.float64)
+
+    @classmethod
+    def of_chains(cls, chains: np.ndarray, diagnostics: dict[str, float]) -> DrawsPosterior:
+        """The draws of chains [chains, draws per chain, dim], pooled chain after chain."""
+        chains = np.asarray(chains, np.float64)
+        return cls(chains.reshape(-1, chains.shape[-1]), diagnostics, chains)
+
+    def to_inference_data(self, name: str = "theta"):
+        """The draws as an ArviZ `InferenceData` (posterior group: variable `name` with dims
+        chain, draw, `name`_dim_0), for ArviZ's summaries and plots; needs ArviZ (extra ppl)
+        and the chains (a PPL agent's or `nuts`'s posterior keeps them)."""
+        if self.chains is None:
+            raise InputError(
+                "to_inference_data: these draws do not keep their chains; allowed: the "
+                "posterior of a PPL agent or of nuts"
+            )
+        try:
+            import arviz as az
+        except ImportError:
+            raise InputError(
+                'to_inference_data: ArviZ is not installed; allowed: pip install -c '
+                'constraints.txt -e ".[ppl]"'
+            ) from None
+        return az.from_dict(posterior={name: self.chains})
 
     def sample(self, x_o, num_samples: int, seed: int) -> np.ndarray:
         """Rows of the draws: without replacement when there are enough, else with."""
@@ -160,6 +188,6 @@ def make(config: NutsConfig):
         divergences = int(np.sum(mcmc.get_extra_fields()["diverging"]))
         diag = diagnostics(theta, seconds, divergences)
         diag["warmup_seconds"] = warmed - start  # includes compiling the model
-        return DrawsPosterior(theta.reshape(-1, theta.shape[-1]), diag)
+        return DrawsPosterior.of_chains(theta, diag)
 
     return agent

@@ -251,3 +251,24 @@ def test_c2st_against_exact_samples_sees_a_flipped_correlation():
     assert abs(exact["c2st"] - 0.5) < 0.05
     assert flipped["c2st"] > 0.65
     assert flipped["c2st_reject"] and flipped["c2st_pvalue"] < 1e-6
+
+
+def test_mcmc_posteriors_keep_their_chains_and_give_arviz_inference_data():
+    """A PPL user reaches for per-chain draws and ArviZ first: `nuts` (as every PPL agent)
+    keeps its chains, pools them chain after chain, and gives an InferenceData whose R-hat
+    is ArviZ's own; pooled draws without chains say what they lack."""
+    import arviz as az
+
+    from agents.nuts import DrawsPosterior
+
+    problem = generative.load("conjugate/wyb/1")
+    nuts = agents.load("nuts", num_warmup=100, num_samples=150, num_chains=2)
+    post = testbed.train(nuts, problem)
+    assert post.chains.shape == (2, 150, 1)
+    np.testing.assert_array_equal(post.draws, post.chains.reshape(-1, 1))
+    idata = post.to_inference_data()
+    assert dict(idata.posterior.sizes)["chain"] == 2 and dict(idata.posterior.sizes)["draw"] == 150
+    rhat = float(az.rhat(idata)["theta"].values.max())
+    assert rhat == pytest.approx(post.diagnostics["r_hat_max"], rel=0.05)
+    with pytest.raises(InputError, match="do not keep their chains"):
+        DrawsPosterior(post.draws, {}).to_inference_data()

@@ -109,12 +109,13 @@ def diagnostics(
 def posterior(
     theta: np.ndarray, compile_seconds: float, sampling_seconds: float, divergences: int
 ) -> DrawsPosterior:
-    """The pooled draws of theta [chains, draws, dim] with their diagnostics."""
+    """The draws of theta [chains, draws, dim], pooled, with their chains (ArviZ's
+    `to_inference_data`) and their diagnostics."""
     theta = np.asarray(theta, np.float64)
     if not np.all(np.isfinite(theta)):
         raise InputError("draws: got NaN or infinite values; allowed: finite draws")
     diag = diagnostics(theta, compile_seconds, sampling_seconds, divergences)
-    return DrawsPosterior(theta.reshape(-1, theta.shape[-1]), diag)
+    return DrawsPosterior.of_chains(theta, diag)
 
 
 class ModelCache:
