@@ -17,6 +17,7 @@ import contextlib
 import io
 import multiprocessing
 import time
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -84,6 +85,10 @@ model { nu ~ normal(0, s_nu); sigma ~ normal(0, s_sigma); y ~ student_t(nu, m, s
 """,
 }
 SERVES = tuple(sorted(PROGRAMS))
+
+# httpstan builds its aiohttp app with string keys, and aiohttp warns of it (three lines) on
+# every run: a warning about httpstan's code that says nothing to a user of this agent.
+warnings.filterwarnings("ignore", message="It is recommended to use web.AppKey", module="httpstan")
 
 
 def stan_data(model: PplModel) -> dict:
