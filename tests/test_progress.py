@@ -202,3 +202,21 @@ def test_cli_run_quiet_and_verbose(capsys):
         main([*argv, "-q", "-v"])
     assert exit_.value.code == 2
     assert "-v/--verbose: not allowed with argument -q/--quiet" in capsys.readouterr().err
+
+
+def test_long_classifier_trainings_and_bandit_runs_say_what_they_do(heard):
+    """A batch of classifiers (the oracle C2ST's null: 86 s without a word) and a bandit run
+    are activities: each is said while it runs and timed when it ends."""
+    import numpy as np
+
+    import agents
+    from generative.bandit import BanditProblem, BanditSettings
+    from testbed.metrics.oracle_c2st import oracle_c2st
+
+    rng = np.random.default_rng(0)
+    q, p = rng.normal(size=(40, 2)), rng.normal(size=(40, 2))
+    oracle_c2st(q[:20], p[:20], q[20:], p[20:], num_trials_null=4)
+    BanditProblem(BanditSettings(num_steps=30)).interact(agents.load("uniform"))
+    texts = heard.texts
+    assert any(re.fullmatch(r"training 5 classifiers on 40 rows: \d+\.\d s", t) for t in texts)
+    assert any(re.fullmatch(r"bandit step 30 of 30: \d+\.\d s", t) for t in texts), texts

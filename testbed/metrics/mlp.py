@@ -48,6 +48,7 @@ from testbed.cores import thread_budget
 from testbed.errors import InputError
 from testbed.metrics import mlp_checkpoint, mlp_chunks
 from testbed.metrics.mlp_chunks import ChunkScheduler, ModelData, TrainState
+from testbed.progress import activity
 from testbed.shuffle import mix32, permuted_index
 
 Params = tuple[tuple[jax.Array, jax.Array], ...]
@@ -560,8 +561,7 @@ def train_many(
         check_at_least("chunk_size", chunk_size, 1)
         chunk = min(chunk_size, n_models)
     fit_rows, val_rows = _fit_and_validation_rows(cfg, y_np, train_rows, val_seed)
-    # scikit-learn's batch size is min(batch_size, n_samples)
-    batch = min(cfg.batch_size, min(len(r) for r in fit_rows))
+    batch = min(cfg.batch_size, min(len(r) for r in fit_rows))  # as scikit-learn's
     train_idx, n_train = _pad(fit_rows, batch)
     val_idx, n_val = _pad(val_rows, 1)
     init = _to_trainer_layout(stack_init(x_host.shape[-1], cfg.hidden_layers, init_seeds))
@@ -586,11 +586,11 @@ def train_many(
             programs[size] = EPOCHS.program((hp, x_chunk, chunk_data, state), static)
         return programs[size](hp, x_chunk, chunk_data, state)
 
-    # every model's state on the host; chunks hold device copies of the models they train
-    out = TrainState.start(_flatten(init), cfg.early_stopping)
+    out = TrainState.start(_flatten(init), cfg.early_stopping)  # on the host; chunks: copies
     if keep is not None:
         out = keep.load(out)
-    ChunkScheduler(epoch, out, data, x, x_host, chunk, keep).run()
+    with activity(f"training {n_models:,} classifiers on {y_np.shape[1]:,} rows"):
+        ChunkScheduler(epoch, out, data, x, x_host, chunk, keep).run()
     if keep is not None:
         keep.remove()
     final = out.best_params if cfg.early_stopping else out.params
