@@ -3,6 +3,9 @@ from ours and a paper's), one legend below the panels, and the runtimes figure."
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -10,7 +13,7 @@ import pandas as pd
 
 from leaderboard.standings import whose
 
-YOURS, SHIPPED = "#dd8452", "#4c72b0"  # bar colours: the user's runs, our shipped ones
+SHIPPED_HATCH = "//"  # our shipped runs' bars (the user's are solid)
 
 
 def mpl(text: Any) -> str:
@@ -18,16 +21,50 @@ def mpl(text: Any) -> str:
     return str(text).replace("$", r"\$")
 
 
-def line_styles(labels: list[str]) -> dict[str, dict[str, Any]]:
-    """A line style per label: a colour of its own (up to 20), the user's runs solid and
-    thick with round markers, our shipped ones dashed and thin, a paper's dotted."""
+_COLOURS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "colours", default=None
+)
+
+
+def agent_name(label: object) -> str:
+    """The agent a label names: `ensemble+ (ours, shipped)`, `ensemble+ [l2=0.1]` ->
+    `ensemble+`."""
+    return str(label).split(" (", 1)[0].split(" [", 1)[0]
+
+
+@contextlib.contextmanager
+def one_colour_per_agent(labels: Iterable[object]) -> Iterator[None]:
+    """Within: each agent of `labels` (a report's) has one colour in every figure drawn, its
+    runs and ours of it alike (styles tell them apart), whatever else a figure shows."""
     import matplotlib
 
-    cmap = matplotlib.colormaps["tab10" if len(labels) <= 10 else "tab20"]
+    names = sorted({agent_name(label) for label in labels})
+    cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
+    token = _COLOURS.set({name: cmap(i % cmap.N) for i, name in enumerate(names)})
+    try:
+        yield
+    finally:
+        _COLOURS.reset(token)
+
+
+def colour_of(label: object, i: int, count: int) -> Any:
+    """`label`'s colour: its agent's in the report being drawn, else the i-th of `count`."""
+    import matplotlib
+
+    colours = _COLOURS.get()
+    if colours is not None and agent_name(label) in colours:
+        return colours[agent_name(label)]
+    cmap = matplotlib.colormaps["tab10" if count <= 10 else "tab20"]
+    return cmap(i % cmap.N)
+
+
+def line_styles(labels: list[str]) -> dict[str, dict[str, Any]]:
+    """A line style per label: its agent's colour (`colour_of`), the user's runs solid and
+    thick with round markers, our shipped ones dashed and thin, a paper's dotted."""
     out = {}
     for i, (label, kind) in enumerate(zip(labels, whose(pd.Series(labels, dtype=object)))):
         yours = kind == "yours"
-        out[label] = dict(color=cmap(i % cmap.N), ls="-" if yours else "--",
+        out[label] = dict(color=colour_of(label, i, len(labels)), ls="-" if yours else "--",
                           lw=2.2 if yours else 1.0, marker="o" if yours else ".",
                           ms=4 if yours else 3, zorder=3 if yours else 2)  # fmt: skip
         if kind == "published":  # a paper's rows: dotted, crosses

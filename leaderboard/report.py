@@ -19,7 +19,7 @@ from leaderboard.html import esc, figure, html_legend, html_table, table_name
 from leaderboard.legend import COMPILE_NOTE
 from leaderboard.notes import coverage_notes, missing_note, shipped_notes
 from leaderboard.outputs import check_output_path, write_atomically
-from leaderboard.plots import plot_runtimes
+from leaderboard.plots import one_colour_per_agent, plot_runtimes
 from leaderboard.rule_neural_testbed import best_rows as _best_rows
 from leaderboard.rule_neural_testbed import plot_by_agent, plot_vs_num_train
 from leaderboard.rule_per_cell import plot_vs_budget
@@ -251,8 +251,10 @@ def render_report(board: Board, title: str = "testbed leaderboard") -> str:
             f'<p class="note" data-empty="rankings">{reason}, so there is nothing to rank; '
             "the failed jobs and their reasons are below.</p>"
         )
-    for spec, rankings in board.sections():
-        parts += _section(board, spec, rankings)
+    labels = [label for r in board.rankings for label in r.table.get("label", [])]
+    with one_colour_per_agent(labels):  # one colour per agent in every figure below
+        for spec, rankings in board.sections():
+            parts += _section(board, spec, rankings)
     parts += _runtimes_section(df) + _failures_section(df)
     configs = df.drop_duplicates("config_key")[["agent", "config_key", "config"]]
     parts.append("<h2>Agent configs</h2>")

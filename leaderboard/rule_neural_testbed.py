@@ -14,7 +14,7 @@ import pandas as pd
 from leaderboard import scoring, scoring_neural_testbed
 from leaderboard.html import figure
 from leaderboard.legend import HEALTH_HELP
-from leaderboard.plots import SHIPPED, YOURS, legend_below, line_styles, mpl
+from leaderboard.plots import SHIPPED_HATCH, colour_of, legend_below, line_styles, mpl
 from leaderboard.rules import Ranked, Rule, Scope, register_rule
 from leaderboard.standings import Board, Ranking, over, whose
 from testbed.ranking import FILL, NEURAL_TESTBED, RankedBy
@@ -176,7 +176,7 @@ def add_medians(table: pd.DataFrame, clean: pd.DataFrame, tau: int | None) -> No
 def plot_by_agent(rankings: list[Ranking]):
     """Normalised score per agent with seed-group stderr (no whisker where there is none:
     one seed group), one panel per family and tau (marginal vs joint); families are never
-    pooled; the user's bars in their own colour, apart from our shipped ones."""
+    pooled; each agent in its colour (as in every figure), our shipped runs' bars hatched."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -187,8 +187,13 @@ def plot_by_agent(rankings: list[Ranking]):
         t = r.table.iloc[::-1]
         y = np.arange(len(t))
         short = r.spec.short
-        colors = [YOURS if w == "yours" else SHIPPED for w in whose(t["label"])]
-        ax.barh(y, t[f"normalized_{short}"], xerr=t["normalized_stderr"].fillna(0), color=colors)
+        colors = [colour_of(label, i, len(t)) for i, label in enumerate(t["label"])]
+        bars = ax.barh(y, t[f"normalized_{short}"], xerr=t["normalized_stderr"].fillna(0),
+                       color=colors)  # fmt: skip
+        for bar, kind in zip(bars, whose(t["label"])):
+            if kind != "yours":
+                bar.set_hatch(SHIPPED_HATCH)
+                bar.set_edgecolor("white")
         ax.set_yticks(y, [mpl(v) for v in t["label"]])
         score = r.spec.title(r.tau)  # marginal at tau = 1, else the family's score
         said = score + ("" if r.tau is None else f" (tau={r.tau})")
@@ -198,8 +203,10 @@ def plot_by_agent(rankings: list[Ranking]):
         if norm:
             ax.axvline(1.0, color="#999", lw=0.8, ls="--")
     kinds = {w for r in rankings for w in whose(r.table["label"])}
-    if len(kinds) > 1:  # the user's runs beside ours: say which colour is whose
-        handles = [Patch(color=YOURS, label="yours"), Patch(color=SHIPPED, label="ours, shipped")]
+    if len(kinds) > 1:  # the user's runs beside ours: say which bars are whose
+        handles = [Patch(facecolor="#999", label="yours"),
+                   Patch(facecolor="#999", hatch=SHIPPED_HATCH, edgecolor="white",
+                         label="ours, shipped")]  # fmt: skip
         fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False,
                    bbox_to_anchor=(0.5, -0.02))  # fmt: skip
     fig.tight_layout(rect=(0, 0.04 if len(kinds) > 1 else 0, 1, 1))

@@ -497,3 +497,36 @@ def test_report_in_headless_chromium(report, tmp_path):
     shot = tmp_path / "report-narrow.png"
     _run_chromium(screen, f"--screenshot={shot}", size=(500, 2400))
     assert _png_size(shot) == (500, 2400)
+
+
+def test_one_colour_per_agent_in_every_figure_of_a_report():
+    """The user's agent was orange in the bar chart and light blue in the KL-against-
+    num_train plot: within a report each agent has one colour whatever a figure shows (its
+    runs and ours of it alike), lines and bars take it, and our shipped bars are hatched."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import pandas as pd
+
+    from leaderboard.plots import colour_of, line_styles, one_colour_per_agent
+    from leaderboard.rule_neural_testbed import plot_by_agent
+    from leaderboard.standings import Ranking
+    from testbed.ranking import JOINT_KL
+
+    labels = ["mine", "ensemble+ (ours, shipped)", "mlp (ours, shipped)", "mlp"]
+    with one_colour_per_agent(labels):
+        colours = {label: colour_of(label, 0, 1) for label in labels}
+        assert colours["mlp"] == colours["mlp (ours, shipped)"] != colours["mine"]
+        # a figure with fewer agents, in another order, draws each in the same colour
+        assert line_styles(["mlp", "mine"])["mine"]["color"] == colours["mine"]
+        shown = ["mine", "ensemble+ (ours, shipped)"]
+        table = pd.DataFrame(
+            {"label": shown, "normalized_kl": [0.3, 0.2], "normalized_stderr": [0.01, 0.02]}
+        )
+        table.attrs["normalizer"] = "uniform"
+        fig = plot_by_agent([Ranking(JOINT_KL, "classification_2d", 10, table)])
+        bars = fig.axes[0].patches[:2]  # drawn bottom up: the table reversed
+        by_label = dict(zip(reversed(table["label"]), bars))
+        assert by_label["mine"].get_facecolor() == matplotlib.colors.to_rgba(colours["mine"])
+        assert by_label["mine"].get_hatch() is None
+        assert by_label["ensemble+ (ours, shipped)"].get_hatch() == "//"
