@@ -17,7 +17,9 @@ INTERVALS_NOTE = (
     "Intervals: 95% Wilson over the tests (runs x observations); the tests of one run share "
     "its classifier and calibration set, so these are too narrow when a run's tests agree. "
     "The level table's \"over runs\" interval takes each run's share of rejected "
-    "observations as one independent value (Student t over the runs; 2 runs at least)."
+    "observations as one independent value (Student t over the runs; 2 runs at least). "
+    "Runs: `(yours)` or `(k yours)` counts the runs of your store in a row; the others are "
+    "our shipped runs of the same cell (a run of yours replaces ours of the same number)."
 )
 
 
@@ -97,6 +99,8 @@ def long_frame(results: str, shipped: bool = True):
 
     stored = stored_frame(results) if Path(results).exists() else None
     ours = read_shipped() if shipped and SHIPPED.exists() else None
+    stored = None if stored is None else stored.assign(source="yours")  # whose run it is
+    ours = None if ours is None else ours.assign(source="shipped")
     return stored_and_shipped(stored, ours, CELL_FIELDS, results, "L-C2ST")
 
 
@@ -135,6 +139,7 @@ def summary(long, alpha: float = ALPHA):
             {
                 **dict(zip(keys, key)),
                 "runs": g["run"].nunique(),
+                "your_runs": g.loc[g["source"] == "yours", "run"].nunique() if "source" in g else 0,
                 "tests": n,
                 "mean_T": g["T"].mean(),
                 "rate": kp / n,
@@ -268,7 +273,7 @@ def _section(title: str, kind: str, axis: str, t, pub) -> str:
             r.task,
             f"{getattr(r, axis):,}",
             label(r.diagnostic, r.statistic, r.n_eval, r.null_trials),
-            str(r.runs),
+            runs_cell(r.runs, r.your_runs),
             str(r.tests),
             f"{r.mean_T:.4g}",
             _rate(r),
@@ -283,6 +288,13 @@ def _section(title: str, kind: str, axis: str, t, pub) -> str:
             cells.append("" if np.isnan(r.runs_low) else runs)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def runs_cell(runs: int, yours: int) -> str:
+    """A row's runs, saying which are the user's: `3`, `3 (yours)`, `3 (1 yours)`."""
+    if not yours:
+        return str(runs)
+    return f"{runs} (yours)" if yours == runs else f"{runs} ({yours} yours)"
 
 
 def per_observation(t) -> str:
@@ -327,10 +339,16 @@ def figure(table, path: Path) -> None:
         _figure2_row(row, fig2[fig2["task"] == task], pub[pub["task"] == task], methods, colors)
     if len(level):
         _level_row(axes[len(tasks)], level, methods, colors)
+    from matplotlib.lines import Line2D
+
     handles = {}
     for ax in axes.flat:
         for h, name in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(name, h)
+    if (table["runs"] == 1).any():  # a rate of one run is ten tests of one classifier
+        handles["hollow: a rate of one run"] = Line2D(
+            [], [], marker="o", ls="none", ms=7, mfc="white", mec="#555"
+        )
     fig.legend(
         list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=8, frameon=False
     )
@@ -369,6 +387,8 @@ def _figure2_row(row, t, pub, methods, colors) -> None:
             g = _of(data, m).sort_values(axis)
             if len(g):
                 ax.plot(g[axis], g[col], "o-", ms=3, color=colors[m], label=label(*m))
+                one = g[g["runs"] == 1]  # a rate of one run: ten tests of one classifier
+                ax.plot(one[axis], one[col], "o", ms=7, mfc="white", mec=colors[m], zorder=3)
             p = paper[(paper["diagnostic"] == m[0]) & (paper["statistic"] == m[1])]
             p = p.dropna(subset=[col]).sort_values(axis) if m[2:] == (10_000, 100) else p[:0]
             if len(p):
@@ -410,7 +430,8 @@ def _level_row(row, level, methods, colors) -> None:
             ]
             ax.bar(xs, vals, width, yerr=err, color=colors[m], label=label(*m), capsize=2)
         ax.axhline(ALPHA, color="k", lw=0.8, ls=":")
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(tasks))], tasks, fontsize=7)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(tasks))], tasks, fontsize=7,
+                      rotation=20, ha="right")  # long task names never overlap  # fmt: skip
         ax.set(
             ylim=(0, max(0.3, float(level[high].max()) + 0.02)),
             title=f"local type-I error, q = p ({form} <= 0.05)",
