@@ -258,7 +258,7 @@ def test_report_rates_from_a_small_store(tmp_path):
     assert power.rate == pytest.approx(3 / 4)
     text = rl.markdown(table)
     assert "Local type-I error" in text and "0.38 [" in text
-    assert "| slcp | 1,000 | local-HPD (MSE) | 1 | 4 |" in text
+    assert "| slcp | 1,000 | local-HPD (MSE) | 1 (yours) | 4 |" in text
     out = tmp_path / "out"
     assert rl.main(["--report", "--no-shipped", "--results", str(db), "--out", str(out)]) == 0
     written = (out / "tables.md").read_text()
