@@ -56,10 +56,7 @@ def _evaluate_in_a_running_loop(agent: str) -> dict:
 
 @pytest.mark.parametrize(
     "agent",
-    [
-        pytest.param(a, marks=() if a == "stan" else pytest.mark.slow, id=a)
-        for a in sorted(MODULES)
-    ],
+    [pytest.param(a, marks=() if a == "stan" else pytest.mark.slow, id=a) for a in sorted(MODULES)],
 )
 @pytest.mark.timeout(600)
 def test_each_ppl_agent_runs_inside_a_running_event_loop(agent):
