@@ -254,7 +254,9 @@ def test_every_page_is_in_the_nav():
         return [f for v in item.values() for f in files(v)]
 
     listed = set(files(nav))
-    on_disk = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    # docs/notebooks links to ../notebooks, which rglob does not enter
+    pages = [*DOCS.rglob("*.md"), *(DOCS / "notebooks").glob("*.ipynb")]
+    on_disk = {str(p.relative_to(DOCS)) for p in pages}
     assert on_disk == listed, (on_disk - listed, listed - on_disk)
 
 
@@ -287,8 +289,9 @@ def test_shell_block(block, tmp_path):
 
 def test_site_builds_strict(tmp_path):
     """`mkdocs build --strict`, as CI runs it: a broken link, a missing page or an API
-    object mkdocstrings cannot find fails the build."""
-    for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"):
+    object mkdocstrings cannot find fails the build; the notebooks are pages of it."""
+    modules = ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python")
+    for module in (*modules, "mkdocs_jupyter"):
         try:
             __import__(module)
         except ImportError:
@@ -300,6 +303,8 @@ def test_site_builds_strict(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (tmp_path / "site" / "index.html").exists()
+    page = tmp_path / "site" / "notebooks" / "your_agent_on_the_testbed" / "index.html"
+    assert "jittered_centroids" in page.read_text()  # the notebook, rendered
 
 
 @pytest.mark.parametrize("block", params(all_blocks("sql")))

@@ -10,6 +10,8 @@ chains), divergences and ESS per second.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import importlib
@@ -135,6 +137,18 @@ class ModelCache:
 
     def clear(self) -> None:
         self._models.clear()
+
+
+def outside_running_loop(fn: Callable[[], Any]) -> Any:
+    """fn() in this thread, or in a worker thread while an event loop runs in this one (a
+    Jupyter notebook's): PyStan calls `asyncio.run`, which a running loop refuses. The
+    caller waits for the worker, so fn's side effects (streams, files) happen as here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(fn).result()
 
 
 def one_torch_thread() -> None:

@@ -6,8 +6,11 @@ and keeps it on disk (later processes find it in its cache); `compile_seconds` i
 of `stan.build` (compiling, or the cache look-up, and reading the data). httpstan also keeps
 fits by (program, data, seed): a second run with the same seed returns the stored draws, so
 time runs over different seeds. Chains run in httpstan's process pool, also inside a
-sweep's (daemonic) worker (`children_allowed`). CmdStanPy and BridgeStan download CmdStan
-or their C++ sources at run time, which these machines cannot: PyStan is the Stan route.
+sweep's (daemonic) worker (`children_allowed`). PyStan runs its calls with `asyncio.run`,
+which an event loop running in the caller's thread (a Jupyter notebook's) refuses: there
+they run in a worker thread (`outside_running_loop`). CmdStanPy and BridgeStan download
+CmdStan or their C++ sources at run time, which these machines cannot: PyStan is the Stan
+route.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from agents.ppl.common import PplConfig, check_family, posterior, quiet, require
+from agents.ppl.common import (
+    PplConfig,
+    check_family,
+    outside_running_loop,
+    posterior,
+    quiet,
+    require,
+)
 from agents.ppl.spec import PARAMS, PplModel, to_theta, translate
 from agents.registry import register
 from testbed.base import MODEL_POSTERIOR, Data
@@ -130,6 +140,19 @@ def _fresh_pool() -> None:
     )
 
 
+def _build_and_sample(stan, model: PplModel, config: PplConfig) -> tuple:
+    """(the fit, and the times at its start, after `stan.build` and after sampling)."""
+    start = time.perf_counter()
+    program = stan.build(PROGRAMS[model.family], data=stan_data(model), random_seed=config.seed + 1)
+    built = time.perf_counter()
+    fit = program.sample(
+        num_chains=config.num_chains,
+        num_warmup=config.num_warmup,
+        num_samples=config.num_samples,
+    )
+    return fit, start, built, time.perf_counter()
+
+
 @register("stan", PplConfig, predicts=MODEL_POSTERIOR)
 def make(config: PplConfig):
     """Stan (PyStan 3) NUTS on the conjugate problem's model written in Stan."""
@@ -145,17 +168,9 @@ def make(config: PplConfig):
             contextlib.redirect_stderr(lines),
             children_allowed(),
         ):
-            start = time.perf_counter()
-            program = stan.build(
-                PROGRAMS[model.family], data=stan_data(model), random_seed=config.seed + 1
+            fit, start, built, done = outside_running_loop(
+                lambda: _build_and_sample(stan, model, config)
             )
-            built = time.perf_counter()
-            fit = program.sample(
-                num_chains=config.num_chains,
-                num_warmup=config.num_warmup,
-                num_samples=config.num_samples,
-            )
-            done = time.perf_counter()
         draws = {}
         for name in PARAMS[model.family]:
             value = np.asarray(fit[name])  # [*shape, draws * chains], the chain index fastest
