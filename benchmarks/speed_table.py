@@ -30,6 +30,7 @@ SECTIONS = {
     "bench_sbi_tasks": "SBI task simulators (the SBI benchmark's own)",
     "bench_sbi_agents": "ABC agents (sbi's MCABC / SMCABC)",
     "bench_agents": "Agent training",
+    "bench_bandit": "The bandit's Thompson loop (the Neural Testbed bandit's loop)",
     "bench_threefry": "Random numbers (JAX's own CPU lowering of threefry)",
     "bench_runner": "Sweep runner",
     "bench_sweep": "Whole sweeps (`testbed sweep` timed whole)",
