@@ -131,3 +131,16 @@ def test_refusals_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
     assert reproduce_decisions.main([*argv, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("reproduce_decisions: error: ") and message in err[0]
+
+
+def test_the_docs_tables_are_the_report_of_the_shipped_runs(tmp_path):
+    """docs/reproductions/decisions.md shows what `--report` gives on our shipped runs: a
+    re-ship without the docs, or a number edited by hand, shows here."""
+    from pathlib import Path
+
+    out = tmp_path / "out"
+    assert reproduce_decisions.main(["--report", "--results", str(tmp_path / "none.db"),
+                                     "--out", str(out)]) == 0  # fmt: skip
+    docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/decisions.md").read_text()
+    for name in ("regret.md", "correlation.md"):
+        assert (out / name).read_text().strip() in docs, name
