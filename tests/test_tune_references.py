@@ -1,0 +1,103 @@
+"""Tuned references, selected honestly: the selection never sees its held-out seeds, the
+halving keeps the best third, and the table reports in-sample and held-out scores."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import pandas as pd
+import pytest
+
+import generative
+from experiments import tune_references as tune
+from testbed.errors import InputError
+
+IDS = generative.sweep_ids("classification_2d")
+SELECTION, HELD_OUT = tune.split(IDS, 0)
+
+
+def _kl(config_key: str, problem_id: str) -> float:
+    """A KL that ranks configs by their key's checksum, the same on every problem."""
+    return 1.0 + zlib.crc32(config_key.encode()) / 2**32  # no ties between configs
+
+
+def _frame(jobs) -> pd.DataFrame:
+    rows = []
+    for j in jobs:
+        kl = 10.0 if j.agent == "uniform" else _kl(j.config_key, j.problem_id)
+        rows.append(dict(key=j.key, agent=j.agent, config_key=j.config_key,
+                         config=j.config_json,
+                         problem_id=j.problem_id, status="ok", kl_estimate=kl))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def fake_runs(monkeypatch):
+    """Jobs are recorded, not run; their rows come from `_kl`."""
+    ran = []
+    monkeypatch.setattr(tune, "_run", lambda jobs, results, workers: ran.append(list(jobs)))
+    monkeypatch.setattr(tune, "_rows", lambda results, jobs: _frame(jobs))
+    return ran
+
+
+def test_the_groups_are_the_references_seed_groups():
+    assert len(SELECTION) == 42 and len(HELD_OUT) == 378
+    assert {tune.seed_group(p) for p in SELECTION} == {0}
+    assert 0 not in {tune.seed_group(p) for p in HELD_OUT}
+
+
+def test_choose_picks_the_lowest_normalised_kl_and_refuses_held_out_rows():
+    pair = [SELECTION[0]]  # a tau = 1 problem
+    tau10 = [p for p in SELECTION if generative.problem_settings(p)["tau"] == 10][0]
+    rows = pd.DataFrame([
+        dict(agent="mlp", config_key=k, config=json.dumps({"l2_weight_decay": v}), problem_id=p,
+             status="ok", kl_estimate=kl)
+        for k, v, kl in (("a", 1.0, 0.5), ("b", 10.0, 0.8)) for p in (pair[0], tau10)
+    ])  # fmt: skip
+    uniform = pd.DataFrame([dict(agent="uniform", problem_id=p, status="ok", kl_estimate=2.0)
+                            for p in (pair[0], tau10)])  # fmt: skip
+    assert tune.choose(rows, uniform, SELECTION) == {"mlp": {"l2_weight_decay": 1.0}}
+    scores = tune.normalised(rows, uniform)
+    assert scores[("mlp", "a")] == pytest.approx(0.25) and scores[("mlp", "b")] == pytest.approx(
+        0.4
+    )
+    # a held-out row where b looks best never decides: it is refused
+    held = rows.iloc[:1].assign(config_key="b", problem_id=HELD_OUT[0], kl_estimate=0.0)
+    with pytest.raises(InputError, match="outside the selection group"):
+        tune.choose(pd.concat([rows, held]), uniform, SELECTION)
+
+
+def test_selection_runs_only_the_selection_group_and_halving_keeps_a_third(fake_runs):
+    import agents
+
+    jobs = tune.select("bbb", SELECTION, "r.db")
+    configs = len({a.key for a in agents.sweep("bbb")})  # the sweep repeats a config or two
+    first, second = fake_runs[0], fake_runs[2]  # [1] is uniform's first-round problems
+    assert {tune.seed_group(j.problem_id) for run in fake_runs for j in run} == {0}
+    assert {generative.problem_settings(j.problem_id)["temperature"] for j in first} == {0.1}
+    assert len({j.config_key for j in first}) == configs
+    kept = {j.config_key for j in second}
+    assert len(kept) == -(-configs // 3) and 0.1 not in {
+        generative.problem_settings(j.problem_id)["temperature"] for j in second
+    }
+    # the kept configs are those with the lowest KL in the first round
+    best = sorted({j.config_key for j in first}, key=lambda k: _kl(k, ""))[: len(kept)]
+    assert kept == set(best) and {j.config_key for j in jobs} == kept
+
+
+def test_tune_scores_the_chosen_config_held_out_and_in_sample(fake_runs):
+    table = tune.tune(["mlp"], 0, "r.db")
+    row = table.iloc[0]
+    assert row["agent"] == "mlp" and row["tuned_config"]
+    tuned_runs = fake_runs[-1]  # the chosen config and the default on the held-out groups
+    assert {tune.seed_group(j.problem_id) for j in tuned_runs} == set(range(1, 10))
+    assert row["tuned_held_out"] == pytest.approx(row["tuned_in_sample"])  # _kl: same everywhere
+    assert row["tuned_held_out"] <= row["default_held_out"]
+
+
+def test_refusals(capsys):
+    assert tune.main(["--agents", "ensembel"]) == 2
+    assert "did you mean 'ensemble'" in capsys.readouterr().err
+    assert tune.main(["--group", "10"]) == 2
+    assert "--group: got 10; allowed: 0 to 9" in capsys.readouterr().err
