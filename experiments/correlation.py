@@ -50,6 +50,29 @@ def means_of(values: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
         return np.nanmean(chosen, axis=1)
 
 
+def _interval(draw, num_bootstrap: int, level: float, seed: int) -> tuple[float, float]:
+    """The central `level` of `draw(rng)` over `num_bootstrap` replicates (NaN draws, where
+    a side came out constant, left out)."""
+    rng = np.random.default_rng(seed)
+    draws = np.array([draw(rng) for _ in range(num_bootstrap)])
+    tail = (1.0 - level) / 2.0
+    if not np.isfinite(draws).any():
+        return math.nan, math.nan
+    low, high = np.nanquantile(draws, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def _method(method: str):
+    if method not in METHODS:
+        raise InputError(f"method: got {method!r}; allowed: {', '.join(METHODS)}")
+    return METHODS[method]
+
+
+def _resampled(units: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The units' column indices drawn with replacement."""
+    return rng.integers(0, units.shape[1], units.shape[1])
+
+
 def bootstrap_correlation(
     x_units: np.ndarray,
     y_units: np.ndarray,
@@ -61,25 +84,20 @@ def bootstrap_correlation(
 ) -> Correlation:
     """The correlation across agents of the means of x_units [A, U] and y_units [A, V], with
     a bootstrap interval resampling the U and the V units (shared by the agents)."""
-    if method not in METHODS:
-        raise InputError(f"method: got {method!r}; allowed: {', '.join(METHODS)}")
+    corr = _method(method)
     x_units, y_units = np.atleast_2d(x_units), np.atleast_2d(y_units)
     if x_units.shape[0] != y_units.shape[0] or x_units.shape[0] < 3:
         raise InputError(
             f"agents: got {x_units.shape[0]} and {y_units.shape[0]} rows; allowed: the same "
             "agents on both sides, at least 3"
         )
-    corr = METHODS[method]
+
+    def draw(rng):
+        ix, iy = _resampled(x_units, rng), _resampled(y_units, rng)
+        return corr(means_of(x_units, ix), means_of(y_units, iy))
+
     value = corr(means_of(x_units), means_of(y_units))
-    rng = np.random.default_rng(seed)
-    draws = np.empty(num_bootstrap)
-    for b in range(num_bootstrap):
-        ix = rng.integers(0, x_units.shape[1], x_units.shape[1])
-        iy = rng.integers(0, y_units.shape[1], y_units.shape[1])
-        draws[b] = corr(means_of(x_units, ix), means_of(y_units, iy))
-    tail = (1.0 - level) / 2.0
-    low, high = np.nanquantile(draws, [tail, 1.0 - tail])
-    return Correlation(value, float(low), float(high))
+    return Correlation(value, *_interval(draw, num_bootstrap, level, seed))
 
 
 def bootstrap_difference(
@@ -95,19 +113,43 @@ def bootstrap_difference(
     """corr(x, y) - corr(x, z) across agents, with a bootstrap interval that resamples x's
     units once per replicate and y's and z's units together (z and y are scored on the same
     units, e.g. tau = 10 and tau = 1 on the same problems): is y the better predictor?"""
-    corr = METHODS[method]
+    corr = _method(method)
     x_units, y_units, z_units = map(np.atleast_2d, (x_units, y_units, z_units))
     if y_units.shape != z_units.shape:
         raise InputError(f"units: got {y_units.shape} and {z_units.shape}; allowed: equal shapes")
-    mx, my, mz = means_of(x_units), means_of(y_units), means_of(z_units)
-    value = corr(mx, my) - corr(mx, mz)
-    rng = np.random.default_rng(seed)
-    draws = np.empty(num_bootstrap)
-    for b in range(num_bootstrap):
-        ix = rng.integers(0, x_units.shape[1], x_units.shape[1])
-        iy = rng.integers(0, y_units.shape[1], y_units.shape[1])
-        bx = means_of(x_units, ix)
-        draws[b] = corr(bx, means_of(y_units, iy)) - corr(bx, means_of(z_units, iy))
-    tail = (1.0 - level) / 2.0
-    low, high = np.nanquantile(draws, [tail, 1.0 - tail])
-    return Correlation(value, float(low), float(high))
+
+    def gap(ix, iy) -> float:
+        mx = means_of(x_units, ix)
+        return corr(mx, means_of(y_units, iy)) - corr(mx, means_of(z_units, iy))
+
+    def draw(rng):
+        return gap(_resampled(x_units, rng), _resampled(y_units, rng))
+
+    return Correlation(gap(None, None), *_interval(draw, num_bootstrap, level, seed))
+
+
+def bootstrap_pairs(
+    x: np.ndarray,
+    y: np.ndarray,
+    method: str = "pearson",
+    num_bootstrap: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Correlation of paired values x and y (one pair a config) with a percentile
+    bootstrap interval resampling the pairs; resamples where a side is constant
+    (correlation undefined) are dropped and counted."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if len(x) < 3:
+        raise InputError(f"configs: got {len(x)}; allowed: at least 3 to correlate")
+    corr = _method(method)
+    dropped = [0]
+
+    def draw(rng):
+        i = rng.integers(0, len(x), len(x))
+        value = corr(x[i], y[i])
+        dropped[0] += not math.isfinite(value)
+        return value
+
+    low, high = _interval(draw, num_bootstrap, level, seed)
+    return {"estimate": corr(x, y), "low": low, "high": high, "num_dropped": dropped[0]}

@@ -84,7 +84,8 @@ def analyse(df: pd.DataFrame, num_bootstrap: int = 2000) -> tuple[pd.DataFrame, 
             row = {"environment": env, "agent": agent, "mean_regret": values.mean(),
                    "stderr": values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1
                    else math.nan, "seeds": len(values),
-                   "seconds": g.loc[g["agent"] == agent, "wall_seconds"].median()}  # fmt: skip
+                   "seconds": g.loc[g["agent"] == agent].get("wall_seconds", pd.Series(
+                       dtype=float)).median()}  # fmt: skip
             for tau in (1, 10):
                 mine = kl[(kl["agent"] == agent) & (kl["tau"] == tau)] if len(kl) else kl
                 row[f"kl_tau{tau}"] = mine["kl_estimate"].mean() if len(mine) else math.nan

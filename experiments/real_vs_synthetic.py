@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import scipy.stats
 
 import agents
 import generative
 import testbed
+from experiments.correlation import bootstrap_pairs as bootstrap_correlation
 from generative.registry import FAMILIES
 from testbed.errors import InputError
 
@@ -118,48 +118,6 @@ def correlations(
             )
         out["all" if tau is None else f"tau={tau}"] = entry
     return out
-
-
-def bootstrap_correlation(
-    x: np.ndarray,
-    y: np.ndarray,
-    method: str = "pearson",
-    num_bootstrap: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> dict[str, float]:
-    """Correlation of x and y with a percentile bootstrap interval (pairs resampled).
-
-    Resamples in which x or y is constant (correlation undefined) are dropped and counted.
-    """
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    if len(x) < 3:
-        raise InputError(f"configs: got {len(x)}; allowed: at least 3 to correlate")
-    corr = {"pearson": _pearson, "spearman": _spearman}.get(method)
-    if corr is None:
-        raise InputError(f"method: got {method!r}; allowed: pearson, spearman")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(x), size=(num_bootstrap, len(x)))
-    stats = np.array([corr(x[i], y[i]) for i in idx])
-    ok = np.isfinite(stats)
-    alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(stats[ok], [alpha, 1 - alpha]) if ok.any() else (np.nan, np.nan)
-    return {
-        "estimate": corr(x, y),
-        "low": float(low),
-        "high": float(high),
-        "num_dropped": int((~ok).sum()),
-    }
-
-
-def _pearson(x: np.ndarray, y: np.ndarray) -> float:
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float("nan")
-    return float(np.corrcoef(x, y)[0, 1])
-
-
-def _spearman(x: np.ndarray, y: np.ndarray) -> float:
-    return _pearson(scipy.stats.rankdata(x), scipy.stats.rankdata(y))
 
 
 def _parse_pairs(pairs: Sequence[str], flag: str, multi: bool) -> dict[str, Any]:
