@@ -64,6 +64,16 @@ def kl_rows(df: pd.DataFrame, input_dim: int, temperature: float) -> pd.DataFram
     return pd.DataFrame()
 
 
+def complete(kl: pd.DataFrame, agents: list[str]) -> list[str]:
+    """The agents whose KL runs cover every (problem pair, tau) that any agent's cover: a
+    partial run's mean is over other problems, never compared with complete ones."""
+    if not len(kl):
+        return []
+    cells = set(zip(kl["unit"], kl["tau"]))
+    return [a for a in agents if set(zip(*(kl.loc[kl["agent"] == a, c] for c in ("unit", "tau"))))
+            == cells]  # fmt: skip
+
+
 def units(rows: pd.DataFrame, column: str, unit: str, agents: list[str]) -> np.ndarray:
     """[A, U] of `column` per agent (rows of `agents`, in order) and unit (nan: missing)."""
     table = rows.pivot_table(index="agent", columns=unit, values=column, aggfunc="mean")
@@ -78,7 +88,7 @@ def analyse(df: pd.DataFrame, num_bootstrap: int = 2000) -> tuple[pd.DataFrame, 
         kl = kl_rows(df, d, t)
         agents = sorted(set(g["agent"]))
         seeds = units(g, "average_regret", "seed", agents)
-        kl_agents = [a for a in agents if len(kl) and a in set(kl["agent"])]
+        kl_agents = complete(kl, agents)
         for i, agent in enumerate(agents):
             values = seeds[i][np.isfinite(seeds[i])]
             row = {"environment": env, "agent": agent, "mean_regret": values.mean(),
@@ -87,12 +97,16 @@ def analyse(df: pd.DataFrame, num_bootstrap: int = 2000) -> tuple[pd.DataFrame, 
                    "seconds": g.loc[g["agent"] == agent].get("wall_seconds", pd.Series(
                        dtype=float)).median()}  # fmt: skip
             for tau in (1, 10):
-                mine = kl[(kl["agent"] == agent) & (kl["tau"] == tau)] if len(kl) else kl
+                whole = agent in kl_agents
+                mine = kl[(kl["agent"] == agent) & (kl["tau"] == tau)] if whole else kl[:0]
                 row[f"kl_tau{tau}"] = mine["kl_estimate"].mean() if len(mine) else math.nan
             regret.append(row)
         if len(kl_agents) < 3:
             continue
         x = units(g, "average_regret", "seed", kl_agents)
+        x = x[:, np.all(np.isfinite(x), axis=0)]  # the seeds every agent ran: like with like
+        if x.shape[1] < 2:
+            continue
         y = units(kl[kl["tau"] == 10], "kl_estimate", "unit", kl_agents)
         z = units(kl[kl["tau"] == 1], "kl_estimate", "unit", kl_agents)
         for method in ("spearman", "pearson"):

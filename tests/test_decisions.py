@@ -144,3 +144,14 @@ def test_the_docs_tables_are_the_report_of_the_shipped_runs(tmp_path):
     docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/decisions.md").read_text()
     for name in ("regret.md", "correlation.md"):
         assert (out / name).read_text().strip() in docs, name
+
+
+def test_a_partial_kl_run_is_never_compared_with_complete_ones():
+    """An agent whose testbed runs cover part of the problem pairs (a run still going) has no
+    KL in the tables and no place in the correlation: its mean is over other problems."""
+    kl = pd.DataFrame(
+        [dict(agent=a, unit=u, tau=t, kl_estimate=1.0) for a in ("a", "b")
+         for u in ("10/1", "10/2") for t in (1, 10) if not (a == "b" and u == "10/2")]
+    )  # fmt: skip
+    assert decisions_report.complete(kl, ["a", "b"]) == ["a"]
+    assert decisions_report.complete(kl[:0], ["a"]) == []
