@@ -21,6 +21,7 @@ OUTPUTS = ("regret.md", "regret.csv", "correlation.md", "correlation.csv", "regr
 SHIPPED = "decisions_ours"
 KL_FAMILIES = {2: "classification_2d", 10: "classification"}  # input_dim -> its testbed family
 CURVE_PREFIX = "regret_w"
+BASELINES = ("uniform",)  # left out of the learning agents' correlation: far from them all
 
 
 def _settings(ids) -> pd.DataFrame:
@@ -101,30 +102,40 @@ def analyse(df: pd.DataFrame, num_bootstrap: int = 2000) -> tuple[pd.DataFrame, 
                 mine = kl[(kl["agent"] == agent) & (kl["tau"] == tau)] if whole else kl[:0]
                 row[f"kl_tau{tau}"] = mine["kl_estimate"].mean() if len(mine) else math.nan
             regret.append(row)
-        if len(kl_agents) < 3:
-            continue
-        x = units(g, "average_regret", "seed", kl_agents)
-        x = x[:, np.all(np.isfinite(x), axis=0)]  # the seeds every agent ran: like with like
-        if x.shape[1] < 2:
-            continue
-        y = units(kl[kl["tau"] == 10], "kl_estimate", "unit", kl_agents)
-        z = units(kl[kl["tau"] == 1], "kl_estimate", "unit", kl_agents)
-        for method in ("spearman", "pearson"):
-            joint = bootstrap_correlation(x, y, method, num_bootstrap=num_bootstrap)
-            marginal = bootstrap_correlation(x, z, method, num_bootstrap=num_bootstrap)
-            gap = bootstrap_difference(x, y, z, method, num_bootstrap=num_bootstrap)
-            corr.append({
-                "environment": env, "method": method, "agents": len(kl_agents),
-                "seeds": x.shape[1], "problems": y.shape[1],
-                "joint": joint.value, "joint_low": joint.low, "joint_high": joint.high,
-                "marginal": marginal.value, "marginal_low": marginal.low,
-                "marginal_high": marginal.high, "difference": gap.value,
-                "difference_low": gap.low, "difference_high": gap.high,
-            })  # fmt: skip
+        chosen = {"all": kl_agents, "learning": [a for a in kl_agents if a not in BASELINES]}
+        for which, names in chosen.items():
+            corr += _correlations(env, which, names, g, kl, num_bootstrap)
     regret = pd.DataFrame(regret)
     if len(regret):
         regret = regret.sort_values(["environment", "mean_regret"], kind="stable")
     return regret.reset_index(drop=True), pd.DataFrame(corr)
+
+
+def _correlations(env, which: str, agents: list[str], g, kl, num_bootstrap: int) -> list[dict]:
+    """The Spearman and Pearson rows of `agents` in environment `env` (none below 3 agents
+    or 2 seeds that every agent ran)."""
+    if len(agents) < 3:
+        return []
+    x = units(g, "average_regret", "seed", agents)
+    x = x[:, np.all(np.isfinite(x), axis=0)]  # the seeds every agent ran: like with like
+    if x.shape[1] < 2:
+        return []
+    y = units(kl[kl["tau"] == 10], "kl_estimate", "unit", agents)
+    z = units(kl[kl["tau"] == 1], "kl_estimate", "unit", agents)
+    rows = []
+    for method in ("spearman", "pearson"):
+        joint = bootstrap_correlation(x, y, method, num_bootstrap=num_bootstrap)
+        marginal = bootstrap_correlation(x, z, method, num_bootstrap=num_bootstrap)
+        gap = bootstrap_difference(x, y, z, method, num_bootstrap=num_bootstrap)
+        rows.append({
+            "environment": env, "agents": which, "method": method, "n": len(agents),
+            "seeds": x.shape[1], "problems": y.shape[1],
+            "joint": joint.value, "joint_low": joint.low, "joint_high": joint.high,
+            "marginal": marginal.value, "marginal_low": marginal.low,
+            "marginal_high": marginal.high, "difference": gap.value,
+            "difference_low": gap.low, "difference_high": gap.high,
+        })  # fmt: skip
+    return rows
 
 
 def verdict(corr: pd.DataFrame) -> list[str]:
@@ -140,11 +151,12 @@ def verdict(corr: pd.DataFrame) -> list[str]:
             said = "the marginal KL predicts regret better than the joint KL"
         else:
             said = "the joint and marginal KL cannot be told apart as predictors of regret"
+        who = "all agents" if r["agents"] == "all" else "the learning agents (uniform left out)"
         out.append(
-            f"{r['environment']}: {said} (Spearman with regret: joint {r['joint']:.2f} "
+            f"{r['environment']}, {who}: {said} (Spearman with regret: joint {r['joint']:.2f} "
             f"[{r['joint_low']:.2f}, {r['joint_high']:.2f}], marginal {r['marginal']:.2f} "
             f"[{r['marginal_low']:.2f}, {r['marginal_high']:.2f}]; {gap}; "
-            f"{r['agents']} agents, {r['seeds']} seeds, {r['problems']} problem pairs)."
+            f"{r['n']} agents, {r['seeds']} seeds, {r['problems']} problem pairs)."
         )
     return out
 

@@ -91,9 +91,12 @@ def test_report_from_a_small_frame(tmp_path):
         assert (tmp_path / name).exists(), name
     corr = pd.read_csv(tmp_path / "correlation.csv")
     spear = corr[corr["method"] == "spearman"].iloc[0]
-    assert spear["joint"] == pytest.approx(1.0) and spear["agents"] == 4
+    assert spear["joint"] == pytest.approx(1.0) and spear["n"] == 4 and spear["agents"] == "all"
     assert spear["seeds"] == 2 and spear["problems"] == 70  # classification_2d pairs at T = 0.1
-    assert said and said[0].startswith("d=2, T=0.1: ")
+    assert said and said[0].startswith("d=2, T=0.1, all agents: ")
+    # and the learning agents alone (uniform left out): three of the four
+    learning = corr[(corr["method"] == "spearman") & (corr["agents"] == "learning")].iloc[0]
+    assert learning["n"] == 3 and learning["joint"] == pytest.approx(1.0)
     regret = pd.read_csv(tmp_path / "regret.csv")
     assert list(regret["agent"]) == list(order) and regret["kl_tau10"].notna().all()
 
