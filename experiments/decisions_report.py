@@ -59,7 +59,10 @@ def kl_rows(df: pd.DataFrame, input_dim: int, temperature: float) -> pd.DataFram
             & np.isclose(settings["temperature"], temperature)
             & settings["tau"].isin([1, 10])
         ]
-        rows = rows.merge(chosen[["problem_id", "tau", "num_train", "seed"]], on="problem_id")
+        joined = ["tau", "num_train", "seed"]  # the problem's (a store's rows may hold them)
+        rows = rows.drop(columns=[c for c in joined if c in rows]).merge(
+            chosen[["problem_id", *joined]], on="problem_id"
+        )
         if len(rows):
             return rows.assign(unit=rows["num_train"].astype(str) + "/" + rows["seed"].astype(str))
     return pd.DataFrame()
