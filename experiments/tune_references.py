@@ -1,5 +1,5 @@
 """Tuned reference agents, selected honestly: each agent's config is chosen on one seed group
-of the testbed and scored on the nine others (issue 56; the plan is in docs/performance.md).
+of the testbed and scored on the nine others (the plan is in docs/performance.md).
 
 The Neural Testbed's figure (and any fair leaderboard) shows each agent at its best
 settings, but the reference chose them on the very problems it reported, which flatters
