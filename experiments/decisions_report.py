@@ -34,9 +34,9 @@ def regret_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The finished bandit runs with their environment, input_dim, temperature and seed."""
     df = df[(df["status"] == "ok") & df["problem_id"].str.startswith("bandit/")]
     if not len(df):
-        return df.assign(environment=[], input_dim=[], temperature=[], seed=[])
+        return df.assign(environment=[], input_dim=[], temperature=[], seed=[], num_steps=[])
     settings = _settings(sorted(set(df["problem_id"])))
-    keep = ["problem_id", "environment", "input_dim", "temperature", "seed"]
+    keep = ["problem_id", "environment", "input_dim", "temperature", "seed", "num_steps"]
     return df.drop(columns=[c for c in keep[1:] if c in df]).merge(settings[keep], on="problem_id")
 
 
