@@ -230,7 +230,7 @@ def test_sweep_leaderboard_and_report_rank_by_regret(tmp_path):
                       progress=False)  # fmt: skip
     df = leaderboard.load(results)
     assert len(df) == 4 and set(df["status"]) == {"ok"}
-    board = boards.rank(df, results=results)
+    board = boards.rank(df, results=results, shipped=False)
     (ranking,) = board.rankings
     t = ranking.table
     assert list(t["label"]) == ["oracle", "uniform"] and list(t["rank"]) == [1, 2]
@@ -238,6 +238,10 @@ def test_sweep_leaderboard_and_report_rank_by_regret(tmp_path):
     assert t["mean_regret"].iloc[0] == 0.0 and t["num_observations"].iloc[1] == 2
     from leaderboard.report import write_report
 
+    # our shipped runs of the same bandits rank beside them, labelled as ours
+    beside = boards.rank(df, results=results).rankings[0].table
+    assert "ensemble+ (ours, shipped)" in set(beside["label"])
+    assert beside["label"].iloc[0] == "oracle"  # regret 0 stays first
     page = write_report(board, tmp_path / "r.html").read_text()
     assert 'data-plot="regret-curves"' in page and "average regret" in page
 
