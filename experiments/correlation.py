@@ -50,11 +50,22 @@ def means_of(values: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
         return np.nanmean(chosen, axis=1)
 
 
-def _interval(draw, num_bootstrap: int, level: float, seed: int) -> tuple[float, float]:
-    """The central `level` of `draw(rng)` over `num_bootstrap` replicates (NaN draws, where
-    a side came out constant, left out)."""
-    rng = np.random.default_rng(seed)
-    draws = np.array([draw(rng) for _ in range(num_bootstrap)])
+def _rowwise(method: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """`method`'s correlation of each row of x [B, A] with the same row of y (nan where a
+    row is constant): every bootstrap replicate at once."""
+    if method == "spearman":
+        x, y = stats.rankdata(x, axis=1), stats.rankdata(y, axis=1)
+    x = x - x.mean(axis=1, keepdims=True)
+    y = y - y.mean(axis=1, keepdims=True)
+    norm = np.sqrt(np.sum(x * x, axis=1) * np.sum(y * y, axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(norm > 0, np.sum(x * y, axis=1) / norm, np.nan)
+    return np.clip(r, -1.0, 1.0)  # rounding may step past +-1
+
+
+def _interval(draws: np.ndarray, level: float) -> tuple[float, float]:
+    """The central `level` of the replicates' values (NaN ones, where a side came out
+    constant, left out)."""
     tail = (1.0 - level) / 2.0
     if not np.isfinite(draws).any():
         return math.nan, math.nan
@@ -68,9 +79,17 @@ def _method(method: str):
     return METHODS[method]
 
 
-def _resampled(units: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The units' column indices drawn with replacement."""
-    return rng.integers(0, units.shape[1], units.shape[1])
+def _indices(rng, num_bootstrap: int, *sizes: int) -> list[np.ndarray]:
+    """Per side, its units' indices drawn with replacement [B, size]: replicate by
+    replicate, each side in turn."""
+    draws = [[rng.integers(0, n, n) for n in sizes] for _ in range(num_bootstrap)]
+    return [np.array([d[i] for d in draws]) for i in range(len(sizes))]
+
+
+def _replicate_means(units: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Each replicate's agent means [B, A] of units [A, U] at indices [B, U]."""
+    with np.errstate(invalid="ignore"):
+        return np.nanmean(units[:, index], axis=2).T
 
 
 def bootstrap_correlation(
@@ -91,13 +110,11 @@ def bootstrap_correlation(
             f"agents: got {x_units.shape[0]} and {y_units.shape[0]} rows; allowed: the same "
             "agents on both sides, at least 3"
         )
-
-    def draw(rng):
-        ix, iy = _resampled(x_units, rng), _resampled(y_units, rng)
-        return corr(means_of(x_units, ix), means_of(y_units, iy))
-
+    rng = np.random.default_rng(seed)
+    ix, iy = _indices(rng, num_bootstrap, x_units.shape[1], y_units.shape[1])
+    draws = _rowwise(method, _replicate_means(x_units, ix), _replicate_means(y_units, iy))
     value = corr(means_of(x_units), means_of(y_units))
-    return Correlation(value, *_interval(draw, num_bootstrap, level, seed))
+    return Correlation(value, *_interval(draws, level))
 
 
 def bootstrap_difference(
@@ -117,15 +134,15 @@ def bootstrap_difference(
     x_units, y_units, z_units = map(np.atleast_2d, (x_units, y_units, z_units))
     if y_units.shape != z_units.shape:
         raise InputError(f"units: got {y_units.shape} and {z_units.shape}; allowed: equal shapes")
-
-    def gap(ix, iy) -> float:
-        mx = means_of(x_units, ix)
-        return corr(mx, means_of(y_units, iy)) - corr(mx, means_of(z_units, iy))
-
-    def draw(rng):
-        return gap(_resampled(x_units, rng), _resampled(y_units, rng))
-
-    return Correlation(gap(None, None), *_interval(draw, num_bootstrap, level, seed))
+    mx = means_of(x_units)
+    value = corr(mx, means_of(y_units)) - corr(mx, means_of(z_units))
+    rng = np.random.default_rng(seed)
+    ix, iy = _indices(rng, num_bootstrap, x_units.shape[1], y_units.shape[1])
+    bx = _replicate_means(x_units, ix)
+    draws = _rowwise(method, bx, _replicate_means(y_units, iy)) - _rowwise(
+        method, bx, _replicate_means(z_units, iy)
+    )
+    return Correlation(value, *_interval(draws, level))
 
 
 def bootstrap_pairs(
@@ -142,14 +159,10 @@ def bootstrap_pairs(
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     if len(x) < 3:
         raise InputError(f"configs: got {len(x)}; allowed: at least 3 to correlate")
-    corr = _method(method)
-    dropped = [0]
-
-    def draw(rng):
-        i = rng.integers(0, len(x), len(x))
-        value = corr(x[i], y[i])
-        dropped[0] += not math.isfinite(value)
-        return value
-
-    low, high = _interval(draw, num_bootstrap, level, seed)
-    return {"estimate": corr(x, y), "low": low, "high": high, "num_dropped": dropped[0]}
+    _method(method)  # checked
+    (index,) = _indices(np.random.default_rng(seed), num_bootstrap, len(x))
+    draws = _rowwise(method, x[index], y[index])
+    low, high = _interval(draws, level)
+    dropped = int(np.sum(~np.isfinite(draws)))
+    estimate = float(_rowwise(method, x[None], y[None])[0])  # as the replicates are computed
+    return {"estimate": estimate, "low": low, "high": high, "num_dropped": dropped}

@@ -136,7 +136,6 @@ def test_refusals_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
     assert len(err) == 1 and err[0].startswith("reproduce_decisions: error: ") and message in err[0]
 
 
-@pytest.mark.slow  # the whole report of 435 runs: 12 bootstraps of 2,000 replicates
 def test_the_docs_tables_are_the_report_of_the_shipped_runs(tmp_path):
     """docs/reproductions/decisions.md shows what `--report` gives on our shipped runs: a
     re-ship without the docs, or a number edited by hand, shows here."""

@@ -45,7 +45,6 @@ SLOW = (
     ("docs/reproductions/sbibm.md", "experiments.reproduce_sbibm"),
     ("docs/how-to/sweeps.md", "--executor ray"),
     ("docs/reproductions/neural_testbed.md", "experiments.reproduce_neural_testbed"),
-    ("docs/reproductions/decisions.md", "experiments.reproduce_decisions --report"),
 )
 HEAVY = (("docs/reproductions/sbibm.md", "experiments.reproduce_sbibm"),)  # minutes
 
