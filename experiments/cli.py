@@ -69,6 +69,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import generative
     from leaderboard.sweeping import run_one
+    from testbed.metrics.one_sample import rejection_notes
 
     _import_user_modules(args)
     agent, options, quality = run_one(
@@ -79,6 +80,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.json:
         title = f"{agent.name} on {args.problem}"
         print_table(title, ["metric", "value"], _folded_series(quality))
+        for line in rejection_notes(quality):
+            print(line)
         return 0
     settings = generative.problem_settings(args.problem)
     out = {"agent": agent.name, "config": agent.config_dict(), "problem": args.problem,

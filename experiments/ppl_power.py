@@ -7,6 +7,8 @@ Samplers (`SAMPLERS`) on the benchmark's conjugate problems `conjugate/wyb/<k>`:
   its level;
 - `nuts`: the project's NumPyro NUTS (`numpyro` agent: 200 warm-up steps, 1,000 draws, 2
   chains pooled, n rows drawn as its predictive draws them) on the problem's own model;
+- `nuts_ess`: the same chains as the exact tests of `testbed run` read them: thinned to
+  their effective sample size (`ConjugateProblem.independent_rows`), at most n rows;
 - `warmup_5`: the same with 5 warm-up steps (step size and mass matrix barely adapted);
 - `narrow_step`: a fixed step size of 1e-3 posterior sd, adaptation off;
 - `prior_0.1`: the model's prior sd shrunk to 0.1 (the benchmark's hardest prior scale; for
@@ -60,6 +62,7 @@ ALL_PROBLEMS = tuple(f"wyb/{k}" for k in range(1, 22))
 SAMPLERS = (
     "exact",
     "nuts",
+    "nuts_ess",
     "warmup_5",
     "narrow_step",
     "prior_0.1",
@@ -70,6 +73,7 @@ TESTS = ("pit_ks", "mahalanobis", "ddks")
 WYB = ("wyb_adks", "wyb_kl") if wyb is not None else ()
 MEASURES = (*TESTS, "c2st", *WYB)
 SIZES = (100, 1_000)  # the benchmark's KS sample size and its MCMC draws
+CORRECT = ("exact", "nuts", "nuts_ess")  # samplers of the right posterior: their rate is a level
 TRIALS = 100
 C2ST_TRIALS = 20
 THIN = 20
@@ -84,8 +88,8 @@ class Sampler:
     """A NUTS run made wrong in a known way: `settings` of the `numpyro` agent's config,
     a fixed step in posterior sds (`step_sd`), a prior sd (`prior_sd`), chains a trial and
     which draws are scored (`pooled`: n rows of the trial's chains, as the agent's
-    predictive draws them; `consecutive`: the first n of one chain; `thinned`: every
-    THIN-th)."""
+    predictive draws them; `ess`: at most n of them thinned to their ESS, as the exact
+    tests read them; `consecutive`: the first n of one chain; `thinned`: every THIN-th)."""
 
     about: str
     settings: dict = dataclasses.field(default_factory=dict)
@@ -98,6 +102,7 @@ class Sampler:
 AUTOCORRELATED = {"adapt": False, "max_tree_depth": 1}
 NUTS_SAMPLERS = {
     "nuts": Sampler("NUTS at the benchmark's settings (200 warm-up, 1,000 draws, 2 chains)"),
+    "nuts_ess": Sampler("the same, its chains thinned to their ESS", draws="ess"),
     "warmup_5": Sampler("5 warm-up steps", {"num_warmup": 5}),
     "narrow_step": Sampler("fixed step 1e-3 posterior sd, no adaptation", {"adapt": False}, 1e-3),
     "prior_0.1": Sampler("prior sd shrunk to 0.1", prior_sd=0.1),
@@ -174,7 +179,7 @@ def nuts_draws(problem, sampler: str, trials: int, n: int, seed: int = 0) -> np.
     )
     model = model_spec(family)
     settings = {**spec.settings, "num_chains": spec.chains * trials, "seed": seed}
-    if spec.draws != "pooled":
+    if spec.draws not in ("pooled", "ess"):  # the agent's 1,000 draws a chain, else n
         settings["num_samples"] = n * (THIN if spec.draws == "thinned" else 1)
     if spec.step_sd is not None:
         settings["step_size"] = spec.step_sd * unconstrained_sd(problem, model)
@@ -214,6 +219,8 @@ class Draws:
         if spec.draws == "thinned":
             return self.chains[t, ::THIN][: self.n]
         pooled = self.chains[t * spec.chains : (t + 1) * spec.chains]
+        if spec.draws == "ess":
+            return self.problem.independent_rows(pooled, self.n, t)[0]
         return DrawsPosterior(pooled.reshape(-1, pooled.shape[-1]), {}).sample(None, self.n, t)
 
     def ess(self, t: int) -> float:
@@ -223,7 +230,7 @@ class Draws:
         from numpyro.diagnostics import effective_sample_size
 
         spec = NUTS_SAMPLERS[self.sampler]
-        if spec.draws == "pooled":
+        if spec.draws in ("pooled", "ess"):
             chains = self.chains[t * spec.chains : (t + 1) * spec.chains]
         else:
             chains = self(t)[None]
@@ -293,7 +300,7 @@ def run_cell(cell: Cell, cache: dict) -> dict[str, Any]:
     from experiments.cells import stored_row
 
     def compute() -> dict[str, float]:
-        pooled = cell.sampler == "exact" or NUTS_SAMPLERS[cell.sampler].draws == "pooled"
+        pooled = cell.sampler == "exact" or NUTS_SAMPLERS[cell.sampler].draws in ("pooled", "ess")
         group = (cell.problem, cell.sampler, cell.trials) + (() if pooled else (cell.n,))
         if group not in cache:  # pooled draws serve every n: one run of the sampler
             cache.clear()
@@ -423,19 +430,75 @@ def _order(values, known) -> list:
 
 
 def report(long) -> str:
-    """The tables of the trials `long`: every problem's trials pooled (rates only), then
-    problem by problem (`markdown`)."""
+    """The tables of the trials `long`: the tests' level on the correct samplers
+    (`level_table`), every problem's trials pooled (rates only), then problem by problem
+    (`markdown`)."""
     pooled = summary(long.assign(problem="all"))
     pooled = pooled[~pooled["measure"].isin(["wyb_kl", "ess"])]
     head = "Pooled over the problems (each measure over those it applies to):\n\n"
-    return head + markdown(pooled) + "\n\nProblem by problem:\n\n" + markdown(summary(long))
+    tables = head + markdown(pooled) + "\n\nProblem by problem:\n\n" + markdown(summary(long))
+    level = level_table(long)
+    return tables if level is None else f"{level}\n\n{tables}"
+
+
+def binomial_range(trials: int, alpha: float = ALPHA) -> tuple[float, float]:
+    """The central 95% range of the rejection rate of a level-`alpha` test over `trials`
+    independent trials (Binomial(trials, alpha)'s 2.5% and 97.5% quantiles, as rates)."""
+    from scipy import stats
+
+    low, high = stats.binom.ppf([0.025, 0.975], trials, alpha)
+    return float(low) / trials, float(high) / trials
+
+
+def level_table(long, alpha: float = ALPHA) -> str | None:
+    """Each test's level on the correct samplers (`CORRECT`), pooled over the problems each
+    ran: its rejection rate with a 95% Wilson interval, the central 95% range of a
+    level-`alpha` test's rate at that many trials, whether the rate is inside it, and the
+    problems whose own rate is above Binomial's 99.9% quantile (None: no such trials)."""
+    from experiments.lc2st_report import wilson
+
+    tests = [m for m in (*TESTS, "c2st") if m in set(long["measure"])]
+    sub = long[long["sampler"].isin(CORRECT) & long["measure"].isin(tests)]
+    if sub.empty:
+        return None
+    lines = [
+        "The level of each test on the correct samplers, pooled over the problems each ran "
+        f"(a test at {alpha} rejects inside the binomial range 95% of the time):",
+        "",
+        "| sampler | n | test | problems | trials | rejection rate [95%] | binomial range "
+        "of a 5% test | inside | problems above the 99.9% bound |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    by_problem = summary(sub)
+    for sampler in _order(sub["sampler"], list(CORRECT)):
+        for n in sorted(set(sub["n"])):
+            for test in tests:
+                rows = by_problem[
+                    (by_problem["sampler"] == sampler) & (by_problem["n"] == n)
+                    & (by_problem["measure"] == test)
+                ]  # fmt: skip
+                if rows.empty:
+                    continue
+                k, trials = int(rows["rejections"].sum()), int(rows["trials"].sum())
+                lo, hi = binomial_range(trials, alpha)
+                rate = k / trials
+                wl, wh = wilson(k, trials)
+                above = [
+                    r.problem for r in rows.itertuples() if r.rejections > level_bound(r.trials)
+                ]
+                lines.append(
+                    f"| {sampler} | {n} | {test} | {len(rows)} | {trials} | {rate:.3f} "
+                    f"[{wl:.3f}, {wh:.3f}] | [{lo:.3f}, {hi:.3f}] | "
+                    f"{'yes' if lo <= rate <= hi else 'no'} | {', '.join(above) or '-'} |"
+                )
+    return "\n".join(lines)
 
 
 def markdown(table) -> str:
     """The table measure x sampler x n, a block per problem: rejection rates with 95%
     Wilson intervals and trials (C2ST's are fewer), the benchmark's KL as mean +- sd, the
-    mean ESS of the chains scored; a level (exact) rate above Binomial(trials, 0.05)'s
-    99.9% quantile is marked `!`."""
+    mean ESS of the chains scored; a level (a `CORRECT` sampler's) rate above
+    Binomial(trials, 0.05)'s 99.9% quantile is marked `!`."""
     measures = [m for m in (*MEASURES, "wyb_adks", "wyb_kl") if m in set(table["measure"])]
     measures = list(dict.fromkeys(measures))
     with_ess = "ess" in set(table["measure"])
@@ -459,7 +522,7 @@ def markdown(table) -> str:
                     else:
                         flag = (
                             " !"
-                            if sampler == "exact" and r.rejections > level_bound(r.trials)
+                            if sampler in CORRECT and r.rejections > level_bound(r.trials)
                             else ""
                         )
                         cells.append(

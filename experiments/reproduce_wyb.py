@@ -239,6 +239,8 @@ def student_t_joint_kl(problem, family, draws: np.ndarray) -> dict[str, float]:
 
 
 OURS = (
+    "tests_num_draws",  # the exact tests read the chains thinned to their ESS
+    "tests_thinning",
     "pit_ks_pvalue",
     "mahalanobis_pvalue",
     "ddks_pvalue",

@@ -38,6 +38,8 @@ EVIDENCE: dict[str, str] = {
     "sampler": "the agent's sampled functions (an EpistemicSampler)",
     "posterior": "the agent's posterior (any posterior shape, adapted)",
     "posterior_samples": "draws of the agent's posterior at x_o",
+    "test_samples": "(the draws tests of independence read: MCMC chains thinned to their "
+    "ESS, or the posterior samples; the thinning step)",
     "posterior_log_prob": "the agent's normalised posterior log density",
     "gaussian_posterior": "the agent's posterior when it is Gaussian and says so (mean, cov)",
     "amortized_posterior": "the agent's posterior at any x (one draw per x)",

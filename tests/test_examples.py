@@ -223,6 +223,7 @@ def test_a_script_that_registers_an_agent_may_name_itself_in_imports(tmp_path):
     assert "ok 1 failed 0" in proc.stdout
 
 
+@pytest.mark.slow  # 100 s: every example script end to end
 def test_examples_run_as_scripts():
     """`python examples/<name>.py` for each (one fresh interpreter runs them all)."""
     names = ("my_agent", "my_problem", "my_metric", "my_haiku_agent", "my_sklearn_agent")

@@ -320,8 +320,8 @@ def test_blackjax_compiles_once_per_shape():
 
 FAMILY_PROBLEMS = ("wyb/12", "wyb/16", "dirichlet_multinomial/4")  # 3 families
 SEEDS = (0, 1)
-STRIDE = 20  # 100 of the 2,000 pooled draws, 20 apart: NUTS draws that far apart are
-# independent for the tests' purpose here (ESS is over half the draws on these models)
+# Vehtari et al. (2021): bulk and tail ESS above 100 a chain (the agents run 2 chains)
+MIN_ESS = 200
 # Bonferroni over every check of one PPL (3 problems x 2 seeds x <= 2 tests): a correct
 # sampler fails the test below with probability <= 0.01
 LEVEL = 0.01 / 12
@@ -347,10 +347,11 @@ def test_each_ppl_passes_the_exact_one_sample_tests(agent):
             predictive = testbed.train(agents.load(agent, seed=seed), problem)
             diag = predictive.diagnostics
             assert diag["r_hat_max"] < 1.05 and diag["num_divergences"] == 0, (pid, diag)
-            assert diag["ess_bulk_min"] > 300 and diag["ess_tail_min"] > 300, (pid, diag)
+            assert min(diag["ess_bulk_min"], diag["ess_tail_min"]) > MIN_ESS, (pid, diag)
             assert diag["compile_seconds"] >= 0 and diag["sampling_seconds"] > 0
             assert predictive.draws.shape == (2000, problem.family.dim)
-            draws = predictive.draws[::STRIDE]
+            # as `testbed run`'s tests read them: the chains thinned to their ESS
+            draws, _ = problem.independent_rows(predictive.chains, 1000, seed)
             failures += [(pid, seed, k, p) for k, p in _tests(problem, draws).items() if p < LEVEL]
             if problem.posterior.gaussian or problem.family.dim == 1:  # a shifted sampler
                 shifted = draws + np.sqrt(problem.posterior.var)
@@ -367,7 +368,8 @@ def test_testbed_run_scores_wyb_16_with_rhat_and_ess(agent, capsys):
     assert main(["run", "--agent", agent, "--problem", "conjugate/wyb/16", "--json"]) == 0
     quality = json.loads(capsys.readouterr().out)["quality"]
     assert quality["r_hat_max"] < 1.05 and quality["num_divergences"] == 0
-    assert quality["ess_bulk_min"] > 300 and quality["ess_tail_min"] > 300
+    assert min(quality["ess_bulk_min"], quality["ess_tail_min"]) > MIN_ESS
+    assert quality["tests_thinning"] >= 1 and quality["tests_num_draws"] >= MIN_ESS / 2
     assert quality["ess_per_second"] > 0 and quality["compile_seconds"] >= 0
     assert quality["mahalanobis_pvalue"] > 1e-4 and quality["kl_gaussian_moments"] < 0.05
     assert {"c2st", "joint_kl", "pit_ks_pvalue"} <= set(quality)

@@ -168,3 +168,23 @@ def test_the_table_marks_a_level_above_the_binomial_bound():
     assert "| wyb/1 | exact | 100 | 0.14 [0.09, 0.22] ! |" in text  # 14 > level_bound(100)
     assert "| all | exact | 100 | 0.14 [0.09, 0.22] ! |" in text
     assert "| wyb/1 | nuts | 100 | 0.13 [0.08, 0.21] |" in text  # only the level is marked
+
+
+def test_the_level_table_pools_the_correct_samplers_and_names_the_problems_above_the_bound():
+    import pandas as pd
+
+    rows = [
+        {"problem": p, "sampler": s, "n": 1000, "group": "tests", "trials": 100,
+         "trial": t, "measure": "pit_ks", "value": 0.01 if t < k else 0.5}
+        for s, ks in (("nuts", (12, 14)), ("nuts_ess", (5, 6)), ("warmup_5", (40, 40)))
+        for p, k in zip(("wyb/1", "wyb/2"), ks)
+        for t in range(100)
+    ]  # fmt: skip
+    text = pp.level_table(pd.DataFrame(rows))
+    low, high = pp.binomial_range(200)
+    assert (low, high) == (0.02, 0.08)  # Binomial(200, 0.05): 4 and 16 rejections
+    # 26 of 200 is outside; wyb/2's 14 of 100 is above level_bound(100) = 13
+    assert "| nuts | 1000 | pit_ks | 2 | 200 | 0.130 [" in text and "| no | wyb/2 |" in text
+    assert "| nuts_ess | 1000 | pit_ks | 2 | 200 | 0.055 [" in text and "| yes | - |" in text
+    assert "warmup_5" not in text  # a faulty sampler's rate is power, not level
+    assert pp.level_table(pd.DataFrame(rows).query("sampler == 'warmup_5'")) is None

@@ -39,7 +39,15 @@ FAST, FAST_MCMC = sbi_runs.fast(3), sbi_runs.fast(3, mcmc=True)
 NEURAL = sbi_runs.wiring_cases(["npe", "snpe", "nle", "snle", "nre", "snre"], 3, 300)
 
 
-@pytest.mark.parametrize("name, overrides, budget", NEURAL)
+# the MCMC and sequential agents' wiring (30-85 s each) in the slow tier
+SLOW_WIRING = {"nle", "snle", "snre", "snpe"}
+
+
+@pytest.mark.parametrize(
+    "name, overrides, budget",
+    [pytest.param(*case, marks=pytest.mark.slow) if case[0] in SLOW_WIRING else case
+     for case in NEURAL],
+)  # fmt: skip
 def test_neural_agents_wiring(name, overrides, budget):
     problem, post, access = run_agent(name, overrides, budget)
     assert access.num_simulations == budget  # 2 rounds x 150, or 300
@@ -175,6 +183,7 @@ BATCH_MCMC = {
 }
 
 
+@pytest.mark.slow  # 40-120 s: NLE's MCMC at many observations
 def test_nle_draws_at_many_observations_in_one_call():
     """sbi's batched MCMC: one set of draws per observation, seeded, in the right order and
     distributed like one observation at a time. gaussian_mixture's posteriors (near x_o,

@@ -84,7 +84,9 @@ def at_epoch(epoch: int):
     return lambda inference: inference.epoch == epoch
 
 
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in MCMC else n for n in CASES]
+)  # the MCMC agents' (50-120 s each) in the slow tier
 def test_a_resumed_training_ends_as_an_uninterrupted_one(name, directory, monkeypatch, caplog):
     monkeypatch.delenv(CHECKPOINTS_ENV)
     whole = draws(name)
@@ -104,7 +106,9 @@ def test_a_resumed_training_ends_as_an_uninterrupted_one(name, directory, monkey
     assert state["finished"] and state["loop"]["epoch"] == seen[-1]
 
 
-@pytest.mark.parametrize("name", ["npe", "nre", "fmpe", "npse"])
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) for n in ("npe", "nre")] + ["fmpe", "npse"]
+)  # npe's and nre's (40-115 s) in the slow tier
 def test_a_training_stopped_after_an_epoch_without_improvement_converges_as_before(
     name, directory, monkeypatch
 ):

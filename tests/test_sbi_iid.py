@@ -214,7 +214,9 @@ def test_posterior_estimators_train_on_sets(name, capsys, monkeypatch):
     )
 
 
-@pytest.mark.parametrize("batch, used", [(None, 200), (10_000, 200), (64, 64)])
+@pytest.mark.parametrize(
+    "batch, used", [(None, 200), (10_000, 200), pytest.param(64, 64, marks=pytest.mark.slow)]
+)  # a batch of 64 is 60 s of training: the slow tier
 def test_npe_on_sets_trains_with_sbis_batch_unless_told(batch, used, monkeypatch):
     """On sets (budget // n examples) NPE's default batch, the benchmark's full batch,
     becomes sbi's 200; another value is used as given. Single draws keep the benchmark's."""

@@ -396,6 +396,7 @@ def _mala_chains(log_density_and_grad, starts, precond, step, num_steps, rng):
     return z, accepted / num_steps
 
 
+@pytest.mark.slow  # 80 s: a statistical check of a reference against MALA
 def test_glm_reference_matches_mala():
     task = sbi.get_task("bernoulli_glm")
     x_o = task.observation(1)[0]
@@ -433,6 +434,7 @@ def _log_metropolis(task, x_o, z, scale, num_steps, rng):
     return z
 
 
+@pytest.mark.slow  # 115 s: a statistical check of a reference against Metropolis
 def test_sir_reference_matches_metropolis_from_importance_resampling():
     """Random-walk Metropolis chains (batched ODE solves) started from prior-IR draws."""
     task = sbi.get_task("sir")

@@ -3,7 +3,8 @@
 The agent gets the data and the model (prior + likelihood as JAX log densities, see
 `model.py`) and returns a posterior estimate. Scores: exact or Monte-Carlo KL, one-sample
 tests against the exact posterior (PIT/KS, Mahalanobis chi-square, ddKS, C2ST when
-available) and the joint posterior-predictive KL over tau future observations, with the
+available; an MCMC agent's chains thinned to their effective sample size first, so that a
+correct sampler is rejected at the tests' level) and the joint posterior-predictive KL over tau future observations, with the
 exact log joint predictive as the truth. Diagnostics an agent attaches
 (`predictive.diagnostics`, e.g. R-hat and ESS from NUTS) are copied into the Quality.
 """
@@ -25,6 +26,7 @@ from testbed.metrics.c2st import c2st, c2st_pvalue
 from testbed.metrics.ddks import ddks_against
 from testbed.metrics.one_sample import gaussian_kl, mahalanobis_chi2, mc_kl_against, pit_ks
 from testbed.metrics.registry import register
+from testbed.metrics.thinning import thin_to_ess
 from testbed.model import ModelKnowledge
 from testbed.posterior_adapter import as_posterior
 
@@ -79,6 +81,7 @@ class ConjugateProblem(EvidenceScoring):
             "gaussian_exact_posterior",
             "exact_predictive",
             "reference_samples",
+            "test_samples",
         }
     )
     metrics = ("conjugate_posterior", "conjugate_predictive")
@@ -164,11 +167,34 @@ class ConjugateProblem(EvidenceScoring):
                 "reference_samples": lambda _: self.posterior.sample(
                     self.num_samples, np.random.default_rng((self.seed, 4))
                 ),
+                "test_samples": lambda ev: self.test_samples(predictive, ev["posterior_samples"]),
             },
             options={"conjugate_posterior": {**self.posterior_options(), "seed": self.seed}},
         )
         evidence.diagnostics.update(getattr(predictive, "diagnostics", None) or {})
         return evidence
+
+    def test_samples(self, predictive: Any, samples: np.ndarray) -> tuple[np.ndarray, int]:
+        """(the draws the exact tests read, the thinning step): an agent's MCMC chains
+        (`predictive.chains` [chains, draws, dim]) thinned by `independent_rows`; `samples`
+        (step 1) for any other agent, whose draws are independent."""
+        chains = getattr(predictive, "chains", None)
+        if chains is None or np.ndim(chains) != 3 or np.shape(chains)[1] < 4:
+            return samples, 1
+        return self.independent_rows(chains, self.num_samples, self.seed + 1)
+
+    def independent_rows(self, chains: np.ndarray, num: int, seed: int) -> tuple[np.ndarray, int]:
+        """(at most `num` rows of chains [chains, draws, dim] thinned to their ESS, the
+        step): the smallest ESS over the coordinates and the exact posterior's log density
+        along the chains (a Mahalanobis distance mixes slower than any coordinate); more
+        than `num` rows are subsampled without replacement (`seed`)."""
+        chains = np.asarray(chains, np.float64)
+        log_p = self.posterior.log_prob(chains.reshape(-1, chains.shape[-1]))
+        series = log_p.reshape(chains.shape[:2]) if np.all(np.isfinite(log_p)) else None
+        rows, step = thin_to_ess(chains, series)
+        if rows.shape[0] > num:
+            rows = rows[np.random.default_rng(seed).choice(rows.shape[0], num, replace=False)]
+        return rows, step
 
     def posterior_options(self) -> dict[str, Any]:
         """The settings of `posterior_scores` on this problem."""
@@ -191,6 +217,8 @@ def posterior_scores(
     alpha: float = 0.05,
     num_null: int = 100,
     use_c2st: bool = True,
+    test_samples: np.ndarray | None = None,
+    thinning: int = 1,
 ) -> dict[str, float]:
     """Scores of an agent's posterior samples [n, d] against the closed-form posterior.
 
@@ -198,9 +226,13 @@ def posterior_scores(
     else of the samples' moments) and the Mahalanobis test for Gaussian posteriors; the
     fraction outside the support; KL(q || p) when the agent's log density `log_q` is
     given; PIT/KS; ddKS (`num_null` null sets, 0: none) and C2ST with its binomial
-    p-value. `rng` draws the null sets, then C2ST's reference, in that order.
+    p-value. The tests (Mahalanobis, PIT/KS, ddKS, C2ST) read `test_samples` when given
+    (draws of MCMC chains thinned `thinning`-fold to be about independent), else
+    `samples`; `tests_num_draws` and `tests_thinning` say which. `rng` draws the null
+    sets, then C2ST's reference, in that order.
     """
-    out = {}
+    tested = samples if test_samples is None else np.asarray(test_samples, np.float64)
+    out = {"tests_num_draws": float(tested.shape[0]), "tests_thinning": float(thinning)}
     sd_p = np.sqrt(post.var)
     out["mean_error_sd"] = np.max(np.abs(samples.mean(0) - post.mean) / sd_p)
     out["log_std_ratio"] = np.max(np.abs(np.log(samples.std(0, ddof=1) / sd_p)))
@@ -210,7 +242,7 @@ def posterior_scores(
         else:
             cov_q = np.atleast_2d(np.cov(samples, rowvar=False))
             out["kl_gaussian_moments"] = gaussian_kl(samples.mean(0), cov_q, post.mean, post.cov)
-        m = mahalanobis_chi2(samples, post.mean, post.cov)
+        m = mahalanobis_chi2(tested, post.mean, post.cov)
         out["mahalanobis_pvalue"] = m["p_value"]
         out["mahalanobis_reject"] = m["p_value"] < alpha
         out["mahalanobis_mean_ratio"] = m["mean_ratio"]
@@ -218,18 +250,18 @@ def posterior_scores(
     if log_q is not None:
         kl = mc_kl_against(post, log_q(samples), samples)
         out["kl_q_p"], out["kl_q_p_stderr"] = kl["estimate"], kl["stderr"]
-    pit = pit_ks(post.marginal_cdf(samples))
+    pit = pit_ks(post.marginal_cdf(tested))
     out["pit_ks_pvalue"], out["pit_ks_statistic"] = pit["p_value"], pit["statistic"]
     out["pit_ks_reject"] = pit["p_value"] < alpha
     if num_null > 0:
-        res = ddks_against(post, samples, rng, num_null)
+        res = ddks_against(post, tested, rng, num_null)
         out["ddks_statistic"] = res["statistic"]
         out["ddks_pvalue"] = res["p_value"]
         out["ddks_reject"] = res["p_value"] < alpha
     if use_c2st:
-        reference = post.sample(samples.shape[0], rng)
-        score = c2st(reference, samples)
-        p_value = c2st_pvalue(score, reference.shape[0], samples.shape[0])
+        reference = post.sample(tested.shape[0], rng)
+        score = c2st(reference, tested)
+        p_value = c2st_pvalue(score, reference.shape[0], tested.shape[0])
         out.update(c2st=score, c2st_pvalue=p_value, c2st_reject=p_value < alpha)
     return out
 
@@ -318,12 +350,15 @@ def _posterior_scores(evidence: Evidence) -> dict[str, float]:
     options = evidence.options["conjugate_posterior"]
     rng = np.random.default_rng((options["seed"], 2))
     settings = {k: v for k, v in options.items() if k != "seed"}
+    tested, thinning = _optional(evidence, "test_samples") or (None, 1)
     return posterior_scores(
         evidence["exact_posterior"],
         evidence["posterior_samples"],
         rng,
         log_q=_optional(evidence, "posterior_log_prob"),
         gaussian=_optional(evidence, "gaussian_posterior"),
+        test_samples=tested,
+        thinning=thinning,
         **settings,
     )
 
@@ -338,6 +373,8 @@ register(
     needs=("posterior_samples", "exact_posterior"),
     apply=_posterior_scores,
     gives=(
+        "tests_num_draws",
+        "tests_thinning",
         "mean_error_sd",
         "log_std_ratio",
         "kl_gaussian",

@@ -197,3 +197,31 @@ def mahalanobis_chi2(samples, mean, cov) -> dict[str, float]:
     d = np.atleast_1d(to_numpy(mean)).shape[0]
     stat, p = ks_uniform(stats.chi2.cdf(m2, d))
     return {"p_value": float(p), "statistic": float(stat), "mean_ratio": float(m2.mean() / d)}
+
+
+TESTS_AGAINST_EXACT = {
+    "pit_ks": "the PIT/KS test",
+    "mahalanobis": "the Mahalanobis chi-square test",
+    "ddks": "the ddKS test",
+    "c2st": "the classifier two-sample test",
+}
+
+
+def rejection_notes(quality) -> list[str]:
+    """A line for each exact test that rejected (`<test>_reject` true): what it means and
+    how often a correct sampler does it, so one run's rejection is read as what it is."""
+    lines = []
+    for test, name in TESTS_AGAINST_EXACT.items():
+        if not quality.get(f"{test}_reject"):
+            continue
+        p, n = quality.get(f"{test}_pvalue"), quality.get("tests_num_draws")
+        read = f" {n:.0f} draws it read" if n else " draws"
+        step = quality.get("tests_thinning") or 1
+        if step > 1:
+            read += f" (the chains thinned {step:.0f}-fold to their effective sample size)"
+        lines.append(
+            f"{test}_reject 1: {name} says the{read} do not come from the exact "
+            f"posterior (p = {p:.2g} < alpha); a correct sampler gets this in 5% of runs "
+            "(alpha 0.05), so rerun with other seeds before calling it a fault"
+        )
+    return lines
