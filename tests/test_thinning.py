@@ -10,9 +10,9 @@ from scipy import stats
 
 import agents
 import generative
-from testbed.evaluation import score
 from agents.nuts import DrawsPosterior
 from experiments.cli import main
+from testbed.evaluation import score
 from testbed.metrics.one_sample import pit_ks, rejection_notes
 from testbed.metrics.thinning import (
     bulk_tail_ess,

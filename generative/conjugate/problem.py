@@ -4,8 +4,8 @@ The agent gets the data and the model (prior + likelihood as JAX log densities, 
 `model.py`) and returns a posterior estimate. Scores: exact or Monte-Carlo KL, one-sample
 tests against the exact posterior (PIT/KS, Mahalanobis chi-square, ddKS, C2ST when
 available; an MCMC agent's chains thinned to their effective sample size first, so that a
-correct sampler is rejected at the tests' level) and the joint posterior-predictive KL over tau future observations, with the
-exact log joint predictive as the truth. Diagnostics an agent attaches
+correct sampler is rejected at the tests' level) and the joint posterior-predictive KL
+over tau future observations, with the exact log joint predictive as the truth. Diagnostics an agent attaches
 (`predictive.diagnostics`, e.g. R-hat and ESS from NUTS) are copied into the Quality.
 """
 
