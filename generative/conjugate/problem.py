@@ -5,8 +5,9 @@ The agent gets the data and the model (prior + likelihood as JAX log densities, 
 tests against the exact posterior (PIT/KS, Mahalanobis chi-square, ddKS, C2ST when
 available; an MCMC agent's chains thinned to their effective sample size first, so that a
 correct sampler is rejected at the tests' level) and the joint posterior-predictive KL
-over tau future observations, with the exact log joint predictive as the truth. Diagnostics an agent attaches
-(`predictive.diagnostics`, e.g. R-hat and ESS from NUTS) are copied into the Quality.
+over tau future observations, with the exact log joint predictive as the truth.
+Diagnostics an agent attaches (`predictive.diagnostics`, e.g. R-hat and ESS from NUTS) are
+copied into the Quality.
 """
 
 from __future__ import annotations
