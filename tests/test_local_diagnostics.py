@@ -486,6 +486,43 @@ def test_a_later_process_reuses_the_oracles_kept_null_and_gets_the_same_rows(
     assert metrics(tmp_path / "two.db") == metrics(tmp_path / "one.db")
 
 
+def test_an_oracle_cell_stopped_after_keeping_nulls_resumes_to_the_rows_of_one_run(
+    tmp_path, monkeypatch
+):
+    """An oracle cell stopped after keeping the nulls of its first three observations, then
+    run again, reads them back. Its observed classifiers there trained alone, but in one
+    batch with the null's in a run that never stopped, which rounds otherwise: the resumed
+    cell stored other statistics. Now the observed classifier always trains alone."""
+    import testbed.metrics.local_builtin as builtin
+    from experiments import reproduce_lc2st as rl
+    from leaderboard.store import ResultsStore
+
+    settings = rl.Settings(budgets=(100,), n_cals=(100,), n_eval=50, num_trials_null=3)
+    cells = rl.plan(["level"], [1], ["oracle_c2st"], ["gaussian_linear"], settings)
+
+    def metrics(db):
+        with ResultsStore(str(db), "r") as store:
+            return {r["key"]: r["metrics"] for r in store.rows() if r["status"] == "ok"}
+
+    assert rl.run(cells, str(tmp_path / "one.db"), settings) == 0
+    oracle, nulls_given, stop_at = builtin.oracle_c2st, [], [4]
+
+    def spy(*args, **kwargs):  # stops the cell at its fourth observation, the first time
+        nulls_given.append(kwargs["null"] is not None)
+        if len(nulls_given) == stop_at[0]:
+            raise RuntimeError("stopped")
+        return oracle(*args, **kwargs)
+
+    monkeypatch.setattr(builtin, "oracle_c2st", spy)
+    assert rl.run(cells, str(tmp_path / "two.db"), settings) == 1  # stored as failed
+    assert len(list((tmp_path / "two.db.nulls").glob("*.pkl"))) == 3
+    nulls_given.clear()
+    stop_at[0] = None
+    assert rl.run(cells, str(tmp_path / "two.db"), settings) == 0  # new Estimators: read back
+    assert nulls_given == [True] * 3 + [False] * 7
+    assert metrics(tmp_path / "two.db") == metrics(tmp_path / "one.db") != {}
+
+
 def test_kept_nulls_read_back_and_set_aside_what_they_cannot_use(tmp_path, caplog):
     """An entry is read back under the same salt only; a large one stays in memory; an
     unreadable file is set aside (the null computed again) and an unwritable folder is
