@@ -5,14 +5,18 @@ compiled functions) is built per (family, n, D) and per process and serves every
 that shape: a new problem only sets the containers. `pymc` compiles its NUTS step (PyTensor's
 C code of log density and gradient) once per shape: `compile_seconds`; chains run one after
 the other in the process (no fork of a process holding JAX and torch). `nutpie` compiles
-the same model through numba once per shape (8-57 s here) and samples its chains in
-parallel threads. PyTensor finds no BLAS by itself here: with OpenBLAS installed
-(libopenblas-dev), `blas__ldflags=-lopenblas` is set before PyTensor is imported (~5x on a
-10-d model). Both sample with one BLAS thread: PyTensor's linear solves call SciPy, whose
-OpenBLAS threads otherwise spin against each other on a busy machine (a 2 x 2 triangular
-solve took 1.8 ms instead of 0.06 ms here; PyMC's own `blas_cores` limit is off where
-processes fork). The Inverse-Wishart family is not served (PyMC has no Inverse-Wishart
-prior).
+the same model through numba (8-57 s here) and samples its chains in parallel threads; its
+machine code is kept on disk beside PyTensor's cache (`agents/ppl/nutpie_compile.py`), so a
+later process only builds PyTensor's functions and loads it (0.3-2.5 s). Before sampling,
+`nutpie` sets the problem's values in the model's containers too: its initial point (PyMC's
+support point) is the problem's, whichever problem of the shape compiled the model.
+
+PyTensor finds no BLAS by itself here: with OpenBLAS installed (libopenblas-dev),
+`blas__ldflags=-lopenblas` is set before PyTensor is imported (~5x on a 10-d model). Both
+sample with one BLAS thread: PyTensor's linear solves call SciPy, whose OpenBLAS threads
+otherwise spin against each other on a busy machine (a 2 x 2 triangular solve took 1.8 ms
+instead of 0.06 ms here; PyMC's own `blas_cores` limit is off where processes fork). The
+Inverse-Wishart family is not served (PyMC has no Inverse-Wishart prior).
 """
 
 from __future__ import annotations
@@ -33,13 +37,14 @@ from agents.ppl.common import (
     quiet,
     require,
 )
+from agents.ppl.nutpie_compile import compile_pymc_model
 from agents.ppl.spec import NO_INVERSE_WISHART, PARAMS, PplModel, to_theta, translate
 from agents.registry import register
 from testbed.base import MODEL_POSTERIOR, Data
 
 SERVES = NO_INVERSE_WISHART
 PYMC_MODELS = ModelCache()  # (family, n, D) -> (pm.Model, its NUTS step)
-NUTPIE_MODELS = ModelCache()  # (family, n, D) -> nutpie's compiled model
+NUTPIE_MODELS = ModelCache()  # (family, n, D) -> (pm.Model, nutpie's compiled model)
 
 
 def import_pymc(agent: str):
@@ -163,11 +168,15 @@ def make_nutpie(config: PplConfig):
         nutpie = require("nutpie", "nutpie")
 
         def build():
-            with quiet():
-                return nutpie.compile_pymc_model(build_model(pm, model))
+            pm_model = build_model(pm, model)
+            with quiet():  # nutpie's compile, or its code loaded from the disk cache
+                return pm_model, compile_pymc_model(pm_model)
 
-        compiled, compile_seconds = NUTPIE_MODELS.get(model.shape_key, build)
-        compiled = compiled.with_data(**containers(model))
+        (pm_model, compiled), compile_seconds = NUTPIE_MODELS.get(model.shape_key, build)
+        values = containers(model)
+        with pm_model:
+            pm.set_data(values)  # the initial point's containers (PyMC's function reads them)
+        compiled = compiled.with_data(**values)  # the log density's (nutpie's copies)
         start = time.perf_counter()
         with quiet(), threadpool_limits(1):
             trace = nutpie.sample(
