@@ -49,7 +49,6 @@ log = logging.getLogger("testbed.wyb")
 
 PROBLEMS = tuple(range(1, 22))
 AGENTS = ("pymc", "nutpie", "pyro", "stan", "numpyro", "blackjax", "exact")
-PPL_AGENTS = ("pymc", "nutpie", "pyro", "stan", "numpyro", "blackjax", "nuts")
 PRIORS = ("matched", "paper")
 STUDENT_T = range(7, 16)  # the paper's Student-t model: parameters (nu, sigma)
 NUM_WARMUP, NUM_SAMPLES = 200, 1000  # the benchmark's sizes

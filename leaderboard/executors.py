@@ -68,7 +68,6 @@ __all__ = [
 ]
 
 OnResult = Callable[[list[JobResult]], None]  # a unit's results, one per job
-OnStart = Callable[[Unit], None]
 
 
 class InlineExecutor:

@@ -1,6 +1,6 @@
 """What every ranking rule reads the same way: a problem's family, how each family is
 ranked (`testbed.ranking.RankedBy`), the label of each agent config, the best config per
-agent, a bootstrap interval, and the timings and failures of the rows.
+agent, and a bootstrap interval.
 
 The rules' own scoring: `leaderboard.scoring_neural_testbed` (the Neural Testbed's) and
 `leaderboard.scoring_per_cell` (the SBI benchmark's). Problems of different families are
@@ -17,15 +17,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from testbed.ranking import FILL, JOINT_KL, RankedBy
+from testbed.ranking import JOINT_KL, RankedBy
 
 SHIPPED_LABEL = "{agent} (ours, shipped)"  # leaderboard.shipped.LABEL
 
-KL_FILL = FILL
-NEGATIVE_TOLERANCE = -1e-4
-NUM_SEED_GROUPS = 10
 ENTRY = ["agent", "config_key"]
-MEAN_METRICS = ("test_acc", "test_ece", "train_seconds", "evaluation_seconds")
 # Below this many observations a cell gets no bootstrap interval: resampling n values
 # gives at most C(2n - 1, n) means (3 for n = 2: the interval is just the two values), so
 # its percentiles are about the range of the values, not a 95% interval.
@@ -71,14 +67,6 @@ def entry_labels(df: pd.DataFrame) -> dict[str, str]:
     return labels
 
 
-def _first(df: pd.DataFrame, names: Sequence[str]) -> pd.Series:
-    """The first of the columns `names` that `df` has (NaN where it has none)."""
-    for name in names:
-        if name in df.columns:
-            return df[name]
-    return pd.Series(math.nan, index=df.index, dtype=object)
-
-
 def bootstrap_ci(
     values: np.ndarray,
     *,
@@ -98,20 +86,3 @@ def bootstrap_ci(
     tail = (1.0 - level) / 2.0
     lo, hi = np.quantile(means, [tail, 1.0 - tail])
     return float(lo), float(hi)
-
-
-def timings(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean train / evaluation / wall seconds per agent config over its finished jobs."""
-    ok = df[df["status"] == "ok"]
-    cols = [c for c in ("train_seconds", "evaluation_seconds", "wall_seconds") if c in ok]
-    labels = entry_labels(df)
-    out = ok.groupby(ENTRY, sort=True)[cols].mean().reset_index()
-    out.insert(1, "label", [labels[k] for k in out["config_key"]])
-    out["jobs"] = ok.groupby(ENTRY, sort=True).size().to_numpy()
-    return out
-
-
-def failures(df: pd.DataFrame) -> pd.DataFrame:
-    """The failed jobs with their reasons."""
-    cols = ["agent", "problem_id", "agent_seed", "error", "attempts"]
-    return df.loc[df["status"] == "failed", cols].reset_index(drop=True)

@@ -10,9 +10,6 @@ import pandas as pd
 
 from testbed.errors import bad_value
 
-FORMATS = ("table", "csv", "json", "markdown")
-
-
 SIGNIFICANT = 4  # digits a float shows
 MAX_DECIMALS = 10  # below 5e-11 a float shows as 0 (csv and json keep every digit)
 

@@ -157,17 +157,6 @@ def predictions_in_words(kinds: Any) -> str:
 
 
 @runtime_checkable
-class DeclaresPredictions(Protocol):
-    """An agent that says what it predicts (a set of PREDICTIONS' names): `testbed.evaluate`
-    refuses a problem that needs another kind before training. Registered agents declare
-    it through `agents.register(..., predicts=...)`; an agent that does not say is not
-    checked."""
-
-    @property
-    def predicts(self) -> frozenset[str] | None: ...
-
-
-@runtime_checkable
 class Agent(Protocol):
     """Trains on what a problem gives and returns a predictive.
 

@@ -38,8 +38,6 @@ from typing import Any, TypeVar
 
 from testbed import settings
 
-CACHE_ENV = settings.JAX_CACHE
-CACHE_OFF = settings.JAX_CACHE_OFF
 # JAX writes only programs that took at least this long to compile (its default: 1 s).
 # 0: every program. A cache read of a small program costs about a millisecond, its
 # compilation 10-100 ms, and a first call compiles many small ones besides the big ones

@@ -33,11 +33,6 @@ def batch_log_likelihood(log_probs: jax.Array, y: jax.Array) -> jax.Array:
     return picked.reshape(y.shape).sum(axis=1)
 
 
-def batch_log_probs(log_probs: jax.Array, y: jax.Array) -> jax.Array:
-    """log_probs [N * tau, C] reshaped to [N, tau, C] (y [N, tau] gives the shape)."""
-    return log_probs.reshape(y.shape + log_probs.shape[-1:])
-
-
 @with_library_cache
 def joint_log_likelihoods(
     sampler: Callable,

@@ -25,7 +25,6 @@ import warnings
 from testbed import settings
 
 ENV = settings.THREEFRY
-CHOICES = settings.THREEFRY_CHOICES
 # JAX versions whose internal registration and bits tests/test_threefry_cpu.py checked
 VALID_JAX = ("0.10.2",)
 _state = {"lowering": "rolled"}
