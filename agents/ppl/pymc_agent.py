@@ -25,10 +25,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from agents.ppl.common import (
+    Interrupted,
     ModelCache,
     PplConfig,
     check_family,
     cpu_count,
+    interrupts_kept,
     posterior,
     quiet,
     require,
@@ -137,7 +139,12 @@ def make_pymc(config: PplConfig):
 
         (pm_model, step), compile_seconds = PYMC_MODELS.get(model.shape_key, build)
         start = time.perf_counter()
-        with pm_model, quiet(), threadpool_limits(1):
+        with interrupts_kept() as interrupted, pm_model, quiet(), threadpool_limits(1):
+
+            def stop_after_ctrl_c(trace, draw):  # PyMC ends a chain at Ctrl-C, then samples on
+                if interrupted():
+                    raise Interrupted
+
             pm.set_data(containers(model))
             trace = pm.sample(
                 draws=config.num_samples,
@@ -148,6 +155,7 @@ def make_pymc(config: PplConfig):
                 random_seed=config.seed,
                 progressbar=False,
                 compute_convergence_checks=False,
+                callback=stop_after_ctrl_c,
             )
         return _posterior(trace, model, compile_seconds, start)
 
@@ -169,7 +177,7 @@ def make_nutpie(config: PplConfig):
         compiled, compile_seconds = NUTPIE_MODELS.get(model.shape_key, build)
         compiled = compiled.with_data(**containers(model))
         start = time.perf_counter()
-        with quiet(), threadpool_limits(1):
+        with interrupts_kept(), quiet(), threadpool_limits(1):  # Ctrl-C: nutpie returns draws
             trace = nutpie.sample(
                 compiled,
                 draws=config.num_samples,
