@@ -37,6 +37,7 @@ from testbed.config import (
 from testbed.errors import InputError
 from testbed.model import ModelKnowledge
 from testbed.seeding import make_rng
+from testbed.waiting import waited
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,11 +178,18 @@ def make(config: NutsConfig):
         x, y = jnp.asarray(data.x, jnp.float32), jnp.asarray(data.y, jnp.float32)
         mcmc, init, key_run = _mcmc(config, model, x, y)
         start = time.perf_counter()
-        mcmc.warmup(key_run, init_params=init)
-        jax.block_until_ready(mcmc.post_warmup_state)
+
+        def warm_up():
+            mcmc.warmup(key_run, init_params=init)
+            jax.block_until_ready(mcmc.post_warmup_state)
+
+        def sample():
+            mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=("diverging",))
+            return jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+
+        waited(warm_up)  # NumPyro's computations: Ctrl-C stops the waits at once
         warmed = time.perf_counter()
-        mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=("diverging",))
-        u = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+        u = waited(sample)
         seconds = time.perf_counter() - warmed
         theta = jax.vmap(jax.vmap(model.constrain))(u.reshape((config.num_chains, -1, u.shape[-1])))
         theta = np.asarray(theta, np.float64)

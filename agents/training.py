@@ -26,6 +26,7 @@ from testbed.config import check_at_least, check_nonnegative, check_one_of, chec
 from testbed.errors import InputError
 from testbed.shuffle import mix32, permuted_index
 from testbed.sizes import check_memory
+from testbed.waiting import waited
 
 BATCH_SIZE = 100
 
@@ -253,7 +254,11 @@ def fit(
     if x.shape[0] == 0 or num_steps <= 0:
         return params, np.zeros((0,), np.float32)
     lr = jnp.asarray(learning_rate, jnp.float32)
-    params, losses = _fit(loss_fn, params, x, y, key, aux, lr, int(num_steps), int(batch_size))
+    params, losses = waited(  # the one scan's computation: Ctrl-C stops the wait at once
+        lambda: jax.block_until_ready(
+            _fit(loss_fn, params, x, y, key, aux, lr, int(num_steps), int(batch_size))
+        )
+    )
     return params, np.asarray(losses)
 
 

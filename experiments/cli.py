@@ -486,7 +486,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if answered is not None:
         return answered
     fresh = "agents" not in sys.modules  # the registries hold no one else's entries yet
-    return interruptible("testbed", lambda: _main(args, index=fresh))
+    # argv None: the process's own command line (`testbed`, `python -m experiments.cli`),
+    # which an interrupt ends at once; a caller of main(argv) gets the status back
+    return interruptible("testbed", lambda: _main(args, index=fresh), ends_process=argv is None)
 
 
 def _main(args: argparse.Namespace, index: bool = False) -> int:

@@ -226,10 +226,14 @@ def _import_stack() -> None:
             importlib.import_module(name)
 
 
-def interruptible(prog: str, run: Callable[[], int]) -> int:
+def interruptible(prog: str, run: Callable[[], int], *, ends_process: bool = False) -> int:
     """`run()` as a command runs: Ctrl-C while the stack loads waits for it, later ones
     are never lost (a KeyboardInterrupt that Python drops inside JAX's gc callback is
-    recorded and raised again); an interrupt ends in one line and status 130."""
+    recorded and raised again); an interrupt ends in one line and status 130.
+
+    `ends_process` (this process is the command: its `__main__`): after that line the
+    process ends at once (`end_interrupted`), not through the interpreter's exit, which
+    waits for native work the interrupt abandoned in flight."""
     try:
         _import_stack()
         from leaderboard.executors import recorded_interrupts
@@ -238,7 +242,24 @@ def interruptible(prog: str, run: Callable[[], int]) -> int:
             return run()
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
+        if ends_process:
+            end_interrupted()
         return EXIT_INTERRUPTED
+
+
+def end_interrupted() -> NoReturn:
+    """Ends an interrupted command's process now with status 130, its output flushed.
+
+    By then the command has closed its results store (each finished job or cell was
+    committed as it finished) and stopped its workers (`finally` blocks); what is left is
+    the interpreter's exit, which can wait minutes for work the interrupt abandoned: XLA
+    cannot cancel a running computation and joins the threads that run it when JAX's
+    client is destroyed (at exit); a library's exit handler may wait for its own pool."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(EXIT_INTERRUPTED)
 
 
 def os_error(e: OSError) -> tuple[int, str]:

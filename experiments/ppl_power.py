@@ -504,4 +504,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     from experiments.console import interruptible
 
-    sys.exit(interruptible("ppl_power", main))
+    sys.exit(interruptible("ppl_power", main, ends_process=True))

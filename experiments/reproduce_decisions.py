@@ -185,4 +185,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     from experiments.console import interruptible
 
-    sys.exit(interruptible("reproduce_decisions", main))
+    sys.exit(interruptible("reproduce_decisions", main, ends_process=True))

@@ -569,4 +569,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     from experiments.console import interruptible
 
-    sys.exit(interruptible("reproduce_lc2st", main))
+    sys.exit(interruptible("reproduce_lc2st", main, ends_process=True))

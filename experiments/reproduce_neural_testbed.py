@@ -395,4 +395,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     from experiments.console import interruptible
 
-    sys.exit(interruptible("reproduce_neural_testbed", main))
+    sys.exit(interruptible("reproduce_neural_testbed", main, ends_process=True))

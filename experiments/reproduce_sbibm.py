@@ -377,4 +377,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     from experiments.console import interruptible
 
-    sys.exit(interruptible("reproduce_sbibm", main))
+    sys.exit(interruptible("reproduce_sbibm", main, ends_process=True))

@@ -426,4 +426,4 @@ def write_report(frame, out: Path) -> str:
 if __name__ == "__main__":
     from experiments.console import interruptible
 
-    sys.exit(interruptible("reproduce_wyb", main))
+    sys.exit(interruptible("reproduce_wyb", main, ends_process=True))

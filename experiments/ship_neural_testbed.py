@@ -161,4 +161,4 @@ def _write(args) -> int:
 if __name__ == "__main__":
     from experiments.console import interruptible
 
-    sys.exit(interruptible("ship_neural_testbed", main))
+    sys.exit(interruptible("ship_neural_testbed", main, ends_process=True))

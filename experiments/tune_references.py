@@ -206,4 +206,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     from experiments.console import interruptible
 
-    sys.exit(interruptible("tune_references", main))
+    sys.exit(interruptible("tune_references", main, ends_process=True))

@@ -228,7 +228,7 @@ def test_the_sweeping_scripts_end_an_interrupt_in_one_line(script, capsys, monke
     assert capsys.readouterr().err == f"{script}: interrupted\n"
     assert signal.getsignal(signal.SIGINT) is before  # put back
     source = Path(module.__file__).read_text()
-    assert f'sys.exit(interruptible("{script}", main))' in source
+    assert f'sys.exit(interruptible("{script}", main, ends_process=True))' in source
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from agents.ppl.common import ModelCache, PplConfig, check_family, posterior, re
 from agents.ppl.spec import FAMILIES, PplModel, to_theta, translate
 from agents.registry import register
 from testbed.base import MODEL_POSTERIOR, Data
+from testbed.waiting import waited
 
 SERVES = FAMILIES
 COMPILED = ModelCache()  # (family, n, D, warmup, draws, chains) -> compiled run
@@ -174,9 +175,10 @@ def make(config: PplConfig):
         def build():
             return build_run(model, config).lower(keys, hyper, obs).compile()
 
-        run, compile_seconds = COMPILED.get(key, build)
+        run, compile_seconds = COMPILED.get(key, lambda: waited(build))
         start = time.perf_counter()
-        draws, divergent = jax.block_until_ready(run(keys, hyper, obs))
+        # one computation samples every draw: waited for so that Ctrl-C stops the wait
+        draws, divergent = waited(lambda: jax.block_until_ready(run(keys, hyper, obs)))
         seconds = time.perf_counter() - start
         draws = {k: np.asarray(v, np.float64) for k, v in draws.items()}
         theta = to_theta(model, draws)

@@ -16,8 +16,10 @@ import contextlib
 import dataclasses
 import importlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -149,6 +151,43 @@ def outside_running_loop(fn: Callable[[], Any]) -> Any:
         return fn()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:
         return worker.submit(fn).result()
+
+
+class Interrupted(Exception):
+    """Raised by a sampler's callback after Ctrl-C, to end sampling where the library
+    would catch a KeyboardInterrupt; `interrupts_kept` turns it back into one."""
+
+
+@contextlib.contextmanager
+def interrupts_kept() -> Iterator[Callable[[], bool]]:
+    """Ctrl-C inside is never lost to a library that catches KeyboardInterrupt: PyMC ends
+    the chain it samples and goes on to the next, nutpie returns the draws so far, PyStan
+    returns None. SIGINT is recorded as well as handled as before, and the block ends in
+    KeyboardInterrupt whatever it ended with (the library's None, its partial draws, or an
+    `Interrupted` a callback raised). Yields `interrupted()`, for a library's callback.
+    Only in the main thread over a Python handler (elsewhere nothing is recorded)."""
+    seen: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield lambda: False
+        return
+
+    def record(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, record)
+    try:
+        try:
+            yield lambda: bool(seen)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    except BaseException:
+        if seen:
+            raise KeyboardInterrupt from None
+        raise
+    if seen:
+        raise KeyboardInterrupt
 
 
 def one_torch_thread() -> None:

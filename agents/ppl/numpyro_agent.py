@@ -18,6 +18,7 @@ from agents.nuts import NutsConfig, _mcmc, _require_model
 from agents.ppl.common import posterior, require
 from agents.registry import register
 from testbed.base import MODEL_POSTERIOR, Data
+from testbed.waiting import waited
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +46,12 @@ def make(config: NumpyroConfig):
         times = []
         for key in jax.random.split(key_run):  # the first run compiles
             start = time.perf_counter()
-            mcmc.run(key, init_params=init, extra_fields=("diverging",))
-            u = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+
+            def sample(key=key):
+                mcmc.run(key, init_params=init, extra_fields=("diverging",))
+                return jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+
+            u = waited(sample)  # NumPyro's one computation: Ctrl-C stops the wait at once
             times.append(time.perf_counter() - start)
         u = u.reshape((config.num_chains, -1, u.shape[-1]))
         theta = np.asarray(jax.vmap(jax.vmap(model.constrain))(u), np.float64)

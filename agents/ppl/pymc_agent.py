@@ -29,10 +29,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from agents.ppl.common import (
+    Interrupted,
     ModelCache,
     PplConfig,
     check_family,
     cpu_count,
+    interrupts_kept,
     posterior,
     quiet,
     require,
@@ -142,7 +144,12 @@ def make_pymc(config: PplConfig):
 
         (pm_model, step), compile_seconds = PYMC_MODELS.get(model.shape_key, build)
         start = time.perf_counter()
-        with pm_model, quiet(), threadpool_limits(1):
+        with interrupts_kept() as interrupted, pm_model, quiet(), threadpool_limits(1):
+
+            def stop_after_ctrl_c(trace, draw):  # PyMC ends a chain at Ctrl-C, then samples on
+                if interrupted():
+                    raise Interrupted
+
             pm.set_data(containers(model))
             trace = pm.sample(
                 draws=config.num_samples,
@@ -153,6 +160,7 @@ def make_pymc(config: PplConfig):
                 random_seed=config.seed,
                 progressbar=False,
                 compute_convergence_checks=False,
+                callback=stop_after_ctrl_c,
             )
         return _posterior(trace, model, compile_seconds, start)
 
@@ -178,7 +186,7 @@ def make_nutpie(config: PplConfig):
             pm.set_data(values)  # the initial point's containers (PyMC's function reads them)
         compiled = compiled.with_data(**values)  # the log density's (nutpie's copies)
         start = time.perf_counter()
-        with quiet(), threadpool_limits(1):
+        with interrupts_kept(), quiet(), threadpool_limits(1):  # Ctrl-C: nutpie returns draws
             trace = nutpie.sample(
                 compiled,
                 draws=config.num_samples,

@@ -28,6 +28,7 @@ import numpy as np
 from agents.ppl.common import (
     PplConfig,
     check_family,
+    interrupts_kept,
     outside_running_loop,
     posterior,
     quiet,
@@ -129,12 +130,17 @@ def children_allowed() -> Iterator[None]:
             _fresh_pool()
 
 
-def _fresh_pool() -> None:
+def _fresh_pool(stop_chains: bool = False) -> None:
     """End httpstan's pool processes now and give it a new pool: a sweep ends its workers
-    without their exit handlers, which would leave the pool's processes behind."""
+    without their exit handlers, which would leave the pool's processes behind. The chains
+    they sample are waited for, or ended (`stop_chains`: after Ctrl-C, which they ignore;
+    httpstan offers no way to cancel a fit)."""
     from httpstan import services_stub
 
-    services_stub.executor.shutdown(wait=True)
+    if stop_chains:
+        for process in list(getattr(services_stub.executor, "_processes", {}).values()):
+            process.terminate()
+    services_stub.executor.shutdown(wait=True, cancel_futures=stop_chains)
     services_stub.executor = concurrent.futures.ProcessPoolExecutor(
         mp_context=multiprocessing.get_context("fork"), initializer=services_stub.init_worker
     )
@@ -168,9 +174,14 @@ def make(config: PplConfig):
             contextlib.redirect_stderr(lines),
             children_allowed(),
         ):
-            fit, start, built, done = outside_running_loop(
-                lambda: _build_and_sample(stan, model, config)
-            )
+            try:
+                with interrupts_kept():  # PyStan answers Ctrl-C by returning None
+                    fit, start, built, done = outside_running_loop(
+                        lambda: _build_and_sample(stan, model, config)
+                    )
+            except KeyboardInterrupt:
+                _fresh_pool(stop_chains=True)  # else the process waits for them at exit
+                raise
         draws = {}
         for name in PARAMS[model.family]:
             value = np.asarray(fit[name])  # [*shape, draws * chains], the chain index fastest
