@@ -8,6 +8,9 @@ resampled with replacement). Small defaults run in about a minute:
     python -m experiments.real_vs_synthetic --agent average_class_probs \
         --grid pseudo_count=0,1,10,100,1000
 
+An in-process quick look (shrunk estimators, nothing stored); the full reproduction,
+through a results store, is `python -m experiments.reproduce_real_data`.
+
 `--grid key=v1,v2` (repeatable, cartesian product) builds the configs; without it the
 agent's registered sweep is used (first --max-configs). `--num-test-seeds` /
 `--num-enn-samples` shrink every problem's estimator (0 keeps the problem's own N, M).

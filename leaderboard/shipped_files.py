@@ -23,6 +23,7 @@ SOURCES = {
     "neural_testbed": DATA / "neural_testbed.csv.gz",
     "sbibm_ours": DATA / "sbibm_ours.csv",
     "decisions_ours": DATA / "decisions_ours.csv.gz",
+    "real_data_ours": DATA / "real_data_ours.csv.gz",
 }
 COLUMNS = [*JOB_COLUMNS, "wall_seconds"]  # before the metric columns
 PROVENANCE = ["versions", "host", "finished_at"]  # each run's own, where a file has them

@@ -1,0 +1,379 @@
+"""Does the testbed predict real data? Per agent, across its hyper-parameter configs, the
+correlation of the testbed's KL with the joint NLL on real datasets (the Neural Testbed
+paper's section 5: Figure 5(a) per agent and data regime, 5(b) pooled, 11 per dataset).
+
+Every config of each agent's registered sweep (or of `--grid`) runs on both sides:
+
+- **synthetic**: the problems on which `experiments.tune_references` runs every config
+  (seed group 0 of `classification_2d`; for the agents it halves, `HALVED`, the first
+  round's T = 0.1 problems), so the two tools share one store and no job runs twice; with
+  `uniform` on the same problems, the normaliser;
+- **real**: the datasets (default the four offline ones) in two regimes, `full` (the whole
+  training split) and `low` (`low_size`: the largest of the reference's variant-data sizes
+  1, 10, 100, ... that is at most a tenth of the training split), at tau 1 and 10, with
+  estimator seed 1 (`--seeds`: the data are fixed, a seed changes only the estimator's
+  keys).
+
+Jobs run through the leaderboard's sweep into `--results` (an interrupted run resumes).
+`--report` runs nothing and writes the tables (`experiments.real_data_report`) of the
+store's runs and of ours shipped (`real_data_ours`); `--plan` counts the jobs; `--ship`
+merges the store's runs into ours. Run:
+    python -m experiments.reproduce_real_data --agents mlp,ensemble --results real.db
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from experiments import tune_references as tune
+from testbed.errors import InputError
+
+# tune_references' agents, cheapest real side first (COST): a stopped run has them complete
+AGENTS = ("mlp", "epinet", "ensemble+", "ensemble", "bbb", "dropout", "hypermodel", "sgmcmc")
+REGIMES = ("full", "low")
+TAUS = (1, 10)
+SEEDS = (1, 2, 3, 4, 5)  # the reference's real-data seeds (estimator keys only)
+GROUP = 0  # tune_references' selection group
+SHIPPED = "real_data_ours"  # our shipped runs (leaderboard.shipped_files.SOURCES)
+SHIPPED_FILE = Path(__file__).resolve().parents[1] / "leaderboard/data/real_data_ours.csv.gz"
+LOW_SHARE = 10  # the low regime trains on at most a tenth of the training split
+
+
+def offline_datasets() -> tuple[str, ...]:
+    from generative.real_data.datasets import SKLEARN_DATASETS
+
+    return tuple(s.name for s in SKLEARN_DATASETS)
+
+
+def low_size(dataset: str) -> int:
+    """The low regime's training size: the largest of the variant-data sweep's sizes (1,
+    10, 100, ..., `train_sizes`) at most a tenth of the training split (iris, wine and
+    breast_cancer 10, digits 100; mnist 1,000)."""
+    from generative.real_data.datasets import get_spec
+    from generative.real_data.problems import train_sizes
+
+    n = get_spec(dataset).num_train
+    return max(s for s in train_sizes(n) if s * LOW_SHARE <= n)
+
+
+def real_ids(
+    datasets: Sequence[str],
+    regimes: Sequence[str] = REGIMES,
+    taus: Sequence[int] = TAUS,
+    seeds: Sequence[int] = (1,),
+) -> dict[str, list[str]]:
+    """{regime: its problem ids}, in the reference's order (tau, dataset, seed)."""
+    from generative.real_data.problems import problem_id
+
+    return {
+        regime: [problem_id(d, tau, seed, low_size(d) if regime == "low" else None)
+                 for tau in taus for d in datasets for seed in seeds]
+        for regime in regimes
+    }  # fmt: skip
+
+
+def selection() -> list[str]:
+    """tune_references' selection group (never a held-out problem)."""
+    import generative
+
+    return tune.split(generative.sweep_ids(tune.SWEEP), GROUP)[0]
+
+
+def synthetic_ids(agent: str) -> list[str]:
+    """The problems on which tune_references runs every config of `agent`."""
+    chosen = selection()
+    return tune.first_round(chosen) if agent in tune.HALVED else chosen
+
+
+def grid_points(grid: dict[str, list[str]]) -> list[dict[str, str]]:
+    """The cartesian product of `--grid key=v1,v2` options (none: [])."""
+    keys = list(grid)
+    return [dict(zip(keys, values)) for values in itertools.product(*grid.values())]
+
+
+def agent_configs(agent: str, grid: dict[str, list[str]]) -> list[dict]:
+    """The configs of `agent`: its registered sweep, or the grid's points over its default
+    config; each once."""
+    from leaderboard.jobs import _distinct
+    from leaderboard.jobs import agent_configs as configs
+
+    if not grid:
+        return configs(agent, {}, configs="sweep")
+    return _distinct([configs(agent, p, configs="default")[0] for p in grid_points(grid)])
+
+
+def jobs_of(agent: str, ids: Sequence[str], grid: dict[str, list[str]]) -> list:
+    """The jobs of every config of `agent` on `ids` (as `leaderboard.sweeping.plan` makes
+    them, without its checks: the report needs no data)."""
+    from leaderboard.jobs import Job
+
+    return [Job.make(agent, c, p) for c in agent_configs(agent, grid) for p in ids]
+
+
+def planned(agent: str, ids: Sequence[str], grid: dict[str, list[str]]) -> list:
+    """The jobs of `jobs_of`, checked by the leaderboard's plan (the agent fits the
+    problems, the overrides are its fields, the datasets are at hand)."""
+    from leaderboard.sweeping import plan
+
+    if not grid:
+        return plan([agent], list(ids), configs="sweep")
+    jobs = {j.key: j for point in grid_points(grid)
+            for j in plan([agent], list(ids), overrides=point)}  # fmt: skip
+    return list(jobs.values())
+
+
+def design(agents: Sequence[str], real: dict[str, list[str]], grid: dict[str, list[str]]):
+    """The report's Design: each agent's configs, synthetic problems, the pooled ones (the
+    first round's, which every agent ran) and the real ids per regime."""
+    import json
+
+    from experiments.real_data_report import Design
+    from leaderboard.jobs import config_key
+
+    configs = {a: {config_key(a, c): json.dumps({k: v for k, v in c.items() if k != "seed"},
+                                                sort_keys=True)
+                   for c in agent_configs(a, grid)} for a in agents}  # fmt: skip
+    return Design(configs, {a: synthetic_ids(a) for a in agents},
+                  tune.first_round(selection()), real)  # fmt: skip
+
+
+def _run(jobs: Sequence, results: str, workers: int) -> bool:
+    """The jobs through the leaderboard's sweep; those the package ships are recorded,
+    not run. True when some job is stored as failed."""
+    from leaderboard.shipped_store import restore
+    from leaderboard.sweeping import make_executor, run
+
+    keys = {j.key for j in jobs}
+    restore("neural_testbed", results, keys)
+    restore(SHIPPED, results, keys)
+    return bool(run(jobs, results, make_executor("local", workers=workers)).any_failed)
+
+
+def run_all(agents: Sequence[str], real: dict[str, list[str]], grid, results: str,
+            workers: int = 1) -> bool:  # fmt: skip
+    """Agent by agent: its configs on its synthetic problems (and `uniform` there), then on
+    each regime's real problems. True when some job is stored as failed."""
+    from leaderboard.sweeping import plan
+
+    every = [p for ids in real.values() for p in ids]
+    checked = {a: (planned(a, synthetic_ids(a), grid), planned(a, every, grid)) for a in agents}
+    failed = False
+    for agent in agents:  # every input checked above, before the first job runs
+        synthetic, real_jobs = checked[agent]
+        uniform = plan([tune.NORMALISER], synthetic_ids(agent))
+        failed |= _run([*uniform, *synthetic, *real_jobs], results, workers)  # one pool
+    return failed
+
+
+def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str) -> pd.DataFrame:
+    """Per agent: its configs, its synthetic and real jobs, how many the store holds (ok or
+    failed) or the package ships, those left to run and the core-hours they should take on
+    each side (`COST`, measured at each agent's default config; nan where not measured)."""
+    from leaderboard.shipped_files import shipped
+    from leaderboard.store import ResultsStore
+
+    held = {k for name in ("neural_testbed", SHIPPED) for k in shipped(name)["key"]}
+    if Path(results).exists():
+        with ResultsStore(results, mode="r") as store:
+            held |= store.keys()
+    rows = []
+    for agent in agents:
+        sides = {"synthetic": jobs_of(agent, synthetic_ids(agent), grid)}
+        sides.update({regime: jobs_of(agent, ids, grid) for regime, ids in real.items()})
+        cost = dict(zip(("synthetic", *REGIMES), COST.get(agent, (float("nan"),) * 3)))
+        todo = {side: sum(j.key not in held for j in jobs) for side, jobs in sides.items()}
+        rows.append({
+            "agent": agent, "configs": len(agent_configs(agent, grid)),
+            **{f"{side}_jobs": len(jobs) for side, jobs in sides.items()},
+            "stored": sum(len(j) for j in sides.values()) - sum(todo.values()),
+            "to_run": sum(todo.values()),
+            "synthetic_hours": round(todo["synthetic"] * cost["synthetic"] / 3600, 2),
+            "real_hours": round(sum(n * cost[s] for s, n in todo.items() if s in REGIMES)
+                                / 3600, 2),  # fmt: skip
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+# Seconds a job, per agent at its default config, for the plan: a classification_2d problem
+# (a full pass of the shipped runs / 420, docs/performance.md); a real problem in the full
+# and in the low regime (digits, the largest offline dataset, half a tau pair's wall time
+# with compilation, one worker on 2 loaded cores, 2026-11-29; docs/reproductions/real-data.md).
+COST: dict[str, tuple[float, float, float]] = {
+    "mlp": (5.5, 11.8, 5.0),
+    "ensemble": (2.7, 32.6, 19.9),
+    "ensemble+": (3.8, 24.8, 23.8),
+    "dropout": (24.3, 37.4, 24.2),
+    "hypermodel": (2.7, 81.4, 34.2),
+    "bbb": (2.2, 21.8, 13.0),
+    "sgmcmc": (10.4, 132.3, 68.9),
+    "epinet": (1.5, 46.4, 22.4),
+}
+
+
+def load_frame(results: str, shipped: bool = True) -> pd.DataFrame:
+    """The store's rows (when it exists), our shipped runs of the jobs it does not hold and
+    the shipped `uniform` runs of the testbed (the normaliser); refused when nothing holds
+    a real-data run."""
+    import leaderboard
+    from leaderboard.shipped_files import shipped as shipped_rows
+
+    parts = []
+    if Path(results).exists():
+        parts.append(leaderboard.load(results))
+    elif not shipped or not len(shipped_rows(SHIPPED)):
+        raise InputError(
+            f"--results: {results!r} does not exist and no runs of ours are "
+            f"{'used (--no-shipped)' if shipped is False else 'shipped'}; allowed: a store "
+            "this script ran into"
+        )
+    if shipped:
+        held = set(parts[0]["key"]) if parts else set()
+        ours = shipped_rows(SHIPPED)
+        testbed = shipped_rows("neural_testbed")
+        testbed = testbed[testbed["agent"] == tune.NORMALISER]
+        for rows in (ours, testbed):
+            parts.append(rows[~rows["key"].isin(held)].rename(columns={"agent_seed": "seed"}))
+            held |= set(rows["key"])
+    frame = pd.concat([p for p in parts if len(p)] or parts, ignore_index=True)
+    if not frame["problem_id"].astype(str).str.startswith("real/").any():
+        raise InputError(
+            f"--results: {results!r} holds no real-data run (real/...) "
+            f"{'' if shipped else 'and --no-shipped leaves out ours '}; allowed: a store "
+            "this script ran into"
+        )
+    return frame
+
+
+def keys_of(agents: Sequence[str], real: dict[str, list[str]], grid) -> set[str]:
+    """The keys of every job the reproduction runs for `agents` (the normaliser's too)."""
+    keys = set()
+    for agent in agents:
+        ids = [*synthetic_ids(agent), *(p for regime in real.values() for p in regime)]
+        keys |= {j.key for j in jobs_of(agent, ids, grid)}
+        keys |= {j.key for j in jobs_of(tune.NORMALISER, synthetic_ids(agent), {})}
+    return keys
+
+
+def ship(results: str, path: str, keys: set[str]) -> str:
+    """Our shipped runs with the store's finished jobs of `keys` merged in (a job the store
+    holds replaces the shipped one; every other shipped job is kept; the store's other jobs,
+    e.g. the tuned references' held-out runs in a shared store, stay out); says what it
+    wrote."""
+    import leaderboard
+    from experiments.cells import merged_cells
+    from leaderboard import shipped
+    from leaderboard.shipped_files import shipped as shipped_rows
+    from leaderboard.shipped_store import from_results
+
+    df = leaderboard.load(results)
+    ok = df[(df["status"] == "ok") & df["key"].isin(keys)]
+    real = ok["problem_id"].str.startswith("real/")
+    parts = [from_results(results, set(ok.loc[m, "key"])) for m in (real, ~real) if m.any()]
+    if not parts:
+        raise InputError(f"--results: {results!r} holds no finished job to ship")
+    rows, said = merged_cells(pd.concat(parts, ignore_index=True), ["key"], Path(path),
+                              results, read=lambda p: shipped_rows(path=p))  # fmt: skip
+    rows = rows.sort_values(["agent", "config_key", "problem_id", "agent_seed"], kind="stable")
+    shipped.write(rows.reset_index(drop=True), path)
+    return said
+
+
+def parse(argv: Sequence[str] | None):
+    from experiments.console import script_parser
+
+    parser = script_parser("reproduce_real_data", " ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--agents", default=",".join(AGENTS), help="registered agents")
+    parser.add_argument("--datasets", default=",".join(offline_datasets()),
+                        help="real datasets (a TFDS one once prepared)")  # fmt: skip
+    parser.add_argument("--regimes", default=",".join(REGIMES), help="full, low")
+    parser.add_argument("--taus", default=",".join(map(str, TAUS)), help="1, 10")
+    parser.add_argument("--seeds", default="1", help="estimator seeds of the real problems, 1-5")
+    parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                        help="configs: the product of these values (repeat), not the sweep")
+    parser.add_argument("--results", default="real.db", help="results store")
+    parser.add_argument("--out", default="real_data", help="folder for the tables and figure")
+    parser.add_argument("--workers", type=int, default=1, help="processes (0: one per core)")
+    parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap replicates")
+    parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
+    parser.add_argument("--ship", default=None, metavar="CSV.GZ",
+                        help=f"merge the store's finished runs into ours ({SHIPPED_FILE.name})")
+    parser.add_argument("--plan", action="store_true", help="run nothing: count the jobs")
+    parser.add_argument("--report", action="store_true", help="run nothing: tables and figure")
+    return parser.parse_args(argv)
+
+
+def choices(args) -> dict:
+    """The options checked: agents, real ids per regime, the grid (InputError otherwise)."""
+    from agents.registry import AGENTS as REGISTERED
+    from experiments.console import check_range, split_choices
+    from generative.real_data.datasets import DATASETS
+
+    agents = split_choices(args.agents, "--agents", REGISTERED.names())
+    datasets = split_choices(args.datasets, "--datasets", list(DATASETS))
+    regimes = split_choices(args.regimes, "--regimes", REGIMES)
+    taus = split_choices(args.taus, "--taus", TAUS, int)
+    seeds = split_choices(args.seeds, "--seeds", SEEDS, int)
+    check_range("--workers", args.workers, 0, 64)
+    check_range("--bootstrap", args.bootstrap, 100, 100_000)
+    grid = {}
+    for pair in args.grid:
+        key, sep, values = pair.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise InputError(f"--grid: got {pair!r}; allowed: key=value1,value2,...")
+        grid[key.strip()] = [v.strip() for v in values.split(",") if v.strip()]
+    real = real_ids(datasets, regimes, taus, seeds)
+    return {"agents": agents, "real": real, "grid": grid}
+
+
+def reported(frame: pd.DataFrame, agents: Sequence[str]) -> list[str]:
+    """The chosen agents that have some row (the others have not run: said, not tabled)."""
+    ran = set(frame["agent"])
+    missing = [a for a in agents if a not in ran]
+    if missing:
+        print(f"reproduce_real_data: note: no runs of {', '.join(missing)}", file=sys.stderr)
+    return [a for a in agents if a in ran]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.console import setup_logging, shown
+    from experiments.real_data_report import OUTPUTS, write
+    from leaderboard.outputs import check_output_path
+    from testbed import threefry_cpu
+
+    args = parse(argv)
+    setup_logging()
+    threefry_cpu.install()  # the entry point's: testbed's threefry lowering
+    try:
+        c = choices(args)
+        if args.plan:
+            print(counts(c["agents"], c["real"], c["grid"], args.results).to_string(index=False))
+            return 0
+        out = Path(args.out)
+        for name in OUTPUTS:
+            check_output_path("--out", out / name, [args.results], make_folder=True)
+        if args.ship:
+            check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
+        failed = False
+        if not args.report:
+            failed = run_all(c["agents"], c["real"], c["grid"], args.results, args.workers)
+        if args.ship:
+            print(ship(args.results, args.ship, keys_of(**c)), file=sys.stderr)
+        frame = load_frame(args.results, shipped=not args.no_shipped)
+        chosen = design(reported(frame, c["agents"]), c["real"], c["grid"])
+        write(frame, chosen, out, args.bootstrap)
+    except InputError as e:
+        print(f"reproduce_real_data: error: {e}", file=sys.stderr)
+        return 2
+    text = (out / "correlation.md").read_text() + "\n" + (out / "pooled.md").read_text()
+    return shown(text, out, failed, "tables and figure")
+
+
+if __name__ == "__main__":
+    from experiments.console import interruptible
+
+    sys.exit(interruptible("reproduce_real_data", main))

@@ -1,0 +1,205 @@
+"""The real-data reproduction: its plan shares tune_references' selection problems and
+never a held-out one, its report gives the known answer on a small hand-made store
+(monotone scores: Spearman 1; shuffled: an interval holding 0), a missing or failed job
+is counted and never scored, and bad input is one line."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import generative
+from experiments import real_data_report as report
+from experiments import reproduce_real_data as rrd
+from experiments import tune_references as tune
+
+SELECTION, HELD_OUT = tune.split(generative.sweep_ids(tune.SWEEP), 0)
+L2 = ["0.01", "0.1", "1", "3", "10", "30", "100", "300"]  # eight mlp configs (--grid)
+GRID = {"l2_weight_decay": L2}
+DATASETS = ("iris", "wine")
+
+
+def test_the_regimes_are_the_variant_data_sweeps_sizes():
+    assert [rrd.low_size(d) for d in rrd.offline_datasets()] == [10, 10, 10, 100]
+    ids = rrd.real_ids(rrd.offline_datasets(), seeds=rrd.SEEDS)
+    assert set(ids["full"]) == set(generative.sweep_ids("real_offline"))
+    assert set(ids["low"]) <= set(generative.sweep_ids("real_offline_variant_data"))
+    one = rrd.real_ids(["digits"], taus=(10,))
+    assert one == {"full": ["real/digits/10/1"], "low": ["real/digits/10/1/100"]}
+
+
+def test_the_synthetic_side_is_tune_references_selection_and_never_held_out():
+    assert sorted(rrd.AGENTS) == sorted(tune.AGENTS)
+    assert rrd.synthetic_ids("mlp") == SELECTION
+    assert rrd.synthetic_ids("bbb") == tune.first_round(SELECTION)  # halved: the first round
+    assert {tune.seed_group(p) for a in rrd.AGENTS for p in rrd.synthetic_ids(a)} == {0}
+    assert not set(HELD_OUT) & {p for a in rrd.AGENTS for p in rrd.synthetic_ids(a)}
+
+
+def test_the_run_plans_every_config_on_the_selection_problems_only(monkeypatch):
+    ran = []
+    monkeypatch.setattr(rrd, "_run", lambda jobs, results, workers: ran.append(list(jobs)) or False)
+    rrd.run_all(["sgmcmc"], rrd.real_ids(["iris"], taus=(1,)), {}, "r.db")
+    (jobs,) = ran  # one pool: uniform, then the synthetic side, then the real one
+    uniform = [j for j in jobs if j.agent == "uniform"]
+    synthetic = [j for j in jobs if j.agent != "uniform" and not j.problem_id.startswith("real/")]
+    real = [j for j in jobs if j.problem_id.startswith("real/")]
+    assert jobs == uniform + synthetic + real
+    assert {j.agent for j in uniform} == {"uniform"}
+    assert {j.problem_id for j in synthetic} == set(tune.first_round(SELECTION))
+    assert len({j.config_key for j in synthetic}) == len({j.config_key for j in real}) == 36
+    assert {j.problem_id for j in real} == {"real/iris/1/1", "real/iris/1/1/10"}
+    # the report's expected jobs are the jobs the plan makes: the same keys
+    assert {j.key for j in rrd.jobs_of("sgmcmc", rrd.synthetic_ids("sgmcmc"), {})} == {
+        j.key for j in synthetic
+    }
+
+
+def _store(path, real_of, *, skip=(), fail=()) -> None:
+    """A store of the eight mlp configs of GRID: config i scores KL 0.1 (i + 1) on each
+    selection problem (uniform 1.0) and NLL real_of(i) on each real problem; jobs of
+    (config index, side) in `skip` are not stored, in `fail` stored as failed."""
+    from leaderboard.store import ResultsStore
+
+    real = rrd.real_ids(DATASETS, ("full",), (1,))["full"]
+    with ResultsStore(path) as store:
+        for j in rrd.jobs_of("uniform", SELECTION, {}):
+            store.record({**j.as_dict(), "status": "ok", "metrics": {"kl_estimate": 1.0}})
+        for i in range(len(rrd.agent_configs("mlp", GRID))):
+            for side, ids in (("synthetic", SELECTION), ("real", real)):
+                if (i, side) in skip:
+                    continue
+                for p in ids:
+                    j = rrd.jobs_of("mlp", [p], {"l2_weight_decay": [L2[i]]})[0]
+                    metric = {"kl_estimate": 0.1 * (i + 1)} if side == "synthetic" else {
+                        "joint_nll": real_of(i)}  # fmt: skip
+                    status = "failed" if (i, side) in fail else "ok"
+                    store.record({**j.as_dict(), "status": status, "metrics": metric,
+                                  "error": "boom" if status == "failed" else None})
+
+
+def _report(tmp_path, db) -> pd.DataFrame:
+    argv = ["--report", "--results", str(db), "--agents", "mlp", "--datasets", ",".join(DATASETS),
+            "--regimes", "full", "--taus", "1", "--grid", f"l2_weight_decay={','.join(L2)}",
+            "--no-shipped", "--bootstrap", "500", "--out", str(tmp_path / "out")]  # fmt: skip
+    assert rrd.main(argv) == 0
+    return pd.read_csv(tmp_path / "out" / "correlation.csv")
+
+
+def test_monotone_scores_give_spearman_one_and_the_verdict_holds(tmp_path):
+    _store(tmp_path / "r.db", lambda i: 1.0 + i)
+    row = _report(tmp_path, tmp_path / "r.db").iloc[0]
+    assert row["configs"] == 8 and row["n"] == 8 and row["missing"] == 0
+    assert row["spearman"] == pytest.approx(1.0) and row["spearman_low"] > 0.95
+    assert row["pearson"] == pytest.approx(1.0) and row["verdict"] == "holds"
+    assert row["paper"] == report.PAPER
+    text = (tmp_path / "out" / "correlation.md").read_text()
+    assert "mlp: holds in 1 of 1 (full tau=1: holds, Spearman 1.00" in text
+    configs = pd.read_csv(tmp_path / "out" / "configs.csv")
+    assert configs["synthetic"].tolist() == pytest.approx([0.1 * (i + 1) for i in range(8)])
+    assert configs["real_iris"].tolist() == pytest.approx([1.0 + i for i in range(8)])
+    for name in report.OUTPUTS:
+        assert (tmp_path / "out" / name).exists(), name
+
+
+def test_shuffled_scores_give_an_interval_holding_zero(tmp_path):
+    order = [3, 7, 0, 5, 1, 6, 4, 2]  # a shuffle: Spearman with 0..7 is -0.07
+    _store(tmp_path / "r.db", lambda i: 1.0 + order[i])
+    row = _report(tmp_path, tmp_path / "r.db").iloc[0]
+    assert abs(row["spearman"]) < 0.2 and row["spearman_low"] < 0 < row["spearman_high"]
+    assert row["verdict"] == "not shown"
+
+
+def test_a_missing_or_failed_config_is_counted_never_scored(tmp_path):
+    _store(tmp_path / "r.db", lambda i: 1.0 + i, skip={(2, "real")}, fail={(5, "synthetic")})
+    row = _report(tmp_path, tmp_path / "r.db").iloc[0]
+    assert row["configs"] == 8 and row["n"] == 6 and row["missing"] == 2
+    assert row["spearman"] == pytest.approx(1.0)  # the six complete configs, still monotone
+    configs = pd.read_csv(tmp_path / "out" / "configs.csv")
+    assert configs["real"].isna().tolist() == [i == 2 for i in range(8)]
+    assert configs["synthetic"].isna().tolist() == [i == 5 for i in range(8)]
+    datasets = pd.read_csv(tmp_path / "out" / "datasets.csv")
+    assert datasets["dataset"].tolist() == list(DATASETS) and set(datasets["missing"]) == {2}
+
+
+def test_no_config_complete_on_both_sides_is_tabled_not_a_crash(tmp_path):
+    _store(tmp_path / "r.db", lambda i: 1.0 + i, skip={(i, "synthetic") for i in range(8)})
+    row = _report(tmp_path, tmp_path / "r.db").iloc[0]
+    assert row["n"] == 0 and row["missing"] == 8 and pd.isna(row["spearman"])
+    assert "mlp: holds in 0 of 1 (full tau=1: no verdict, 0 complete configs)" in (
+        tmp_path / "out" / "correlation.md").read_text()  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--agents", "ensembel"], "did you mean 'ensemble'"),
+        (["--datasets", "irsi"], "did you mean 'iris'"),
+        (["--seeds", "6"], "--seeds: got '6'"),
+        (["--report", "--no-shipped", "--results", "nope.db"], "'nope.db' does not exist"),
+        (["--agents", "uniform", "--datasets", "tfds/iris", "--results", "r.db"],
+         "TFDS datasets not prepared"),
+    ],
+)  # fmt: skip
+def test_refusals_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "tfds"))
+    monkeypatch.setenv("TESTBED_TFDS_DOWNLOAD", "0")
+    assert rrd.main([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("reproduce_real_data: error: "), err
+    assert message in err[0]
+
+
+def test_a_store_without_real_data_is_refused(tmp_path, capsys):
+    from leaderboard.store import ResultsStore
+
+    with ResultsStore(tmp_path / "r.db") as store:
+        j = rrd.jobs_of("uniform", SELECTION[:1], {})[0]
+        store.record({**j.as_dict(), "status": "ok", "metrics": {"kl_estimate": 1.0}})
+    argv = ["--report", "--results", str(tmp_path / "r.db"), "--out", str(tmp_path / "o")]
+    assert rrd.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds no real-data run" in err[0]
+
+
+def test_plan_counts_jobs_and_what_the_store_holds(tmp_path, capsys):
+    _store(tmp_path / "r.db", lambda i: 1.0 + i)
+    argv = ["--plan", "--agents", "mlp", "--datasets", ",".join(DATASETS), "--regimes", "full",
+            "--taus", "1", "--grid", f"l2_weight_decay={','.join(L2)}",
+            "--results", str(tmp_path / "r.db")]  # fmt: skip
+    assert rrd.main(argv) == 0
+    line = [r for r in capsys.readouterr().out.splitlines() if r.strip().startswith("mlp")][0]
+    assert line.split()[:6] == ["mlp", "8", str(8 * 42), "16", str(8 * 42 + 16), "0"]
+
+
+def test_one_tiny_run_end_to_end(tmp_path, monkeypatch):
+    """A cheap agent, three configs, one synthetic and one real problem, through the
+    leaderboard's sweep into a store, then the report."""
+    monkeypatch.setattr(rrd, "synthetic_ids", lambda agent: SELECTION[:1])
+    argv = ["--agents", "average_class_probs", "--grid", "form=log",
+            "--grid", "pseudo_count=0.1,1,10", "--datasets", "iris", "--regimes", "full",
+            "--taus", "1", "--no-shipped",
+            "--results", str(tmp_path / "r.db"), "--out", str(tmp_path / "out"),
+            "--bootstrap", "200"]  # fmt: skip
+    assert rrd.main(argv) == 0
+    import leaderboard
+
+    rows = leaderboard.load(tmp_path / "r.db")
+    mine = rows[rows["agent"] == "average_class_probs"]
+    assert len(mine) == 6 and set(mine["status"]) == {"ok"}
+    row = pd.read_csv(tmp_path / "out" / "correlation.csv").iloc[0]
+    assert row["configs"] == 3 and row["n"] == 3 and row["missing"] == 0
+    assert abs(row["spearman"]) == pytest.approx(1.0)  # three distinct configs: ranks match or not
+    # shipped: the store's jobs of this run, then tabled on a "fresh install" (no store)
+    from leaderboard import shipped_files
+
+    c = rrd.choices(rrd.parse(argv))
+    said = rrd.ship(str(tmp_path / "r.db"), str(tmp_path / "ours.csv.gz"), rrd.keys_of(**c))
+    assert said.endswith("(7 from " + str(tmp_path / "r.db") + ", 0 kept)")  # with uniform's
+    monkeypatch.setitem(shipped_files.SOURCES, rrd.SHIPPED, tmp_path / "ours.csv.gz")
+    fresh = [a for a in argv if a != "--no-shipped"]
+    fresh[fresh.index("--results") + 1] = str(tmp_path / "none.db")
+    assert rrd.main(["--report", *fresh]) == 0
+    again = pd.read_csv(tmp_path / "out" / "correlation.csv").iloc[0]
+    assert again["n"] == 3 and again["spearman"] == pytest.approx(row["spearman"], nan_ok=True)
