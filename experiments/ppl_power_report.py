@@ -114,9 +114,10 @@ def level_table(long, alpha: float = ALPHA) -> str | None:
                 lo, hi = binomial_range(trials, alpha)
                 rate = k / trials
                 wl, wh = wilson(k, trials)
-                above = [
-                    r.problem for r in rows.itertuples() if r.rejections > level_bound(r.trials)
-                ]
+                above = _order(
+                    [r.problem for r in rows.itertuples() if r.rejections > level_bound(r.trials)],
+                    ALL_PROBLEMS,
+                )
                 lines.append(
                     f"| {sampler} | {n} | {test} | {len(rows)} | {trials} | {rate:.3f} "
                     f"[{wl:.3f}, {wh:.3f}] | [{lo:.3f}, {hi:.3f}] | "
