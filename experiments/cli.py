@@ -68,6 +68,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     import generative
+    from generative.conjugate.problem import ConjugateProblem
     from leaderboard.sweeping import run_one
     from testbed.metrics.one_sample import rejection_notes
 
@@ -80,7 +81,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.json:
         title = f"{agent.name} on {args.problem}"
         print_table(title, ["metric", "value"], _folded_series(quality))
-        for line in rejection_notes(quality):
+        alpha = float(options.get("alpha", ConjugateProblem.alpha))  # the tests' level
+        for line in rejection_notes(quality, alpha):
             print(line)
         return 0
     settings = generative.problem_settings(args.problem)

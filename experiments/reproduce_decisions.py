@@ -148,6 +148,7 @@ def parse(argv: Sequence[str] | None):
 
 def main(argv: Sequence[str] | None = None) -> int:
     from agents.registry import AGENTS as REGISTERED
+    from experiments.cells import run_unless_report
     from experiments.console import check_range, setup_logging, shown
     from experiments.decisions_report import OUTPUTS, write
     from leaderboard.outputs import check_output_path
@@ -170,9 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.ship:
             check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
         seeds = range(args.seeds)
-        failed = False if args.report else run(chosen, seeds, args.results, args.workers)
-        if args.ship:
-            print(ship(args.results, args.ship), file=sys.stderr)
+        failed = run_unless_report(
+            "reproduce_decisions", args, lambda: run(chosen, seeds, args.results, args.workers),
+            ship, note=False,
+        )  # fmt: skip
         frame = load_frame(args.results, shipped=not args.no_shipped)
         write(frame, out)
     except InputError as e:

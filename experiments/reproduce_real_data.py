@@ -340,6 +340,7 @@ def reported(frame: pd.DataFrame, agents: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.cells import run_unless_report
     from experiments.console import setup_logging, shown
     from experiments.real_data_report import OUTPUTS, write
     from leaderboard.outputs import check_output_path
@@ -358,11 +359,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_output_path("--out", out / name, [args.results], make_folder=True)
         if args.ship:
             check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
-        failed = False
-        if not args.report:
-            failed = run_all(c["agents"], c["real"], c["grid"], args.results, args.workers)
-        if args.ship:
-            print(ship(args.results, args.ship, keys_of(**c)), file=sys.stderr)
+        failed = run_unless_report(
+            "reproduce_real_data", args,
+            lambda: run_all(c["agents"], c["real"], c["grid"], args.results, args.workers),
+            lambda results, path: ship(results, path, keys_of(**c)), note=False,
+        )  # fmt: skip
         frame = load_frame(args.results, shipped=not args.no_shipped)
         chosen = design(reported(frame, c["agents"]), c["real"], c["grid"])
         write(frame, chosen, out, args.bootstrap)
@@ -376,4 +377,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     from experiments.console import interruptible
 
-    sys.exit(interruptible("reproduce_real_data", main))
+    sys.exit(interruptible("reproduce_real_data", main, ends_process=True))

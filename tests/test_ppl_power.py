@@ -188,3 +188,17 @@ def test_the_level_table_pools_the_correct_samplers_and_names_the_problems_above
     assert "| nuts_ess | 1000 | pit_ks | 2 | 200 | 0.055 [" in text and "| yes | - |" in text
     assert "warmup_5" not in text  # a faulty sampler's rate is power, not level
     assert pp.level_table(pd.DataFrame(rows).query("sampler == 'warmup_5'")) is None
+
+
+def test_the_docs_level_table_is_the_reports_on_our_shipped_runs(tmp_path):
+    """docs/reproductions/ppl-level-power.md shows the level table and the per-problem
+    table that `--report` prints from the shipped trials: a run shipped since makes the
+    page wrong, and this test says so."""
+    from pathlib import Path
+
+    page = (Path(pp.__file__).parents[1] / "docs/reproductions/ppl-level-power.md").read_text()
+    long = pp.long_frame(str(tmp_path / "none.db"))
+    level = pp.level_table(long)
+    assert level.split("\n\n", 1)[1] in page
+    per_problem = pp.report(long).split("Problem by problem:\n\n", 1)[1]
+    assert per_problem in page

@@ -296,3 +296,17 @@ def test_the_report_ends_with_its_verdict_computed_from_the_tables(tmp_path):
     worse.loc[pyro, "joint_kl"] = worse.loc[pyro, "joint_kl"] + 0.05 + 0.001 * np.arange(pyro.sum())
     said = report.verdict(worse)
     assert "joint_kl: tells PPLs apart" in said and "some measure tells the PPLs apart" in said
+
+
+def test_the_matched_table_says_how_the_tests_read_the_draws():
+    """Our shipped runs (before the tests thinned the chains) are said to be of pooled
+    draws; a store whose PPL rows carry `tests_thinning` is said to be of thinned ones."""
+    import pandas as pd
+
+    from experiments.wyb_report import _read_as
+
+    old = pd.DataFrame({"agent": ["stan", "exact"], "pit_ks_pvalue": [0.3, 0.5]})
+    assert "1,000 of the pooled draws" in _read_as(old)
+    new = old.assign(tests_thinning=[5.0, None])  # the exact agent's rows need none
+    assert "thinned to their ESS" in _read_as(new)
+    assert "pooled" in _read_as(new.assign(tests_thinning=[None, None]))

@@ -106,8 +106,9 @@ def test_the_conjugate_tests_read_chains_thinned_and_say_so():
     assert quality["tests_num_draws"] == 2 * len(range(0, 1000, step))
     pooled = score(problem, DrawsPosterior(chains.reshape(-1, 1), {}))  # no chains
     assert pooled["tests_thinning"] == 1 and pooled["tests_num_draws"] == problem.num_samples
-    # the moments still read every draw: the same scores with or without the chains
-    assert quality["mean_error_sd"] == pytest.approx(pooled["mean_error_sd"], rel=0.2)
+    # the moments and the joint KL read the posterior's draws, chains or not: the same values
+    for key in ("mean_error_sd", "log_std_ratio", "joint_kl"):
+        assert quality[key] == pooled[key], key
 
 
 def test_a_rejection_says_what_it_means():
@@ -117,6 +118,8 @@ def test_a_rejection_says_what_it_means():
     assert line.startswith("pit_ks_reject 1: the PIT/KS test")
     assert "400 draws" in line and "5-fold" in line and "5% of runs" in line
     assert rejection_notes({"c2st_reject": False, "c2st_pvalue": 0.5}) == []
+    (strict,) = rejection_notes(quality, alpha=0.01)  # the problem's level, not always 5%
+    assert "< alpha = 0.01" in strict and "1% of runs" in strict
 
 
 def test_testbed_run_prints_the_note_under_a_rejection(capsys):

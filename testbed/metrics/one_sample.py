@@ -207,9 +207,10 @@ TESTS_AGAINST_EXACT = {
 }
 
 
-def rejection_notes(quality) -> list[str]:
-    """A line for each exact test that rejected (`<test>_reject` true): what it means and
-    how often a correct sampler does it, so one run's rejection is read as what it is."""
+def rejection_notes(quality, alpha: float = 0.05) -> list[str]:
+    """A line for each exact test that rejected at level `alpha` (`<test>_reject` true):
+    what it means and how often a correct sampler does it, so one run's rejection is read
+    as what it is."""
     lines = []
     for test, name in TESTS_AGAINST_EXACT.items():
         if not quality.get(f"{test}_reject"):
@@ -221,7 +222,7 @@ def rejection_notes(quality) -> list[str]:
             read += f" (the chains thinned {step:.0f}-fold to their effective sample size)"
         lines.append(
             f"{test}_reject 1: {name} says the{read} do not come from the exact "
-            f"posterior (p = {p:.2g} < alpha); a correct sampler gets this in 5% of runs "
-            "(alpha 0.05), so rerun with other seeds before calling it a fault"
+            f"posterior (p = {p:.2g} < alpha = {alpha:g}); a correct sampler gets this in "
+            f"{alpha:.0%} of runs, so rerun with other seeds before calling it a fault"
         )
     return lines
