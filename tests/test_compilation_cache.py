@@ -170,6 +170,7 @@ def _fresh_process(script: str, cache: Path, *argv: str) -> subprocess.Completed
     )
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 def test_a_second_process_neither_compiles_nor_traces_the_classifier(tmp_path):
     """End to end, as a script meets it: the first process compiles C2ST's classifier into
     testbed's default cache (no setting needed), the second loads it."""
@@ -185,6 +186,7 @@ def test_a_second_process_neither_compiles_nor_traces_the_classifier(tmp_path):
     assert list((tmp_path / "testbed-programs").glob("mlp_epoch-*.bin"))
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 def test_a_program_jax_loaded_from_its_cache_is_never_stored_broken(tmp_path):
     """An executable JAX loaded from its persistent cache serializes without its kernels
     (run, it fails with "Function ... not found"). It happens when testbed's code changes

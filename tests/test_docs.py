@@ -12,7 +12,12 @@
   runs the sweep's first problem (`--problem ID`), and
   `experiments.reproduce_sbibm` its first task, budget and observation.
 - `text`, `toml` and unlabelled blocks are shown only; a `toml` block must parse.
-- Blocks that stay long after shortening are listed in `SLOW` and run with `-m slow`.
+- Tiers: the pages' blocks run whole with `-m slow` (CI runs that tier on every landing;
+  README.md's run in the default tier, tests/test_readme.py); the default tier checks each
+  page's block in well under a second, in this process: its commands parse and name
+  registered agents, sweeps and problem families, the files they run compile, its Python
+  compiles and every module or attribute of ours it imports exists. The ones of `HEAVY`
+  take minutes even when shortened and run with `-m heavy` only.
 
 Both kinds run with OMP_NUM_THREADS=1: the tests run two blocks at once on two cores, and
 torch's default threads then wait for each other (the sweep workers set it likewise).
@@ -20,6 +25,7 @@ torch's default threads then wait for each other (the sweep workers set it likew
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -39,14 +45,9 @@ SHOWN = ("", "text", "toml")
 SWEEP_PROBLEMS = 1  # a shortened sweep runs this many of its first problems
 TIMEOUT = 1200  # seconds a block may take
 
-# (page, a string of the block): blocks that take minutes even when shortened, run with
-# -m slow only. Keep this list short.
-SLOW = (
-    ("docs/reproductions/sbibm.md", "experiments.reproduce_sbibm"),
-    ("docs/how-to/sweeps.md", "--executor ray"),
-    ("docs/reproductions/neural_testbed.md", "experiments.reproduce_neural_testbed"),
-)
-HEAVY = (("docs/reproductions/sbibm.md", "experiments.reproduce_sbibm"),)  # minutes
+# (page, a string of the block): blocks that take many minutes even when shortened, run
+# with -m heavy only. Keep this list short.
+HEAVY = (("docs/reproductions/sbibm.md", "experiments.reproduce_sbibm"),)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ class Block:
 
     @property
     def slow(self) -> bool:
-        return any(self.page == page and s in self.code for page, s in SLOW)
+        """A page's block runs whole in the slow tier; README.md's in the default one."""
+        return self.page != "README.md"
 
 
 def pages() -> list[Path]:
@@ -99,7 +101,7 @@ def params(found: list[Block]) -> list:
 
 
 def marks(block: Block) -> list:
-    """`slow` for the blocks of SLOW; `heavy` too for those of HEAVY."""
+    """`slow` for the pages' blocks (not README.md's); `heavy` too for those of HEAVY."""
     heavy = any(block.page == page and s in block.code for page, s in HEAVY)
     return [pytest.mark.slow, *([pytest.mark.heavy] if heavy else [])] if block.slow else []
 
@@ -230,7 +232,7 @@ def test_every_block_runs_or_is_shown():
     for b in found:
         if b.lang == "toml":  # e.g. a pyproject.toml snippet: it must parse
             assert tomllib.loads(b.code), b.id
-    for page, s in SLOW:  # a slow entry that matches no block is stale
+    for page, s in HEAVY:  # a heavy entry that matches no block is stale
         assert any(b.page == page and s in b.code for b in found), (page, s)
 
 
@@ -287,6 +289,212 @@ def test_shell_block(block, tmp_path):
             assert re.search(r"\| ensemble \| 100 \| 1 \| [\d.]+ \|  \| 0\.992 \|", table), table
 
 
+# ----------------------------------------------------------------------------- the light tier
+# What the default tier checks of each page's block (the slow tier runs it whole).
+
+_HEREDOC = re.compile(r"<<-?\s*'?\"?(\w+)'?\"?")
+_SEPARATORS = {"&&", "||", ";", "|", "&"}
+_SKIPPED = {"source", "cd", "export", "echo", "ls", "cat", "sqlite3"}
+
+
+def commands(code: str) -> list[tuple[list[str], str | None]]:
+    """The simple commands of a shell block as (argv, the text a here-document feeds it):
+    continuations joined, comments dropped, `&&`, `;` and `|` separating."""
+    import shlex
+
+    lines, out = code.replace("\\\n", " ").splitlines(), []
+    while lines:
+        line = lines.pop(0)
+        here = _HEREDOC.search(line)
+        body = None
+        if here:
+            end = lines.index(here.group(1))
+            body, lines = "\n".join(lines[:end]) + "\n", lines[end + 1 :]
+            line = line[: here.start()]
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        argv: list[str] = []
+        for token in [*lexer, ";"]:
+            if token in _SEPARATORS:
+                if argv:
+                    out.append((argv, body))
+                argv = []
+            else:
+                argv.append(token)
+    return out
+
+
+class _Parsed(Exception):
+    """Raised by argparse's parse_args in `parsed_args`: the command stops once parsed."""
+
+    def __init__(self, args):
+        self.args_ = args
+
+
+def parsed_args(main, argv: list[str], monkeypatch):
+    """The namespace `main` (a command's entry point) parses from `argv`, running nothing
+    after (None for --help); argparse's own error (status 2) fails the test with its
+    message."""
+    import argparse
+    import contextlib
+    import io
+
+    original = argparse.ArgumentParser.parse_args
+
+    def parse_and_stop(self, args=None, namespace=None):
+        raise _Parsed(original(self, args, namespace))
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_and_stop)
+    monkeypatch.setattr(sys, "argv", ["prog", *argv])
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            main(argv) if main.__code__.co_argcount else main()
+    except _Parsed as done:
+        return done.args_
+    except SystemExit as e:
+        if e.code == 0:  # --help: answered
+            return None
+        pytest.fail(f"{argv}: exit {e.code}: {err.getvalue()[-1000:]}")
+    finally:
+        monkeypatch.undo()
+    pytest.fail(f"{argv}: the command ran without parsing arguments")
+
+
+def check_testbed_names(args) -> None:
+    """`testbed run`/`sweep` without --import: its agents, sweep and problem families are
+    registered (the library's own lookups give the error), --set/--option as the index
+    judges them (experiments.catalog, what `testbed` answers before loading the stack)."""
+    import agents
+    import generative
+    from experiments import catalog
+    from experiments.cli import MAX_JOBS, _split
+    from experiments.console import list_rows
+
+    if args.command not in ("run", "sweep") or args.imports:
+        return
+    for name in _split(args.agent) if args.command == "sweep" else [args.agent]:
+        agents.load(name)
+    ids = generative.sweep_ids(args.sweep) if getattr(args, "sweep", None) else []
+    for problem in ids or (_split(args.problem) if args.command == "sweep" else [args.problem]):
+        generative.registry.split_id(problem)
+        if "file:" not in problem:  # a file the block writes first
+            generative.problem_settings(problem)
+    index = catalog.build(list_rows)
+    try:
+        if args.command == "run":
+            catalog.check_run(index, args)
+        else:
+            catalog.check_sweep(index, args, MAX_JOBS)
+    except catalog.Answer as e:
+        pytest.fail(f"testbed {args.command}: {e}")
+
+
+def check_command(argv: list[str], body: str | None, monkeypatch) -> str:
+    """One command of a page's block, checked without running it; what it was."""
+    import importlib
+
+    name = Path(argv[0]).name
+    if name in _SKIPPED or name in ("python3", "pip") or argv[:1] == ["python3"]:
+        return "skipped"
+    if name == "testbed":
+        from experiments.cli import main
+
+        args = parsed_args(main, argv[1:], monkeypatch)
+        if args is None:
+            return "testbed --help"
+        for module in getattr(args, "imports", None) or []:
+            if module.endswith(".py"):
+                compile((ROOT / module).read_text(), module, "exec")
+            else:
+                importlib.import_module(module)
+        check_testbed_names(args)
+        return f"testbed {args.command}"
+    assert name == "python", f"{argv}: a command the light tier does not know"
+    if argv[1:3] == ["-m", "pytest"]:
+        return "skipped"
+    if argv[1] == "-m":
+        module = importlib.import_module(argv[2])
+        parsed_args(module.main, argv[3:], monkeypatch)
+        return argv[2]
+    if argv[1] == "-c":
+        compile(argv[2], "<-c>", "exec")
+        return "python -c"
+    if argv[1] == "-":
+        compile(body or "", "<stdin>", "exec")
+        return "python -"
+    compile((ROOT / argv[1]).read_text(), argv[1], "exec")
+    return argv[1]
+
+
+def test_commands_split_as_the_shell_splits_them():
+    code = (
+        "python - <<'EOF'\nimport x\nEOF\ntestbed sweep --agent a \\\n  --sweep s && "
+        "testbed leaderboard  # ranked\n.venv/bin/testbed report --out 'a b.html'\n"
+    )
+    assert commands(code) == [
+        (["python", "-"], "import x\n"),
+        (["testbed", "sweep", "--agent", "a", "--sweep", "s"], None),
+        (["testbed", "leaderboard"], None),
+        ([".venv/bin/testbed", "report", "--out", "a b.html"], None),
+    ]
+
+
+def test_the_light_tier_refuses_a_typo(monkeypatch):
+    """What the default tier checks can fail: an unknown option, agent or sweep."""
+    from testbed.errors import InputError
+
+    for argv, error, says in (
+        (["testbed", "sweep", "--agnet", "mlp", "--sweep", "coin"], pytest.fail.Exception,
+         "did you mean '--agent'?"),
+        (["testbed", "sweep", "--agent", "mlpp", "--sweep", "coin"], InputError, "'mlpp'"),
+        (["testbed", "sweep", "--agent", "mlp", "--sweep", "coins"], InputError, "'coins'"),
+        (["testbed", "run", "--agent", "mlp", "--problem", "coin/0", "--set", "widht=3"],
+         pytest.fail.Exception, "unknown setting 'widht'"),
+        (["python", "-m", "experiments.reproduce_wyb", "--reprot"], pytest.fail.Exception,
+         "--reprot"),
+        (["python", "-c", "print(("], SyntaxError, "never closed"),
+    ):  # fmt: skip
+        with pytest.raises(error, match=re.escape(says)):
+            check_command(argv, None, monkeypatch)
+    assert check_command(["testbed", "sweep", "--agent", "mlp", "--sweep", "coin"], None,
+                         monkeypatch) == "testbed sweep"  # fmt: skip
+    code = "import numpy\nfrom leaderboard.sweeping import run, nothing_here\nimport agents.nope\n"
+    imported = _ours_imported(code)
+    assert imported == ["leaderboard.sweeping.run", "leaderboard.sweeping.nothing_here",
+                        "agents.nope"]  # fmt: skip
+    assert [n for n in imported if not _resolves(n)] == imported[1:]
+
+
+@pytest.mark.parametrize("block", [pytest.param(b, id=b.id) for b in all_blocks("bash", False)])
+def test_shell_block_parses(block, monkeypatch):
+    """Each command of a page's shell block parses as its program parses it, names what is
+    registered, and each file it runs compiles (the slow tier runs the block whole)."""
+    checked = [check_command(argv, body, monkeypatch) for argv, body in commands(block.code)]
+    assert checked, f"{block.id}: no command found"
+
+
+def _ours_imported(code: str) -> list[str]:
+    """Dotted names of ours a Python block imports (`from a.b import c` gives `a.b.c`)."""
+    out = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out += [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
+    return [n for n in out if n.split(".")[0] in OUR_PACKAGES]
+
+
+@pytest.mark.parametrize("block", [pytest.param(b, id=b.id) for b in all_blocks("python", False)])
+def test_python_block_compiles_and_imports_what_exists(block):
+    """A page's Python block compiles and every module or name of ours it imports exists
+    (the slow tier runs it whole)."""
+    compile(block.code, block.id, "exec")
+    missing = [n for n in _ours_imported(block.code) if not _resolves(n)]
+    assert missing == [], f"{block.id} imports what does not exist: {missing}"
+
+
+@pytest.mark.slow  # the site's strict build: CI builds it before the tests too
 def test_site_builds_strict(tmp_path):
     """`mkdocs build --strict`, as CI runs it: a broken link, a missing page or an API
     object mkdocstrings cannot find fails the build; the notebooks are pages of it."""
@@ -329,6 +537,7 @@ def test_sql_block(block, tmp_path, capsys):
 
 # names in the docs that look like our modules but are not: entry-point groups
 NOT_MODULES = {"testbed.agents"}
+OUR_PACKAGES = ("leaderboard", "testbed", "agents", "generative", "experiments")
 OURS = r"`((?:leaderboard|testbed|agents|generative|experiments)(?:\.[A-Za-z_]\w*)+)`"
 
 

@@ -148,6 +148,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # end to end through fresh processes (9 s); CI runs it
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
 def test_ctrl_c_while_workers_import_is_one_line(tmp_path):
     """Ctrl-C in the first seconds of a sweep, while its workers import, printed 7-45 lines

@@ -196,6 +196,7 @@ def test_a_script_without_main_guard_is_told_what_to_add(tmp_path):
     assert 'if __name__ == "__main__":' in last
 
 
+@pytest.mark.slow  # end to end through fresh processes (12 s); CI runs it
 def test_a_script_that_registers_an_agent_may_name_itself_in_imports(tmp_path):
     """A spawned worker has imported the driver's script already (as `__mp_main__`); with
     the script also in `imports` it was imported again and its agent refused as

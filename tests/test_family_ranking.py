@@ -27,6 +27,7 @@ def _testbed(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 def test_a_family_with_its_own_score_ranks_in_leaderboard_and_report(tmp_path):
     results, report = tmp_path / "r.db", tmp_path / "r.html"
     imports = ["--import", str(EXAMPLE)]
@@ -52,6 +53,7 @@ def test_a_family_with_its_own_score_ranks_in_leaderboard_and_report(tmp_path):
     assert 'data-table="skill-tau-1"' in page and "Brier skill" in page
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 def test_a_family_with_a_rule_of_its_own_ranks_in_leaderboard_and_report(tmp_path):
     """examples/my_ranking_rule.py: a `Rule` object of the family's own (median over
     problems) ranks through `testbed leaderboard` (also `--metric median`) and the report,

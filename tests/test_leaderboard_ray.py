@@ -21,6 +21,7 @@ def _metrics(store: ResultsStore) -> dict[str, dict[str, float]]:
     }
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 def test_ray_matches_local(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     jobs = expand(["uniform", "oracle"], ["coin/0", "coin/5", "coin/13"])

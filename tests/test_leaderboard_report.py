@@ -447,6 +447,7 @@ def _check_layout(probe: dict, width: int) -> None:
     assert all(0 < w <= width for w in probe["shown"].values()), probe["shown"]
 
 
+@pytest.mark.slow  # a browser process (11 s); CI installs Chromium and runs it
 @pytest.mark.skipif(
     _chromium() is None,
     reason="Chromium not installed here (CI installs it: apt-get install -y chromium)",

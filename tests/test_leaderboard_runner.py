@@ -38,6 +38,7 @@ def _metrics(rows):
     }
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     monkeypatch.setenv("TESTBED_JAX_CACHE", str(tmp_path / "jax-cache"))
@@ -111,6 +112,7 @@ def _rows_in(db: Path) -> int:
         return 0
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
 def test_sigkill_mid_sweep_then_resume_is_exactly_once_and_identical(tmp_path, capsys):
     db = tmp_path / "r.db"

@@ -424,6 +424,7 @@ def test_your_own_diagnostic_runs_beside_and_a_failing_one_is_stored(tmp_path):
     assert rl.run(cells, db, settings) == 2  # resumes: the ok row is kept, the failed rerun
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 def test_a_later_run_loads_the_npe_kept_beside_the_store(tmp_path, caplog, monkeypatch):
     """The NPE a run trains is checkpointed in `<results>.checkpoints` and kept; a later
     run (a new process: new Estimators) with another diagnostic loads the ended training
@@ -450,6 +451,7 @@ def test_a_later_run_loads_the_npe_kept_beside_the_store(tmp_path, caplog, monke
     assert list((tmp_path / "r.db.checkpoints").glob("*.pt")) == kept  # kept, not removed
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 def test_a_later_process_reuses_the_oracles_kept_null_and_gets_the_same_rows(
     tmp_path, monkeypatch
 ):

@@ -198,6 +198,7 @@ def lc2st_quality(posterior) -> dict:
     return problem.evaluate(posterior, ["lc2st"])
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 def test_lc2st_through_a_problem_keeps_the_exact_posterior_and_rejects_a_wrong_one():
     """N_cal = 2,000, H = 20, the problem's fixed seeds. Measured 2026-11-25: the exact
     posterior T = 0.0002, p = 1.0; sds 1.5 times too wide T = 0.16, p = 0.0 (2 times:

@@ -210,6 +210,7 @@ def test_stan_reads_the_labels_from_one():
     assert data["N"] == problem.num_train and set(stan_agent.PROGRAMS) == set(FAMILIES)
 
 
+@pytest.mark.slow  # a Stan run in a fresh process (11 s); CI runs it
 def test_a_stan_run_says_no_third_party_warning(tmp_path):
     """httpstan's aiohttp warning (three lines on every `testbed run --agent stan`) says
     nothing to a user: it is silenced at its source, and the run's stderr holds no warning."""

@@ -354,6 +354,7 @@ def test_inline_timeout_off_the_main_thread_warns(tmp_path, caplog):
     assert any("only in the main thread" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
 def test_ray_honours_workers_and_keeps_json_output_clean(tmp_path):
     pytest.importorskip("ray")
@@ -444,6 +445,7 @@ def _sweep_proc(db: Path, ids: str, log: Path) -> subprocess.Popen:
     )  # fmt: skip
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
 def test_two_identical_sweeps_at_once_run_each_job_once(tmp_path):
     db, log = tmp_path / "r.db", tmp_path / "runs.log"
@@ -716,6 +718,7 @@ def _check_interrupted(proc, db: Path, moment: str, one_line: bool = True) -> in
 MOMENTS = ("mid-job", "inside a gc callback")
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # Popen fork+exec: no JAX in it
 def test_ctrl_c_stops_a_sweep_with_one_line_and_keeps_what_finished(tmp_path):
     """Ctrl-C at each moment of a sweep: mid-job, and when Python drops the
@@ -838,6 +841,7 @@ def test_ctrl_c_at_random_moments_always_stops_a_sweep(tmp_path, repeat):
         _check_interrupted(proc, db, f"after {delay} ms", one_line=False)
 
 
+@pytest.mark.slow  # end to end through fresh processes (12 s); CI runs it
 @pytest.mark.parametrize("limit, fresh", [(1e-6, True), (0, False)])
 def test_a_worker_that_outgrew_its_memory_is_replaced_between_jobs(
     limit, fresh, tmp_path, monkeypatch

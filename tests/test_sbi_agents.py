@@ -237,6 +237,7 @@ class _AmortizedAgent:
         return self.posterior
 
 
+@pytest.mark.slow  # trains sbi networks (11 s); CI runs it
 def test_amortized_runs_draw_at_all_observations_in_one_call(caplog):
     """evaluate_many (and a sweep's run_group, through the same `presample`): one batched
     call, each problem scored on its own draws with an equal share of the call's seconds;

@@ -265,6 +265,7 @@ def test_a_write_cut_short_leaves_no_file_for_good(tmp_path):
     assert path.read_bytes() == b"weights" and not stale.exists() and young.exists()
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 def test_a_sweep_stopped_mid_training_resumes_it(tmp_path, monkeypatch, caplog):
     """A job stopped mid-training is stored as failed, its checkpoint kept beside the store;
     retried, it resumes and stores the metrics of an uninterrupted sweep; the directory

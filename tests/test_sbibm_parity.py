@@ -195,6 +195,7 @@ def _problems(ks, num_simulations=300):
     return [PosteriorProblem("two_moons", num_simulations, k, num_samples=300) for k in ks]
 
 
+@pytest.mark.slow  # trains sbi networks (13 s); CI runs it
 def test_amortized_agent_trains_once_and_scores_as_one_by_one():
     agent = agents.load("npe", **FAST)
     assert agent.amortized and not agents.load("snpe", num_rounds=2).amortized
@@ -208,6 +209,7 @@ def test_amortized_agent_trains_once_and_scores_as_one_by_one():
     assert shared[0]["c2st"] != shared[1]["c2st"]  # scored at two observations
 
 
+@pytest.mark.slow  # end to end through fresh processes (12-29 s); CI runs it
 def test_sequential_agents_train_per_problem_and_mixed_budgets_per_budget():
     from testbed.evaluate import shares_training
 
