@@ -302,6 +302,9 @@ def parse(argv: Sequence[str] | None):
     parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
     parser.add_argument("--ship", default=None, metavar="CSV.GZ",
                         help=f"merge the store's finished runs into ours ({SHIPPED_FILE.name})")
+    parser.add_argument("--prior-functions", action="store_true",
+                        help="Figure 7 instead: ensemble+ with and without its prior functions "
+                        "beside mlp, agent seeds 0-2, on the real problems")  # fmt: skip
     parser.add_argument("--plan", action="store_true", help="run nothing: count the jobs")
     parser.add_argument("--report", action="store_true", help="run nothing: tables and figure")
     return parser.parse_args(argv)
@@ -326,6 +329,8 @@ def choices(args) -> dict:
         if not sep or not key.strip() or not values.strip():
             raise InputError(f"--grid: got {pair!r}; allowed: key=value1,value2,...")
         grid[key.strip()] = [v.strip() for v in values.split(",") if v.strip()]
+    if grid and args.prior_functions:
+        raise InputError("--grid: not with --prior-functions; allowed: one of the two")
     real = real_ids(datasets, regimes, taus, seeds)
     return {"agents": agents, "real": real, "grid": grid}
 
@@ -337,6 +342,38 @@ def reported(frame: pd.DataFrame, agents: Sequence[str]) -> list[str]:
     if missing:
         print(f"reproduce_real_data: note: no runs of {', '.join(missing)}", file=sys.stderr)
     return [a for a in agents if a in ran]
+
+
+def prior_functions(args, real: dict[str, list[str]], out: Path) -> int:
+    """`--prior-functions`: Figure 7's jobs (`experiments.prior_functions`) run unless
+    `--report`, shipped with `--ship`, then its table."""
+    from experiments import prior_functions as pf
+    from experiments.cells import run_unless_report
+    from experiments.console import shown, stored_keys
+    from leaderboard.outputs import check_output_path
+
+    planned = pf.jobs(real)
+    every = [j for variant in planned.values() for j in variant]
+    if args.plan:
+        held = stored_keys(args.results) if Path(args.results).exists() else set()
+        for name, variant in planned.items():
+            todo = sum(j.key not in held for j in variant)
+            print(f"{name}: {len(variant)} jobs, {len(variant) - todo} stored, {todo} to run")
+        return 0
+    for name in pf.OUTPUTS:
+        check_output_path("--out", out / name, [args.results], make_folder=True)
+    if args.ship:
+        check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
+    failed = run_unless_report(
+        "reproduce_real_data", args, lambda: _run(every, args.results, args.workers),
+        lambda results, path: ship(results, path, {j.key for j in every}), note=False,
+    )  # fmt: skip
+    table = pf.table(load_frame(args.results, shipped=not args.no_shipped), real, planned)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "prior_functions.csv", index=False)
+    text = pf.markdown(table) + "\n" + pf.summary(table) + "\n"
+    (out / "prior_functions.md").write_text(text)
+    return shown(text, out, failed, "table")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -351,6 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     threefry_cpu.install()  # the entry point's: testbed's threefry lowering
     try:
         c = choices(args)
+        if args.prior_functions:
+            return prior_functions(args, c["real"], Path(args.out))
         if args.plan:
             print(counts(c["agents"], c["real"], c["grid"], args.results).to_string(index=False))
             return 0

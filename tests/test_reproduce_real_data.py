@@ -203,3 +203,88 @@ def test_one_tiny_run_end_to_end(tmp_path, monkeypatch):
     assert rrd.main(["--report", *fresh]) == 0
     again = pd.read_csv(tmp_path / "out" / "correlation.csv").iloc[0]
     assert again["n"] == 3 and again["spearman"] == pytest.approx(row["spearman"], nan_ok=True)
+
+
+# ----------------------------------------------------------------------------- Figure 7
+
+
+def _prior_store(path, nll, *, skip=()) -> dict:
+    """A store of Figure 7's jobs on iris and wine (full, tau 1): variant v at agent seed s
+    on dataset d scores `nll(v, s, d)`; (variant, seed, dataset) in `skip` not stored."""
+    from experiments import prior_functions as pf
+    from leaderboard.store import ResultsStore
+
+    real = rrd.real_ids(DATASETS, ("full",), (1,))
+    planned = pf.jobs(real)
+    with ResultsStore(path) as store:
+        for name, jobs in planned.items():
+            for j in jobs:
+                dataset = j.problem_id.split("/")[1]
+                if (name, j.seed, dataset) not in skip:
+                    store.record({**j.as_dict(), "status": "ok",
+                                  "metrics": {"joint_nll": nll(name, j.seed, dataset)}})
+    return real
+
+
+def _prior_report(tmp_path, db) -> pd.DataFrame:
+    argv = ["--prior-functions", "--report", "--results", str(db), "--datasets",
+            ",".join(DATASETS), "--regimes", "full", "--taus", "1", "--no-shipped",
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    assert rrd.main(argv) == 0
+    return pd.read_csv(tmp_path / "out" / "prior_functions.csv")
+
+
+def test_prior_functions_pair_seeds_and_give_the_difference_with_its_standard_error(tmp_path):
+    from experiments import prior_functions as pf
+
+    assert set(pf.VARIANTS) == {"mlp", pf.WITHOUT, pf.WITH}
+    gap = {0: 0.30, 1: 0.50, 2: 0.40}  # without - with, per seed: mean 0.4, se 0.1/sqrt(3)
+    base = {"iris": 1.0, "wine": 2.0}
+
+    def nll(name, seed, dataset):  # a seed effect shared by both variants cancels in pairs
+        shared = base[dataset] + 0.7 * seed
+        return {"mlp": 3.0, pf.WITHOUT: shared + gap[seed], pf.WITH: shared}[name]
+
+    _prior_store(tmp_path / "r.db", nll)
+    table = _prior_report(tmp_path, tmp_path / "r.db")
+    assert table["dataset"].tolist() == ["iris", "wine", "all"]
+    iris = table.iloc[0]
+    assert iris[pf.WITH] == pytest.approx(1.0 + 0.7) and iris["mlp"] == pytest.approx(3.0)
+    assert iris["difference"] == pytest.approx(0.4)
+    assert iris["difference_se"] == pytest.approx(0.1 / 3**0.5)  # std of (.3, .5, .4) is 0.1
+    assert iris["seeds"] == 3 and iris["says"] == "prior helps"  # 0.4 > 2 x 0.058
+    pooled = table.iloc[2]
+    assert pooled[pf.WITH] == pytest.approx(1.5 + 0.7)
+    assert pooled["difference"] == pytest.approx(0.4)
+    assert "2 prior helps, 0 prior hurts" in (tmp_path / "out" / "prior_functions.md").read_text()
+
+
+def test_prior_functions_within_noise_hurt_and_missing_are_said(tmp_path):
+    from experiments import prior_functions as pf
+
+    gap = {"iris": {0: 0.3, 1: -0.3, 2: 0.1}, "wine": {0: -0.5, 1: -0.6, 2: -0.4}}
+
+    def nll(name, seed, dataset):
+        return 1.0 + (gap[dataset][seed] if name == pf.WITHOUT else 0.0)
+
+    _prior_store(tmp_path / "r.db", nll, skip={(pf.WITH, 2, "wine")})
+    table = _prior_report(tmp_path, tmp_path / "r.db").set_index("dataset")
+    assert table.loc["iris", "says"] == "no difference within noise"
+    assert table.loc["wine", "says"] == "not run" and pd.isna(table.loc["wine", pf.WITH])
+    assert table.loc["all", "says"] == "not run"  # a partial mean is never a score
+    _prior_store(tmp_path / "s.db", nll)
+    table = _prior_report(tmp_path, tmp_path / "s.db").set_index("dataset")
+    assert table.loc["wine", "says"] == "prior hurts"  # -0.5 +- 0.058
+
+
+def test_prior_functions_plan_and_refusals(tmp_path, capsys):
+    argv = ["--prior-functions", "--plan", "--datasets", "iris", "--regimes", "full,low",
+            "--taus", "1,10", "--results", str(tmp_path / "none.db")]  # fmt: skip
+    assert rrd.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{name}: 12 jobs, 0 stored, 12 to run"  # 4 problems x 3 agent seeds
+                   for name in ("mlp", "ensemble (no prior)", "ensemble+ (prior)")]  # fmt: skip
+    assert rrd.main(["--prior-functions", "--grid", "l2_weight_decay=1", "--plan"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["reproduce_real_data: error: --grid: not with --prior-functions; allowed: "
+                   "one of the two"]  # fmt: skip
