@@ -25,6 +25,7 @@ ships (the defaults, `uniform`) are recorded from it, not computed.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ HALVED = ("dropout", "sgmcmc", "bbb")  # their sweeps cost most: halved before t
 FIRST_ROUND_TEMPERATURE = 0.1  # the halving's first round: the group's problems at this T
 KEEP = 1 / 3  # the share of configs a halving keeps for its second round
 NORMALISER = "uniform"
+SHIPPED = "tuned_references"  # the chosen configs on every problem, ranked beside the defaults
 
 
 def seed_group(problem_id: str) -> int:
@@ -89,8 +91,6 @@ def normalised(rows: pd.DataFrame, uniform: pd.DataFrame) -> pd.Series:
 def choose(rows: pd.DataFrame, uniform: pd.DataFrame, selection: Sequence[str]) -> dict:
     """Each agent's config (a dict) with the lowest normalised KL over the selection
     problems; rows of any other problem are refused: the held-out groups never decide."""
-    import json
-
     outside = sorted(set(rows["problem_id"]) - set(selection))
     if outside:
         raise InputError(
@@ -111,7 +111,9 @@ def _run(jobs: Sequence, results: str, workers: int) -> None:
     from leaderboard.shipped_store import restore
     from leaderboard.sweeping import make_executor, run
 
-    restore("neural_testbed", results, {j.key for j in jobs})
+    keys = {j.key for j in jobs}
+    restore("neural_testbed", results, keys)
+    restore(SHIPPED, results, keys)
     run(jobs, results, make_executor("local", workers=workers))
 
 
@@ -175,12 +177,48 @@ def tune(agents: Sequence[str], group: int, results: str, workers: int = 1) -> p
             "tuned_in_sample": inside.get((agent, tuned[0].config_key), math.nan),
             "default_held_out": scored.get((agent, default[0].config_key), math.nan),
             "tuned_config": ", ".join(f"{k}={v}" for k, v in sorted(chosen.items())),
+            "config": json.dumps(chosen, sort_keys=True),
         })  # fmt: skip
     return pd.DataFrame(table)
 
 
+def ship(table: pd.DataFrame, results: str, path: Path) -> str:
+    """Each tuned agent's chosen config on every problem of the sweep (the selection
+    group's and the held-out ones), from the store, merged into our shipped tuned runs at
+    `path` (an agent shipped here replaces its earlier rows; the others are kept); says
+    what it wrote. An agent with a job not finished is left out and named."""
+    import generative
+    from experiments.cells import merged_cells
+    from leaderboard import shipped
+    from leaderboard.shipped_files import shipped as shipped_rows
+    from leaderboard.shipped_store import from_results
+    from leaderboard.store import ResultsStore
+    from leaderboard.sweeping import plan
+
+    ids = generative.sweep_ids(SWEEP)
+    with ResultsStore(results, mode="r") as store:
+        done = store.keys("ok")
+    keys, partial = set(), []
+    for _, row in table.iterrows():
+        jobs = plan([row["agent"]], ids, overrides=json.loads(row["config"]))
+        if all(j.key in done for j in jobs):
+            keys |= {j.key for j in jobs}
+        else:
+            partial.append(row["agent"])
+    new = from_results(results, keys) if keys else pd.DataFrame()
+    rows, said = merged_cells(new, ["agent"], path, results,
+                              read=lambda p: shipped_rows(path=p))  # fmt: skip
+    rows = rows.sort_values(["agent", "config_key", "problem_id", "agent_seed"], kind="stable")
+    shipped.write(rows.reset_index(drop=True), path, shipped.provenance(
+        "Tuned reference agents: each agent's config chosen on seed group 0 of "
+        "classification_2d (experiments.tune_references), run on all 420 problems"))  # fmt: skip
+    return said.replace("cells", "agents") + (
+        f"; not shipped, some job unfinished: {', '.join(partial)}" if partial else "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.console import check_range, script_parser, setup_logging, split_choices
+    from leaderboard.outputs import check_output_path
 
     parser = script_parser("tune_references", " ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--agents", default=",".join(AGENTS), help="agents to tune")
@@ -188,18 +226,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", default="tuned.db", help="results store")
     parser.add_argument("--out", default="tuned.csv", help="the table (CSV)")
     parser.add_argument("--workers", type=int, default=1, help="processes (0: one per core)")
+    parser.add_argument("--ship", default=None, metavar="CSV.GZ",
+                        help="merge the tuned configs' runs into ours (tuned_references.csv.gz)")
     args = parser.parse_args(argv)
     setup_logging()
     try:
         agents = split_choices(args.agents, "--agents", AGENTS)
         check_range("--group", args.group, 0, 9)
         check_range("--workers", args.workers, 0, 64)
+        if args.ship:
+            check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
+            if args.group != 0:
+                raise InputError(f"--group: got {args.group} with --ship; allowed: 0 (ours)")
         table = tune(agents, args.group, args.results, args.workers)
+        if args.ship:
+            print(ship(table, args.results, Path(args.ship)), file=sys.stderr)
     except InputError as e:
         print(f"tune_references: error: {e}", file=sys.stderr)
         return 2
     table.to_csv(Path(args.out), index=False)
-    print(table.to_string(index=False))
+    print(table.drop(columns="config").to_string(index=False))
     return 0
 
 

@@ -127,6 +127,13 @@ def shipped_notes(board: Board) -> list[str]:
         agents = ", ".join(f"{a} ({jobs(n)})" for a, n in held)
         lines.append(f"Our shipped runs of agent configs whose every job here your results "
                      f"also hold are shown once, as yours: {agents}.")  # fmt: skip
+    tuned = shipped_runs.LABELS["tuned_references"][0].format(agent="")
+    if any(str(a).endswith(tuned) for frame in board.clean.values() for a in frame["agent"]):
+        lines.append(
+            f"<agent>{tuned}: that agent's config chosen on seed group 0 of classification_2d "
+            "(42 of its 420 problems) by experiments.tune_references and run on all of them; "
+            "its score on the 378 it was not chosen on is in docs/reproductions/tuned.md."
+        )
     by_source: dict[str, list[str]] = {}
     for fam, source in board.shipped_none.items():
         by_source.setdefault(source, []).append(fam)

@@ -36,11 +36,15 @@ from leaderboard.shipped_files import (  # the files' form, read by both sides
 from testbed.errors import InputError
 
 __all__ = [  # the shipped runs as ranking reads them, their files' form included
-    "COLUMNS", "DATA", "KEY_PREFIX", "LABEL", "PROVENANCE", "SOURCES", "beside", "families",
-    "metric_columns", "provenance", "shipped", "wholly_held", "write",
+    "COLUMNS", "COMPANIONS", "DATA", "KEY_PREFIX", "LABEL", "LABELS", "PROVENANCE", "SOURCES",
+    "beside", "families", "metric_columns", "provenance", "shipped", "wholly_held", "write",
 ]  # fmt: skip
 LABEL = "{agent} (ours, shipped)"
 KEY_PREFIX = "shipped:"
+# sources labelled apart from the defaults: (label, key prefix); each ends in " (ours, shipped)"
+LABELS = {"tuned_references": ("{agent} tuned (ours, shipped)", "shipped-tuned:")}
+# sources ranked wherever another is: the tuned references beside the defaults they tune
+COMPANIONS = {"neural_testbed": ("tuned_references",)}
 
 
 def families(name: str) -> list[str]:
@@ -58,21 +62,27 @@ def wholly_held(rows: pd.DataFrame, held: Iterable[str]) -> pd.Series:
 
 
 def beside(name: str, problem_ids: Iterable[str], held: Iterable[str] = ()) -> pd.DataFrame:
-    """The shipped runs of source `name` on `problem_ids`, labelled as ours (agent
-    `<agent> (ours, shipped)`, config key `shipped:<key>`) and with the problems'
-    settings joined, ready to be ranked beside a user's rows; without the agent configs
-    whose every job there the user's results hold (`held` keys: `wholly_held`)."""
+    """The shipped runs of source `name` and of its `COMPANIONS` on `problem_ids`,
+    labelled as ours (agent `<agent> (ours, shipped)`, config key `shipped:<key>`; a
+    source of `LABELS` its own way, e.g. `mlp tuned (ours, shipped)`) and with the
+    problems' settings joined, ready to be ranked beside a user's rows; without the agent
+    configs whose every job there the user's results hold (`held` keys: `wholly_held`)."""
     from leaderboard.problem_settings import settings_table
 
-    wanted = set(problem_ids)
-    rows = shipped(name)
-    rows = rows[rows["problem_id"].isin(wanted)]
-    rows = rows[~wholly_held(rows, held)].copy()
+    wanted, held = set(problem_ids), set(held)
+    parts = []
+    for source in (name, *COMPANIONS.get(name, ())):
+        rows = shipped(source)
+        rows = rows[rows["problem_id"].isin(wanted)]
+        rows = rows[~wholly_held(rows, held)].copy()
+        label, prefix = LABELS.get(source, (LABEL, KEY_PREFIX))
+        rows["agent"] = rows["agent"].map(lambda a, label=label: label.format(agent=a))
+        rows["config_key"] = prefix + rows["config_key"].astype(str)
+        rows["key"] = prefix + rows["key"].astype(str)
+        parts.append(rows)
+    rows = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
     if not len(rows):
         return rows
-    rows["agent"] = rows["agent"].map(lambda a: LABEL.format(agent=a))
-    rows["config_key"] = KEY_PREFIX + rows["config_key"].astype(str)
-    rows["key"] = KEY_PREFIX + rows["key"].astype(str)
     settings = settings_table(sorted(set(rows["problem_id"])))
     for column in sorted({k for s in settings.values() for k in s}):
         if column not in rows.columns:

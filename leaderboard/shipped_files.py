@@ -24,6 +24,7 @@ SOURCES = {
     "sbibm_ours": DATA / "sbibm_ours.csv",
     "decisions_ours": DATA / "decisions_ours.csv.gz",
     "real_data_ours": DATA / "real_data_ours.csv.gz",
+    "tuned_references": DATA / "tuned_references.csv.gz",
 }
 COLUMNS = [*JOB_COLUMNS, "wall_seconds"]  # before the metric columns
 PROVENANCE = ["versions", "host", "finished_at"]  # each run's own, where a file has them

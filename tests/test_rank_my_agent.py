@@ -18,6 +18,7 @@ import pytest
 
 import leaderboard
 from experiments.cli import main
+from leaderboard import shipped_files
 
 SWEEP = "rank_my_agent_small"
 IDS = [f"classification_2d/{i}" for i in (0, 210, 1, 211, 2, 212)]  # tau 1 and 10 pairs
@@ -82,7 +83,8 @@ def test_a_new_agent_is_ranked_beside_the_shipped_ones_with_partial_own_runs_pre
         (title,) = [t for t in tables if f"tau={tau} (" in t and "configs that ran" not in t]
         assert title.endswith("(normalised by uniform (ours, shipped))")
         table = tables[title]
-        assert len(table) == 16  # the 15 shipped reference agents and the user's agent
+        tuned = len(set(shipped_files.shipped("tuned_references")["agent"]))
+        assert len(table) == 16 + tuned  # 15 shipped reference agents, the tuned, the user's
         assert "uniform" not in table.index  # the user's partial uniform: apart
         expected = ran[ids].mean() / np.mean([max(shipped_uniform[i], 0.0) for i in ids])
         assert table.loc["my_centroids", "normalized_kl"] == pytest.approx(expected, rel=1e-6)

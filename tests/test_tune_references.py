@@ -3,6 +3,8 @@ halving keeps the best third, and the table reports in-sample and held-out score
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import zlib
 
@@ -101,3 +103,73 @@ def test_refusals(capsys):
     assert "did you mean 'ensemble'" in capsys.readouterr().err
     assert tune.main(["--group", "10"]) == 2
     assert "--group: got 10; allowed: 0 to 9" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- shipped, ranked
+
+
+def _store_of(path, agent: str, config: dict, problems, kl: float) -> list:
+    """Records `agent` at `config` on `problems` as finished with KL `kl`; its jobs."""
+    from leaderboard.store import ResultsStore
+    from leaderboard.sweeping import plan
+
+    jobs = plan([agent], list(problems), overrides=config)
+    with ResultsStore(path) as store:
+        metrics = {"kl_estimate": kl, "test_acc": 0.5}
+        store.record_many({**j.as_dict(), "status": "ok", "metrics": metrics} for j in jobs)
+    return jobs
+
+
+def test_ship_writes_each_complete_agents_chosen_config_on_every_problem(tmp_path):
+    from leaderboard.shipped_files import shipped
+
+    db, out = tmp_path / "r.db", tmp_path / "tuned.csv.gz"
+    chosen = {"l2_weight_decay": 1.0}
+    jobs = _store_of(db, "mlp", chosen, IDS, 0.3)
+    _store_of(db, "ensemble", {"num_ensemble": 3}, IDS[:-1], 0.2)  # one job short
+    table = pd.DataFrame([
+        {"agent": "mlp", "config": json.dumps(chosen)},
+        {"agent": "ensemble", "config": json.dumps({"num_ensemble": 3})},
+    ])  # fmt: skip
+    said = tune.ship(table, str(db), out)
+    rows = shipped(path=out)
+    assert set(rows["key"]) == {j.key for j in jobs} and len(rows) == 420
+    assert said.endswith("; not shipped, some job unfinished: ensemble")
+    assert "config chosen on seed group 0" in gzip.open(out, "rt").readline()  # provenance
+    # shipped again with another chosen config: mlp's rows replaced, not added
+    jobs = _store_of(tmp_path / "s.db", "mlp", {"l2_weight_decay": 0.1}, IDS, 0.4)
+    tune.ship(table.iloc[:1].assign(config=json.dumps({"l2_weight_decay": 0.1})),
+              str(tmp_path / "s.db"), out)  # fmt: skip
+    assert set(shipped(path=out)["key"]) == {j.key for j in jobs}
+
+
+def test_tuned_rows_rank_beside_the_defaults_labelled_apart(tmp_path, monkeypatch, capsys):
+    """The shipped tuned config is a row of its own, `mlp tuned (ours, shipped)`, beside
+    the default `mlp (ours, shipped)`: never merged into the default's best-of choice."""
+    from experiments.cli import main
+    from leaderboard import shipped_files
+
+    db, out = tmp_path / "r.db", tmp_path / "tuned.csv.gz"
+    _store_of(db, "mlp", {"l2_weight_decay": 1.0}, IDS, 1e-4)  # better than any default
+    tune.ship(pd.DataFrame([{"agent": "mlp", "config": json.dumps({"l2_weight_decay": 1.0})}]),
+              str(db), out)  # fmt: skip
+    monkeypatch.setitem(shipped_files.SOURCES, tune.SHIPPED, out)
+    argv = ["leaderboard", "--shipped-only", "--sweep", "classification_2d", "--tau", "10",
+            "--format", "csv"]  # fmt: skip
+    assert main(argv) == 0
+    board = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    agents = board["agent"].tolist()
+    assert "mlp tuned (ours, shipped)" in agents and "mlp (ours, shipped)" in agents
+    assert agents.index("mlp tuned (ours, shipped)") == 0  # KL 1e-4 on every problem: first
+    default = board[board["agent"] == "mlp (ours, shipped)"]
+    assert float(default["normalized_kl"].iloc[0]) > 0.01  # the default's own runs, unmerged
+
+
+def test_ship_refusals(tmp_path, capsys):
+    argv = ["--ship", str(tmp_path / "x.csv"), "--results", str(tmp_path / "r.db")]
+    assert tune.main(argv) == 2
+    assert "--ship" in capsys.readouterr().err
+    argv = ["--group", "3", "--ship", str(tmp_path / "x.csv.gz"), "--results",
+            str(tmp_path / "r.db")]  # fmt: skip
+    assert tune.main(argv) == 2
+    assert "--group: got 3 with --ship; allowed: 0" in capsys.readouterr().err
