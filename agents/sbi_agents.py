@@ -21,264 +21,52 @@ product of likelihoods (sbi's i.i.d. potentials); NPE / FMPE / NPSE train on set
 simulations at one theta (each draw counts against the budget: budget // n training sets)
 through sbi's permutation-invariant embedding (`set_embedding`). torch and sbi are
 imported inside the agent (their import costs seconds).
+
+Here: the rounds of simulation and training, and the registrations; the configs are in
+`agents.sbi_configs`, how each method builds and trains sbi's objects in `agents.sbi_methods`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any, Literal
 
 import numpy as np
 
 from agents.registry import register
 from agents.sbi_checkpoint import TrainingCheckpoint, resumable
-from agents.sbi_progress import TrainingProgress
-from agents.sbi_torch import (
-    NullTracker,
-    SbiDensity,
-    SbiFlow,
-    SbiMCMC,
-    SbiSamples,
-    make_torch_prior,
-    make_torch_simulator,
+from agents.sbi_configs import (
+    BNREConfig,
+    FMPEConfig,
+    NLEConfig,
+    NPEConfig,
+    NPSEConfig,
+    NRECConfig,
+    NREConfig,
+    SBNREConfig,
+    SNLEConfig,
+    SNPEConfig,
+    SNRECConfig,
+    SNREConfig,
+    TrainingConfig,
 )
+from agents.sbi_methods import (
+    BNRE_METHOD,
+    FMPE_METHOD,
+    NLE_METHOD,
+    NPE_METHOD,
+    NPSE_METHOD,
+    NRE_METHOD,
+    NREC_METHOD,
+    Method,
+    set_embedding,
+)
+from agents.sbi_progress import TrainingProgress
+from agents.sbi_torch import NullTracker, make_torch_prior, make_torch_simulator
 from testbed.base import POSTERIOR
 from testbed.checkpoints import checkpoint_dir, checkpoint_path
-from testbed.config import (
-    check_at_least,
-    check_in_range,
-    check_nonnegative,
-    check_positive,
-    check_sizes,
-)
-from testbed.errors import InputError, bad_value
-from testbed.posterior_adapter import batches_mcmc_over_x
+from testbed.errors import InputError
 from testbed.simulation import SimulationAccess, SimulatorKnowledge, check_access
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainingConfig:
-    """sbi training settings shared by all neural agents (the benchmark's values)."""
-
-    num_rounds: int = 1
-    hidden_features: int = 50
-    training_batch_size: int = 10_000
-    learning_rate: float = 5e-4
-    validation_fraction: float = 0.1
-    stop_after_epochs: int = 20
-    max_num_epochs: int = 2**31 - 1
-    clip_max_norm: float = 5.0
-    z_score: bool = True
-    torch_threads: int = 0  # 0: leave torch's default
-    seed: int = 0
-
-    def __post_init__(self):
-        check_sizes(self, num_rounds=1, hidden_features=1, training_batch_size=1)
-        check_positive("learning_rate", self.learning_rate)
-        check_in_range("validation_fraction", self.validation_fraction, 1e-6, 0.5)
-        check_sizes(self, stop_after_epochs=1, max_num_epochs=1)
-        check_positive("clip_max_norm", self.clip_max_norm)
-        check_at_least("torch_threads", self.torch_threads, 0)
-        check_nonnegative("seed", self.seed)
-
-    @property
-    def amortized(self) -> bool:
-        """One round trains on prior simulations only: the posterior serves any x_o."""
-        return self.num_rounds == 1
-
-
-@dataclasses.dataclass(frozen=True)
-class NPEConfig(TrainingConfig):
-    """NPE (sbi NPE_C): a conditional flow q(theta | x) trained on the simulations.
-
-    On i.i.d. sets of n, a budget makes budget // n examples and the benchmark's batch
-    would leave one gradient step an epoch (the flow stays at the prior: gaussian_linear,
-    sets of 10 at 100,000 simulations, C2ST 0.98 against 0.76 at sbi's batch): there the
-    batch left at its default is sbi's, `SETS_TRAINING_BATCH_SIZE`."""
-
-    density_estimator: Literal["nsf", "maf", "mdn", "made"] = "nsf"
-    num_transforms: int = 5
-    num_bins: int = 10
-    num_atoms: int = 10  # atomic loss of later rounds (SNPE-C)
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_sizes(self, num_transforms=1, num_bins=1, num_atoms=2)
-
-
-@dataclasses.dataclass(frozen=True)
-class MCMCConfig(TrainingConfig):
-    """Settings of sbi's slice sampler for likelihood / ratio posteriors (the benchmark's)."""
-
-    mcmc_method: Literal["slice_np_vectorized", "slice_np"] = "slice_np_vectorized"
-    num_chains: int = 100
-    thin: int = 10
-    warmup_steps: int = 100
-    init_strategy: Literal["resample", "sir", "proposal"] = "resample"
-    num_candidate_samples: int = 10_000
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_sizes(self, num_chains=1, thin=1, warmup_steps=0, num_candidate_samples=1)
-
-    def mcmc_parameters(self) -> dict[str, Any]:
-        return {
-            "num_chains": self.num_chains,
-            "thin": self.thin,
-            "warmup_steps": self.warmup_steps,
-            "init_strategy": self.init_strategy,
-            "init_strategy_parameters": {"num_candidate_samples": self.num_candidate_samples},
-        }
-
-
-@dataclasses.dataclass(frozen=True)
-class NLEConfig(MCMCConfig):
-    """NLE (sbi NLE_A): a conditional flow for p(x | theta), sampled by MCMC."""
-
-    density_estimator: Literal["maf", "nsf", "mdn", "made"] = "maf"
-
-
-@dataclasses.dataclass(frozen=True)
-class RatioConfig(MCMCConfig):
-    """Settings shared by the ratio estimators: sbi's classifier network, sampled by MCMC."""
-
-    classifier: Literal["resnet", "mlp", "linear"] = "resnet"
-
-
-@dataclasses.dataclass(frozen=True)
-class NREConfig(RatioConfig):
-    """NRE (sbi NRE_B): a classifier for p(theta, x) / p(theta)p(x), sampled by MCMC."""
-
-    num_atoms: int = 10
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_at_least("num_atoms", self.num_atoms, 2)
-
-
-@dataclasses.dataclass(frozen=True)
-class NRECConfig(RatioConfig):
-    """NRE-C (sbi NRE_C, contrastive NRE; Miller et al. 2022): a classifier telling the
-    joint pair from `num_classes` contrasting parameters plus one independently drawn pair,
-    sampled by MCMC. The benchmark's NRE settings (ResNet, 50 hidden features, batch 10,000
-    capped at the simulations, lr 5e-4, 10% validation, stop after 20 epochs, clip 5, slice
-    sampling as for nre); num_classes 5 and gamma 1 are sbi's defaults."""
-
-    num_classes: int = 5
-    gamma: float = 1.0
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_at_least("num_classes", self.num_classes, 1)
-        check_positive("gamma", self.gamma)
-
-
-@dataclasses.dataclass(frozen=True)
-class BNREConfig(RatioConfig):
-    """BNRE (sbi BNRE, balanced NRE; Delaunoy et al. 2022): NRE-A's binary classifier with a
-    balancing penalty (regularization_strength = 100, sbi's default), sampled by MCMC, with
-    sbi's training batch of 200: at the benchmark's batch (10,000, capped at the
-    simulations: one gradient step an epoch) its balanced loss stops improving within the
-    first steps and training ends after about 35 of them, the ratio still flat (on
-    two_moons at 1,000 simulations, C2ST 0.99, the draws near the prior). Otherwise the
-    benchmark's NRE settings (ResNet, 50 hidden features, lr 5e-4, 10% validation, stop
-    after 20 epochs, clip 5, slice sampling as for nre)."""
-
-    training_batch_size: int = 200
-    regularization_strength: float = 100.0
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_positive("regularization_strength", self.regularization_strength)  # sbi's rule
-
-
-@dataclasses.dataclass(frozen=True)
-class VectorFieldConfig(TrainingConfig):
-    """Settings shared by fmpe and npse: sbi's vector-field network (an MLP of `num_layers`
-    layers of 100 units with a sinusoidal time embedding, z-scored theta and x) trained
-    with sbi's batch size for these losses (200: the flow-matching / denoising losses are
-    noisy, and the benchmark's 10,000 would give one step an epoch); lr 5e-4, 10%
-    validation, stop after 20 epochs, clip 5 as the benchmark. One round only: sbi 0.27
-    has no multi-round training for them."""
-
-    hidden_features: int = 100
-    num_layers: int = 5
-    training_batch_size: int = 200
-    vf_estimator: Literal["mlp", "ada_mlp", "transformer"] = "mlp"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_at_least("num_layers", self.num_layers, 1)
-        if self.num_rounds != 1:
-            raise bad_value(
-                "num_rounds",
-                self.num_rounds,
-                "1 (sbi 0.27 trains FMPE and NPSE on prior simulations only: it has no "
-                "multi-round training for them)",
-            )
-
-
-@dataclasses.dataclass(frozen=True)
-class FMPEConfig(VectorFieldConfig):
-    """FMPE (sbi FMPE, flow matching posterior estimation; Dax et al. 2023): a vector field
-    trained by flow matching, sampled by solving its ODE (sbi's zuko solver, atol 1e-6,
-    rtol 1e-5) from the base Gaussian; draws outside the prior are rejected. Has a
-    normalised log_prob (through the ODE). Network and training: `VectorFieldConfig`."""
-
-
-@dataclasses.dataclass(frozen=True)
-class NPSEConfig(VectorFieldConfig):
-    """NPSE (sbi NPSE, neural posterior score estimation; Geffner et al. 2023, Sharrock et
-    al. 2024): a score network trained by denoising score matching on a variance-exploding
-    SDE (sbi's default), sampled by `sampling_steps` = 500 Euler-Maruyama steps of the
-    reverse SDE (sbi's defaults; `sample_with='ode'` solves the probability-flow ODE
-    instead); draws outside the prior are rejected. Network and training:
-    `VectorFieldConfig`."""
-
-    sde_type: Literal["ve", "vp", "subvp"] = "ve"
-    sample_with: Literal["sde", "ode"] = "sde"
-    sampling_steps: int = 500
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_at_least("sampling_steps", self.sampling_steps, 2)
-
-
-@dataclasses.dataclass(frozen=True)
-class SequentialConfig:
-    """The sequential form of a method (listed first among its bases): 10 rounds, each
-    simulating from the last round's posterior at x_o."""
-
-    num_rounds: int = 10
-
-
-@dataclasses.dataclass(frozen=True)
-class SNPEConfig(SequentialConfig, NPEConfig):
-    """SNPE-C: NPE over 10 rounds, each simulating from the last round's posterior at x_o."""
-
-
-@dataclasses.dataclass(frozen=True)
-class SNLEConfig(SequentialConfig, NLEConfig):
-    """SNLE: NLE over 10 rounds, each simulating from the last round's posterior at x_o."""
-
-
-@dataclasses.dataclass(frozen=True)
-class SNREConfig(SequentialConfig, NREConfig):
-    """SNRE-B: NRE over 10 rounds, each simulating from the last round's posterior at x_o."""
-
-
-@dataclasses.dataclass(frozen=True)
-class SNRECConfig(SequentialConfig, NRECConfig):
-    """SNRE-C: NRE-C over 10 rounds, each simulating from the last MCMC posterior at x_o
-    (sbi trains ratio estimators on later rounds without a correction)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class SBNREConfig(SequentialConfig, BNREConfig):
-    """SBNRE: BNRE over 10 rounds, each simulating from the last MCMC posterior at x_o."""
-
 
 # ----- the shared training loop -----
 
@@ -300,243 +88,6 @@ def round_sizes(budget: int, num_rounds: int, set_size: int = 1) -> list[int]:
             f"rounds for a budget of {budget} simulations"
         )
     return [per_round] * num_rounds
-
-
-SET_EMBEDDING_DIM = 20  # trial and set features of the permutation-invariant embedding
-
-
-def set_embedding(dim_x: int, hidden_features: int):
-    """sbi's permutation-invariant embedding of a set [batch, n, dim_x]: a 2-layer MLP per
-    draw (`hidden_features` units, 20 features), the mean over the set with the set size
-    appended, then a 2-layer MLP to 20 features."""
-    from sbi.neural_nets.embedding_nets import FCEmbedding, PermutationInvariantEmbedding
-
-    trial = FCEmbedding(
-        input_dim=dim_x, output_dim=SET_EMBEDDING_DIM, num_layers=2, num_hiddens=hidden_features
-    )
-    return PermutationInvariantEmbedding(
-        trial,
-        trial_net_output_dim=SET_EMBEDDING_DIM,
-        aggregation_fn="mean",
-        num_hiddens=hidden_features,
-        num_layers=2,
-        output_dim=SET_EMBEDDING_DIM,
-    )
-
-
-SETS_TRAINING_BATCH_SIZE = 200  # sbi's: NPE's batch on i.i.d. sets (NPEConfig)
-
-
-def _train_kwargs(config: TrainingConfig, num: int) -> dict[str, Any]:
-    return {
-        "training_batch_size": min(config.training_batch_size, num),
-        "learning_rate": config.learning_rate,
-        "validation_fraction": config.validation_fraction,
-        "stop_after_epochs": config.stop_after_epochs,
-        "max_num_epochs": config.max_num_epochs,
-        "clip_max_norm": config.clip_max_norm,
-    }
-
-
-def _z(config: TrainingConfig) -> str:
-    return "independent" if config.z_score else "none"
-
-
-def _net_kwargs(config: TrainingConfig) -> dict[str, Any]:
-    """The network settings every sbi method takes: z-scoring of theta and x, and width."""
-    return {
-        "z_score_theta": _z(config),
-        "z_score_x": _z(config),
-        "hidden_features": config.hidden_features,
-    }
-
-
-def _embedding_kwargs(embedding) -> dict[str, Any]:
-    """`embedding_net=embedding` when there is one (else sbi's default, the identity)."""
-    return {} if embedding is None else {"embedding_net": embedding}
-
-
-class Method:
-    """One neural SBI method: how it builds sbi's inference object, trains a round and
-    turns the estimator into a posterior. NPE trains later rounds with the atomic
-    (SNPE-C) loss and has a normalised density; NLE / NRE sample by MCMC.
-
-    `set_input`: given an i.i.d. set, the method trains on sets through a permutation-
-    invariant embedding (posterior estimators); else it trains on single simulations and
-    conditions on the set through the product of likelihoods (likelihood / ratio ones)."""
-
-    set_input = False
-
-    def inference(self, config, torch_prior, tracker, embedding=None): ...
-
-    def train(self, inference, config, theta, x, proposal, first: bool): ...
-
-    def posterior(self, inference, estimator, config): ...
-
-    def predictive(self, posterior, x_o: np.ndarray, shape: tuple[int, ...], config):
-        return SbiSamples(posterior, x_o, shape)
-
-
-class NPEMethod(Method):
-    set_input = True
-
-    def inference(self, config: NPEConfig, torch_prior, tracker, embedding=None):
-        from sbi.inference import NPE
-        from sbi.neural_nets import posterior_nn
-
-        net = posterior_nn(
-            config.density_estimator,
-            **_net_kwargs(config),
-            num_transforms=config.num_transforms,
-            num_bins=config.num_bins,
-            **_embedding_kwargs(embedding),
-        )
-        return NPE(
-            prior=torch_prior, density_estimator=net, show_progress_bars=True, tracker=tracker
-        )
-
-    def train(self, inference, config, theta, x, proposal, first):
-        inference.append_simulations(
-            theta, x, proposal=None if first else proposal, exclude_invalid_x=True
-        )
-        if x.ndim == 3 and config.training_batch_size == TrainingConfig.training_batch_size:
-            config = dataclasses.replace(config, training_batch_size=SETS_TRAINING_BATCH_SIZE)
-        return inference.train(num_atoms=config.num_atoms, **_train_kwargs(config, len(theta)))
-
-    def posterior(self, inference, estimator, config):
-        return inference.build_posterior(estimator)
-
-    def predictive(self, posterior, x_o, shape, config):
-        net = getattr(posterior.posterior_estimator, "net", None)
-        flow = net is not None and hasattr(net, "_transform") and len(shape) == 2
-        return (SbiFlow if flow else SbiDensity)(posterior, x_o, shape)
-
-
-class VectorFieldMethod(Method):
-    """FMPE / NPSE: a vector field trained on prior simulations (one round), sampled by
-    sbi's ODE / SDE solver; normalised densities through the probability-flow ODE."""
-
-    set_input = True
-
-    def train(self, inference, config, theta, x, proposal, first):
-        inference.append_simulations(theta, x, exclude_invalid_x=True)
-        return inference.train(**_train_kwargs(config, len(theta)))
-
-    def net_kwargs(self, config: VectorFieldConfig, embedding) -> dict[str, Any]:
-        return {
-            "model": config.vf_estimator,
-            **_net_kwargs(config),
-            "num_layers": config.num_layers,
-            **_embedding_kwargs(embedding),
-        }
-
-    def predictive(self, posterior, x_o, shape, config):
-        return SbiDensity(posterior, x_o, shape, sample_kwargs=self.sample_kwargs(config))
-
-    def sample_kwargs(self, config) -> dict[str, Any]:
-        return {}
-
-
-class FMPEMethod(VectorFieldMethod):
-    def inference(self, config: FMPEConfig, torch_prior, tracker, embedding=None):
-        from sbi.inference import FMPE
-        from sbi.neural_nets import posterior_flow_nn
-
-        net = posterior_flow_nn(**self.net_kwargs(config, embedding))
-        return FMPE(prior=torch_prior, vf_estimator=net, show_progress_bars=True, tracker=tracker)
-
-    def posterior(self, inference, estimator, config):
-        return inference.build_posterior(estimator, sample_with="ode")
-
-
-class NPSEMethod(VectorFieldMethod):
-    def inference(self, config: NPSEConfig, torch_prior, tracker, embedding=None):
-        from sbi.inference import NPSE
-        from sbi.neural_nets import posterior_score_nn
-
-        net = posterior_score_nn(sde_type=config.sde_type, **self.net_kwargs(config, embedding))
-        return NPSE(prior=torch_prior, vf_estimator=net, show_progress_bars=True, tracker=tracker)
-
-    def posterior(self, inference, estimator, config: NPSEConfig):
-        return inference.build_posterior(estimator, sample_with=config.sample_with)
-
-    def sample_kwargs(self, config: NPSEConfig) -> dict[str, Any]:
-        return {"steps": config.sampling_steps} if config.sample_with == "sde" else {}
-
-
-class MCMCMethod(Method):
-    """NLE / NRE: the estimator's posterior sampled by sbi's slice sampler."""
-
-    def train(self, inference, config, theta, x, proposal, first):
-        # sbi warns on every NRE run given exclude_invalid_x=True ("systematically wrong
-        # results"), which holds only when some x is invalid: ask for it only then
-        invalid = not bool(np.isfinite(np.asarray(x)).all())
-        inference.append_simulations(theta, x, exclude_invalid_x=invalid)
-        return inference.train(**self.train_kwargs(config, len(theta)))
-
-    def train_kwargs(self, config, num: int) -> dict[str, Any]:
-        return _train_kwargs(config, num)
-
-    def posterior(self, inference, estimator, config: MCMCConfig):
-        return inference.build_posterior(
-            estimator,
-            sample_with="mcmc",
-            mcmc_method=config.mcmc_method,
-            mcmc_parameters=config.mcmc_parameters(),
-        )
-
-    def predictive(self, posterior, x_o, shape, config):
-        """With sbi's vectorized slice sampler, draws at several observations in one call
-        (single observations: sbi batches no i.i.d. sets)."""
-        batched = batches_mcmc_over_x(posterior) and shape[0] == 1
-        return SbiMCMC(posterior, x_o, shape) if batched else SbiSamples(posterior, x_o, shape)
-
-
-class NLEMethod(MCMCMethod):
-    def inference(self, config: NLEConfig, torch_prior, tracker, embedding=None):
-        from sbi.inference import NLE
-        from sbi.neural_nets import likelihood_nn
-
-        net = likelihood_nn(config.density_estimator, **_net_kwargs(config))
-        return NLE(
-            prior=torch_prior, density_estimator=net, show_progress_bars=True, tracker=tracker
-        )
-
-
-class NREMethod(MCMCMethod):
-    trainer = "NRE"  # the sbi.inference class: NRE (= NRE_B), NRE_C, BNRE
-
-    def inference(self, config, torch_prior, tracker, embedding=None):
-        import sbi.inference
-        from sbi.neural_nets import classifier_nn
-
-        net = classifier_nn(config.classifier, **_net_kwargs(config))
-        trainer = getattr(sbi.inference, self.trainer)
-        return trainer(prior=torch_prior, classifier=net, show_progress_bars=True, tracker=tracker)
-
-    def train_kwargs(self, config: NREConfig, num: int) -> dict[str, Any]:
-        return {**_train_kwargs(config, num), "num_atoms": config.num_atoms}
-
-
-class NRECMethod(NREMethod):
-    trainer = "NRE_C"
-
-    def train_kwargs(self, config: NRECConfig, num: int) -> dict[str, Any]:
-        extra = {"num_classes": config.num_classes, "gamma": config.gamma}
-        return {**_train_kwargs(config, num), **extra}
-
-
-class BNREMethod(NREMethod):
-    trainer = "BNRE"
-
-    def train_kwargs(self, config: BNREConfig, num: int) -> dict[str, Any]:
-        extra = {"regularization_strength": config.regularization_strength}
-        return {**_train_kwargs(config, num), **extra}
-
-
-NPE_METHOD, NLE_METHOD, NRE_METHOD = NPEMethod(), NLEMethod(), NREMethod()
-FMPE_METHOD, NPSE_METHOD = FMPEMethod(), NPSEMethod()
-NREC_METHOD, BNRE_METHOD = NRECMethod(), BNREMethod()
 
 
 def run_rounds(

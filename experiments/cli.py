@@ -9,8 +9,9 @@ Every fault ends in one line `testbed: error: ...` (no traceback) and an exit st
     130  interrupted (Ctrl-C); every job that finished is stored
     141  the reader of the output went away (`testbed ... | head`)
 
-Arguments are parsed and results printed here; the work is the library's
-(`leaderboard.sweep` for a sweep, which checks every input once).
+Arguments are parsed and results printed here (each command's options:
+`experiments.cli_parser`); the work is the library's (`leaderboard.sweep` for a sweep,
+which checks every input once).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from experiments import cli_parser
+from experiments.cli_parser import RESULTS, attach_values
 from experiments.console import (
     EXIT_JOBS_FAILED,
     EXIT_OK,
-    OneLineParser,
-    add_verbosity,
     fast_answer,
     import_hint,
     interruptible,
@@ -41,9 +42,8 @@ from experiments.console import (
     write_index,
 )
 
-# the library's, without importing it (--help answers at once); tests/test_sweep_call.py pins them
+# the library's, without importing it (--help answers at once); tests/test_sweep_call.py pins it
 MAX_JOBS = 1_000_000  # one sweep's jobs: leaderboard.sweeping.MAX_JOBS
-RESULTS = "testbed-results.db"  # the results file when --results is not given: DEFAULT_PATH
 MAX_FAILURES_SHOWN = 10
 
 
@@ -317,173 +317,19 @@ def _check_shipped_only(args: argparse.Namespace, *options: str) -> None:
             )
 
 
-def _add_import(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--import", dest="imports", action="append", metavar="MODULE_OR_FILE",
-        help="module name(s) or .py file(s) that register your own agents or problems",
-    )  # fmt: skip
-
-
-def _add_overrides(p: argparse.ArgumentParser) -> None:
-    """--set (the agent's config) and --option (the problem's)."""
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="agent config override")
-    p.add_argument(
-        "--option", action="append", metavar="KEY=VALUE",
-        help="problem option, as generative.load(id, KEY=VALUE) takes it (e.g. "
-        "standardize=feature, num_test_seeds=100); testbed list problems names each family's",
-    )  # fmt: skip
-
-
-def _add_ranking(p: argparse.ArgumentParser, sweep_help: str, *more: str) -> None:
-    """--results, --sweep and --normalize of `leaderboard` and `report` (`more`: options
-    between --sweep and --normalize, as `--tau`)."""
-    p.add_argument("--results", help=f"SQLite results file (default: {RESULTS})")
-    if "--out" in more:
-        p.add_argument("--out", default="report.html", help="the HTML file to write")
-    p.add_argument("--sweep", help=sweep_help)
-    if "--tau" in more:
-        p.add_argument("--tau", type=int, help="one tau only (default: a table per tau)")
-    p.add_argument(
-        "--normalize", default="default",
-        help="agent whose mean score is 1 (default: each family's own, e.g. uniform), or none",
-    )  # fmt: skip
-
-
-def _add_shipped(p: argparse.ArgumentParser) -> None:
-    alone = "rank your results alone, without the package's runs of ours beside them"
-    p.add_argument("--no-shipped", action="store_true", help=alone)
-    ours = "rank the package's runs of ours on --sweep alone (no results file is read): "
-    p.add_argument(
-        "--shipped-only", action="store_true", help=ours + "where the reference agents stand"
-    )
-    _add_import(p)
-
-
-def _add_run(sub: Any) -> None:
-    p = sub.add_parser("run", help="train one agent on one problem and print its quality")
-    p.add_argument("--agent", required=True)
-    p.add_argument("--problem", required=True, help="a problem id, e.g. classification_2d/75")
-    _add_overrides(p)
-    p.add_argument("--seed", type=int, help="the agent's seed")
-    p.add_argument(
-        "--metrics", action="append", metavar="NAME[,NAME]",
-        help="metrics to compute instead of the problem's own ('default' adds those)",
-    )  # fmt: skip
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    _add_import(p)
-    add_verbosity(p)
-    p.set_defaults(fn=cmd_run)
-
-
-def _add_sweep(sub: Any) -> None:
-    p = sub.add_parser("sweep", help="run agents over a problem sweep into the results store")
-    p.add_argument("--agent", action="append", required=True, help="agent name(s), a,b or repeat")
-    p.add_argument("--sweep", help="a registered problem sweep (testbed list sweeps)")
-    p.add_argument("--problem", action="append", help="problem id(s) instead of a sweep")
-    p.add_argument(
-        "--configs", choices=["default", "sweep"], default="default",
-        help="the agent's default config, or its whole hyper-parameter sweep",
-    )  # fmt: skip
-    _add_overrides(p)
-    p.add_argument("--seeds", default="0", help="agent seeds: 0,1,2 or 0-4 (default 0)")
-    p.add_argument(
-        "--executor", choices=["local", "ray", "inline"], default="local",
-        help="local process pool, Ray cluster, or inline (this process, for debugging)",
-    )  # fmt: skip
-    p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
-    p.add_argument(
-        "--workers", type=int, default=0, help="jobs at once, local or ray (0: one per core)"
-    )
-    p.add_argument(
-        "--timeout",
-        help="per-job time limit in seconds (default 86400 = 24 h; 0, inf or none: no limit)",
-    )
-    p.add_argument("--results", default=RESULTS, help="SQLite results file")
-    p.add_argument("--retry-failed", action="store_true", help="run failed jobs again")
-    p.add_argument(
-        "--train-per-job", action="store_true",
-        help="train once per problem, not once per training set (the Neural Testbed's tau "
-        "pairs share one; so do an SBI task's observations for amortized agents: the same "
-        "numbers, up to 10x the training time)",
-    )  # fmt: skip
-    _add_import(p)
-    add_verbosity(p)
-    p.add_argument("--json", action="store_true", help="machine-readable summary")
-    p.set_defaults(fn=cmd_sweep)
-
-
-def _add_leaderboard(sub: Any) -> None:
-    p = sub.add_parser("leaderboard", help="rank agents from a results file")
-    _add_ranking(
-        p, "rank over this sweep's problems (an agent that ran part of them is shown apart)",
-        "--tau",
-    )  # fmt: skip
-    p.add_argument("--all-configs", action="store_true", help="every config, not the best")
-    p.add_argument(
-        "--metric", default="auto", metavar="RULE",
-        help="only the tables of one ranking rule: kl, c2st, or a rule an --import declares",
-    )  # fmt: skip
-    p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
-    p.add_argument("--export", metavar="PATH", help="also write all rows to .csv / .parquet")
-    p.add_argument(
-        "--failures", action="store_true", help="list the failed jobs and their reasons instead"
-    )
-    p.add_argument(
-        "--per-observation", action="store_true",
-        help="also C2ST per observation, beside the SBI benchmark paper's",
-    )  # fmt: skip
-    _add_shipped(p)
-    p.set_defaults(fn=cmd_leaderboard)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="testbed", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("list", help="list agents, problems, sweeps or metrics")
-    p.add_argument("what", choices=["agents", "problems", "sweeps", "metrics"])
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    _add_import(p)
-    p.set_defaults(fn=cmd_list)
-    _add_run(sub)
-    _add_sweep(sub)
-    _add_leaderboard(sub)
-    p = sub.add_parser("report", help="write a self-contained HTML report")
-    _add_ranking(p, "rank over this sweep's problems", "--out")
-    p.add_argument("--title", default="testbed leaderboard")
-    _add_shipped(p)
-    p.set_defaults(fn=cmd_report)
-    p = sub.add_parser("salvage", help="copy the readable rows of a damaged results file")
-    p.add_argument("--results", required=True, help="the damaged results file (not changed)")
-    p.add_argument("--out", required=True, help="a new results file for the rows that read")
-    p.add_argument(
-        "--wal", choices=("check", "ignore", "use"), default="check",
-        help="its WAL file: refused when another store's or zeroed (check), left out "
-        "(ignore), or read whatever wrote it (use)",
-    )  # fmt: skip
-    p.set_defaults(fn=cmd_salvage)
-    return parser
-
-
-NUMBER_OPTIONS = ("--timeout",)  # their value may start with "-" (refused, but by us)
-
-
-def _attach_values(argv: Sequence[str]) -> list[str]:
-    """`--timeout -1` as `--timeout=-1`, so a negative value gets our message, not argparse's
-    "expected one argument"."""
-    out, args = [], list(argv)
-    while args:
-        arg = args.pop(0)
-        value = args[0] if args else ""
-        if arg in NUMBER_OPTIONS and value.startswith("-") and value[1:2] != "-":
-            arg = f"{arg}={args.pop(0)}"
-        out.append(arg)
-    return out
+    """The `testbed` parser (`experiments.cli_parser`), each command run by its `cmd_*` here."""
+    commands = {
+        "list": cmd_list, "run": cmd_run, "sweep": cmd_sweep, "leaderboard": cmd_leaderboard,
+        "report": cmd_report, "salvage": cmd_salvage,
+    }  # fmt: skip
+    return cli_parser.build_parser(__doc__.splitlines()[0], commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     # `--help` and a usage error need none of the libraries: answered before they load;
     # so are `list` and a mistyped name, from the registries' index (experiments.catalog)
-    args = build_parser().parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(attach_values(sys.argv[1:] if argv is None else argv))
     answered = fast_answer(args, MAX_JOBS)
     if answered is not None:
         return answered

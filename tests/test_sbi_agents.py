@@ -142,7 +142,8 @@ def test_nre_asks_sbi_to_drop_invalid_x_only_when_there_is_some():
     """sbi warns on every NRE run told exclude_invalid_x=True ("systematically wrong
     results"); on valid simulations that warning is false, so it is not asked for."""
     torch = pytest.importorskip("torch")
-    from agents.sbi_agents import NREConfig, NREMethod
+    from agents.sbi_configs import NREConfig
+    from agents.sbi_methods import NREMethod
 
     class Recorder:
         def append_simulations(self, theta, x, exclude_invalid_x):

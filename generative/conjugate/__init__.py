@@ -1,6 +1,7 @@
 """Conjugate models with exact posteriors and posterior predictives (problem ids `conjugate/...`).
 
-Families (`families.py`), exact distributions (`distributions.py`), the JAX model handed to
+Families (`families.py`; those with an unknown scale in `unknown_scale.py`, their base in
+`family_base.py`), exact distributions (`distributions.py`), the JAX model handed to
 agents (`model.py`), the problem and its exact scores (`problem.py`), the problem set with
 the PPL benchmarking paper's 21 problems (`problem_set.py`), the models that paper gave its
 PPLs (`paper_models.py`: mismatched priors, a Student-t likelihood), the simulator-task view
