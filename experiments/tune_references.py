@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 
@@ -181,6 +180,7 @@ def tune(agents: Sequence[str], group: int, results: str, workers: int = 1) -> p
 
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.console import check_range, script_parser, setup_logging, split_choices
+    from leaderboard.outputs import check_output_path, write_atomically
 
     parser = script_parser("tune_references", " ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--agents", default=",".join(AGENTS), help="agents to tune")
@@ -194,11 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         agents = split_choices(args.agents, "--agents", AGENTS)
         check_range("--group", args.group, 0, 9)
         check_range("--workers", args.workers, 0, 64)
+        check_output_path("--out", args.out, [args.results])  # never the store: before any job
         table = tune(agents, args.group, args.results, args.workers)
     except InputError as e:
         print(f"tune_references: error: {e}", file=sys.stderr)
         return 2
-    table.to_csv(Path(args.out), index=False)
+    write_atomically("--out", args.out, lambda tmp: table.to_csv(tmp, index=False))
     print(table.to_string(index=False))
     return 0
 
