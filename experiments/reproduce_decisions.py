@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from experiments.cells import run_unless_report
     from experiments.console import check_range, setup_logging, shown
     from experiments.decisions_report import OUTPUTS, write
-    from leaderboard.outputs import check_output_path
+    from leaderboard.outputs import check_output_folder, check_output_path
     from testbed import threefry_cpu
     from testbed.registry import unknown_name
 
@@ -165,9 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise unknown_name("--agents: agent", name, REGISTERED.names())
         check_range("--seeds", args.seeds, 1, 10)
         check_range("--workers", args.workers, 0, 64)
-        out = Path(args.out)
-        for name in OUTPUTS:
-            check_output_path("--out", out / name, [args.results], make_folder=True)
+        out = check_output_folder("--out", args.out, OUTPUTS, [args.results])
         if args.ship:
             check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
         seeds = range(args.seeds)

@@ -461,7 +461,7 @@ def _checked(args) -> tuple[list[str], list[str] | None, list[str], Settings, Pa
     """The parts, tasks (None: all), diagnostics and settings asked for, and the --out
     folder, each checked (and the outputs' paths) before any cell runs."""
     from experiments.console import check_range, split_choices
-    from leaderboard.outputs import check_output_path
+    from leaderboard.outputs import check_output_folder, check_output_path
     from testbed.metrics.local import LOCAL_DIAGNOSTICS
 
     parts = split_choices(args.parts, "--parts", PARTS)
@@ -477,19 +477,9 @@ def _checked(args) -> tuple[list[str], list[str] | None, list[str], Settings, Pa
         args.n_eval,
         args.null_trials,
     )
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
+    out = check_output_folder("--out", args.out, OUTPUTS, [args.results])
     if args.ship:
         check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
-    if out.is_dir():
-        for name in OUTPUTS:
-            check_output_path("--out", out / name, [args.results])
-    elif not out.parent.resolve().is_dir():
-        raise InputError(
-            f"--out: got {args.out!r}, whose folder does not exist; allowed: "
-            "a folder in an existing one"
-        )
     return parts, tasks, diagnostics, settings, out
 
 

@@ -281,7 +281,7 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
     """The agents, their configs' overrides and the problem ids asked for, and the --out
     folder, each checked (and the outputs' paths) before any job runs."""
     import generative
-    from leaderboard.outputs import check_output_path
+    from leaderboard.outputs import check_output_folder
 
     names = [a.strip() for a in args.agents.split(",") if a.strip()]
     unknown = [a for a in names if a not in FIGURE_2021]
@@ -303,11 +303,7 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
         raise InputError(f"--select: got {args.select}; allowed: a seed group 0-9")
     if args.select is not None and args.report:
         raise InputError("--report: runs nothing; allowed: without --select (which runs)")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
-    for name in OUTPUTS:  # before any job runs
-        check_output_path("--out", out / name, [args.results], make_folder=True)
+    out = check_output_folder("--out", args.out, OUTPUTS, [args.results])  # before any job
     return names, overrides, ids, out
 
 

@@ -380,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from experiments.cells import run_unless_report
     from experiments.console import setup_logging, shown
     from experiments.real_data_report import OUTPUTS, write
-    from leaderboard.outputs import check_output_path
+    from leaderboard.outputs import check_output_folder, check_output_path
     from testbed import threefry_cpu
 
     args = parse(argv)
@@ -393,9 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.plan:
             print(counts(c["agents"], c["real"], c["grid"], args.results).to_string(index=False))
             return 0
-        out = Path(args.out)
-        for name in OUTPUTS:
-            check_output_path("--out", out / name, [args.results], make_folder=True)
+        out = check_output_folder("--out", args.out, OUTPUTS, [args.results])
         if args.ship:
             check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
         failed = run_unless_report(

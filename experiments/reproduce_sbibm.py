@@ -300,14 +300,11 @@ def _check_outputs(args) -> Path:
     """The --out folder; its files and --ship never land on an input (the results store,
     the paper's published runs) nor on each other, checked before any job runs."""
     from leaderboard import literature
-    from leaderboard.outputs import check_output_path
+    from leaderboard.outputs import check_output_folder, check_output_path
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out: got {args.out!r}, a file; allowed: a folder (made if new)")
     published = list(literature.SOURCES.values())  # the paper's runs, read for the table
-    for name in OUTPUTS:  # never the results store (or any SQLite file), never a folder
-        check_output_path("--out", out / name, [args.results], published, make_folder=True)
+    # never the results store, its side files (any SQLite file's), nor in them; no folder
+    out = check_output_folder("--out", args.out, OUTPUTS, [args.results], published)
     if args.ship:
         outputs = [out / name for name in OUTPUTS]
         check_output_path("--ship", args.ship, [args.results], [*published, *outputs])

@@ -356,7 +356,7 @@ def parse(argv: Sequence[str] | None):
 def check(args) -> tuple[list[Cell], Path]:
     """The cells to run and the output folder, or an InputError naming the field."""
     from experiments.console import check_range
-    from leaderboard.outputs import check_output_path
+    from leaderboard.outputs import check_output_folder, check_output_path
 
     agents = split_choices(args.agents, "--agents", (*AGENTS, "nuts"))
     priors = split_choices(args.priors, "--priors", PRIORS)
@@ -364,11 +364,10 @@ def check(args) -> tuple[list[Cell], Path]:
     check_range("--seeds", args.seeds, 1, 100)
     check_range("--num-warmup", args.num_warmup, 1, 100_000)
     check_range("--num-samples", args.num_samples, 4, 100_000)
-    out = Path(args.out)  # a folder, made if new (only it may be missing)
     if args.ship:
         check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
-    for name in OUTPUTS:
-        check_output_path("--out", out / name, [args.results], make_folder=True)
+    # a folder, made if new (only it may be missing)
+    out = check_output_folder("--out", args.out, OUTPUTS, [args.results])
     seeds = range(1, args.seeds + 1)
     return plan(priors, problems, agents, seeds, args.num_warmup, args.num_samples), out
 

@@ -218,7 +218,7 @@ def ship(table: pd.DataFrame, results: str, path: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.console import check_range, script_parser, setup_logging, split_choices
-    from leaderboard.outputs import check_output_path
+    from leaderboard.outputs import check_output_path, write_atomically
 
     parser = script_parser("tune_references", " ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--agents", default=",".join(AGENTS), help="agents to tune")
@@ -234,6 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         agents = split_choices(args.agents, "--agents", AGENTS)
         check_range("--group", args.group, 0, 9)
         check_range("--workers", args.workers, 0, 64)
+        check_output_path("--out", args.out, [args.results])  # never the store: before any job
         if args.ship:
             check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
             if args.group != 0:
@@ -244,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"tune_references: error: {e}", file=sys.stderr)
         return 2
-    table.to_csv(Path(args.out), index=False)
+    write_atomically("--out", args.out, lambda tmp: table.to_csv(tmp, index=False))
     print(table.drop(columns="config").to_string(index=False))
     return 0
 

@@ -2,11 +2,12 @@
 
 An output path that is the results store, any existing SQLite file, or one of their
 `-wal` / `-shm` / `-journal` side files is refused before anything is read or written,
-whether named directly or through a symbolic link or a hard link; so is a file the run
-reads (`inputs`), a read-only file, a folder, and a path whose folder is missing or
-cannot be written. A command checks its outputs before it runs any job. Outputs are
-written to a temporary file in the target's folder and renamed into place, so a crash
-while writing leaves the older file, never half of a new one.
+whether named directly or through a symbolic link or a hard link; so is a path inside
+one of the store's names (an output folder `<store>-wal` or `<store>.checkpoints`), a
+file the run reads (`inputs`), a read-only file, a folder, and a path whose folder is
+missing or cannot be written. A command checks its outputs before it runs any job.
+Outputs are written to a temporary file in the target's folder and renamed into place, so
+a crash while writing leaves the older file, never half of a new one.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from testbed.checkpoints import SUFFIX as CHECKPOINTS
 from testbed.errors import EnvironmentFault, InputError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -71,11 +73,20 @@ def _writable(path: Path) -> bool:
     return bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)) and os.access(path, os.W_OK)
 
 
+def store_names(store: Path) -> list[Path]:
+    """The paths a results store (resolved) owns: itself, its side files (SQLite keeps
+    them beside the file a link points to) and the folder of its sweeps' checkpoints."""
+    return [store.with_name(store.name + s) for s in ("", *SIDE_FILES, CHECKPOINTS)]
+
+
 def _refusal(path: Path, stores: list[Path]) -> str | None:
-    """Why writing `path` (already resolved) could destroy results, or None."""
+    """Why writing `path` (as given, or resolved) could destroy results, or None: it is,
+    or lies in, one of the stores' names (a folder output named `<store>-wal` too; a
+    name that is a file now holds no output: its own message says so)."""
+    named = [path, *(p for p in path.parents if not p.is_file())]
     for store in stores:
-        candidates = [store] + [store.with_name(store.name + s) for s in SIDE_FILES]
-        if any(_same_file(path, c) for c in candidates):
+        owned = store_names(store)
+        if any(_same_file(p, c) for p in named for c in owned):
             return f"it is the results store {str(store)!r} or one of its files"
     if path.is_file() and is_sqlite_file(path):
         return "it is a SQLite file (a results store?)"
@@ -145,7 +156,8 @@ def check_output_path(
 ) -> Path:
     """`out` as a Path, or an InputError when it cannot or must not be written.
 
-    Refused: one of `stores` (the results files in use) or a side file of one; any
+    Refused: one of `stores` (the results files in use), a side file of one or its
+    checkpoints folder (`store_names`), or a path inside one of those; any
     existing SQLite file or a side file of one (through links too); one of `inputs` (the
     other files the run reads; the same file through a link or a hard link too); a
     read-only file; a folder; a path whose folder is a file, is missing (with
@@ -155,25 +167,11 @@ def check_output_path(
     """
     if not str(out).strip():
         raise InputError(f"{field}: got {str(out)!r}; allowed: a file path such as report.html")
+    path, resolved = _not_results(field, out, stores, "a new file or an earlier output "
+                                  "(e.g. report.html, results.csv)")  # fmt: skip
     if suffixes and not str(out).endswith(suffixes):
         raise InputError(
             f"{field}: got {str(out)!r}; allowed: a file name ending in " + " or ".join(suffixes)
-        )
-    check_path_name(field, out)
-    path = Path(out)
-    try:
-        resolved = path.resolve(strict=False)
-    except (OSError, RuntimeError) as e:  # e.g. a symbolic link loop
-        reason = getattr(e, "strerror", None) or str(e)
-        raise InputError(
-            f"{field}: got {str(out)!r}, which cannot be resolved ({reason})"
-        ) from None
-    stores = [Path(s).resolve() for s in stores]
-    refusal = _refusal(path, stores) or _refusal(resolved, stores)
-    if refusal:
-        raise InputError(
-            f"{field}: got {str(out)!r}, which would overwrite results: {refusal}; allowed: a "
-            "new file or an earlier output (e.g. report.html, results.csv)"
         )
     if resolved.is_dir():
         raise InputError(
@@ -198,6 +196,51 @@ def check_output_path(
             "new one)"
         )
     _check_folder(field, out, resolved.parent, make_folder)
+    return path
+
+
+def _not_results(
+    field: str, out: str | os.PathLike, stores: Iterable[str | os.PathLike], allowed: str
+) -> tuple[Path, Path]:
+    """`out` as given and resolved, or an InputError when it cannot be resolved or writing
+    it (or into it: a folder) could destroy results (`_refusal`, by resolved path, so a
+    symbolic link or a `./` spelling does not get around it); `allowed` says what may be."""
+    check_path_name(field, out)
+    path = Path(out)
+    try:
+        resolved = path.resolve(strict=False)
+    except (OSError, RuntimeError) as e:  # e.g. a symbolic link loop
+        reason = getattr(e, "strerror", None) or str(e)
+        raise InputError(
+            f"{field}: got {str(out)!r}, which cannot be resolved ({reason})"
+        ) from None
+    stores = [Path(s).resolve() for s in stores]
+    refusal = _refusal(path, stores) or _refusal(resolved, stores)
+    if refusal:
+        raise InputError(
+            f"{field}: got {str(out)!r}, which would overwrite results: {refusal}; "
+            f"allowed: {allowed}"
+        )
+    return path, resolved
+
+
+def check_output_folder(
+    field: str,
+    out: str | os.PathLike,
+    names: Iterable[str],
+    stores: Iterable[str | os.PathLike] = (),
+    inputs: Iterable[str | os.PathLike] = (),
+) -> Path:
+    """`out`, a folder the outputs `names` are written into (made if new, in a folder that
+    exists), as a Path; or an InputError before any work: the folder itself must not be
+    one of `stores` or their side files (`<store>-wal` made a folder stops the store's
+    next write), nor a file; each output is then checked as `check_output_path` does."""
+    stores = list(stores)
+    path, resolved = _not_results(field, out, stores, "a folder of its own (made if new)")
+    if resolved.exists() and not resolved.is_dir():
+        raise InputError(f"{field}: got {str(out)!r}, a file; allowed: a folder (made if new)")
+    for name in names:
+        check_output_path(field, path / name, stores, inputs, make_folder=True)
     return path
 
 

@@ -7,10 +7,11 @@ job is run again with `--retry-failed`. A driver takes a lease on a job before r
 it (`claim`), so two sweeps on one file share the work. Rows read as dicts or as a
 DataFrame (`leaderboard.results.load` joins the problem settings to it).
 
-Nothing here changes a file it refuses: a foreign SQLite file, another schema version
-or a damaged file (its WAL too: see `leaderboard.store_checks` and `leaderboard.wal`)
-gives an `InputError` before any write. A full disk or an I/O error is an
-`EnvironmentFault`. Rows are stored in the form `leaderboard.stored_rows` gives them.
+Nothing here changes a file it refuses: a foreign SQLite file, another schema version,
+a damaged file (its WAL too: see `leaderboard.store_checks` and `leaderboard.wal`) or a
+file with more than one name (hard links; to read too) gives an `InputError` before any
+write. A full disk or an I/O error is an `EnvironmentFault`. Rows are stored in the form
+`leaderboard.stored_rows` gives them.
 The driver that wrote the file moves the WAL's rows into the main file when it closes it.
 """
 

@@ -1,6 +1,6 @@
 """What a results file must be before the store opens it: a path that names a SQLite
 file (its header intact, or `testbed salvage` can rebuild it), in a writable place for a
-sweep, whose WAL is its own.
+sweep, with one name (no hard link: SQLite gives each name a WAL), whose WAL is its own.
 
 SQLite replays any WAL whose checksums hold, whichever database wrote it; a store names
 itself in its meta table (`STORE_ID`) and every write stamps that name into the WAL's
@@ -85,6 +85,7 @@ def check_path(path: Path, mode: str, target: Path | None = None) -> None:
         raise InputError(f"results: got {str(path)!r}, which is not a regular file; {allowed}")
     if mode == "r" and not path.exists():
         raise InputError(f"results: got {str(path)!r}, which does not exist; {allowed}")
+    check_one_name(path, target)
     if path.exists() and path.stat().st_size > 0:
         with open(target, "rb") as f:
             head = f.read(65536)
@@ -97,6 +98,29 @@ def check_path(path: Path, mode: str, target: Path | None = None) -> None:
                     "in a copy and copies every row that can still be read)"
                 )
             raise InputError(f"results: got {str(path)!r}, which is not a SQLite file; {allowed}")
+
+
+def check_one_name(path: Path, target: Path) -> None:
+    """An InputError when the results file `target` (`path` as given) has more than one
+    name (hard links, as `cp -l` or a backup tool makes), to write or to read.
+
+    SQLite names a database's `-wal` and `-shm` after the name it is opened by, so each
+    name gets its own log: two sweeps through two names run every job twice, and a
+    checkpoint through one name loses the rows committed to the other's log. A reader is
+    refused too: through one name it cannot see the rows committed to another name's log,
+    and it cannot even look for that log (a file's other names cannot be listed), so it
+    would show a subset of the results without a word."""
+    try:
+        names = target.stat().st_nlink
+    except OSError:  # missing: nothing to compare (a sweep makes it)
+        return
+    if names > 1:
+        raise InputError(
+            f"results: got {str(path)!r}, a file with {names} names (hard links), each of "
+            "which SQLite gives its own WAL, so rows committed through one are missed or "
+            "lost through another; allowed: a results file with one name (copy it with "
+            "`cp` without -l, or remove the other link)"
+        )
 
 
 def meta_value(conn: sqlite3.Connection, name: str) -> str | None:

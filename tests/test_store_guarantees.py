@@ -74,6 +74,10 @@ Nothing typed overwrites results.
   test_outputs_never_on_inputs.py::test_report_and_export_into_a_missing_folder_are_refused
 - a reproduction's --out folder itself is made, in a folder that exists:
   test_store_guarantees.py::test_a_reproductions_out_folder_is_made_only_in_a_folder_that_exists
+- a reproduction's --out that is the store or its side names, or inside one (resolved):
+  test_store_names.py::test_a_reproductions_out_on_a_new_store_or_its_side_files_is_refused_first;
+  test_store_names.py::test_a_reproductions_out_on_a_stored_store_keeps_every_row;
+  test_store_names.py::test_an_output_folder_beside_the_store_is_allowed_and_one_in_its_names_is_not
 - a --results path that is a side file: test_results_safety.py::test_links_and_side_files_of_a_store_are_refused_everywhere
 - written to a temporary file and renamed: test_results_safety.py::test_outputs_replace_the_old_file_atomically
 
@@ -87,6 +91,9 @@ Refused before any change, in one line.
 - a -wal of another store, a zeroed one: test_store_files.py::test_a_stale_wal_of_another_store_is_refused_and_nothing_is_written;
   test_store_files.py::test_a_zeroed_wal_is_refused_not_read_as_an_empty_store
 - a read-only path for a sweep: test_leaderboard.py::test_read_only_results_paths
+- a file with more than one name (hard links), to write or to read:
+  test_store_names.py::test_a_hard_linked_store_is_refused_by_a_sweep_with_one_line_and_no_row;
+  test_store_names.py::test_a_library_open_of_a_hard_linked_store_raises_input_error
 - a link or a relative path names the file it resolves to, with its -wal:
   test_store_files.py::test_a_damaged_wal_is_found_through_a_symbolic_link;
   test_store_files.py::test_a_relative_path_and_a_link_name_one_store;
