@@ -252,7 +252,7 @@ def test_prior_functions_pair_seeds_and_give_the_difference_with_its_standard_er
     assert iris[pf.WITH] == pytest.approx(1.0 + 0.7) and iris["mlp"] == pytest.approx(3.0)
     assert iris["difference"] == pytest.approx(0.4)
     assert iris["difference_se"] == pytest.approx(0.1 / 3**0.5)  # std of (.3, .5, .4) is 0.1
-    assert iris["seeds"] == 3 and iris["says"] == "prior helps"  # 0.4 > 2 x 0.058
+    assert iris["seeds"] == 3 and iris["says"] == "prior helps"  # 0.4 > 4.30 x 0.058
     pooled = table.iloc[2]
     assert pooled[pf.WITH] == pytest.approx(1.5 + 0.7)
     assert pooled["difference"] == pytest.approx(0.4)
@@ -262,7 +262,8 @@ def test_prior_functions_pair_seeds_and_give_the_difference_with_its_standard_er
 def test_prior_functions_within_noise_hurt_and_missing_are_said(tmp_path):
     from experiments import prior_functions as pf
 
-    gap = {"iris": {0: 0.3, 1: -0.3, 2: 0.1}, "wine": {0: -0.5, 1: -0.6, 2: -0.4}}
+    # iris: mean 0.3, se 0.115, 2.6 standard errors: inside the t interval (4.30 at 2 df)
+    gap = {"iris": {0: 0.1, 1: 0.3, 2: 0.5}, "wine": {0: -0.5, 1: -0.6, 2: -0.4}}
 
     def nll(name, seed, dataset):
         return 1.0 + (gap[dataset][seed] if name == pf.WITHOUT else 0.0)
@@ -274,7 +275,7 @@ def test_prior_functions_within_noise_hurt_and_missing_are_said(tmp_path):
     assert table.loc["all", "says"] == "not run"  # a partial mean is never a score
     _prior_store(tmp_path / "s.db", nll)
     table = _prior_report(tmp_path, tmp_path / "s.db").set_index("dataset")
-    assert table.loc["wine", "says"] == "prior hurts"  # -0.5 +- 0.058
+    assert table.loc["wine", "says"] == "prior hurts"  # -0.5 +- 0.058: 8.7 standard errors
 
 
 def test_prior_functions_plan_and_refusals(tmp_path, capsys):
@@ -288,3 +289,19 @@ def test_prior_functions_plan_and_refusals(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["reproduce_real_data: error: --grid: not with --prior-functions; allowed: "
                    "one of the two"]  # fmt: skip
+
+
+def test_the_docs_prior_functions_table_is_the_report_of_the_shipped_runs(tmp_path):
+    """docs/reproductions/real-data.md's Figure 7 table is what `--prior-functions
+    --report` prints on a fresh install (our shipped runs, no store)."""
+    from pathlib import Path
+
+    from experiments import prior_functions as pf
+
+    argv = ["--prior-functions", "--report", "--results", str(tmp_path / "none.db"),
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    assert rrd.main(argv) == 0
+    table = pd.read_csv(tmp_path / "out" / "prior_functions.csv")
+    assert len(table) == 20 and "not run" not in set(table["says"])  # 16 cells + 4 pooled
+    docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/real-data.md").read_text()
+    assert pf.markdown(table).strip() in docs
