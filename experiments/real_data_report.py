@@ -142,11 +142,14 @@ def _correlate(x: np.ndarray, y: np.ndarray, num_bootstrap: int) -> dict[str, fl
 
 
 def said(r) -> str:
-    """`holds` when the Spearman interval is above 0, else `not shown` (or too few)."""
+    """`holds` when the Spearman interval is above 0, `reversed` when it is below 0 (the
+    testbed ranks the configs the other way round), else `not shown` (or too few)."""
     if r["n"] < MIN_VERDICT:
         return f"too few configs for a verdict (< {MIN_VERDICT})"
     if not np.isfinite(r["spearman"]):
         return "undefined (a side is constant across configs)"
+    if r["spearman_high"] < 0:
+        return "reversed"
     return "holds" if r["spearman_low"] > 0 else "not shown"
 
 
@@ -204,7 +207,9 @@ def verdict(corr: pd.DataFrame) -> list[str]:
                          f"[{r['spearman_low']:.2f}, {r['spearman_high']:.2f}], "
                          f"{r['n']} configs, {r['missing']} missing")  # fmt: skip
         holds = int((g["verdict"] == "holds").sum())
-        lines.append(f"{agent}: holds in {holds} of {len(g)} (" + "; ".join(cells) + ")")
+        turned = int((g["verdict"] == "reversed").sum())
+        also = f", reversed in {turned}" if turned else ""
+        lines.append(f"{agent}: holds in {holds} of {len(g)}{also} (" + "; ".join(cells) + ")")
     return lines
 
 

@@ -102,6 +102,14 @@ def test_monotone_scores_give_spearman_one_and_the_verdict_holds(tmp_path):
         assert (tmp_path / "out" / name).exists(), name
 
 
+def test_scores_in_reverse_order_are_said_reversed(tmp_path):
+    _store(tmp_path / "r.db", lambda i: 10.0 - i)  # the testbed's best is real data's worst
+    row = _report(tmp_path, tmp_path / "r.db").iloc[0]
+    assert row["spearman"] == pytest.approx(-1.0) and row["verdict"] == "reversed"
+    text = (tmp_path / "out" / "correlation.md").read_text()
+    assert "mlp: holds in 0 of 1, reversed in 1 (full tau=1: reversed, Spearman -1.00" in text
+
+
 def test_shuffled_scores_give_an_interval_holding_zero(tmp_path):
     order = [3, 7, 0, 5, 1, 6, 4, 2]  # a shuffle: Spearman with 0..7 is -0.07
     _store(tmp_path / "r.db", lambda i: 1.0 + order[i])
@@ -157,7 +165,8 @@ def test_a_store_without_real_data_is_refused(tmp_path, capsys):
     with ResultsStore(tmp_path / "r.db") as store:
         j = rrd.jobs_of("uniform", SELECTION[:1], {})[0]
         store.record({**j.as_dict(), "status": "ok", "metrics": {"kl_estimate": 1.0}})
-    argv = ["--report", "--results", str(tmp_path / "r.db"), "--out", str(tmp_path / "o")]
+    argv = ["--report", "--no-shipped", "--results", str(tmp_path / "r.db"),
+            "--out", str(tmp_path / "o")]  # fmt: skip (ours shipped hold real-data runs)
     assert rrd.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds no real-data run" in err[0]
