@@ -254,9 +254,11 @@ def quiet_tensorflow() -> None:
 
 @contextlib.contextmanager
 def using(settings: Settings) -> Iterator[Settings]:
-    """Within: `settings` in force (`current()`), then what was before."""
+    """Within: `settings` in force (`current()`), then what was before (blocks nest: a
+    command's, then a sweep's, then its checkpoints')."""
     _installed.append(settings)
     try:
         yield settings
     finally:
-        _installed.remove(settings)
+        innermost = max(i for i, s in enumerate(_installed) if s is settings)
+        del _installed[innermost]
