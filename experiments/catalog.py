@@ -14,6 +14,10 @@ the command imports everything, as it always did, and writes one. A command with
 the whole way. The cache folder is `TESTBED_CATALOG` (`off`: none), else
 `$XDG_CACHE_HOME/testbed/catalog`, else `~/.cache/testbed/catalog`.
 
+The variables are read by `testbed.settings`, whose file this module loads by its path
+when the testbed is not imported yet (it imports only the standard library): the command
+reads its environment once, here, and keeps that snapshot in force once the stack is loaded.
+
 An answer given here is the one the whole way gives (`tests/test_fast_answers.py` compares
 them); an input this index cannot judge alone (a value out of its range, a problem id of a
 known family, a seed) takes the whole way.
@@ -29,12 +33,10 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# read here, not by testbed.settings: the index answers before any package is imported
-CATALOG_ENV = "TESTBED_CATALOG"
 PACKAGES = ("agents", "generative", "testbed", "leaderboard", "experiments")
 FORMAT = 2  # bumped when the index's layout changes
 KEEP = 8  # index files kept in the folder (the newest)
@@ -60,10 +62,12 @@ def _package_dirs() -> list[Path]:
     return out
 
 
-def key() -> str:
-    """A hash of what the registries are built from (see the module's docstring)."""
+def key(chosen: Any = None) -> str:
+    """A hash of what the registries are built from (see the module's docstring), with the
+    settings `chosen` (default: those in force, `environment()`)."""
+    chosen = environment() if chosen is None else chosen
     h = hashlib.sha256(f"{FORMAT}\0{sys.executable}\0{sys.version}\0".encode())
-    for name, value in sorted(os.environ.items()):
+    for name, value in chosen.values:  # sorted by name
         if name.startswith("TESTBED_") and name != CATALOG_ENV:
             h.update(f"{name}={value}\0".encode())
     for entry in sys.path:  # a package installed or removed (an optional agent's library)
@@ -85,15 +89,10 @@ def key() -> str:
     return h.hexdigest()[:32]
 
 
-def cache_dir(environ: dict[str, str] | os._Environ = os.environ) -> Path | None:
-    """The folder of the index files, or None (`TESTBED_CATALOG=off`)."""
-    chosen = environ.get(CATALOG_ENV, "").strip()
-    if chosen.lower() == "off":
-        return None
-    if chosen:
-        return Path(chosen).expanduser()
-    home = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(home) / "testbed" / "catalog"
+def cache_dir(chosen: Any = None) -> Path | None:
+    """The folder of the index files, or None (`TESTBED_CATALOG=off`), as the settings
+    `chosen` (default: those in force) say (`testbed.settings.Settings.catalog`)."""
+    return (environment() if chosen is None else chosen).catalog
 
 
 def _plugins_installed() -> bool:
@@ -105,12 +104,13 @@ def _plugins_installed() -> bool:
         return True
 
 
-def load() -> dict[str, Any] | None:
+def load(chosen: Any = None) -> dict[str, Any] | None:
     """The index for this installation's state, or None (none written yet, or off)."""
-    folder = cache_dir()
+    chosen = environment() if chosen is None else chosen
+    folder = cache_dir(chosen)
     if folder is None:
         return None
-    path = folder / f"{key()}.json"
+    path = folder / f"{key(chosen)}.json"
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -168,15 +168,16 @@ def _settings(config_cls: type) -> dict[str, dict[str, Any]]:
     }
 
 
-def write(data: dict) -> Path | None:
+def write(data: dict, chosen: Any = None) -> Path | None:
     """Writes the index under this state's key (atomically); None when there is no
     folder or it cannot be written (the index is a cache: nothing fails without it)."""
-    folder = cache_dir()
+    chosen = environment() if chosen is None else chosen
+    folder = cache_dir(chosen)
     if folder is None:
         return None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{key()}.json"
+        path = folder / f"{key(chosen)}.json"
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         with os.fdopen(fd, "w") as f:
             json.dump(data, f)
@@ -196,27 +197,35 @@ def _load_file(package: str, module: str):
     """A module of ours that imports only the standard library, loaded from its file:
     importing it by name would first import its package (the testbed's imports JAX)."""
     path = Path(importlib.util.find_spec(package).submodule_search_locations[0], f"{module}.py")
-    spec = importlib.util.spec_from_file_location(f"_catalog_{module}", path)
+    name = f"_catalog_{module}"
+    spec = importlib.util.spec_from_file_location(name, path)
     loaded = importlib.util.module_from_spec(spec)
+    sys.modules[name] = loaded  # as an import does (a dataclass looks its module up)
     spec.loader.exec_module(loaded)
     return loaded
 
 
-close_names = _load_file("testbed", "names").close_names  # as the registries suggest names
+_names = _load_file("testbed", "names")  # the registries' words for names
+did_you_mean = _names.did_you_mean  # as testbed.config.did_you_mean
+_settings_file = _load_file("testbed", "settings")  # read alike before the stack loads
+CATALOG_ENV = _settings_file.CATALOG
 
 
-def _did_you_mean(name: str, names: Iterable[str]) -> str:
-    close = close_names(name, names)
-    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+def _settings_module():
+    """testbed.settings: the module itself once the testbed is imported, else its file
+    loaded alone (`_settings_file`)."""
+    return sys.modules.get("testbed.settings") or _settings_file
+
+
+def environment() -> Any:
+    """The settings in force (`testbed.settings.current()`): those a command installed,
+    else the environment's, read now (a `testbed.settings.Settings`)."""
+    return _settings_module().current()
 
 
 def unknown_name(field: str, name: str, names: list[str], max_listed: int) -> str:
     """`testbed.registry.unknown_name(field, name, names)`'s message."""
-    items = [str(a) for a in names]
-    if len(items) > max_listed:
-        items = items[:max_listed] + [f"... ({len(items) - max_listed} more)"]
-    hint = _did_you_mean(name, names)
-    return f"{field}: got {name!r}{hint}; allowed: one of: " + ", ".join(items)
+    return _names.unknown_name(field, name, names, max_listed)
 
 
 # ----- the hint: a file here registers the name
@@ -321,7 +330,7 @@ def check_run(index: dict, args: Any) -> None:
     for name, value in sets.items():  # as testbed.config.coerce_fields, in order
         if name not in settings:
             raise Answer(
-                f"agent {args.agent}: unknown setting {name!r}{_did_you_mean(name, settings)}; "
+                f"agent {args.agent}: unknown setting {name!r}{did_you_mean(name, settings)}; "
                 f"allowed: {', '.join(sorted(settings))}"
             )
         refused = _refused(settings[name], value)
@@ -357,22 +366,19 @@ def _refused(setting: dict[str, Any], text: str) -> str | None:
     return ""
 
 
-SEEDS = re.compile(r"^\s*\d+(\s*-\s*\d+)?(\s*,\s*\d+(\s*-\s*\d+)?)*\s*,?\s*$")
 MAX_SEEDS_HERE = 1000  # more seeds: the whole way counts them
+_seeds = _load_file("leaderboard", "seeds")  # the library's reading of --seeds
 
 
 def _few_seeds(text: str) -> int | None:
-    """How many seeds `text` names when it is plainly valid and few, else None."""
-    if not isinstance(text, str) or not SEEDS.match(text):
+    """How many seeds `text` names when they are seeds and few (as the library reads them,
+    `leaderboard.seeds.AgentSeeds`), else None."""
+    if not isinstance(text, str):
         return None
-    count = 0
-    for part in (p for p in text.split(",") if p.strip()):
-        lo, _, hi = part.partition("-")
-        low, high = int(lo), int(hi) if hi.strip() else int(lo)
-        if high < low:
-            return None
-        count += high - low + 1
-    return count if 0 < count <= MAX_SEEDS_HERE else None
+    seeds = _seeds.AgentSeeds.parse(text)
+    if seeds.early is not None or seeds.refused is not None:
+        return None
+    return seeds.count if 0 < seeds.count <= MAX_SEEDS_HERE else None
 
 
 def check_sweep(index: dict, args: Any, max_jobs: int) -> None:
@@ -395,7 +401,7 @@ def check_sweep(index: dict, args: Any, max_jobs: int) -> None:
     fields = {n: _agent(index, n)["fields"] for n in names}
     unused = sorted(set(sets) - set().union(*fields.values()))
     if unused and args.configs == "default":  # (a sweep of configs is sized first)
-        hint = _did_you_mean(unused[0], set().union(*fields.values()) - {"seed"})
+        hint = did_you_mean(unused[0], set().union(*fields.values()) - {"seed"})
         raise Answer(
             f"set {unused[0]}: no agent among {', '.join(names)} has this field{hint}; "
             "allowed: "
@@ -405,15 +411,18 @@ def check_sweep(index: dict, args: Any, max_jobs: int) -> None:
         )
 
 
-def fast_answer(args: Any, *, max_jobs: int, show: Callable[..., None]) -> int | None:
+def fast_answer(
+    args: Any, *, max_jobs: int, show: Callable[..., None], chosen: Any = None
+) -> int | None:
     """The command's answer from the index: `list` printed (by `show(kind, cols, rows,
     as_json)`), 0; an error printed, 2; None when the index cannot answer (the command
-    then takes the whole way)."""
+    then takes the whole way). `chosen`: the command's settings (default: in force)."""
     if getattr(args, "imports", None) or args.command not in ("list", "run", "sweep"):
         return None
-    if args.command != "list" and os.environ.get("TESTBED_PROGRESS"):
+    chosen = environment() if chosen is None else chosen
+    if args.command != "list" and chosen.get(_settings_module().PROGRESS):
         return None  # checked (and refused if bad) before the command runs
-    index = load()
+    index = load(chosen)
     if index is None:
         return None
     try:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from experiments.cli_parser import RESULTS, attach_values
 from experiments.console import (
     EXIT_JOBS_FAILED,
     EXIT_OK,
+    environment,
     fast_answer,
     import_hint,
     interruptible,
@@ -51,9 +51,10 @@ def _split(values: Sequence[str] | None) -> list[str]:
     return [v.strip() for text in values or [] for v in text.split(",") if v.strip()]
 
 
-def _import_user_modules(args: argparse.Namespace) -> tuple[str, ...]:
+def _import_user_modules(args: argparse.Namespace) -> Any:
     """Imports the modules named by --import (the user's own agents and problems register
-    there); returns them as workers import them."""
+    there), once: returns them imported (`leaderboard.sweeping.UserModules`), which the
+    library takes as they are."""
     from leaderboard.sweeping import import_modules
 
     return import_modules(_split(getattr(args, "imports", None)))
@@ -212,7 +213,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         metric=args.metric,
         per_observation=args.per_observation,
         shipped=not args.no_shipped,
-        imports=imports,
+        imports=imports.specs,
     )
     if args.export:
         from leaderboard.results import export
@@ -269,7 +270,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         per_observation=True,
         unranked_ok=True,
         shipped=not args.no_shipped,
-        imports=imports,
+        imports=imports.specs,
     )
     path = write_report(board, args.out, title=args.title)
     for note in lb.coverage_notes(board):  # configs scored apart: on stderr, as leaderboard
@@ -330,20 +331,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     # `--help` and a usage error need none of the libraries: answered before they load;
     # so are `list` and a mistyped name, from the registries' index (experiments.catalog)
     args = build_parser().parse_args(attach_values(sys.argv[1:] if argv is None else argv))
-    answered = fast_answer(args, MAX_JOBS)
+    chosen = environment()  # the command's settings: the environment, read once
+    answered = fast_answer(args, MAX_JOBS, chosen)
     if answered is not None:
         return answered
     fresh = "agents" not in sys.modules  # the registries hold no one else's entries yet
     # argv None: the process's own command line (`testbed`, `python -m experiments.cli`),
     # which an interrupt ends at once; a caller of main(argv) gets the status back
-    return interruptible("testbed", lambda: _main(args, index=fresh), ends_process=argv is None)
+    return interruptible(
+        "testbed", lambda: _main(args, index=fresh), ends_process=argv is None, chosen=chosen
+    )
 
 
 def _main(args: argparse.Namespace, index: bool = False) -> int:
     from leaderboard.worker import enable_compilation_cache
-    from testbed import threefry_cpu
+    from testbed import settings, threefry_cpu
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    settings.quiet_tensorflow()  # before TensorFlow may load (TFDS preparing a dataset)
     setup_logging()
     enable_compilation_cache()
     threefry_cpu.install()  # the same random bits as JAX's, faster on the CPU

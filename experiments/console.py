@@ -226,25 +226,50 @@ def _import_stack() -> None:
             importlib.import_module(name)
 
 
-def interruptible(prog: str, run: Callable[[], int], *, ends_process: bool = False) -> int:
-    """`run()` as a command runs: Ctrl-C while the stack loads waits for it, later ones
-    are never lost (a KeyboardInterrupt that Python drops inside JAX's gc callback is
-    recorded and raised again); an interrupt ends in one line and status 130.
+def interruptible(
+    prog: str, run: Callable[[], int], *, ends_process: bool = False, chosen: Any = None
+) -> int:
+    """`run()` as a command runs: its settings installed (`installed`), Ctrl-C while the
+    stack loads waits for it, later ones are never lost (a KeyboardInterrupt that Python
+    drops inside JAX's gc callback is recorded and raised again); an interrupt ends in one
+    line and status 130.
 
     `ends_process` (this process is the command: its `__main__`): after that line the
     process ends at once (`end_interrupted`), not through the interpreter's exit, which
     waits for native work the interrupt abandoned in flight."""
     try:
-        _import_stack()
-        from leaderboard.executors import recorded_interrupts
+        with installed(chosen):
+            _import_stack()
+            from leaderboard.executors import recorded_interrupts
 
-        with recorded_interrupts():
-            return run()
+            with recorded_interrupts():
+                return run()
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         if ends_process:
             end_interrupted()
         return EXIT_INTERRUPTED
+
+
+def environment() -> Any:
+    """A command's settings (a `testbed.settings.Settings`): the environment, read once
+    at its start, before the stack loads (`experiments.catalog.environment`)."""
+    from experiments import catalog
+
+    return catalog.environment()
+
+
+@contextlib.contextmanager
+def installed(chosen: Any = None) -> Iterator[Any]:
+    """A command's settings in force while it runs, the rest of it reading them
+    (`testbed.settings.using`): `chosen` (as `environment()` read them), else the
+    environment's, read now. One read of the environment per command."""
+    with _interrupts_held():
+        from testbed import settings  # imports the testbed (JAX): Ctrl-C held, as below
+
+    pinned = settings.current() if chosen is None else settings.Settings(tuple(chosen.values))
+    with settings.using(pinned):
+        yield pinned
 
 
 def end_interrupted() -> NoReturn:
@@ -364,17 +389,17 @@ def _example(generative: Any, sweeps: list[str]) -> str:
     return ids[0] if ids else ""
 
 
-def fast_answer(args: argparse.Namespace, max_jobs: int) -> int | None:
+def fast_answer(args: argparse.Namespace, max_jobs: int, chosen: Any = None) -> int | None:
     """`testbed`'s answer from experiments.catalog's index, or None (the command takes the
-    whole way; `max_jobs`: a sweep's limit). A process that has imported the registries
-    already (a test, a notebook: it may have registered its own agents or problems) asks
-    them, not the index."""
+    whole way; `max_jobs`: a sweep's limit; `chosen`: its settings, `environment()`). A
+    process that has imported the registries already (a test, a notebook: it may have
+    registered its own agents or problems) asks them, not the index."""
     from experiments import catalog
 
     if any(m in sys.modules for m in ("agents", "generative", "testbed")):
         return None
     try:
-        return catalog.fast_answer(args, max_jobs=max_jobs, show=show_list)
+        return catalog.fast_answer(args, max_jobs=max_jobs, show=show_list, chosen=chosen)
     except BrokenPipeError:
         silence_stdout()
         return EXIT_BROKEN_PIPE

@@ -254,7 +254,7 @@ def load(problem_id: str, **options: Any) -> Problem:
     `options` change how it is evaluated (e.g. `num_samples=1000` for an `sbi/...` problem,
     `num_test_seeds=100` for a classification one); each family lists the ones it takes.
     """
-    threefry_cpu.install()  # a library entry point: problems built as the command line builds them
+    threefry_cpu.ensure_installed()  # problems built as the command line builds them
     family, rest = split_id(problem_id)
     unknown = sorted(set(options) - set(family.options))
     if unknown and not family.options:

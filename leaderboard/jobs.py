@@ -16,16 +16,15 @@ import hashlib
 import json
 import logging
 import math
-import numbers
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from leaderboard.agent_fit import problem_class
+from leaderboard.seeds import AgentSeeds, parse_seeds  # noqa: F401  (parse_seeds: named here too)
 from testbed.errors import InputError, bad_value
 
 log = logging.getLogger("testbed.sweep")
-MAX_SEEDS = 100_000  # more agent seeds than this is a typo, not a sweep
 
 
 def config_key(agent: str, config: Mapping[str, Any]) -> str:
@@ -206,43 +205,17 @@ def _distinct(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list({json.dumps(c, sort_keys=True, default=str): c for c in configs}.values())
 
 
-def parse_seeds(text: str | Sequence[int]) -> list[int]:
-    """Agent seeds from `0,1,2`, `0-4` (inclusive) or a list of integers; a range that
-    runs backwards, or more than MAX_SEEDS seeds, is refused."""
-    allowed = "integers >= 0 like 0,1,2 or a range like 0-4"
-    if not isinstance(text, str):
-        given = list(text)
-        if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0
-                   for s in given):  # fmt: skip
-            raise bad_value("seeds", given, "integers >= 0")
-        return list(dict.fromkeys(int(s) for s in given))
-    parts = []
-    try:
-        for part in [p.strip() for p in text.split(",") if p.strip()]:
-            lo, dash, hi = part.partition("-")  # "0-" is half a range: refused
-            parts.append((int(lo), int(hi) if dash else int(lo)))
-    except ValueError:
-        parts = []
-    if not parts or any(lo < 0 for lo, _ in parts):
-        raise bad_value("seeds", text, allowed)
-    for lo, hi in parts:
-        if hi < lo:
-            raise bad_value("seeds", text, f"{allowed}; a range from low to high")
-    if sum(hi - lo + 1 for lo, hi in parts) > MAX_SEEDS:
-        raise bad_value("seeds", text, f"at most {MAX_SEEDS:,} seeds")
-    return list(dict.fromkeys(s for lo, hi in parts for s in range(lo, hi + 1)))
-
-
 def expand(
     agent_names: Iterable[str],
     problem_ids: Sequence[str],
     *,
-    seeds: Sequence[int] = (0,),
+    seeds: AgentSeeds | Sequence[int] = (0,),
     overrides: Mapping[str, Any] | None = None,
     configs: str = "default",
     problem_options: Mapping[str, Any] | None = None,
 ) -> list[Job]:
     """Jobs for every (agent config, problem id, seed), in a stable order without repeats.
+    `seeds`: parsed (`leaderboard.seeds.AgentSeeds`, as a sweep passes them) or as given.
 
     `configs='default'` (as the command line) runs each agent's default config;
     `configs='sweep'` its whole hyper-parameter sweep (`agents.sweep(name)`).
@@ -268,7 +241,7 @@ def expand(
             f"set seed: got {overrides['seed']!r}; allowed: agent seeds are given by "
             "--seeds (seeds=...), not --set"
         )
-    seeds = parse_seeds(seeds)
+    seeds = AgentSeeds.parse(seeds).values()  # parsed once when a sweep passes them parsed
     fields = _settings_of(agent_names, overrides or {})
     jobs: dict[str, Job] = {}
     for name in agent_names:

@@ -31,6 +31,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from testbed import settings
 from testbed.errors import InputError
 
 # The exit code of a worker that found itself running a sweep while it imported the
@@ -94,7 +95,7 @@ class WorkerProcess:
             with sigint_blocked():
                 self._popen = subprocess.Popen(
                     [sys.executable, "-c", BOOT, str(child.fileno())],
-                    env={**os.environ, **env},
+                    env=settings.child_environ(env),
                     stdin=subprocess.DEVNULL,  # a job never reads the terminal's input
                     pass_fds=(child.fileno(),),
                 )

@@ -21,6 +21,7 @@ from typing import Any
 
 from leaderboard.jobs import Job
 from leaderboard.runner import SweepSummary
+from leaderboard.seeds import AgentSeeds
 from leaderboard.store import DEFAULT_PATH
 from leaderboard.timeouts import DEFAULT_TIMEOUT
 from testbed.config import check_at_least
@@ -30,6 +31,15 @@ MAX_JOBS = 1_000_000  # one sweep's jobs (each is held in memory while it is exp
 EXECUTORS = ("local", "ray", "inline")
 
 Seeds = str | int | Sequence[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class UserModules:
+    """The user's modules (`--import`), imported in this process by `import_modules`: their
+    specs as workers import them (module names as given, `.py` paths made absolute). Given
+    to `sweep`, `plan` or `make_executor` in place of specs, they are not imported again."""
+
+    specs: tuple[str, ...] = ()
 
 
 def sweep(
@@ -45,7 +55,7 @@ def sweep(
     workers: int = 0,
     timeout: Any = DEFAULT_TIMEOUT,
     address: str | None = None,
-    imports: Sequence[str] = (),
+    imports: Sequence[str] | UserModules = (),
     retry_failed: bool = False,
     share_training: bool = True,
     progress: bool = True,
@@ -61,26 +71,33 @@ def sweep(
     (a process pool of `workers`, 0: one per core), `"ray"` (the cluster at `address`, or a
     local Ray), `"inline"` (this process, one job at a time), or an executor object.
     `timeout`: seconds per job (None, 0 or inf: no limit). `imports`: modules or `.py`
-    files that register the user's agents and problems (the workers import them too).
+    files that register the user's agents and problems, imported once here (the workers
+    import them too), or the `UserModules` that `import_modules` imported.
     A failed job is stored with its reason and run again only with `retry_failed`;
     `share_training=False` trains once per job, not once per training set.
 
     Every input is checked before any job runs or any file is written: a bad one is an
-    `InputError` naming its field (as `testbed sweep` says it).
+    `InputError` naming its field (as `testbed sweep` says it). The settings in force at
+    the call (`testbed.settings.current()`: the environment's, read once, when no entry
+    point installed any) stay in force until it returns.
     """
-    jobs = plan(agents, problems, seeds=seeds, configs=configs, overrides=overrides,
-                options=options, imports=imports)  # fmt: skip
-    runner = make_executor(executor, workers=workers, timeout=timeout, address=address,
-                           imports=[_resolved(spec) for spec in imports])  # fmt: skip
-    return run(jobs, results, runner, retry_failed=retry_failed, progress=progress,
-               share_training=share_training)  # fmt: skip
+    from testbed import settings
+
+    with settings.using(settings.current()):  # read once: the settings of the whole call
+        imported = import_modules(imports)
+        jobs = plan(agents, problems, seeds=seeds, configs=configs, overrides=overrides,
+                    options=options, imports=imported)  # fmt: skip
+        runner = make_executor(executor, workers=workers, timeout=timeout, address=address,
+                               imports=imported)  # fmt: skip
+        return run(jobs, results, runner, retry_failed=retry_failed, progress=progress,
+                   share_training=share_training)  # fmt: skip
 
 
 def plan(
     agents: str | Sequence[str],
     problems: str | Sequence[str],
     *,
-    imports: Sequence[str] = (),  # first: what the user's modules register is checked after
+    imports: Sequence[str] | UserModules = (),  # first: what they register is checked after
     seeds: Seeds = 0,
     configs: str = "default",
     overrides: Mapping[str, Any] | None = None,
@@ -89,16 +106,17 @@ def plan(
     """The jobs of a sweep (arguments as `sweep`'s), every input checked: no job runs.
     The checks run in the order the command line's errors come: modules, seeds, problems,
     the sweep's size, problem options, then agents and their overrides (`jobs.expand`)."""
-    from leaderboard.jobs import expand, parse_seeds
+    from leaderboard.jobs import expand
 
     import_modules(imports)
     names = [agents] if isinstance(agents, str) else list(agents)
-    seed_count = count_seeds(seeds)
+    parsed = AgentSeeds.parse(seeds)  # once: counted, then expanded, then passed on
+    seed_count = parsed.counted()
     ids = problem_ids(problems)
     check_size(names, len(ids), seed_count, configs)
-    seed_list = parse_seeds(_seed_text(seeds))
+    parsed.values()  # the seeds themselves are checked before the options
     typed = check_options(ids, options or {})
-    return expand(names, ids, seeds=seed_list, overrides=overrides, configs=configs,
+    return expand(names, ids, seeds=parsed, overrides=overrides, configs=configs,
                   problem_options=typed)  # fmt: skip
 
 
@@ -113,21 +131,25 @@ def run(
 ) -> SweepSummary:
     """Runs `jobs` on `executor` into the results store `results` (made if new; stored
     jobs are skipped). An executor that connects (Ray) connects before the store is
-    opened, so a cluster that does not answer leaves no file behind; it is closed after."""
+    opened, so a cluster that does not answer leaves no file behind; it is closed after.
+    The settings in force when it starts (`testbed.settings.current()`, read once) stay in
+    force for the whole sweep: its progress, its checkpoints, every worker's."""
     from leaderboard.runner import run_sweep
     from leaderboard.store import ResultsStore
+    from testbed import settings
 
     connect = getattr(executor, "connect", None)
-    if connect is not None:
-        connect()
-    try:
-        with ResultsStore(results, mode="w") as store:
-            return run_sweep(jobs, store, executor, retry_failed=retry_failed,
-                             progress=progress, share_training=share_training)  # fmt: skip
-    finally:
-        close = getattr(executor, "close", None)
-        if close is not None:
-            close()
+    with settings.using(settings.current()):
+        if connect is not None:
+            connect()
+        try:
+            with ResultsStore(results, mode="w") as store:
+                return run_sweep(jobs, store, executor, retry_failed=retry_failed,
+                                 progress=progress, share_training=share_training)  # fmt: skip
+        finally:
+            close = getattr(executor, "close", None)
+            if close is not None:
+                close()
 
 
 def make_executor(
@@ -136,14 +158,18 @@ def make_executor(
     workers: int = 0,
     timeout: Any = DEFAULT_TIMEOUT,
     address: str | None = None,
-    imports: Sequence[str] = (),
+    imports: Sequence[str] | UserModules = (),
 ) -> Any:
     """The executor `kind` names (`local`, `ray`, `inline`) with its settings checked; an
-    executor object is taken as it is (its settings are its own: none may be given)."""
+    executor object is taken as it is (its settings are its own: none may be given).
+    `imports` are what the workers import (`UserModules`: imported in this process already,
+    so the inline executor, which runs here, imports nothing again)."""
     from leaderboard.executors import InlineExecutor, LocalExecutor, RayExecutor
 
+    here = isinstance(imports, UserModules)
+    imports = imports.specs if here else tuple(imports)
     if not isinstance(kind, str):
-        given = {"workers": workers, "address": address, "imports": tuple(imports)}
+        given = {"workers": workers, "address": address, "imports": imports}
         given = {k: v for k, v in given.items() if v} | (
             {"timeout": timeout} if timeout != DEFAULT_TIMEOUT else {}
         )
@@ -157,9 +183,8 @@ def make_executor(
     if kind not in EXECUTORS:
         raise bad_value("executor", kind, EXECUTORS)
     check_at_least("workers", workers, 0)  # a number first, whichever executor it is for
-    imports = tuple(imports)
     if kind == "inline":
-        executor = InlineExecutor(imports=imports, timeout=timeout)
+        executor = InlineExecutor(imports=() if here else imports, timeout=timeout)
     elif kind == "ray":
         executor = RayExecutor(address=address, timeout=timeout, workers=workers, imports=imports)
     else:
@@ -172,12 +197,16 @@ def make_executor(
     return executor
 
 
-def import_modules(specs: Sequence[str]) -> tuple[str, ...]:
+def import_modules(specs: Sequence[str] | UserModules) -> UserModules:
     """Imports the user's modules `specs` (their agents and problems register there):
     module names as given, `.py` paths made absolute (as workers import them). One that
-    cannot be imported is one InputError saying why and where. Returns the specs resolved."""
+    cannot be imported is one InputError saying why and where. Returns them imported
+    (`UserModules`, which `sweep`, `plan` and `make_executor` take as they are); given
+    `UserModules`, imports nothing again."""
     from leaderboard.worker import import_user_module
 
+    if isinstance(specs, UserModules):
+        return specs
     resolved = tuple(_resolved(spec) for spec in specs)
     for spec in resolved:
         try:
@@ -195,7 +224,7 @@ def import_modules(specs: Sequence[str]) -> tuple[str, ...]:
                 f"allowed: a module that imports without error (python {spec} shows the "
                 "traceback)"
             ) from None
-    return resolved
+    return UserModules(resolved)
 
 
 def _resolved(spec: str) -> str:
@@ -214,36 +243,10 @@ def _where_raised(e: BaseException) -> str:
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown place"
 
 
-def _seed_text(seeds: Seeds) -> str | Sequence[int]:
-    """Seeds as `parse_seeds` takes them (an int: a list of one)."""
-    return [seeds] if isinstance(seeds, int) and not isinstance(seeds, bool) else seeds
-
-
 def count_seeds(seeds: Seeds) -> int:
     """How many seeds `seeds` names (ranges counted, not expanded, so a huge one is refused
     by its size); an InputError for a range that runs backwards (`5-2` names no seed)."""
-    seeds = _seed_text(seeds)
-    if not isinstance(seeds, str):
-        try:
-            return len(list(seeds))
-        except TypeError:  # not a list of seeds at all
-            raise bad_value(
-                "seeds", seeds, "integers >= 0 like 0,1,2 or a range like 0-4"
-            ) from None
-    count = 0
-    for part in (p.strip() for p in seeds.split(",")):
-        lo, sep, hi = part.partition("-")
-        if sep and lo.strip().isdigit() and hi.strip().isdigit():
-            low, high = int(lo), int(hi)
-            if high < low:
-                raise InputError(
-                    f"--seeds: got {seeds!r}, whose range {part!r} runs backwards (it names no "
-                    f"seed); allowed: ranges low-high such as {high}-{low}"
-                )
-            count += high - low + 1
-        elif part:
-            count += 1
-    return count
+    return AgentSeeds.parse(seeds).counted()
 
 
 def problem_ids(problems: str | Sequence[str]) -> list[str]:

@@ -240,22 +240,24 @@ def worker_process_env(threads: int) -> dict[str, str]:
 
 def worker_settings(threads: int) -> Any:
     """The settings a worker with `threads` threads runs under (`testbed.settings.Settings`):
-    those its process environment gives (`worker_process_env`), passed to it explicitly."""
+    the driver's in force, with those its process environment gives (`worker_process_env`),
+    passed to it explicitly."""
     from testbed import settings
 
-    environ = {**os.environ, **settings.current().environ(), **worker_process_env(threads)}
-    return settings.Settings.from_env(environ)
+    chosen = settings.current()
+    names = settings.VARIABLES + settings.CONTEXT
+    return chosen.replace(**{k: v for k, v in worker_process_env(threads).items() if k in names})
 
 
 def prepare(chosen: Any = None, imports: Iterable[str] = ()) -> None:
-    """A worker's start: its settings in force (`chosen`, a `testbed.settings.Settings`;
-    None: this process's), testbed's threefry lowering installed, then the stack and the
-    user's modules imported."""
+    """A worker's start: its settings installed (`chosen`, a `testbed.settings.Settings`;
+    None: this process's, the inline executor's), testbed's threefry lowering installed
+    (once per process), then the stack and the user's modules imported."""
     from testbed import settings, threefry_cpu
 
     if chosen is not None:
         settings.install(chosen)
-    threefry_cpu.install()
+    threefry_cpu.ensure_installed()
     import agents  # noqa: F401
     import generative  # noqa: F401
     import testbed  # noqa: F401

@@ -185,7 +185,7 @@ def _machine() -> str:
         device.client.platform_version,
         device.device_kind,
         str(jax.device_count()),
-        os.environ.get("XLA_FLAGS", ""),
+        settings.current().xla_flags,
         f"threefry={threefry_cpu.lowering()}",
     ]
     try:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
 from testbed.errors import InputError, bad_value
-from testbed.registry import close_names
+from testbed.names import did_you_mean  # noqa: F401  (testbed.config.did_you_mean too)
 
 C = TypeVar("C")
 
@@ -182,13 +182,6 @@ def coerce_fields(config_cls: type, values: Mapping[str, Any], *, where: str = "
             also = f", or inf: {meaning}" if meaning is not None else ""
             raise InputError(f"{prefix}{name}: got {value!r}; allowed: {finite}{also}")
     return changes
-
-
-def did_you_mean(name: object, names: Iterable[str]) -> str:
-    """' (did you mean 'x'?)' when a name among `names` is close to `name` (a typo, another
-    case), else ''."""
-    close = close_names(name, names)
-    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
 def with_overrides(config: C, overrides: Mapping[str, Any], *, where: str = "") -> C:

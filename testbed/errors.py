@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from testbed.names import one_of
+
 
 class InputError(ValueError):
     """Bad input from a user, a config or an agent's output.
@@ -22,10 +24,7 @@ def bad_value(field: str, value: object, allowed: str | Iterable[object]) -> Inp
     name); longer ones (e.g. hundreds of problem ids) are cut with a count of the rest.
     """
     if not isinstance(allowed, str):
-        items = [str(a) for a in allowed]
-        if len(items) > MAX_LISTED:
-            items = items[:MAX_LISTED] + [f"... ({len(items) - MAX_LISTED} more)"]
-        allowed = "one of: " + ", ".join(items)
+        allowed = one_of(allowed, MAX_LISTED)
     return InputError(f"{field}: got {value!r}; allowed: {allowed}")
 
 

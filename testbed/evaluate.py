@@ -275,7 +275,7 @@ def evaluate(
     which is checked before training. On a simulator problem the agent's
     `SimulationAccess` says how many simulations it used (`num_simulations_used`).
     """
-    threefry_cpu.install()  # a library entry point: the lowering the command line uses
+    threefry_cpu.ensure_installed()  # the lowering the command line uses, once per process
     check_agent_and_problem(agent, problem)
     check_metrics(problem, metrics)
     check_fit(agent, problem)
@@ -323,7 +323,7 @@ def evaluate_many(
     refused problem or a failed scoring fails that problem; a failed training every
     problem it served) and the others go on. `on_result(i, quality_or_error)` is called as
     each problem is done (a sweep's worker times and stores each one as it comes)."""
-    threefry_cpu.install()  # a library entry point: the lowering the command line uses
+    threefry_cpu.ensure_installed()  # the lowering the command line uses, once per process
     if isinstance(problems, str) or not isinstance(problems, Sequence):
         raise InputError(
             f"problems: got {type(problems).__name__}; allowed: a list of problems "

@@ -1,6 +1,7 @@
-"""Close names for "did you mean" hints. Standard library only: the command line's index
-(`experiments.catalog`) loads this file by its path to word its errors as the registries do
-without importing the testbed package (JAX)."""
+"""Close names for "did you mean" hints, and the words of an unknown name's error. Standard
+library only: the command line's index (`experiments.catalog`) loads this file by its path
+to word its errors as the registries do (with these same functions) without importing the
+testbed package (JAX)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,25 @@ def close_names(name: object, names: Iterable[str], n: int = 2) -> list[str]:
     close = difflib.get_close_matches(name.lower(), [c.lower() for c in names], n=n, cutoff=0.6)
     by_lower = {c.lower(): c for c in names}
     return list(dict.fromkeys([*same, *(by_lower[c] for c in close)]))[:n]
+
+
+def did_you_mean(name: object, names: Iterable[str]) -> str:
+    """' (did you mean 'x'?)' when a name among `names` is close to `name` (a typo, another
+    case), else ''."""
+    close = close_names(name, names)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def one_of(allowed: Iterable[object], max_listed: int) -> str:
+    """'one of: a, b, c': the first `max_listed` of `allowed`, the others counted."""
+    items = [str(a) for a in allowed]
+    if len(items) > max_listed:
+        items = items[:max_listed] + [f"... ({len(items) - max_listed} more)"]
+    return "one of: " + ", ".join(items)
+
+
+def unknown_name(field: str, name: object, names: Iterable[str], max_listed: int) -> str:
+    """The error of a name that is not among `names`: '<field>: got 'x' (did you mean
+    'y'?); allowed: one of: ...' (`testbed.registry.unknown_name`'s words)."""
+    names = list(names)
+    return f"{field}: got {name!r}{did_you_mean(name, names)}; allowed: {one_of(names, max_listed)}"

@@ -6,22 +6,16 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
-from testbed.errors import InputError, bad_value
-from testbed.names import close_names
+from testbed import names as names_
+from testbed.errors import MAX_LISTED, InputError
 
 T = TypeVar("T")
 
 
 def unknown_name(field: str, name: object, names: Iterable[str]) -> InputError:
-    """`bad_value(field, name, names)` with "did you mean 'x'?" when a name is close."""
-    names = list(names)
-    error = bad_value(field, name, names)
-    close = close_names(name, names)
-    if not close:
-        return error
-    hint = " or ".join(repr(c) for c in close)
-    got = f"{field}: got {name!r}"
-    return InputError(str(error).replace(got, f"{got} (did you mean {hint}?)", 1))
+    """`bad_value(field, name, names)` with "did you mean 'x'?" when a name is close
+    (`testbed.names.unknown_name`, whose words the command line's index says too)."""
+    return InputError(names_.unknown_name(field, name, names, MAX_LISTED))
 
 
 class Registry(Generic[T]):

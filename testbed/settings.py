@@ -1,12 +1,19 @@
 """testbed's settings: the `TESTBED_*` environment variables, read and checked here alone.
 
-`Settings.from_env()` takes a snapshot of the variables (and the few of JAX's and the
-cache home's that decide a default); each property checks its own value when asked, with
-the error that names the variable, so a bad value fails where it is used, as a missing
-one falls back to its default. Other modules ask `current()`: the settings an entry point
-or a sweep installed (`using`), else this process's environment as it is now. A sweep's
-driver hands its workers their settings explicitly (`Settings` pickles), and
-`Settings.environ()` gives them as variables for a child process that reads its own.
+`Settings.from_env()` takes a snapshot of the variables (and the few of others' that decide
+something of ours: the cache home, JAX's cache folder and XLA's flags, TFDS's data folder,
+PyTensor's flags); each property checks its own value when asked, with the error that
+names the variable, so a bad value fails where it is used, as a missing one falls back to
+its default. This module is the only one of the product that reads the process's
+environment (tests/test_settings.py checks it).
+
+Each entry point installs its settings once: the command line reads the environment once
+per command and keeps that snapshot in force while the command runs
+(`experiments.console.interruptible`); a sweep's worker gets its driver's explicitly
+(`Settings` pickles) and `install`s them at its start. Other modules ask `current()`: the
+settings installed, else (a library call with no entry point: a script, a notebook, a
+test) the environment as it is now. `Settings.environ()` gives them as variables for a
+child process that reads its own.
 
 | variable               | property            | what                                      |
 |------------------------|---------------------|-------------------------------------------|
@@ -18,9 +25,11 @@ driver hands its workers their settings explicitly (`Settings` pickles), and
 | TESTBED_CHECKPOINTS    | checkpoints         | long trainings' checkpoint folder, or off |
 | TESTBED_WORKER         | worker              | this process is a sweep's worker          |
 | TESTBED_TFDS_DOWNLOAD  | tfds_download       | let TFDS prepare a missing dataset        |
+| TESTBED_CATALOG        | catalog             | the registries' index folder, or off      |
 
-`TESTBED_CATALOG` (the registries' index) is read by `experiments.catalog` itself: it
-answers `testbed list` before any package, this one included, is imported.
+The module imports only the standard library when it is loaded (its errors' module when one
+is raised): the command line's index (`experiments.catalog`) loads this file by its path to
+read the variables before any package, the testbed's included (JAX), is imported.
 """
 
 from __future__ import annotations
@@ -32,8 +41,6 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from testbed.errors import InputError, bad_value
-
 THREADS = "TESTBED_THREADS"
 PROGRESS = "TESTBED_PROGRESS"
 MEMORY_GB = "TESTBED_MEMORY_GB"
@@ -42,9 +49,17 @@ THREEFRY = "TESTBED_THREEFRY"
 CHECKPOINTS = "TESTBED_CHECKPOINTS"
 WORKER = "TESTBED_WORKER"
 TFDS_DOWNLOAD = "TESTBED_TFDS_DOWNLOAD"
-VARIABLES = (THREADS, PROGRESS, MEMORY_GB, JAX_CACHE, THREEFRY, CHECKPOINTS, WORKER, TFDS_DOWNLOAD)
-# not ours, but they decide a default of ours (the cache folder)
-CONTEXT = ("JAX_COMPILATION_CACHE_DIR", "XDG_CACHE_HOME")
+CATALOG = "TESTBED_CATALOG"
+VARIABLES = (THREADS, PROGRESS, MEMORY_GB, JAX_CACHE, THREEFRY, CHECKPOINTS, WORKER, TFDS_DOWNLOAD,
+             CATALOG)  # fmt: skip
+# not ours, but they decide something of ours: the cache folders, the stored programs' key
+# (XLA's flags), the datasets' folder, PyTensor's BLAS
+TFDS_DATA_DIR = "TFDS_DATA_DIR"
+XLA_FLAGS = "XLA_FLAGS"
+PYTENSOR_FLAGS = "PYTENSOR_FLAGS"
+CONTEXT = ("JAX_COMPILATION_CACHE_DIR", "XDG_CACHE_HOME", TFDS_DATA_DIR, XLA_FLAGS, PYTENSOR_FLAGS)
+# set for TensorFlow's import in this process (`quiet_tensorflow`)
+TF_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
 
 PROGRESS_MODES = ("auto", "lines", "off")
 THREEFRY_CHOICES = ("unrolled", "rolled")
@@ -61,8 +76,8 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """The settings `environ` (default: this process's environment) holds: the one
-        place testbed reads its variables."""
+        """The settings `environ` (default: this process's environment, read now) holds:
+        the one place testbed reads its variables."""
         environ = os.environ if environ is None else environ
         names = sorted(VARIABLES + CONTEXT)  # one order: equal settings compare equal
         return cls(tuple((n, environ[n]) for n in names if n in environ))
@@ -96,7 +111,7 @@ class Settings:
         except ValueError:
             value = None
         if value is None or not ok(value):
-            raise InputError(f"{name}: got {given!r}; allowed: {allowed}")
+            raise _errors().InputError(f"{name}: got {given!r}; allowed: {allowed}")
         return value
 
     @property
@@ -109,7 +124,7 @@ class Settings:
         """What long work says: auto, lines or off."""
         mode = (self.get(PROGRESS) or "auto").strip().lower() or "auto"
         if mode not in PROGRESS_MODES:
-            raise bad_value(PROGRESS, mode, PROGRESS_MODES)
+            raise _errors().bad_value(PROGRESS, mode, PROGRESS_MODES)
         return mode
 
     @property
@@ -128,6 +143,18 @@ class Settings:
         return choice or os.path.join(home, "testbed", "jax")
 
     @property
+    def catalog(self) -> Path | None:
+        """The folder of the command line's index of the registries (`experiments.catalog`);
+        None when `TESTBED_CATALOG=off`."""
+        chosen = (self.get(CATALOG) or "").strip()
+        if chosen.lower() == "off":
+            return None
+        if chosen:
+            return Path(chosen).expanduser()
+        home = self.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return Path(home) / "testbed" / "catalog"
+
+    @property
     def threefry(self) -> str:
         """The CPU lowering of threefry asked for (a bad value: the default, see
         `threefry_refused`)."""
@@ -141,7 +168,7 @@ class Settings:
         choice = self._threefry_choice()
         if choice in THREEFRY_CHOICES:
             return None
-        return f"{bad_value(THREEFRY, choice, THREEFRY_CHOICES)} (using the default)"
+        return f"{_errors().bad_value(THREEFRY, choice, THREEFRY_CHOICES)} (using the default)"
 
     def _threefry_choice(self) -> str:
         return (self.get(THREEFRY) or "unrolled").strip().lower() or "unrolled"
@@ -166,17 +193,41 @@ class Settings:
             return False
         if value in ("1", "true", "yes"):
             return True
-        raise InputError(
+        raise _errors().InputError(
             f"{TFDS_DOWNLOAD}: got {raw!r}; allowed: 0 (the default: never "
             "download) or 1 (let TFDS prepare a missing dataset: TensorFlow and network needed)"
         )
+
+    @property
+    def tfds_data_dir(self) -> str | None:
+        """TFDS's data folder as `TFDS_DATA_DIR` names it (None: unset or empty)."""
+        return self.get(TFDS_DATA_DIR) or None
+
+    @property
+    def xla_flags(self) -> str:
+        """XLA's flags (`XLA_FLAGS`; '' when unset): a compiled program depends on them."""
+        return self.get(XLA_FLAGS) or ""
+
+    @property
+    def pytensor_flags(self) -> str:
+        """PyTensor's flags (`PYTENSOR_FLAGS`; '' when unset)."""
+        return self.get(PYTENSOR_FLAGS) or ""
+
+
+def _errors():
+    """testbed.errors, imported when an error is raised: this module loads alone (see the
+    module docstring)."""
+    from testbed import errors
+
+    return errors
 
 
 _installed: list[Settings] = []  # `using` blocks, innermost last
 
 
 def current() -> Settings:
-    """The settings in force: the innermost `using` block's, else the environment's now."""
+    """The settings in force: the installed ones (the innermost `using` block's), else the
+    environment's, read now (no entry point installed any: a library call)."""
     return _installed[-1] if _installed else Settings.from_env()
 
 
@@ -185,11 +236,29 @@ def install(settings: Settings) -> None:
     _installed[:] = [settings]
 
 
+def child_environ(variables: Mapping[str, str]) -> dict[str, str]:
+    """The environment a child process starts with: this process's, with `variables` over
+    it (a worker's thread counts and settings go to it so, never through ours)."""
+    return {**os.environ, **variables}
+
+
+def quiet_tensorflow() -> None:
+    """TF_CPP_MIN_LOG_LEVEL=3 in this process's environment, unless the user set it: the one
+    write of the process's environment in the product (tests/test_settings.py checks it).
+    TensorFlow, which TFDS imports to prepare a dataset, reads its C++ log level from the
+    environment alone, once, when its core library loads, so it must be set before that
+    import in this very process (a child process gets it as an argument:
+    `leaderboard.worker.thread_env`). The command line calls it at its start."""
+    os.environ.setdefault(TF_LOG_LEVEL, "3")
+
+
 @contextlib.contextmanager
 def using(settings: Settings) -> Iterator[Settings]:
-    """Within: `settings` in force (`current()`), then what was before."""
+    """Within: `settings` in force (`current()`), then what was before (blocks nest: a
+    command's, then a sweep's, then its checkpoints')."""
     _installed.append(settings)
     try:
         yield settings
     finally:
-        _installed.remove(settings)
+        innermost = max(i for i, s in enumerate(_installed) if s is settings)
+        del _installed[innermost]

@@ -173,7 +173,7 @@ def test_the_length_check_counts_code_not_docstrings_or_comments(tmp_path):
 EXECUTION = {
     "jobs", "sweeping", "runner", "worker", "executors", "local_executor", "ray_executor",
     "processes", "interrupts", "timeouts", "store", "store_checks", "stored_rows", "salvage",
-    "wal", "leases", "results", "shipped_store",
+    "wal", "leases", "results", "shipped_store", "seeds",
 }  # fmt: skip
 RANKING = {
     "scoring", "scoring_neural_testbed", "scoring_per_cell", "rules", "rule_neural_testbed",

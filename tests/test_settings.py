@@ -1,6 +1,6 @@
 """testbed.settings: the TESTBED_* variables read in one place, checked where they are used,
-installed for a sweep and handed to its workers explicitly; no product module reads them
-itself or writes the process's environment."""
+installed for a sweep and handed to its workers explicitly; no other product module reads
+the process's environment, and one function writes it."""
 
 from __future__ import annotations
 
@@ -114,45 +114,69 @@ def test_workers_get_the_drivers_settings_with_their_own(monkeypatch, tmp_path):
     assert env["TESTBED_CHECKPOINTS"] == str(directory) and env["OMP_NUM_THREADS"] == "2"
 
 
-def _environ_uses(path: Path) -> list[tuple[int, str]]:
-    """(line, what) of each `os.environ` write in `path`, and each read of a TESTBED_*
-    variable through it."""
+def _environ_uses(path: Path) -> list[tuple[int, str, str]]:
+    """(line, what, enclosing function) of each use of the process's environment in `path`:
+    `os.environ`, `os.getenv`, `os.putenv`, `os.unsetenv` (or those names imported from os),
+    a write said as such."""
     tree = ast.parse(path.read_text())
+    functions = {}  # node -> the innermost function it is in
+    for func in ast.walk(tree):
+        if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(func):
+                functions[node] = func.name
+    names = {"environ", "getenv", "putenv", "unsetenv", "environb", "getenvb"}
     out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            imported = [a.name for a in node.names if a.name in names]
+            out += [(node.lineno, f"imports os.{name}", "") for name in imported]
+        if not (isinstance(node, ast.Attribute) and node.attr in names):
+            continue
+        if ast.unparse(node.value) != "os":
+            continue
+        out.append((node.lineno, _what(tree, node), functions.get(node, "")))
+    return sorted(out)
+
+
+def _what(tree: ast.AST, use: ast.Attribute) -> str:
+    """'writes ...' when `use` (os.environ, os.putenv, ...) is written to, else 'reads ...'."""
+    if use.attr in ("putenv", "unsetenv"):
+        return f"writes os.{use.attr}"
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign | ast.AugAssign | ast.Delete):
             targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
-            for t in targets:
-                if isinstance(t, ast.Subscript) and ast.unparse(t.value) == "os.environ":
-                    out.append((node.lineno, "writes " + ast.unparse(t)))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            owner = ast.unparse(node.func.value)
-            if owner == "os.environ" and node.func.attr in ("update", "setdefault", "pop"):
-                out.append((node.lineno, f"writes os.environ.{node.func.attr}"))
-            if owner == "os" and node.func.attr in ("putenv", "unsetenv"):
-                out.append((node.lineno, f"writes os.{node.func.attr}"))
-            text = ast.unparse(node)
-            if owner == "os.environ" and "TESTBED_" in text:
-                out.append((node.lineno, "reads " + text))
-    return out
+            if any(isinstance(t, ast.Subscript) and t.value is use for t in targets):
+                return "writes " + ast.unparse(use)
+        if isinstance(node, ast.Attribute) and node.value is use:
+            if node.attr in ("update", "setdefault", "pop", "popitem", "clear"):
+                return f"writes os.{use.attr}.{node.attr}"
+    return "reads os." + use.attr
 
 
-# The only writes a product module may make: PyTensor reads its BLAS flags from this
-# variable when it is imported, and offers no other way to set them before then.
-ALLOWED_WRITES = {"agents/ppl/pymc_agent.py": 1}
+# The one function that writes this process's environment, and the one module that reads it
+WRITER = ("testbed/settings.py", "quiet_tensorflow")
+READER = "testbed/settings.py"
+PRODUCT_WITH_CLI = (*PRODUCT, "experiments")
 
 
-def test_no_product_module_reads_our_variables_or_writes_the_environment():
-    """TESTBED_* is read by testbed.settings alone; a child process gets its environment
-    as an argument (leaderboard.processes), never through this process's."""
+def test_the_environment_is_read_in_one_module_and_written_in_one_function():
+    """testbed.settings alone reads the process's environment (a child's is made there,
+    `child_environ`), and writes it in `quiet_tensorflow` alone (TensorFlow reads its log
+    level from there at its import); every other module asks `testbed.settings`."""
     found = {}
-    for package in PRODUCT:
+    for package in PRODUCT_WITH_CLI:
         for path in sorted((ROOT / package).rglob("*.py")):
             name = str(path.relative_to(ROOT))
-            uses = [u for u in _environ_uses(path) if name != "testbed/settings.py"]
-            if uses and len(uses) != ALLOWED_WRITES.get(name):
+            uses = [
+                (line, what)
+                for line, what, function in _environ_uses(path)
+                if not (name == READER and what.startswith("reads")) and (name, function) != WRITER
+            ]
+            if uses:
                 found[name] = uses
     assert found == {}
+    writes = [u for u in _environ_uses(ROOT / READER) if u[1].startswith("writes")]
+    assert [function for _, _, function in writes] == [WRITER[1]]
 
 
 def test_the_environment_check_finds_a_write_and_a_read(tmp_path):
@@ -160,5 +184,14 @@ def test_the_environment_check_finds_a_write_and_a_read(tmp_path):
     path.write_text(
         "import os\nos.environ['A'] = '1'\nos.environ.update(B='2')\n"
         "x = os.environ.get('TESTBED_THREADS')\n"
+        "def f():\n    os.environ.setdefault('C', '3')\n    return os.getenv('D')\n"
+        "from os import environ\n"
     )
-    assert [line for line, _ in _environ_uses(path)] == [2, 3, 4]
+    assert _environ_uses(path) == [
+        (2, "writes os.environ", ""),
+        (3, "writes os.environ.update", ""),
+        (4, "reads os.environ", ""),
+        (6, "writes os.environ.setdefault", "f"),
+        (7, "reads os.getenv", "f"),
+        (8, "imports os.environ", ""),
+    ]

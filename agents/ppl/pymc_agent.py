@@ -12,7 +12,8 @@ later process only builds PyTensor's functions and loads it (0.3-2.5 s). Before 
 support point) is the problem's, whichever problem of the shape compiled the model.
 
 PyTensor finds no BLAS by itself here: with OpenBLAS installed (libopenblas-dev),
-`blas__ldflags=-lopenblas` is set before PyTensor is imported (~5x on a 10-d model). Both
+`blas__ldflags=-lopenblas` is set when PyMC is first imported, before PyTensor reads it
+(~5x on a 10-d model). Both
 sample with one BLAS thread: PyTensor's linear solves call SciPy, whose OpenBLAS threads
 otherwise spin against each other on a busy machine (a 2 x 2 triangular solve took 1.8 ms
 instead of 0.06 ms here; PyMC's own `blas_cores` limit is off where processes fork). The
@@ -22,7 +23,7 @@ Inverse-Wishart family is not served (PyMC has no Inverse-Wishart prior).
 from __future__ import annotations
 
 import ctypes.util
-import os
+import sys
 import time
 
 import numpy as np
@@ -42,6 +43,7 @@ from agents.ppl.common import (
 from agents.ppl.nutpie_compile import compile_pymc_model
 from agents.ppl.spec import NO_INVERSE_WISHART, PARAMS, PplModel, to_theta, translate
 from agents.registry import register
+from testbed import settings
 from testbed.base import MODEL_POSTERIOR, Data
 
 SERVES = NO_INVERSE_WISHART
@@ -50,13 +52,16 @@ NUTPIE_MODELS = ModelCache()  # (family, n, D) -> (pm.Model, nutpie's compiled m
 
 
 def import_pymc(agent: str):
-    """PyMC, with PyTensor linked to OpenBLAS when it is installed (set before import)."""
-    flags = os.environ.get("PYTENSOR_FLAGS", "")
-    if "blas__ldflags" not in flags and ctypes.util.find_library("openblas"):
-        # PyTensor reads its configuration from this variable once, when it is imported,
-        # and offers no other way to set the BLAS it links before then
-        os.environ["PYTENSOR_FLAGS"] = ",".join(f for f in (flags, "blas__ldflags=-lopenblas") if f)
-    return require(agent, "pymc")
+    """PyMC, with PyTensor linked to OpenBLAS when it is installed: set in PyTensor's
+    configuration when this call first imports it, before PyTensor first reads it (as
+    `blas__ldflags=-lopenblas` in PYTENSOR_FLAGS would set it then); the user's
+    PYTENSOR_FLAGS naming a BLAS win, and a PyTensor imported before keeps its own."""
+    fresh = "pytensor" not in sys.modules  # its flags are taken when it is first imported
+    pm = require(agent, "pymc")
+    flags = settings.current().pytensor_flags
+    if fresh and "blas__ldflags" not in flags and ctypes.util.find_library("openblas"):
+        sys.modules["pytensor"].config.blas__ldflags = "-lopenblas"
+    return pm
 
 
 def containers(model: PplModel) -> dict[str, np.ndarray]:

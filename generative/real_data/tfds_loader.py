@@ -38,7 +38,7 @@ PREPARE_PACKAGES = "pip install -c constraints.txt -e '.[tf]'"
 def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
     """`data_dir`, else $TFDS_DATA_DIR, else ~/tensorflow_datasets (TFDS's own default)."""
     if data_dir is None:
-        data_dir = os.environ.get("TFDS_DATA_DIR") or DEFAULT_DATA_DIR
+        data_dir = settings.current().tfds_data_dir or DEFAULT_DATA_DIR
     return Path(data_dir).expanduser()
 
 
@@ -47,7 +47,7 @@ def where_looked(data_dir: str | os.PathLike | None) -> str:
     root = resolve_data_dir(data_dir)
     if data_dir is not None:
         return f"{root} (the data_dir given)"
-    if os.environ.get("TFDS_DATA_DIR"):
+    if settings.current().tfds_data_dir:
         return f"{root} ($TFDS_DATA_DIR)"
     return f"{root} (the default {DEFAULT_DATA_DIR}; TFDS_DATA_DIR is not set)"
 
