@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.networks import make_flat_mlp
-from agents.online import adam_learner, agent_key
+from agents.online import adam_learner, agent_key, online_pieces
 from agents.registry import NETWORK, register
 from agents.training import (
     Network,
@@ -126,18 +126,6 @@ def _structure(hidden, num_classes, input_dim, num_index_samples, kl_method):
     return Network(jax.jit(init), loss, sample_logits)
 
 
-@functools.cache
-def _online_pieces(net: Network):
-    def loss(params, fixed, batch, key, kl_scale):
-        output_scale, prior_params = fixed
-        return net.loss(params, batch, key, (kl_scale, output_scale, prior_params))
-
-    def sample(params, fixed, x, key):
-        return net.sample_logits(params, fixed[0], x, key)
-
-    return loss, sample
-
-
 def online_bbb(config: BBBConfig, prior: PriorKnowledge, key: jax.Array):
     """Bayes by backprop learning online: as the reference's bandit, the prior KL weighs
     2 sqrt(T) / t after t observations (no weight decay of its own)."""
@@ -149,7 +137,8 @@ def online_bbb(config: BBBConfig, prior: PriorKnowledge, key: jax.Array):
     )
     kl_weight = 2.0 * math.sqrt(temperature_of(prior))
     fixed = (output_scale, prior_params)
-    return adam_learner(*_online_pieces(net), params, fixed, kl_weight, config.learning_rate)
+    pieces = online_pieces(net, decay_at=0, num_sampled=1)  # aux (kl weight, *fixed)
+    return adam_learner(*pieces, params, fixed, kl_weight, config.learning_rate)
 
 
 @register("bbb", BBBConfig, sweep=bbb_sweep, predicts=NETWORK, online=online_bbb)

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.networks import make_dropout_mlp
-from agents.online import adam_learner, agent_key, bandit_decay
+from agents.online import adam_learner, agent_key, bandit_decay, online_pieces
 from agents.registry import NETWORK, register
 from agents.training import (
     Network,
@@ -110,17 +110,6 @@ def _dropout_net(hidden, num_classes, input_dim, rate, dropout_input, exclude_bi
     return Network(jax.jit(init), loss, jax.jit(net.apply))
 
 
-@functools.cache
-def _online_pieces(net: Network):
-    def loss(params, fixed, batch, key, decay):
-        return net.loss(params, batch, key, decay)
-
-    def sample(params, fixed, x, key):
-        return net.sample_logits(params, x, key)
-
-    return loss, sample
-
-
 def online_dropout(config: DropoutConfig, prior: PriorKnowledge, key: jax.Array):
     """MC dropout learning online: the reference's bandit takes its length scale as the l2
     (2 T length_scale of ||w||^2 / t); each key is one dropout mask."""
@@ -128,7 +117,8 @@ def online_dropout(config: DropoutConfig, prior: PriorKnowledge, key: jax.Array)
     net = _dropout_net(*config.architecture(prior), *dropout, bool(config.exclude_bias_l2))
     params = net.init(agent_key(config.seed, key))
     decay = bandit_decay(config.length_scale, prior)
-    return adam_learner(*_online_pieces(net), params, (), decay, config.learning_rate)
+    pieces = online_pieces(net, decay_at=None, num_sampled=0)  # aux: the decay alone
+    return adam_learner(*pieces, params, (), decay, config.learning_rate)
 
 
 @register("dropout", DropoutConfig, sweep=dropout_sweep, predicts=NETWORK, online=online_dropout)

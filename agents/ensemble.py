@@ -3,14 +3,19 @@
 As the reference (`make_einsum_ensemble_mlp_enn`, zero biases): each step draws K member
 indices with replacement and averages their cross entropies (a member drawn twice counts
 twice), plus l2 / K * sqrt(T) d / n * sum of all members' squared weights. The sampler is
-a `FiniteSampler`: M evaluation keys cost K member evaluations. `train_ensemble` is shared
-with `mlp`, `logistic_regression` (K = 1) and `ensemble+` (prior functions, bootstrap).
+a `FiniteSampler`: M evaluation keys cost K member evaluations. The ensemble family, `mlp`,
+`logistic_regression` (K = 1), `ensemble` and `ensemble+` (prior functions, bootstrap), is
+one agent with four configs: each registers with `register_ensemble`, trains as
+`ensemble_agent` and learns online as `online_members`, with the `members` its config asks for.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +26,7 @@ from agents.online import adam_learner, agent_key, as_rows, bandit_decay, slot_w
 from agents.registry import NETWORK, register
 from agents.training import (
     NetworkConfig,
+    PriorFunctionConfig,
     RegularizedMLPConfig,
     WeightDecayConfig,
     bootstrap_weights,
@@ -154,10 +160,6 @@ def online_ensemble(
     return adam_learner(loss, sample, params, fixed, decay, config.learning_rate)
 
 
-def _online_members(config: EnsembleConfig, prior: PriorKnowledge, key: jax.Array):
-    return online_ensemble(config, prior, key, num_members=config.num_ensemble)
-
-
 @dataclasses.dataclass(frozen=True)
 class EnsembleConfig(RegularizedMLPConfig):
     """Vanilla ensemble (reference `VanillaEnsembleConfig` defaults)."""
@@ -176,13 +178,49 @@ def ensemble_sweep() -> list[EnsembleConfig]:
     return sweep + weight_decay_sweep(with_strategy) + schedule_sweep(EnsembleConfig)
 
 
-@register(
-    "ensemble", EnsembleConfig, sweep=ensemble_sweep, predicts=NETWORK, online=_online_members
-)
-def make_ensemble(config: EnsembleConfig):
-    """Deep ensemble of K MLPs trained together; each key picks one member."""
+def members(config: WeightDecayConfig, prior: PriorKnowledge) -> dict[str, Any]:
+    """The members a config of the ensemble family asks for, as `train_ensemble` and
+    `online_ensemble` take them: K = its `num_ensemble` (1 without one: mlp,
+    logistic_regression); with prior functions (a `PriorFunctionConfig`: ensemble+), a
+    first-layer bias of sd 1/sqrt(d), the prior functions' scale at the problem's
+    temperature and the bootstrap distribution."""
+    settings = {"num_members": getattr(config, "num_ensemble", 1)}
+    if isinstance(config, PriorFunctionConfig):
+        settings.update(
+            first_bias_std=1.0 / math.sqrt(prior.input_dim),
+            prior_scale=config.scaled_prior(prior),
+            distribution=config.distribution,
+        )
+    return settings
+
+
+def ensemble_agent(config: WeightDecayConfig):
+    """The agent of a config of the ensemble family: `train_ensemble` with its `members`
+    (prior functions initialised from seed + 999, as the reference)."""
 
     def agent(data: Data, prior: PriorKnowledge):
-        return train_ensemble(data, prior, config, num_members=config.num_ensemble)
+        settings = members(config, prior)
+        if isinstance(config, PriorFunctionConfig):
+            settings["prior_seed"] = config.seed + 999
+        return train_ensemble(data, prior, config, **settings)
 
     return agent
+
+
+def online_members(config: WeightDecayConfig, prior: PriorKnowledge, key: jax.Array):
+    """A config of the ensemble family learning online: `online_ensemble` with its
+    `members` (a greedy agent in a bandit for K = 1: every key, one function)."""
+    return online_ensemble(config, prior, key, **members(config, prior))
+
+
+def register_ensemble(name: str, config_cls: type, sweep: Callable[[], list[Any]]):
+    """`register` for an agent of the ensemble family (mlp, logistic_regression, ensemble,
+    ensemble+; the factory returns `ensemble_agent(config)`): a network agent that learns
+    online in a bandit as `online_members`."""
+    return register(name, config_cls, sweep=sweep, predicts=NETWORK, online=online_members)
+
+
+@register_ensemble("ensemble", EnsembleConfig, ensemble_sweep)
+def make_ensemble(config: EnsembleConfig):
+    """Deep ensemble of K MLPs trained together; each key picks one member."""
+    return ensemble_agent(config)

@@ -15,14 +15,9 @@ Our sweep uses 'linear' (the intended 1/T scaling); 'lin' is accepted as an alia
 from __future__ import annotations
 
 import dataclasses
-import math
 
-import jax
-
-from agents.ensemble import EnsembleConfig, online_ensemble, train_ensemble
-from agents.registry import NETWORK, register
+from agents.ensemble import EnsembleConfig, ensemble_agent, register_ensemble
 from agents.training import BOOTSTRAP, PriorFunctionConfig, schedule_sweep
-from testbed.base import Data, PriorKnowledge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,35 +39,7 @@ def ensemble_plus_sweep() -> list[EnsemblePlusConfig]:
     return sweep + schedule_sweep(c)
 
 
-def online_ensemble_plus(config: EnsemblePlusConfig, prior: PriorKnowledge, key: jax.Array):
-    """ensemble+ learning online: its prior functions and bootstrap as in training."""
-    return online_ensemble(
-        config, prior, key, num_members=config.num_ensemble,
-        first_bias_std=1.0 / math.sqrt(prior.input_dim),
-        prior_scale=config.scaled_prior(prior), distribution=config.distribution,
-    )  # fmt: skip
-
-
-@register(
-    "ensemble+",
-    EnsemblePlusConfig,
-    sweep=ensemble_plus_sweep,
-    predicts=NETWORK,
-    online=online_ensemble_plus,
-)
+@register_ensemble("ensemble+", EnsemblePlusConfig, ensemble_plus_sweep)
 def make_ensemble_plus(config: EnsemblePlusConfig):
     """Ensemble with randomized prior functions (and bootstrapping); one member per key."""
-
-    def agent(data: Data, prior: PriorKnowledge):
-        return train_ensemble(
-            data,
-            prior,
-            config,
-            num_members=config.num_ensemble,
-            first_bias_std=1.0 / math.sqrt(prior.input_dim),
-            prior_scale=config.scaled_prior(prior),
-            prior_seed=config.seed + 999,
-            distribution=config.distribution,
-        )
-
-    return agent
+    return ensemble_agent(config)

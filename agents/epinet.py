@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.networks import init_ensemble, make_mlp
-from agents.online import adam_learner, agent_key, bandit_decay
+from agents.online import adam_learner, agent_key, bandit_decay, online_pieces
 from agents.registry import NETWORK, register
 from agents.training import (
     Network,
@@ -110,18 +110,6 @@ def _structure(hidden, num_classes, input_dim, epi_hiddens, add_hiddens, index_d
     return Network(jax.jit(init), loss, sample_logits)
 
 
-@functools.cache
-def _online_pieces(net: Network):
-    def loss(params, fixed, batch, key, decay):
-        prior_params, prior_scale = fixed
-        return net.loss(params, batch, key, (prior_params, prior_scale, decay))
-
-    def sample(params, fixed, x, key):
-        return net.sample_logits(params, *fixed, x, key)
-
-    return loss, sample
-
-
 def online_epinet(config: EpinetConfig, prior: PriorKnowledge, key: jax.Array):
     """The epinet learning online: its prior networks as in training, the decay l2 * 2T of
     ||w||^2 / t."""
@@ -130,7 +118,8 @@ def online_epinet(config: EpinetConfig, prior: PriorKnowledge, key: jax.Array):
     params, prior_params = net.init(agent_key(config.seed, key))
     fixed = (prior_params, jnp.float32(config.prior_scale / temperature_of(prior)))
     decay = bandit_decay(config.l2_weight_decay, prior)
-    return adam_learner(*_online_pieces(net), params, fixed, decay, config.learning_rate)
+    pieces = online_pieces(net, decay_at=2, num_sampled=2)  # aux (*fixed, decay)
+    return adam_learner(*pieces, params, fixed, decay, config.learning_rate)
 
 
 @register("epinet", EpinetConfig, sweep=epinet_sweep, predicts=NETWORK, online=online_epinet)

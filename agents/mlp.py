@@ -9,17 +9,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-import jax
-
-from agents.ensemble import online_ensemble, train_ensemble
-from agents.registry import NETWORK, register
+from agents.ensemble import ensemble_agent, register_ensemble
 from agents.training import (
     RegularizedMLPConfig,
     WeightDecayConfig,
     schedule_sweep,
     weight_decay_sweep,
 )
-from testbed.base import Data, PriorKnowledge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,19 +29,10 @@ def mlp_sweep() -> list[MLPConfig]:
     return weight_decay_sweep(with_strategy) + schedule_sweep(MLPConfig)
 
 
-def online_single(config: WeightDecayConfig, prior: PriorKnowledge, key: jax.Array):
-    """One network learning online (a greedy agent in a bandit: every key, one function)."""
-    return online_ensemble(config, prior, key, num_members=1)
-
-
-@register("mlp", MLPConfig, sweep=mlp_sweep, predicts=NETWORK, online=online_single)
+@register_ensemble("mlp", MLPConfig, mlp_sweep)
 def make_mlp_agent(config: MLPConfig):
     """A single MLP with weight decay: a point estimate (the paper's normaliser)."""
-
-    def agent(data: Data, prior: PriorKnowledge):
-        return train_ensemble(data, prior, config, num_members=1)
-
-    return agent
+    return ensemble_agent(config)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,17 +45,7 @@ def logistic_regression_sweep() -> list[LogisticRegressionConfig]:
     return weight_decay_sweep(LogisticRegressionConfig)
 
 
-@register(
-    "logistic_regression",
-    LogisticRegressionConfig,
-    sweep=logistic_regression_sweep,
-    predicts=NETWORK,
-    online=online_single,
-)
+@register_ensemble("logistic_regression", LogisticRegressionConfig, logistic_regression_sweep)
 def make_logistic_regression(config: LogisticRegressionConfig):
     """Softmax regression trained with Adam and weight decay (no hidden layers)."""
-
-    def agent(data: Data, prior: PriorKnowledge):
-        return train_ensemble(data, prior, config, num_members=1)
-
-    return agent
+    return ensemble_agent(config)

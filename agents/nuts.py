@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -41,12 +42,23 @@ from testbed.waiting import waited
 
 
 @dataclasses.dataclass(frozen=True)
-class NutsConfig:
-    """NUTS settings (PPL Bench-like defaults: warmup then draws, several chains)."""
+class ChainsConfig:
+    """The sizes of an MCMC run that every NUTS agent has (`nuts` and the PPL agents): warm-up
+    steps and draws a chain, and chains; `min_samples`, the fewest draws a chain it takes."""
 
     num_warmup: int = 500
     num_samples: int = 1000
     num_chains: int = 4
+    min_samples: ClassVar[int] = 2
+
+    def __post_init__(self):
+        check_sizes(self, num_warmup=1, num_samples=self.min_samples, num_chains=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class NutsConfig(ChainsConfig):
+    """NUTS settings (PPL Bench-like defaults: warmup then draws, several chains)."""
+
     target_accept_prob: float = 0.8
     max_tree_depth: int = 10
     init_jitter: float = 0.5
@@ -58,7 +70,7 @@ class NutsConfig:
     adapt: bool = dataclasses.field(default=True, metadata={ADDED: "2026-11-28"})
 
     def __post_init__(self):
-        check_sizes(self, num_warmup=1, num_samples=2, num_chains=1)
+        super().__post_init__()
         check_in_range("target_accept_prob", self.target_accept_prob, 0.05, 0.999)
         check_at_least("max_tree_depth", self.max_tree_depth, 1)
         check_in_range("init_jitter", self.init_jitter, 0.0, 10.0)

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.training import bootstrap_weights, temperature_of
+from agents.training import Network, bootstrap_weights, temperature_of
 from testbed.base import PriorKnowledge
 from testbed.online import OnlineLearner, ReplayBatch
 
@@ -59,6 +59,23 @@ def sampling(sample: Sample) -> Callable:
         return sample(state["params"], state["fixed"], x, key)
 
     return sample_logits
+
+
+@functools.cache
+def online_pieces(net: Network, decay_at: int | None, num_sampled: int) -> tuple[Loss, Sample]:
+    """(loss, sample) of a network agent's training `Network` learning online, `fixed` a
+    tuple: the loss is `net.loss` with the aux `fixed` with the decay inserted at position
+    `decay_at` (None: the decay alone), the sampler `net.sample_logits(params,
+    *fixed[:num_sampled], x, key)` (cached per network, so the loop compiles once)."""
+
+    def loss(params, fixed, batch, key, decay):
+        aux = decay if decay_at is None else (*fixed[:decay_at], decay, *fixed[decay_at:])
+        return net.loss(params, batch, key, aux)
+
+    def sample(params, fixed, x, key):
+        return net.sample_logits(params, *fixed[:num_sampled], x, key)
+
+    return loss, sample
 
 
 def adam_learner(

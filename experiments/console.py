@@ -319,8 +319,7 @@ def one_line_errors(prog: str, run: Callable[[], int], hint: Callable[[str], str
     try:
         return run()
     except InputError as e:
-        print(f"{prog}: error: {e}{hint(str(e)) if hint else ''}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return bad_input(prog, f"{e}{hint(str(e)) if hint else ''}")
     except EnvironmentFault as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_ENVIRONMENT
@@ -431,6 +430,28 @@ def shown(text: str, out: Path, failed: Any, what: str = "table and figure") -> 
     print(text)
     print(f"\n{what}: {out.resolve()}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def shown_tables(out: Path, names: Sequence[str], failed: Any, what: str = "tables and figure"):
+    """`shown` of the markdown tables `names` that a reproduction wrote in `out`, one after
+    the other (a blank line between)."""
+    text = "\n".join((out / name).read_text() for name in names)
+    return shown(text, out, failed, what)
+
+
+def bad_input(prog: str, error: Exception | str) -> int:
+    """A script's refusal of its input (an InputError, said by a check of ours): one line
+    `<prog>: error: ...` on stderr; returns the status to exit with (2)."""
+    print(f"{prog}: error: {error}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def add_store_options(parser: argparse.ArgumentParser, results: str, out: str, out_help: str):
+    """A reproduction's --results (its results store, default `results`), --out (default
+    `out`, as `out_help` says) and --workers (processes, 0: one per core)."""
+    parser.add_argument("--results", default=results, help="results store")
+    parser.add_argument("--out", default=out, help=out_help)
+    parser.add_argument("--workers", type=int, default=1, help="processes (0: one per core)")
 
 
 def parse_pairs(pairs: Sequence[str], option: str = "--set") -> dict[str, str]:

@@ -92,6 +92,21 @@ def _replicate_means(units: np.ndarray, index: np.ndarray) -> np.ndarray:
         return np.nanmean(units[:, index], axis=2).T
 
 
+def _replicated(
+    method: str, x_units: np.ndarray, sides: list[np.ndarray], num_bootstrap: int, seed: int
+) -> tuple[list[float], list[np.ndarray]]:
+    """Per side [A, V] (all sides on the same V units), corr(x, side) across agents of the
+    means, and its bootstrap replicates [B]: each replicate resamples x's units once and the
+    sides' units once, the same draw for every side. `method` is checked by the caller."""
+    corr = METHODS[method]
+    mx = means_of(x_units)
+    values = [corr(mx, means_of(side)) for side in sides]
+    rng = np.random.default_rng(seed)
+    ix, iy = _indices(rng, num_bootstrap, x_units.shape[1], sides[0].shape[1])
+    bx = _replicate_means(x_units, ix)
+    return values, [_rowwise(method, bx, _replicate_means(side, iy)) for side in sides]
+
+
 def bootstrap_correlation(
     x_units: np.ndarray,
     y_units: np.ndarray,
@@ -103,17 +118,14 @@ def bootstrap_correlation(
 ) -> Correlation:
     """The correlation across agents of the means of x_units [A, U] and y_units [A, V], with
     a bootstrap interval resampling the U and the V units (shared by the agents)."""
-    corr = _method(method)
+    _method(method)  # checked first
     x_units, y_units = np.atleast_2d(x_units), np.atleast_2d(y_units)
     if x_units.shape[0] != y_units.shape[0] or x_units.shape[0] < 3:
         raise InputError(
             f"agents: got {x_units.shape[0]} and {y_units.shape[0]} rows; allowed: the same "
             "agents on both sides, at least 3"
         )
-    rng = np.random.default_rng(seed)
-    ix, iy = _indices(rng, num_bootstrap, x_units.shape[1], y_units.shape[1])
-    draws = _rowwise(method, _replicate_means(x_units, ix), _replicate_means(y_units, iy))
-    value = corr(means_of(x_units), means_of(y_units))
+    (value,), (draws,) = _replicated(method, x_units, [y_units], num_bootstrap, seed)
     return Correlation(value, *_interval(draws, level))
 
 
@@ -130,19 +142,12 @@ def bootstrap_difference(
     """corr(x, y) - corr(x, z) across agents, with a bootstrap interval that resamples x's
     units once per replicate and y's and z's units together (z and y are scored on the same
     units, e.g. tau = 10 and tau = 1 on the same problems): is y the better predictor?"""
-    corr = _method(method)
+    _method(method)  # checked first
     x_units, y_units, z_units = map(np.atleast_2d, (x_units, y_units, z_units))
     if y_units.shape != z_units.shape:
         raise InputError(f"units: got {y_units.shape} and {z_units.shape}; allowed: equal shapes")
-    mx = means_of(x_units)
-    value = corr(mx, means_of(y_units)) - corr(mx, means_of(z_units))
-    rng = np.random.default_rng(seed)
-    ix, iy = _indices(rng, num_bootstrap, x_units.shape[1], y_units.shape[1])
-    bx = _replicate_means(x_units, ix)
-    draws = _rowwise(method, bx, _replicate_means(y_units, iy)) - _rowwise(
-        method, bx, _replicate_means(z_units, iy)
-    )
-    return Correlation(value, *_interval(draws, level))
+    (vy, vz), (dy, dz) = _replicated(method, x_units, [y_units, z_units], num_bootstrap, seed)
+    return Correlation(vy - vz, *_interval(dy - dz, level))
 
 
 def bootstrap_pairs(

@@ -183,7 +183,7 @@ def write(frame, path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import OneLineParser
+    from experiments.console import OneLineParser, bad_input
 
     parser = OneLineParser(
         prog="python -m experiments.lc2st_published",
@@ -203,8 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         frame = decode(Path(args.repo))
         write(frame, Path(args.out))
     except InputError as e:
-        print(f"lc2st_published: error: {e}", file=sys.stderr)
-        return 2
+        return bad_input("lc2st_published", e)
     print(f"{len(frame)} rows -> {args.out}", file=sys.stderr)
     return 0
 

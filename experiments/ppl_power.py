@@ -482,7 +482,7 @@ def _run(args) -> tuple[Any, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import setup_logging
+    from experiments.console import bad_input, setup_logging
     from leaderboard.outputs import write_atomically
     from testbed import threefry_cpu
 
@@ -492,8 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         long, failed = _run(args)
     except InputError as e:
-        print(f"ppl_power: error: {e}", file=sys.stderr)
-        return 2
+        return bad_input("ppl_power", e)
     text = report(long)
     if args.out:
         write_atomically("--out", Path(args.out), lambda tmp: tmp.write_text(text + "\n"))

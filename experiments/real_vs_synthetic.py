@@ -29,6 +29,7 @@ import numpy as np
 import agents
 import generative
 import testbed
+from experiments.console import bad_input
 from experiments.correlation import bootstrap_pairs as bootstrap_correlation
 from generative.registry import FAMILIES
 from testbed.errors import InputError
@@ -206,5 +207,4 @@ if __name__ == "__main__":
     try:
         main()
     except InputError as e:
-        print(f"real_vs_synthetic: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(bad_input("real_vs_synthetic", e))

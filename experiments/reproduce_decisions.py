@@ -129,14 +129,12 @@ def ship(results: str, path: str) -> str:
 
 
 def parse(argv: Sequence[str] | None):
-    from experiments.console import script_parser
+    from experiments.console import add_store_options, script_parser
 
     parser = script_parser("reproduce_decisions", " ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--agents", default=",".join(AGENTS), help="registered agents")
     parser.add_argument("--seeds", type=int, default=5, help="bandit seeds 0..SEEDS-1 (at most 10)")
-    parser.add_argument("--results", default="decisions.db", help="results store")
-    parser.add_argument("--out", default="decisions", help="folder for the tables and the figure")
-    parser.add_argument("--workers", type=int, default=1, help="processes (0: one per core)")
+    add_store_options(parser, "decisions.db", "decisions", "folder for the tables and the figure")
     parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
     parser.add_argument(
         "--ship", default=None, metavar="CSV.GZ",
@@ -149,7 +147,7 @@ def parse(argv: Sequence[str] | None):
 def main(argv: Sequence[str] | None = None) -> int:
     from agents.registry import AGENTS as REGISTERED
     from experiments.cells import run_unless_report
-    from experiments.console import check_range, setup_logging, shown
+    from experiments.console import bad_input, check_range, setup_logging, shown_tables
     from experiments.decisions_report import OUTPUTS, write
     from leaderboard.outputs import check_output_folder, check_output_path
     from testbed import threefry_cpu
@@ -176,10 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         frame = load_frame(args.results, shipped=not args.no_shipped)
         write(frame, out)
     except InputError as e:
-        print(f"reproduce_decisions: error: {e}", file=sys.stderr)
-        return 2
-    text = (out / "regret.md").read_text() + "\n" + (out / "correlation.md").read_text()
-    return shown(text, out, failed, "tables and figure")
+        return bad_input("reproduce_decisions", e)
+    return shown_tables(out, ("regret.md", "correlation.md"), failed)
 
 
 if __name__ == "__main__":

@@ -532,7 +532,7 @@ def _chosen(args, long, parts, tasks, settings: Settings):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import setup_logging, shown
+    from experiments.console import bad_input, setup_logging, shown
     from leaderboard.outputs import write_atomically
 
     args = _parser().parse_args(argv)
@@ -543,8 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         table, out, failed = _run(args)
     except InputError as e:
-        print(f"reproduce_lc2st: error: {e}", file=sys.stderr)
-        return 2
+        return bad_input("reproduce_lc2st", e)
     text = markdown(table) + failures_note(args.results)
     # the paper's rates of the tasks tabled (it has none of the level part's)
     published = published_markdown(set(table.loc[table["kind"] != "level", "task"]))

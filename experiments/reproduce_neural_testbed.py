@@ -361,7 +361,7 @@ def _table(args, stack: contextlib.ExitStack) -> tuple[pd.DataFrame, Path, list[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import setup_logging, shown
+    from experiments.console import bad_input, setup_logging, shown
     from leaderboard.outputs import write_atomically
     from leaderboard.worker import enable_compilation_cache
 
@@ -375,8 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.ExitStack() as stack:  # a --report's temporary store, when it makes one
             table, out, groups, failed = _table(args, stack)
     except InputError as e:
-        print(f"reproduce_neural_testbed: error: {e}", file=sys.stderr)
-        return 2
+        return bad_input("reproduce_neural_testbed", e)
     text = markdown(table)
     csv = io.StringIO()
     table.to_csv(csv, index=False, float_format="%.4f")

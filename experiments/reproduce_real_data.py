@@ -284,7 +284,7 @@ def ship(results: str, path: str, keys: set[str]) -> str:
 
 
 def parse(argv: Sequence[str] | None):
-    from experiments.console import script_parser
+    from experiments.console import add_store_options, script_parser
 
     parser = script_parser("reproduce_real_data", " ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--agents", default=",".join(AGENTS), help="registered agents")
@@ -295,9 +295,7 @@ def parse(argv: Sequence[str] | None):
     parser.add_argument("--seeds", default="1", help="estimator seeds of the real problems, 1-5")
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                         help="configs: the product of these values (repeat), not the sweep")
-    parser.add_argument("--results", default="real.db", help="results store")
-    parser.add_argument("--out", default="real_data", help="folder for the tables and figure")
-    parser.add_argument("--workers", type=int, default=1, help="processes (0: one per core)")
+    add_store_options(parser, "real.db", "real_data", "folder for the tables and figure")
     parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap replicates")
     parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
     parser.add_argument("--ship", default=None, metavar="CSV.GZ",
@@ -378,7 +376,7 @@ def prior_functions(args, real: dict[str, list[str]], out: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.cells import run_unless_report
-    from experiments.console import setup_logging, shown
+    from experiments.console import bad_input, setup_logging, shown_tables
     from experiments.real_data_report import OUTPUTS, write
     from leaderboard.outputs import check_output_folder, check_output_path
     from testbed import threefry_cpu
@@ -405,10 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = design(reported(frame, c["agents"]), c["real"], c["grid"])
         write(frame, chosen, out, args.bootstrap)
     except InputError as e:
-        print(f"reproduce_real_data: error: {e}", file=sys.stderr)
-        return 2
-    text = (out / "correlation.md").read_text() + "\n" + (out / "pooled.md").read_text()
-    return shown(text, out, failed, "tables and figure")
+        return bad_input("reproduce_real_data", e)
+    return shown_tables(out, ("correlation.md", "pooled.md"), failed)
 
 
 if __name__ == "__main__":

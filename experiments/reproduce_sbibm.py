@@ -348,7 +348,7 @@ def _run(args) -> tuple[pd.DataFrame, pd.DataFrame, Path, bool]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import setup_logging, shown
+    from experiments.console import bad_input, setup_logging, shown
     from leaderboard.outputs import write_atomically
     from leaderboard.worker import enable_compilation_cache
 
@@ -361,8 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         table, paper, out, failed = _run(args)
     except InputError as e:
-        print(f"reproduce_sbibm: error: {e}", file=sys.stderr)
-        return 2
+        return bad_input("reproduce_sbibm", e)
     text = markdown(table)
     write_atomically(
         "--out", out / OUTPUTS[0], lambda tmp: tmp.write_text(text + "\n"), make_folder=True

@@ -392,7 +392,7 @@ def _chosen(args, frame):
 
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.cells import run_unless_report
-    from experiments.console import setup_logging, shown
+    from experiments.console import bad_input, setup_logging, shown
 
     args = parse(argv)
     setup_logging()
@@ -406,8 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         frame = _chosen(args, load_frame(args.results, shipped=not args.no_shipped))
     except InputError as e:
-        print(f"reproduce_wyb: error: {e}", file=sys.stderr)
-        return 2
+        return bad_input("reproduce_wyb", e)
     return shown(write_report(frame, out), out, failed, "tables and figure")
 
 

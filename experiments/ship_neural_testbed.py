@@ -70,7 +70,7 @@ def coverage(rows: pd.DataFrame, jobs: Sequence) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import OneLineParser, setup_logging
+    from experiments.console import OneLineParser, bad_input, setup_logging
 
     parser = OneLineParser(
         prog="python -m experiments.ship_neural_testbed", name="ship_neural_testbed",
@@ -100,8 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         return _write(args)
     except InputError as e:
-        print(f"ship_neural_testbed: error: {e}", file=sys.stderr)
-        return 2
+        return bad_input("ship_neural_testbed", e)
 
 
 def _run(args) -> int:

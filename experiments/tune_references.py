@@ -217,15 +217,20 @@ def ship(table: pd.DataFrame, results: str, path: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.console import check_range, script_parser, setup_logging, split_choices
+    from experiments.console import (
+        add_store_options,
+        bad_input,
+        check_range,
+        script_parser,
+        setup_logging,
+        split_choices,
+    )
     from leaderboard.outputs import check_output_path, write_atomically
 
     parser = script_parser("tune_references", " ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--agents", default=",".join(AGENTS), help="agents to tune")
     parser.add_argument("--group", type=int, default=0, help="the selection seed group, 0-9")
-    parser.add_argument("--results", default="tuned.db", help="results store")
-    parser.add_argument("--out", default="tuned.csv", help="the table (CSV)")
-    parser.add_argument("--workers", type=int, default=1, help="processes (0: one per core)")
+    add_store_options(parser, "tuned.db", "tuned.csv", "the table (CSV)")
     parser.add_argument("--ship", default=None, metavar="CSV.GZ",
                         help="merge the tuned configs' runs into ours (tuned_references.csv.gz)")
     args = parser.parse_args(argv)
@@ -243,8 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.ship:
             print(ship(table, args.results, Path(args.ship)), file=sys.stderr)
     except InputError as e:
-        print(f"tune_references: error: {e}", file=sys.stderr)
-        return 2
+        return bad_input("tune_references", e)
     write_atomically("--out", args.out, lambda tmp: table.to_csv(tmp, index=False))
     print(table.drop(columns="config").to_string(index=False))
     return 0

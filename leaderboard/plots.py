@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -70,6 +71,21 @@ def line_styles(labels: list[str]) -> dict[str, dict[str, Any]]:
         if kind == "published":  # a paper's rows: dotted, crosses
             out[label].update(ls=":", marker="x", lw=1.0)
     return out
+
+
+def task_panels(count: int, max_cols: int, panel: tuple[float, float]) -> tuple[Any, list]:
+    """A figure of `count` panels (one per task), at most `max_cols` a row, each `panel`
+    (width, height) inches, the grid's spare panels hidden: (figure, the `count` axes)."""
+    import matplotlib.pyplot as plt
+
+    cols = min(max_cols, count)
+    rows = math.ceil(count / cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(panel[0] * cols, panel[1] * rows), squeeze=False, layout="constrained"
+    )
+    for ax in list(axes.flat)[count:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat)[:count]
 
 
 def legend_below(fig, axes) -> None:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from leaderboard import literature, scoring_per_cell
 from leaderboard.html import figure, html_table, table_name
-from leaderboard.plots import legend_below, line_styles, mpl
+from leaderboard.plots import legend_below, line_styles, mpl, task_panels
 from leaderboard.problem_settings import settings_table
 from leaderboard.rules import Ranked, Rule, Scope, register_rule
 from leaderboard.scoring import MIN_CI_OBSERVATIONS
@@ -163,20 +163,14 @@ def _with_paper_rows(
 def plot_vs_budget(ranking: Ranking):
     """Mean score with 95% bootstrap CI against simulation budget, one panel per task, the
     published mean and range dashed beside."""
-    import matplotlib.pyplot as plt
-
     t, short = ranking.table, ranking.spec.short
     if not len(t):
         return None
     mean, paper_col = f"mean_{short}", f"paper_{short}"
     tasks = sorted(t["task"].unique(), key=str)
-    cols = min(4, len(tasks))
-    rows = math.ceil(len(tasks) / cols)
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(3.6 * cols, 3.0 * rows), squeeze=False, layout="constrained"
-    )
+    fig, axes = task_panels(len(tasks), 4, (3.6, 3.0))
     styles = line_styles(sorted(set(t["label"]), key=str))
-    for ax, task in zip(axes.flat, tasks):
+    for ax, task in zip(axes, tasks):
         cell = t[t["task"] == task]
         for label, g in cell.groupby("label", sort=True):
             g = g.sort_values("budget")
@@ -207,9 +201,7 @@ def plot_vs_budget(ranking: Ranking):
         ax.set_title(mpl(task), fontsize=9)
         ax.set_xlabel("simulation budget")
         ax.set_ylabel(mpl(ranking.spec.name))
-    for ax in list(axes.flat)[len(tasks) :]:
-        ax.set_visible(False)
-    legend_below(fig, list(axes.flat)[: len(tasks)])
+    legend_below(fig, axes)
     return fig
 
 

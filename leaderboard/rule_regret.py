@@ -4,13 +4,11 @@ average regret (lower first), with the regret curves of each agent's best config
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
 from leaderboard.html import figure, table_name
-from leaderboard.plots import legend_below, line_styles, mpl
+from leaderboard.plots import legend_below, line_styles, mpl, task_panels
 from leaderboard.rule_per_cell import HELP, PerCellRule
 from leaderboard.rules import register_rule
 from leaderboard.scoring import MIN_CI_OBSERVATIONS, family_of
@@ -106,19 +104,13 @@ def regret_curves(df: pd.DataFrame, ranking: Ranking) -> pd.DataFrame:
 
 def plot_regret_curves(df: pd.DataFrame, ranking: Ranking):
     """Running average regret against steps, one panel per environment (log-log)."""
-    import matplotlib.pyplot as plt
-
     curves = regret_curves(df, ranking)
     if not len(curves):
         return None
     tasks = sorted(curves["task"].unique(), key=str)
-    cols = min(3, len(tasks))
-    rows = math.ceil(len(tasks) / cols)
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(4.0 * cols, 3.2 * rows), squeeze=False, layout="constrained"
-    )
+    fig, axes = task_panels(len(tasks), 3, (4.0, 3.2))
     styles = line_styles(sorted(set(curves["label"]), key=str))
-    for ax, task in zip(axes.flat, tasks):
+    for ax, task in zip(axes, tasks):
         for label, g in curves[curves["task"] == task].groupby("label", sort=True):
             style = {**styles[label], "marker": None}
             ax.plot(g["step"], g["running_regret"], label=mpl(label), **style)
@@ -127,9 +119,7 @@ def plot_regret_curves(df: pd.DataFrame, ranking: Ranking):
         ax.set_title(mpl(task), fontsize=9)
         ax.set_xlabel("step")
         ax.set_ylabel("average regret so far")
-    for ax in list(axes.flat)[len(tasks) :]:
-        ax.set_visible(False)
-    legend_below(fig, list(axes.flat)[: len(tasks)])
+    legend_below(fig, axes)
     return fig
 
 

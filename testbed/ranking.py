@@ -128,33 +128,28 @@ JOINT_KL = RankedBy(
 )
 
 
+def _per_cell(rule: str, cell: tuple[str, ...], **fields: Any) -> RankedBy:
+    """A score ranked as it is, per `cell` by `rule` (observations or regret): no normalising
+    agent, no clipping, no accuracy tables; `fields` name the score and say the rest."""
+    return RankedBy(
+        rule=rule, normalizer=None, clip_negative=False, accuracy=False, cell=cell, **fields
+    )
+
+
 def c2st(cell: tuple[str, ...], **more) -> RankedBy:
     """Ranked on C2ST (0.5 = perfect) by the observations rule over `cell`; unnormalised."""
-    return RankedBy(
-        score="c2st",
-        name="C2ST",
-        short="c2st",
-        rule=OBSERVATIONS,
-        normalizer=None,
-        clip_negative=False,
-        accuracy=False,
-        cell=cell,
-        **more,
-    )
+    return _per_cell(OBSERVATIONS, cell, score="c2st", name="C2ST", short="c2st", **more)
 
 
 def regret(cell: tuple[str, ...], replicate: str) -> RankedBy:
     """Ranked on average regret per step (lower first) by the regret rule: the mean over
     the `replicate`s (bandit seeds) per `cell` with a bootstrap interval; unnormalised."""
-    return RankedBy(
+    return _per_cell(
+        REGRET,
+        cell,
         score="average_regret",
         name="average regret",
         short="regret",
-        rule=REGRET,
-        normalizer=None,
-        clip_negative=False,
-        accuracy=False,
-        cell=cell,
         replicate=replicate,
         note=(
             "Average regret per step of the agent as a Thompson sampler (best reward "

@@ -23,28 +23,24 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.nuts import DrawsPosterior
-from testbed.config import check_sizes
+from agents.nuts import ChainsConfig, DrawsPosterior
 from testbed.errors import InputError
 
 INSTALL = 'pip install -c constraints.txt -e ".[ppl]"'
 
 
 @dataclasses.dataclass(frozen=True)
-class PplConfig:
+class PplConfig(ChainsConfig):
     """NUTS at the PPL's defaults; the benchmark's sizes: 200 warm-up + 1,000 draws a chain."""
 
     num_warmup: int = 200
-    num_samples: int = 1000
     num_chains: int = 2
     seed: int = 0
-
-    def __post_init__(self):
-        check_sizes(self, num_warmup=1, num_samples=4, num_chains=1)
+    min_samples: ClassVar[int] = 4
 
 
 def require(agent: str, module: str, package: str | None = None) -> Any:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes.util
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -134,20 +135,36 @@ def _posterior(trace, model: PplModel, compile_seconds: float, start: float):
     return posterior(_draws(trace.posterior, model), compile_seconds, seconds, divergences)
 
 
+def _compiled(pm, model: PplModel, cache: ModelCache, compile_model: Callable) -> tuple:
+    """((the PyMC model of the problem's shape, what `compile_model(pm, pm_model)` compiles
+    for it), compile seconds): built and compiled, quietly, once per shape in `cache`."""
+
+    def build():
+        pm_model = build_model(pm, model)
+        with quiet():
+            return pm_model, compile_model(pm, pm_model)
+
+    return cache.get(model.shape_key, build)
+
+
+def _nuts_step(pm, pm_model):
+    """PyMC's NUTS step for the model: compiles the log density and its gradient."""
+    with pm_model:
+        return pm.NUTS()
+
+
+def _nutpie_model(pm, pm_model):
+    """nutpie's compiled model (numba), or its code loaded from the disk cache."""
+    return compile_pymc_model(pm_model)
+
+
 @register("pymc", PplConfig, predicts=MODEL_POSTERIOR)
 def make_pymc(config: PplConfig):
     """PyMC NUTS on the conjugate problem's model written in PyMC."""
 
     def agent(data: Data, knowledge):
         pm, model = _model("pymc", data, knowledge)
-
-        def build():
-            pm_model = build_model(pm, model)
-            with pm_model, quiet():
-                step = pm.NUTS()  # compiles the log density and its gradient
-            return pm_model, step
-
-        (pm_model, step), compile_seconds = PYMC_MODELS.get(model.shape_key, build)
+        (pm_model, step), compile_seconds = _compiled(pm, model, PYMC_MODELS, _nuts_step)
         start = time.perf_counter()
         with interrupts_kept() as interrupted, pm_model, quiet(), threadpool_limits(1):
 
@@ -179,13 +196,7 @@ def make_nutpie(config: PplConfig):
     def agent(data: Data, knowledge):
         pm, model = _model("nutpie", data, knowledge)
         nutpie = require("nutpie", "nutpie")
-
-        def build():
-            pm_model = build_model(pm, model)
-            with quiet():  # nutpie's compile, or its code loaded from the disk cache
-                return pm_model, compile_pymc_model(pm_model)
-
-        (pm_model, compiled), compile_seconds = NUTPIE_MODELS.get(model.shape_key, build)
+        (pm_model, compiled), compile_seconds = _compiled(pm, model, NUTPIE_MODELS, _nutpie_model)
         values = containers(model)
         with pm_model:
             pm.set_data(values)  # the initial point's containers (PyMC's function reads them)
