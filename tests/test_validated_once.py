@@ -132,18 +132,14 @@ SEEDS = [
 @pytest.mark.parametrize("given, count, values", SEEDS)
 def test_seeds_are_counted_and_read_as_they_always_were(given, count, values):
     parsed = AgentSeeds.parse(given)
-    if isinstance(count, str):
-        with pytest.raises(InputError) as said:
-            count_seeds(given)
-        assert str(said.value) == count
-    else:
-        assert count_seeds(given) == parsed.counted() == count
-    if isinstance(values, str):
-        with pytest.raises(InputError) as said:
-            parse_seeds(given)
-        assert str(said.value) == values
-    else:
-        assert parse_seeds(given) == parsed.values() == values
+    for read, mine, expected in ((count_seeds, parsed.counted, count),
+                                 (parse_seeds, parsed.values, values)):  # fmt: skip
+        if isinstance(expected, str):  # the error message, word for word
+            with pytest.raises(InputError) as said:
+                read(given)
+            assert str(said.value) == expected
+        else:
+            assert read(given) == mine() == expected
 
 
 @pytest.mark.parametrize("given, count, values", [c for c in SEEDS if isinstance(c[0], str)])
