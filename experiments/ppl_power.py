@@ -184,12 +184,18 @@ def nuts_draws(problem, sampler: str, trials: int, n: int, seed: int = 0) -> np.
         settings["step_size"] = spec.step_sd * unconstrained_sd(problem, model)
     config = NumpyroConfig(**settings)
     x, y = jnp.asarray(problem.x, jnp.float32), jnp.asarray(problem.y, jnp.float32)
+    from testbed.waiting import waited
+
     mcmc, init, key = _mcmc(config, model, x, y)
-    mcmc.run(key, init_params=init)
-    u = mcmc.get_samples(group_by_chain=True).reshape(
-        (config.num_chains, -1, model.dim_unconstrained)
-    )
-    return np.asarray(jax.vmap(jax.vmap(model.constrain))(u), np.float64)
+
+    def sample() -> np.ndarray:  # one long computation: run so that Ctrl-C stops the wait
+        mcmc.run(key, init_params=init)
+        u = mcmc.get_samples(group_by_chain=True).reshape(
+            (config.num_chains, -1, model.dim_unconstrained)
+        )
+        return np.asarray(jax.vmap(jax.vmap(model.constrain))(u), np.float64)
+
+    return waited(sample)
 
 
 def unconstrained_sd(problem, model) -> float:
@@ -297,6 +303,7 @@ def cell_metrics(cell: Cell, draws: Draws) -> dict[str, float]:
 def run_cell(cell: Cell, cache: dict) -> dict[str, Any]:
     """The cell's stored row, or its failure with the reason (never fatal)."""
     from experiments.cells import stored_row
+    from testbed.progress import activity
 
     def compute() -> dict[str, float]:
         pooled = cell.sampler == "exact" or NUTS_SAMPLERS[cell.sampler].draws in ("pooled", "ess")
@@ -304,10 +311,12 @@ def run_cell(cell: Cell, cache: dict) -> dict[str, Any]:
         if group not in cache:  # pooled draws serve every n: one run of the sampler
             cache.clear()
             problem = load_problem(cell.problem, "tests")
-            cache[group] = Draws(problem, cell.sampler, cell.trials, cell.n)
+            with activity(f"{cell.key}: drawing {cell.trials:,} trials at once"):
+                cache[group] = Draws(problem, cell.sampler, cell.trials, cell.n)
         draws = cache[group]
         draws.n = cell.n
-        return cell_metrics(cell, draws)
+        with activity(f"{cell.key}: scoring its trials"):  # a heartbeat while it works
+            return cell_metrics(cell, draws)
 
     return stored_row(
         compute, cell, agent=cell.sampler, config_key=cell.group,
