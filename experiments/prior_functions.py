@@ -83,8 +83,9 @@ def table(frame: pd.DataFrame, real: Mapping[str, Sequence[str]], planned: Mappi
     rows = []
     for regime, ids in real.items():
         cells: dict[tuple, dict[str, list]] = {}
+        inside = set(ids)
         for name, variant_jobs in planned.items():
-            for job in (j for j in variant_jobs if j.problem_id in set(ids)):
+            for job in (j for j in variant_jobs if j.problem_id in inside):
                 s = settings[job.problem_id]
                 value = nll.get(job.key, math.nan)
                 for where in ((s["dataset"], int(s["tau"])), ("all", int(s["tau"]))):

@@ -205,7 +205,13 @@ def ship(table: pd.DataFrame, results: str, path: Path) -> str:
             keys |= {j.key for j in jobs}
         else:
             partial.append(row["agent"])
-    new = from_results(results, keys) if keys else pd.DataFrame()
+    if not keys:
+        raise InputError(
+            f"--ship: no tuned agent has all its {len(ids)} jobs finished in {results!r} "
+            f"(unfinished: {', '.join(partial)}); allowed: a store where tune_references "
+            "ran an agent to its end"
+        )
+    new = from_results(results, keys)
     rows, said = merged_cells(new, ["agent"], path, results,
                               read=lambda p: shipped_rows(path=p))  # fmt: skip
     rows = rows.sort_values(["agent", "config_key", "problem_id", "agent_seed"], kind="stable")
@@ -245,12 +251,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.group != 0:
                 raise InputError(f"--group: got {args.group} with --ship; allowed: 0 (ours)")
         table = tune(agents, args.group, args.results, args.workers)
-        if args.ship:
+        write_atomically("--out", args.out, lambda tmp: table.to_csv(tmp, index=False))
+        print(table.drop(columns="config").to_string(index=False))
+        if args.ship:  # after the table is written: a refusal here loses nothing
             print(ship(table, args.results, Path(args.ship)), file=sys.stderr)
     except InputError as e:
         return bad_input("tune_references", e)
-    write_atomically("--out", args.out, lambda tmp: table.to_csv(tmp, index=False))
-    print(table.drop(columns="config").to_string(index=False))
     return 0
 
 

@@ -130,9 +130,10 @@ def shipped_notes(board: Board) -> list[str]:
     tuned = shipped_runs.LABELS["tuned_references"][0].format(agent="")
     if any(str(a).endswith(tuned) for frame in board.clean.values() for a in frame["agent"]):
         lines.append(
-            f"<agent>{tuned}: that agent's config chosen on seed group 0 of classification_2d "
-            "(42 of its 420 problems) by experiments.tune_references and run on all of them; "
-            "its score on the 378 it was not chosen on is in docs/reproductions/tuned.md."
+            f"<agent>{tuned}: that agent's config chosen on one seed group of "
+            "classification_2d (seed % 10 = 0) by experiments.tune_references and run on all "
+            "its problems; its score on the groups it was not chosen on is in "
+            "docs/reproductions/tuned.md."
         )
     by_source: dict[str, list[str]] = {}
     for fam, source in board.shipped_none.items():

@@ -26,6 +26,7 @@ torch's default threads then wait for each other (the sweep workers set it likew
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import subprocess
@@ -361,6 +362,15 @@ def parsed_args(main, argv: list[str], monkeypatch):
     pytest.fail(f"{argv}: the command ran without parsing arguments")
 
 
+@functools.cache
+def _index() -> dict:
+    """The registries' index as `testbed` answers from it (built once per test process)."""
+    from experiments import catalog
+    from experiments.console import list_rows
+
+    return catalog.build(list_rows)
+
+
 def check_testbed_names(args) -> None:
     """`testbed run`/`sweep` without --import: its agents, sweep and problem families are
     registered (the library's own lookups give the error), --set/--option as the index
@@ -369,7 +379,6 @@ def check_testbed_names(args) -> None:
     import generative
     from experiments import catalog
     from experiments.cli import MAX_JOBS, _split
-    from experiments.console import list_rows
 
     if args.command not in ("run", "sweep") or args.imports:
         return
@@ -380,7 +389,7 @@ def check_testbed_names(args) -> None:
         generative.registry.split_id(problem)
         if "file:" not in problem:  # a file the block writes first
             generative.problem_settings(problem)
-    index = catalog.build(list_rows)
+    index = _index()
     try:
         if args.command == "run":
             catalog.check_run(index, args)

@@ -173,3 +173,37 @@ def test_ship_refusals(tmp_path, capsys):
             str(tmp_path / "r.db")]  # fmt: skip
     assert tune.main(argv) == 2
     assert "--group: got 3 with --ship; allowed: 0" in capsys.readouterr().err
+
+
+def test_ship_with_no_complete_agent_is_one_clear_refusal(tmp_path):
+    db = tmp_path / "r.db"
+    _store_of(db, "mlp", {"l2_weight_decay": 1.0}, IDS[:-1], 0.3)  # one job short
+    table = pd.DataFrame([{"agent": "mlp", "config": json.dumps({"l2_weight_decay": 1.0})}])
+    with pytest.raises(InputError, match=r"--ship: no tuned agent has all its 420 jobs .*"
+                       r"\(unfinished: mlp\)"):  # fmt: skip
+        tune.ship(table, str(db), tmp_path / "t.csv.gz")
+    assert not (tmp_path / "t.csv.gz").exists()
+
+
+def test_the_docs_tuned_table_is_computed_from_the_shipped_runs():
+    """docs/reproductions/tuned.md's numbers: each shipped tuned agent's normalised KL held
+    out and in-sample, and its default's held out, from the package's shipped runs."""
+    from pathlib import Path
+
+    from leaderboard.shipped_files import shipped
+
+    ours, tuned = shipped("neural_testbed"), shipped(tune.SHIPPED)
+    uniform = ours[ours["agent"] == tune.NORMALISER]
+    docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/tuned.md").read_text()
+    assert set(tuned["agent"]) >= {"mlp", "ensemble+"}
+    for agent in sorted(set(tuned["agent"])):
+        mine = tuned[tuned["agent"] == agent]
+        default = ours[ours["agent"] == agent]
+        assert len(mine) == len(IDS) and len(set(mine["config_key"])) == 1
+
+        def score(rows, ids):
+            return tune.normalised(rows[rows["problem_id"].isin(set(ids))], uniform).iloc[0]
+
+        numbers = [score(mine, HELD_OUT), score(mine, SELECTION), score(default, HELD_OUT)]
+        row = next(line for line in docs.splitlines() if line.startswith(f"| {agent} |"))
+        assert row.split("|")[-4:-1] == [f" {v:.3f} " for v in numbers], (row, numbers)
