@@ -88,6 +88,17 @@ def normalised(rows: pd.DataFrame, uniform: pd.DataFrame) -> pd.Series:
     return pd.Series(out, dtype=float)
 
 
+def difference_se(tuned: pd.DataFrame, default: pd.DataFrame, uniform: pd.DataFrame) -> float:
+    """The standard error of tuned minus default normalised KL, over the seed groups both
+    ran (the reference's error-bar groups): whether a tuned config's gain is beyond noise."""
+    def by_group(rows: pd.DataFrame) -> pd.Series:
+        groups = rows["problem_id"].map(seed_group)
+        return pd.Series({g: normalised(rows[groups == g], uniform).iloc[0] for g in set(groups)})
+
+    diffs = (by_group(tuned) - by_group(default)).dropna()
+    return float(diffs.std(ddof=1) / math.sqrt(len(diffs))) if len(diffs) > 1 else math.nan
+
+
 def choose(rows: pd.DataFrame, uniform: pd.DataFrame, selection: Sequence[str]) -> dict:
     """Each agent's config (a dict) with the lowest normalised KL over the selection
     problems; rows of any other problem are refused: the held-out groups never decide."""
@@ -155,7 +166,8 @@ def _uniform(problem_ids: Sequence[str], results: str, workers: int) -> pd.DataF
 def tune(agents: Sequence[str], group: int, results: str, workers: int = 1) -> pd.DataFrame:
     """Selects each agent's config on seed group `group`, runs it and the default on the
     held-out groups, and returns the table: per agent, the chosen config's normalised KL
-    in-sample (the selection group) and held out, and the default's held out."""
+    in-sample (the selection group) and held out, the default's held out, and the standard
+    error of their held-out difference over the seed groups."""
     import generative
     from leaderboard.sweeping import plan
 
@@ -170,12 +182,14 @@ def tune(agents: Sequence[str], group: int, results: str, workers: int = 1) -> p
         _run(tuned + default, results, workers)
         mine = [j for j in jobs if j.config_key == tuned[0].config_key]
         inside = normalised(_rows(results, mine), uniform)
-        scored = normalised(_rows(results, tuned + default), uniform)
+        tuned_rows, default_rows = _rows(results, tuned), _rows(results, default)
+        scored = normalised(pd.concat([tuned_rows, default_rows]), uniform)
         table.append({
             "agent": agent,
             "tuned_held_out": scored.get((agent, tuned[0].config_key), math.nan),
             "tuned_in_sample": inside.get((agent, tuned[0].config_key), math.nan),
             "default_held_out": scored.get((agent, default[0].config_key), math.nan),
+            "difference_se": difference_se(tuned_rows, default_rows, uniform),
             "tuned_config": ", ".join(f"{k}={v}" for k, v in sorted(chosen.items())),
             "config": json.dumps(chosen, sort_keys=True),
         })  # fmt: skip

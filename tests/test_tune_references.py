@@ -96,6 +96,23 @@ def test_tune_scores_the_chosen_config_held_out_and_in_sample(fake_runs):
     assert {tune.seed_group(j.problem_id) for j in tuned_runs} == set(range(1, 10))
     assert row["tuned_held_out"] == pytest.approx(row["tuned_in_sample"])  # _kl: same everywhere
     assert row["tuned_held_out"] <= row["default_held_out"]
+    assert row["difference_se"] == pytest.approx(0.0, abs=1e-12)  # _kl: no group differs
+
+
+def test_difference_se_is_the_standard_error_over_the_seed_groups():
+    """Tuned KL = default KL + d_g on every problem of group g (uniform's KL 1, so each
+    group's normalised KL is its KL): the SE is the sample SD of d over sqrt(9)."""
+    d = {g: 0.01 * g * (-1) ** g for g in range(1, 10)}
+
+    def rows(agent, shift):
+        return pd.DataFrame([dict(agent=agent, config_key=agent, problem_id=p, status="ok",
+                                  kl_estimate=0.5 + shift * d[tune.seed_group(p)])
+                             for p in HELD_OUT])  # fmt: skip
+
+    uniform = rows("uniform", 0).assign(kl_estimate=1.0)
+    expected = pd.Series(list(d.values())).std(ddof=1) / 3
+    assert tune.difference_se(rows("mlp", 1), rows("mlp", 0), uniform) == pytest.approx(expected)
+    assert tune.difference_se(rows("mlp", 0), rows("mlp", 0), uniform) == 0.0
 
 
 def test_refusals(capsys):
@@ -205,5 +222,8 @@ def test_the_docs_tuned_table_is_computed_from_the_shipped_runs():
             return tune.normalised(rows[rows["problem_id"].isin(set(ids))], uniform).iloc[0]
 
         numbers = [score(mine, HELD_OUT), score(mine, SELECTION), score(default, HELD_OUT)]
+        held = [rows[rows["problem_id"].isin(set(HELD_OUT))] for rows in (mine, default)]
+        gap = f" {numbers[0] - numbers[2]:+.3f} ± {tune.difference_se(*held, uniform):.3f} "
         row = next(line for line in docs.splitlines() if line.startswith(f"| {agent} |"))
-        assert row.split("|")[-4:-1] == [f" {v:.3f} " for v in numbers], (row, numbers)
+        cells = row.split("|")[-5:-1]
+        assert cells == [f" {v:.3f} " for v in numbers] + [gap], (row, numbers)
