@@ -7,7 +7,8 @@ Every config of each agent's registered sweep (or of `--grid`) runs on both side
 - **synthetic**: the problems on which `experiments.tune_references` runs every config
   (seed group 0 of `classification_2d`; for the agents it halves, `HALVED`, the first
   round's T = 0.1 problems), so the two tools share one store and no job runs twice; with
-  `uniform` on the same problems, the normaliser;
+  `uniform` on the same problems, the normaliser; or, with `--synthetic matched`, the
+  `classification` sweep's problems nearer the datasets' shapes (`matched`);
 - **real**: the datasets (default the four offline ones) in two regimes, `full` (the whole
   training split) and `low` (`low_size`: the largest of the reference's variant-data sizes
   1, 10, 100, ... that is at most a tenth of the training split), at tau 1 and 10, with
@@ -42,6 +43,8 @@ GROUP = 0  # tune_references' selection group
 SHIPPED = "real_data_ours"  # our shipped runs (leaderboard.shipped_files.SOURCES)
 SHIPPED_FILE = Path(__file__).resolve().parents[1] / "leaderboard/data/real_data_ours.csv.gz"
 LOW_SHARE = 10  # the low regime trains on at most a tenth of the training split
+SIDES = ("2d", "matched")  # the synthetic sides (`synthetic_ids`)
+MATCHED_SWEEP, MATCHED_DIMS, MATCHED_MAX_TRAIN = "classification", (10, 100), 1000
 
 
 def offline_datasets() -> tuple[str, ...]:
@@ -84,9 +87,25 @@ def selection() -> list[str]:
     return tune.split(generative.sweep_ids(tune.SWEEP), GROUP)[0]
 
 
-def synthetic_ids(agent: str) -> list[str]:
-    """The problems on which tune_references runs every config of `agent`."""
-    chosen = selection()
+def matched() -> list[str]:
+    """The `matched` synthetic side: the problems of the `classification` sweep nearer the
+    datasets' shapes (4 to 64 features, 10 to 1,438 training examples): input dims 10 and
+    100, training sizes up to 1,000, every temperature and tau, the first seed of each."""
+    import generative
+
+    first: dict[tuple, str] = {}
+    for p in generative.sweep_ids(MATCHED_SWEEP):
+        s = generative.problem_settings(p)
+        if s["input_dim"] in MATCHED_DIMS and s["num_train"] <= MATCHED_MAX_TRAIN:
+            first.setdefault((s["input_dim"], s["num_train"], s["temperature"], s["tau"]), p)
+    return list(first.values())
+
+
+def synthetic_ids(agent: str, side: str = "2d") -> list[str]:
+    """The synthetic problems of `agent`: on the `2d` side those on which tune_references
+    runs every config; on the `matched` side `matched()`; for the agents tune_references
+    halves, their T = 0.1 problems alone (its first round)."""
+    chosen = selection() if side == "2d" else matched()
     return tune.first_round(chosen) if agent in tune.HALVED else chosen
 
 
@@ -127,7 +146,8 @@ def planned(agent: str, ids: Sequence[str], grid: dict[str, list[str]]) -> list:
     return list(jobs.values())
 
 
-def design(agents: Sequence[str], real: dict[str, list[str]], grid: dict[str, list[str]]):
+def design(agents: Sequence[str], real: dict[str, list[str]], grid: dict[str, list[str]],
+           side: str = "2d"):
     """The report's Design: each agent's configs, synthetic problems, the pooled ones (the
     first round's, which every agent ran) and the real ids per regime."""
     import json
@@ -138,8 +158,8 @@ def design(agents: Sequence[str], real: dict[str, list[str]], grid: dict[str, li
     configs = {a: {config_key(a, c): json.dumps({k: v for k, v in c.items() if k != "seed"},
                                                 sort_keys=True)
                    for c in agent_configs(a, grid)} for a in agents}  # fmt: skip
-    return Design(configs, {a: synthetic_ids(a) for a in agents},
-                  tune.first_round(selection()), real)  # fmt: skip
+    return Design(configs, {a: synthetic_ids(a, side) for a in agents},
+                  tune.first_round(selection() if side == "2d" else matched()), real)  # fmt: skip
 
 
 def _run(jobs: Sequence, results: str, workers: int) -> bool:
@@ -155,22 +175,24 @@ def _run(jobs: Sequence, results: str, workers: int) -> bool:
 
 
 def run_all(agents: Sequence[str], real: dict[str, list[str]], grid, results: str,
-            workers: int = 1) -> bool:  # fmt: skip
+            workers: int = 1, side: str = "2d") -> bool:  # fmt: skip
     """Agent by agent: its configs on its synthetic problems (and `uniform` there), then on
     each regime's real problems. True when some job is stored as failed."""
     from leaderboard.sweeping import plan
 
     every = [p for ids in real.values() for p in ids]
-    checked = {a: (planned(a, synthetic_ids(a), grid), planned(a, every, grid)) for a in agents}
+    checked = {a: (planned(a, synthetic_ids(a, side), grid), planned(a, every, grid))
+               for a in agents}  # fmt: skip
     failed = False
     for agent in agents:  # every input checked above, before the first job runs
         synthetic, real_jobs = checked[agent]
-        uniform = plan([tune.NORMALISER], synthetic_ids(agent))
+        uniform = plan([tune.NORMALISER], synthetic_ids(agent, side))
         failed |= _run([*uniform, *synthetic, *real_jobs], results, workers)  # one pool
     return failed
 
 
-def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str) -> pd.DataFrame:
+def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str,
+           side: str = "2d") -> pd.DataFrame:
     """Per agent: its configs, its synthetic and real jobs, how many the store holds (ok or
     failed) or the package ships, those left to run and the core-hours they should take on
     each side (`COST`, measured at each agent's default config; nan where not measured)."""
@@ -183,7 +205,7 @@ def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str
             held |= store.keys()
     rows = []
     for agent in agents:
-        sides = {"synthetic": jobs_of(agent, synthetic_ids(agent), grid)}
+        sides = {"synthetic": jobs_of(agent, synthetic_ids(agent, side), grid)}
         sides.update({regime: jobs_of(agent, ids, grid) for regime, ids in real.items()})
         cost = dict(zip(("synthetic", *REGIMES), COST.get(agent, (float("nan"),) * 3)))
         todo = {side: sum(j.key not in held for j in jobs) for side, jobs in sides.items()}
@@ -249,13 +271,14 @@ def load_frame(results: str, shipped: bool = True) -> pd.DataFrame:
     return frame
 
 
-def keys_of(agents: Sequence[str], real: dict[str, list[str]], grid) -> set[str]:
+def keys_of(agents: Sequence[str], real: dict[str, list[str]], grid, side: str = "2d") -> set[str]:
     """The keys of every job the reproduction runs for `agents` (the normaliser's too)."""
     keys = set()
     for agent in agents:
-        ids = [*synthetic_ids(agent), *(p for regime in real.values() for p in regime)]
-        keys |= {j.key for j in jobs_of(agent, ids, grid)}
-        keys |= {j.key for j in jobs_of(tune.NORMALISER, synthetic_ids(agent), {})}
+        own = synthetic_ids(agent, side)
+        keys |= {j.key for j in jobs_of(agent, [*own, *(p for ids in real.values() for p in ids)],
+                                        grid)}  # fmt: skip
+        keys |= {j.key for j in jobs_of(tune.NORMALISER, own, {})}
     return keys
 
 
@@ -296,6 +319,9 @@ def parse(argv: Sequence[str] | None):
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                         help="configs: the product of these values (repeat), not the sweep")
     add_store_options(parser, "real.db", "real_data", "folder for the tables and figure")
+    parser.add_argument("--synthetic", default="2d", metavar="SIDE",
+                        help="the synthetic side: 2d (classification_2d, the tuned references' "
+                        "selection group) or matched (classification at input dims 10 and 100)")
     parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap replicates")
     parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
     parser.add_argument("--ship", default=None, metavar="CSV.GZ",
@@ -329,8 +355,14 @@ def choices(args) -> dict:
         grid[key.strip()] = [v.strip() for v in values.split(",") if v.strip()]
     if grid and args.prior_functions:
         raise InputError("--grid: not with --prior-functions; allowed: one of the two")
+    side = split_choices(args.synthetic, "--synthetic", SIDES)
+    if len(side) != 1:
+        raise InputError(f"--synthetic: got {args.synthetic!r}; allowed: one of {', '.join(SIDES)}")
+    if side != ["2d"] and args.prior_functions:
+        raise InputError("--synthetic: not with --prior-functions (real problems only); "
+                         "allowed: 2d, the default")  # fmt: skip
     real = real_ids(datasets, regimes, taus, seeds)
-    return {"agents": agents, "real": real, "grid": grid}
+    return {"agents": agents, "real": real, "grid": grid, "side": side[0]}
 
 
 def reported(frame: pd.DataFrame, agents: Sequence[str]) -> list[str]:
@@ -389,18 +421,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.prior_functions:
             return prior_functions(args, c["real"], Path(args.out))
         if args.plan:
-            print(counts(c["agents"], c["real"], c["grid"], args.results).to_string(index=False))
+            print(counts(**c, results=args.results).to_string(index=False))
             return 0
         out = check_output_folder("--out", args.out, OUTPUTS, [args.results])
         if args.ship:
             check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
         failed = run_unless_report(
             "reproduce_real_data", args,
-            lambda: run_all(c["agents"], c["real"], c["grid"], args.results, args.workers),
+            lambda: run_all(**c, results=args.results, workers=args.workers),
             lambda results, path: ship(results, path, keys_of(**c)), note=False,
         )  # fmt: skip
         frame = load_frame(args.results, shipped=not args.no_shipped)
-        chosen = design(reported(frame, c["agents"]), c["real"], c["grid"])
+        chosen = design(reported(frame, c["agents"]), c["real"], c["grid"], c["side"])
         write(frame, chosen, out, args.bootstrap)
     except InputError as e:
         return bad_input("reproduce_real_data", e)

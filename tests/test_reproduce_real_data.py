@@ -36,6 +36,25 @@ def test_the_synthetic_side_is_tune_references_selection_and_never_held_out():
     assert not set(HELD_OUT) & {p for a in rrd.AGENTS for p in rrd.synthetic_ids(a)}
 
 
+def test_the_matched_side_is_the_classification_sweep_near_the_datasets_shapes(monkeypatch):
+    ids = rrd.matched()
+    settings = [generative.problem_settings(p) for p in ids]
+    cells = {(s["input_dim"], s["num_train"], s["temperature"], s["tau"]) for s in settings}
+    assert set(ids) <= set(generative.sweep_ids("classification")) and len(cells) == len(ids)
+    assert {(d, n) for d, n, _, _ in cells} == {(10, 10), (10, 100), (10, 1000), (100, 100),
+                                                (100, 1000)}  # fmt: skip
+    assert {t for _, _, t, _ in cells} == {0.01, 0.1, 0.5} and {c[3] for c in cells} == {1, 10}
+    assert len(ids) == 30 and rrd.synthetic_ids("mlp", "matched") == ids
+    halved = rrd.synthetic_ids("bbb", "matched")
+    assert {generative.problem_settings(p)["temperature"] for p in halved} == {0.1}
+    ran = []
+    monkeypatch.setattr(rrd, "_run", lambda jobs, results, workers: ran.append(list(jobs)) or False)
+    rrd.run_all(["mlp"], rrd.real_ids(["iris"], taus=(1,)), {}, "r.db", side="matched")
+    synthetic = {j.problem_id for j in ran[0] if not j.problem_id.startswith("real/")}
+    assert synthetic == set(ids)  # uniform and every config there, nothing of classification_2d
+    assert rrd.design(["mlp"], {}, {}, "matched").pooled == tune.first_round(ids)
+
+
 def test_the_run_plans_every_config_on_the_selection_problems_only(monkeypatch):
     ran = []
     monkeypatch.setattr(rrd, "_run", lambda jobs, results, workers: ran.append(list(jobs)) or False)
@@ -144,6 +163,8 @@ def test_no_config_complete_on_both_sides_is_tabled_not_a_crash(tmp_path):
         (["--agents", "ensembel"], "did you mean 'ensemble'"),
         (["--datasets", "irsi"], "did you mean 'iris'"),
         (["--seeds", "6"], "--seeds: got '6'"),
+        (["--synthetic", "3d"], "--synthetic: got '3d'"),
+        (["--synthetic", "matched", "--prior-functions"], "--synthetic: not with --prior"),
         (["--report", "--no-shipped", "--results", "nope.db"], "'nope.db' does not exist"),
         (["--agents", "uniform", "--datasets", "tfds/iris", "--results", "r.db"],
          "TFDS datasets not prepared"),
@@ -185,7 +206,7 @@ def test_plan_counts_jobs_and_what_the_store_holds(tmp_path, capsys):
 def test_one_tiny_run_end_to_end(tmp_path, monkeypatch):
     """A cheap agent, three configs, one synthetic and one real problem, through the
     leaderboard's sweep into a store, then the report."""
-    monkeypatch.setattr(rrd, "synthetic_ids", lambda agent: SELECTION[:1])
+    monkeypatch.setattr(rrd, "synthetic_ids", lambda agent, side="2d": SELECTION[:1])
     argv = ["--agents", "average_class_probs", "--grid", "form=log",
             "--grid", "pseudo_count=0.1,1,10", "--datasets", "iris", "--regimes", "full",
             "--taus", "1", "--no-shipped",
