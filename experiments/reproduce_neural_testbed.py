@@ -11,9 +11,11 @@ interrupted runs resume), then writes into --out
 
 The agents run at the defaults of the reference's code of the figure's time (each agent's
 best config of its sweep, `FIGURE_2021`: where they differ from today's defaults), or at
-today's defaults (`--agent-configs current`). `--select` instead runs each agent's whole
-sweep on the problems of one seed group, keeps its config with the lowest mean KL (both
-taus), and reports that config on the other groups.
+today's defaults (`--agent-configs current`), or at the configs that
+`experiments.tune_references` chose on today's sweep and ships (`--agent-configs tuned`).
+`--select` instead runs each agent's whole sweep on the problems of one seed group, keeps
+its config with the lowest mean KL (both taus), and reports that config on the other
+groups.
 
 Jobs whose runs the package ships (`leaderboard.published("neural_testbed")`) are taken
 from it, not computed (`--no-shipped` computes them): `--report` tables the shipped runs
@@ -51,6 +53,7 @@ FIGURE_2021: dict[str, dict] = {
     "ensemble+": {},
     "sgmcmc": {"temperature_scaling": "linear"},
 }
+AGENT_CONFIGS = ("2021", "current", "tuned")
 RUN_ORDER = ("mlp", "ensemble", "ensemble+", "dropout", "bbb", "hypermodel", "sgmcmc")
 TAUS = (1, 100)
 NORMALISER = "mlp"
@@ -67,10 +70,25 @@ def published_figure() -> pd.DataFrame:
     return literature.published("neural_testbed_2021")
 
 
+def tuned_configs() -> dict[str, dict]:
+    """Each agent's config chosen by `experiments.tune_references` (on seed group 0 of
+    today's `classification_2d`), as our shipped tuned runs hold it."""
+    from experiments.tune_references import SHIPPED
+    from leaderboard.shipped_files import shipped
+
+    rows = shipped(SHIPPED).drop_duplicates("agent")
+    return {a: json.loads(c) for a, c in zip(rows["agent"], rows["config"]) if a in FIGURE_2021}
+
+
 def configs(agent_configs: str) -> dict[str, dict]:
-    """Each figure agent's overrides of today's default config."""
-    if agent_configs not in ("2021", "current"):
-        raise InputError(f"--agent-configs: got {agent_configs!r}; allowed: 2021, current")
+    """Each figure agent's overrides of today's default config: the 2021 defaults, today's
+    (`current`), or the tuned configs (`tuned`: the agents tuned so far)."""
+    if agent_configs not in AGENT_CONFIGS:
+        raise InputError(
+            f"--agent-configs: got {agent_configs!r}; allowed: {', '.join(AGENT_CONFIGS)}"
+        )
+    if agent_configs == "tuned":
+        return tuned_configs()
     return {a: (dict(FIGURE_2021[a]) if agent_configs == "2021" else {}) for a in FIGURE_2021}
 
 
@@ -255,7 +273,8 @@ def _parser():
 
     parser = script_parser("reproduce_neural_testbed", __doc__.splitlines()[0])
     parser.add_argument("--agents", default=",".join(RUN_ORDER))
-    parser.add_argument("--agent-configs", default="2021", help="2021 or current defaults")
+    parser.add_argument("--agent-configs", default="2021",
+                        help="2021 or current defaults, or tuned (tune_references' choice)")
     parser.add_argument("--results", default="neural-testbed-reproduction.db")
     parser.add_argument("--out", default="neural-testbed-reproduction")
     parser.add_argument("--workers", type=int, default=0, help="parallel jobs (0: one per core)")
@@ -292,6 +311,12 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
     if NORMALISER not in names:
         raise InputError(f"--agents: got {args.agents!r}; allowed: a list that has mlp")
     overrides = configs(args.agent_configs)
+    untuned = [a for a in names if a not in overrides]
+    if untuned:
+        raise InputError(
+            f"--agents: {', '.join(untuned)} not tuned yet (experiments.tune_references "
+            f"--ship); allowed with --agent-configs tuned: some of {', '.join(overrides)}"
+        )
     ids = generative.sweep_ids(SWEEP)
     if args.problems:
         given = [p.strip() for p in args.problems.split(",") if p.strip()]

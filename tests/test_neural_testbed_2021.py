@@ -3,6 +3,7 @@ the reference's cleaning of KLs)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -149,6 +150,28 @@ def test_figure_configs_and_refusals():
     assert rnt.main(["--agents", "ensemble"]) == 2
     assert rnt.main(["--agents", "mlp,knn"]) == 2
     assert rnt.main(["--select", "12"]) == 2
+    assert rnt.main(["--agent-configs", "best"]) == 2
+
+
+def test_tuned_configs_are_the_shipped_choices_and_untuned_agents_are_refused(
+    capsys, monkeypatch
+):
+    from experiments import tune_references as tune
+    from leaderboard.shipped_files import shipped
+
+    tuned = rnt.configs("tuned")
+    rows = shipped(tune.SHIPPED)
+    assert set(tuned) == set(rows["agent"]) & set(rnt.FIGURE_2021) >= {"mlp", "ensemble+"}
+    for agent, config in tuned.items():  # the config each shipped tuned run ran
+        ran = rows[rows["agent"] == agent]["config"]
+        assert {json.dumps(json.loads(c), sort_keys=True) for c in ran} == {
+            json.dumps(config, sort_keys=True)
+        }
+        agents.load(agent, **config)
+    monkeypatch.setattr(rnt, "tuned_configs", lambda: {"mlp": tuned["mlp"]})  # bbb not tuned
+    assert rnt.main(["--agent-configs", "tuned", "--agents", "mlp,bbb"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--agents: bbb not tuned yet" in err[0], err
 
 
 def test_jobs_run_group_by_group_and_a_partial_run_reports_whole_groups():
