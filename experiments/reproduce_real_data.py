@@ -358,6 +358,9 @@ def choices(args) -> dict:
     side = split_choices(args.synthetic, "--synthetic", SIDES)
     if len(side) != 1:
         raise InputError(f"--synthetic: got {args.synthetic!r}; allowed: one of {', '.join(SIDES)}")
+    if args.prior_functions and args.agents != ",".join(AGENTS):
+        raise InputError("--agents: not with --prior-functions (it runs ensemble+ and mlp); "
+                         "allowed: the default")  # fmt: skip
     if side != ["2d"] and args.prior_functions:
         raise InputError("--synthetic: not with --prior-functions (real problems only); "
                          "allowed: 2d, the default")  # fmt: skip

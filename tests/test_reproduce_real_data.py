@@ -165,6 +165,7 @@ def test_no_config_complete_on_both_sides_is_tabled_not_a_crash(tmp_path):
         (["--seeds", "6"], "--seeds: got '6'"),
         (["--synthetic", "3d"], "--synthetic: got '3d'"),
         (["--synthetic", "matched", "--prior-functions"], "--synthetic: not with --prior"),
+        (["--agents", "mlp", "--prior-functions"], "--agents: not with --prior-functions"),
         (["--report", "--no-shipped", "--results", "nope.db"], "'nope.db' does not exist"),
         (["--agents", "uniform", "--datasets", "tfds/iris", "--results", "r.db"],
          "TFDS datasets not prepared"),
