@@ -104,7 +104,7 @@ def bench_sweep(agent: str, sweep: str, workers: int, results: str) -> None:
     start = time.perf_counter()
     subprocess.run(cmd, check=True, env={**os.environ, "TESTBED_PROGRESS": "off"})
     wall = time.perf_counter() - start
-    from leaderboard.results import load
+    from leaderboard.execution.results import load
 
     df = load(results)
     df = df[df["agent"] == agent]

@@ -24,7 +24,7 @@ import record  # noqa: E402
 
 def run_pool(jobs, workers: int) -> tuple[float, float]:
     """(wall seconds including worker start-up, seconds from first to last result)."""
-    from leaderboard.executors import LocalExecutor
+    from leaderboard.execution.executors import LocalExecutor
 
     stamps: list[float] = []
     start = time.perf_counter()
@@ -35,7 +35,7 @@ def run_pool(jobs, workers: int) -> tuple[float, float]:
 
 def store_overhead(num: int, folder: Path) -> float:
     """Seconds per `ResultsStore.record` (one committed transaction each)."""
-    from leaderboard.jobs import Job
+    from leaderboard.execution.jobs import Job
     from leaderboard.store import ResultsStore
 
     results = []
@@ -60,8 +60,8 @@ def main() -> None:
     args = record.arguments(parser)
     meter, rows = record.Meter(), []
 
-    from leaderboard.sweeping import plan
-    from leaderboard.worker import run_job
+    from leaderboard.execution.sweeping import plan
+    from leaderboard.execution.worker import run_job
 
     jobs = plan([args.agent], args.sweep, seeds=args.seeds)
     print(f"{len(jobs)} jobs: {args.agent} on {args.sweep}, seeds {args.seeds}")

@@ -35,7 +35,7 @@ def children_cpu() -> float:
 
 def kl_gap(a: Path, b: Path) -> float:
     """The largest |KL difference| between two stores' runs of the same jobs."""
-    from leaderboard.results import load
+    from leaderboard.execution.results import load
 
     kl = [load(p).set_index("key")["kl_estimate"] for p in (a, b)]
     return float((kl[0] - kl[1].reindex(kl[0].index)).abs().max())
@@ -43,7 +43,7 @@ def kl_gap(a: Path, b: Path) -> float:
 
 def timed_sweep(args, folder: Path, per_job: bool) -> dict:
     """Runs the sweep once into a store of its own: wall and CPU seconds, jobs, status."""
-    from leaderboard.results import load
+    from leaderboard.execution.results import load
 
     results = folder / ("per-job.db" if per_job else "shared.db")
     if results.exists():  # a resumed sweep is not timed whole

@@ -1,8 +1,8 @@
 """A problem family ranked by a rule of its own: the median score over problems.
 
 A family names its rule in `ranked_by` (`RankedBy(rule=...)`): one of the built-in
-rules by name, or a `leaderboard.rules.Rule` object of the family's own. The rule turns
-the family's result rows (a DataFrame) into ranking tables and says what they show;
+rules by name, or a `leaderboard.ranking.rules.Rule` object of the family's own. The rule
+turns the family's result rows (a DataFrame) into ranking tables and says what they show;
 `testbed leaderboard` and `testbed report` loop over the rules present, so nothing in
 `leaderboard/` changes. Here the Neural Testbed's 2-d problems at T = 0.1 are ranked by
 each agent config's median joint KL over the problems: robust to a few problems where an
@@ -26,8 +26,8 @@ from generative.classification import (
     ClassificationSettings,
     classification_2d_grid,
 )
-from leaderboard.rules import Ranked, Rule, Scope
-from leaderboard.standings import Ranking
+from leaderboard.ranking.rules import Ranked, Rule, Scope
+from leaderboard.ranking.standings import Ranking
 from testbed.ranking import RankedBy
 
 
@@ -88,7 +88,7 @@ if "median_2d" not in generative.FAMILIES:  # registered once, however often imp
     )  # fmt: skip
 
 if __name__ == "__main__":
-    from leaderboard.board import rank, tables
+    from leaderboard.ranking.board import rank, tables
 
     rows = pd.DataFrame(  # three problems' stored rows of two agents, one job failed
         {

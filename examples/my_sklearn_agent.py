@@ -54,9 +54,9 @@ def bagged_trees(
 
 def run_sweep(results: str, problem_ids: list[str]):
     """The agent's whole hyper-parameter sweep over `problem_ids`, stored in `results`."""
-    from leaderboard.executors import InlineExecutor
-    from leaderboard.jobs import expand
-    from leaderboard.runner import run_sweep as run
+    from leaderboard.execution.executors import InlineExecutor
+    from leaderboard.execution.jobs import expand
+    from leaderboard.execution.runner import run_sweep as run
     from leaderboard.store import ResultsStore
 
     jobs = expand(["bagged_trees"], problem_ids, configs="sweep")  # default: configs="default"

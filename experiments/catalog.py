@@ -194,10 +194,12 @@ def write(data: dict, chosen: Any = None) -> Path | None:
 
 
 def _load_file(package: str, module: str):
-    """A module of ours that imports only the standard library, loaded from its file:
-    importing it by name would first import its package (the testbed's imports JAX)."""
-    path = Path(importlib.util.find_spec(package).submodule_search_locations[0], f"{module}.py")
-    name = f"_catalog_{module}"
+    """A module of ours that imports only the standard library, loaded from its file
+    (`module` dotted below `package`): importing it by name would first import its package
+    (the testbed's imports JAX)."""
+    folder = importlib.util.find_spec(package).submodule_search_locations[0]
+    path = Path(folder, *module.split(".")).with_suffix(".py")
+    name = f"_catalog_{module.replace('.', '_')}"
     spec = importlib.util.spec_from_file_location(name, path)
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[name] = loaded  # as an import does (a dataclass looks its module up)
@@ -367,12 +369,12 @@ def _refused(setting: dict[str, Any], text: str) -> str | None:
 
 
 MAX_SEEDS_HERE = 1000  # more seeds: the whole way counts them
-_seeds = _load_file("leaderboard", "seeds")  # the library's reading of --seeds
+_seeds = _load_file("leaderboard", "execution.seeds")  # the library's reading of --seeds
 
 
 def _few_seeds(text: str) -> int | None:
     """How many seeds `text` names when they are seeds and few (as the library reads them,
-    `leaderboard.seeds.AgentSeeds`), else None."""
+    `leaderboard.execution.seeds.AgentSeeds`), else None."""
     if not isinstance(text, str):
         return None
     seeds = _seeds.AgentSeeds.parse(text)

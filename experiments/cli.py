@@ -43,7 +43,7 @@ from experiments.console import (
 )
 
 # the library's, without importing it (--help answers at once); tests/test_sweep_call.py pins it
-MAX_JOBS = 1_000_000  # one sweep's jobs: leaderboard.sweeping.MAX_JOBS
+MAX_JOBS = 1_000_000  # one sweep's jobs: leaderboard.execution.sweeping.MAX_JOBS
 MAX_FAILURES_SHOWN = 10
 
 
@@ -53,9 +53,9 @@ def _split(values: Sequence[str] | None) -> list[str]:
 
 def _import_user_modules(args: argparse.Namespace) -> Any:
     """Imports the modules named by --import (the user's own agents and problems register
-    there), once: returns them imported (`leaderboard.sweeping.UserModules`), which the
-    library takes as they are."""
-    from leaderboard.sweeping import import_modules
+    there), once: returns them imported (`leaderboard.execution.sweeping.UserModules`),
+    which the library takes as they are."""
+    from leaderboard.execution.sweeping import import_modules
 
     return import_modules(_split(getattr(args, "imports", None)))
 
@@ -70,7 +70,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import generative
     from generative.conjugate.problem import ConjugateProblem
-    from leaderboard.sweeping import run_one
+    from leaderboard.execution.sweeping import run_one
     from testbed.metrics.one_sample import rejection_notes
 
     _import_user_modules(args)
@@ -114,7 +114,7 @@ def _folded_series(quality: dict) -> list[list]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from leaderboard.sweeping import DEFAULT_TIMEOUT, sweep
+    from leaderboard.execution.sweeping import DEFAULT_TIMEOUT, sweep
     from testbed.errors import InputError
 
     imports = _import_user_modules(args)
@@ -166,9 +166,9 @@ def _print_summary(summary: Any, results: str) -> None:
 def cmd_failures(args: argparse.Namespace) -> int:
     """`testbed leaderboard --failures`: every failed job with its stored reason (of
     `--sweep` only when given)."""
-    from leaderboard.board import problem_universe
-    from leaderboard.results import load
-    from leaderboard.tables import render
+    from leaderboard.execution.results import load
+    from leaderboard.ranking.board import problem_universe
+    from leaderboard.ranking.tables import render
     from testbed.errors import InputError
 
     for option, value in (("--export", args.export), ("--tau", args.tau)):
@@ -193,10 +193,10 @@ def cmd_failures(args: argparse.Namespace) -> int:
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     _check_shipped_only(args, "failures", "export")
-    from leaderboard import board as lb
     from leaderboard import build as build_board
     from leaderboard.outputs import check_output_path
-    from leaderboard.tables import fmt_cell, render
+    from leaderboard.ranking import board as lb
+    from leaderboard.ranking.tables import fmt_cell, render
 
     imports = _import_user_modules(args)  # a family of the user's says how it is ranked
     if args.failures:
@@ -216,7 +216,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         imports=imports.specs,
     )
     if args.export:
-        from leaderboard.results import export
+        from leaderboard.execution.results import export
 
         n = export(args.results, args.export)
         print(f"exported {n} rows to {args.export}", file=sys.stderr)
@@ -255,10 +255,10 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     _check_shipped_only(args)
-    from leaderboard import board as lb
     from leaderboard import build as build_board
     from leaderboard.outputs import check_output_path
-    from leaderboard.report import write_report
+    from leaderboard.ranking import board as lb
+    from leaderboard.ranking.report import write_report
 
     check_output_path("out", args.out, [] if args.shipped_only else [args.results])
     imports = _import_user_modules(args)
@@ -344,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace, index: bool = False) -> int:
-    from leaderboard.worker import enable_compilation_cache
+    from leaderboard.execution.worker import enable_compilation_cache
     from testbed import settings, threefry_cpu
 
     settings.quiet_tensorflow()  # before TensorFlow may load (TFDS preparing a dataset)

@@ -161,7 +161,7 @@ def setup_logging(level: int = logging.INFO) -> None:
 def run_jobs(jobs: Sequence, results: str, executor: Any):
     """Run `jobs` into the results store `results` (what it holds is skipped), then say on
     stderr what ran and why the first failures failed; returns the sweep's summary."""
-    from leaderboard.sweeping import run
+    from leaderboard.execution.sweeping import run
 
     start = time.perf_counter()
     summary = run(jobs, results, executor, progress=True)
@@ -187,8 +187,8 @@ def stored_keys(results: str) -> set[str]:
 
 
 # What every command loads; a Ctrl-C while they import waits until they are loaded.
-STACK = ("leaderboard.executors", "leaderboard.worker", "leaderboard.runner", "generative",
-         "agents")  # fmt: skip
+STACK = ("leaderboard.execution.executors", "leaderboard.execution.worker",
+         "leaderboard.execution.runner", "generative", "agents")  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -240,7 +240,7 @@ def interruptible(
     try:
         with installed(chosen):
             _import_stack()
-            from leaderboard.executors import recorded_interrupts
+            from leaderboard.execution.executors import recorded_interrupts
 
             with recorded_interrupts():
                 return run()

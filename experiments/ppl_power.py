@@ -380,7 +380,7 @@ def ship(results: str, path: Path) -> str:
 
     from experiments.cells import merged_cells
     from leaderboard.outputs import write_atomically
-    from leaderboard.shipped import provenance
+    from leaderboard.ranking.shipped import provenance
 
     frame, said = merged_cells(stored_frame(results), SAME_CELL, path, results)
     frame = frame.sort_values([*CELL_FIELDS, "measure", "trial"])

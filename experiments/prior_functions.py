@@ -31,7 +31,7 @@ OUTPUTS = ("prior_functions.md", "prior_functions.csv")
 
 def jobs(real: Mapping[str, Sequence[str]], seeds: str = SEEDS) -> dict[str, list]:
     """{variant: its jobs on every real problem}, checked by the leaderboard's plan."""
-    from leaderboard.sweeping import plan
+    from leaderboard.execution.sweeping import plan
 
     ids = [p for regime in real.values() for p in regime]
     return {name: plan([agent], ids, seeds=seeds, overrides=over)

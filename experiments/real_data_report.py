@@ -77,7 +77,7 @@ def uniform_kl(frame: pd.DataFrame) -> dict[str, float]:
 
 
 def _key(agent: str, config_json: str, problem_id: str) -> str:
-    from leaderboard.jobs import Job
+    from leaderboard.execution.jobs import Job
 
     return Job(agent, config_json, problem_id).key
 

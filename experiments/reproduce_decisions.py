@@ -115,9 +115,9 @@ def load_frame(results: str, shipped: bool = True) -> pd.DataFrame:
 def ship(results: str, path: str) -> str:
     """Our shipped runs with the store's finished jobs merged in (a job the store holds
     replaces the shipped one; every other shipped job is kept); says what it wrote."""
-    from leaderboard import shipped
+    from leaderboard.execution.shipped_store import from_results
+    from leaderboard.ranking import shipped
     from leaderboard.shipped_files import shipped as shipped_rows
-    from leaderboard.shipped_store import from_results
 
     new = from_results(results)
     old = shipped_rows(path=path) if Path(path).exists() else new.iloc[:0]

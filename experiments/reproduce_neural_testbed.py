@@ -65,7 +65,7 @@ TABLE_COLUMNS = [
 
 def published_figure() -> pd.DataFrame:
     """The figure's bars (agent, tau, normalized_kl, err_low, err_high), read from its pixels."""
-    from leaderboard import literature
+    from leaderboard.ranking import literature
 
     return literature.published("neural_testbed_2021")
 
@@ -111,7 +111,7 @@ def jobs_for(agent_names: Sequence[str], overrides: dict[str, dict], problem_ids
     """The leaderboard jobs: each agent's (overridden) default config on every problem, one
     seed group after another (every agent on group 0, then on group 1, ...), so that a run
     stopped part-way holds whole groups that every agent finished."""
-    from leaderboard.sweeping import plan
+    from leaderboard.execution.sweeping import plan
 
     jobs = []
     for ids in by_seed_group(problem_ids).values():
@@ -138,11 +138,11 @@ def kl_values(df: pd.DataFrame) -> pd.Series:
 
 def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataFrame:
     """Ours normalised by mlp beside the published figure, per agent and tau."""
-    import leaderboard.results
+    import leaderboard.execution.results
+    from leaderboard.ranking.scoring_neural_testbed import seed_group_stderr
     from leaderboard.rows import rows_to_summarise
-    from leaderboard.scoring_neural_testbed import seed_group_stderr
 
-    df = leaderboard.results.load(results)
+    df = leaderboard.execution.results.load(results)
     df = df[df["problem_id"].str.startswith(SWEEP + "/")].copy()
     df = rows_to_summarise(df, results, keys, f"{SWEEP} runs to summarise")
     df["kl"] = kl_values(df)
@@ -237,14 +237,14 @@ def figure(table: pd.DataFrame, path: Path, groups: Sequence[int] = ()) -> None:
 def select_configs(results, executor, agent_names, group: int, problem_ids) -> dict[str, dict]:
     """Each agent's config of its sweep with the lowest mean KL on the problems of seed
     group `group` (all taus), run through the store."""
-    import leaderboard.results
-    from leaderboard.sweeping import plan, run
+    import leaderboard.execution.results
+    from leaderboard.execution.sweeping import plan, run
 
     chosen = [p for p in problem_ids if group_of(p) == group]
     jobs = plan(agent_names, chosen, configs="sweep")
     run(jobs, results, executor)
 
-    df = leaderboard.results.load(results)
+    df = leaderboard.execution.results.load(results)
     df = df[df["key"].isin({j.key for j in jobs})].copy()
     df["kl"] = kl_values(df)
     best = df.groupby(["agent", "config_key"]).agg(kl=("kl", "mean"), config=("config", "first"))
@@ -258,8 +258,8 @@ def select_configs(results, executor, agent_names, group: int, problem_ids) -> d
 def take_shipped(jobs: Sequence, results: str) -> int:
     """Records in `results` the jobs the package ships runs of (`neural_testbed`) and
     `results` lacks: a run computes only the rest, and resumes on any machine."""
-    from leaderboard import shipped
-    from leaderboard.shipped_store import restore
+    from leaderboard.execution.shipped_store import restore
+    from leaderboard.ranking import shipped
 
     taken = restore("neural_testbed", results, {j.key for j in jobs})
     if taken:
@@ -366,7 +366,7 @@ def _table(args, stack: contextlib.ExitStack) -> tuple[pd.DataFrame, Path, list[
     """Runs (or, with --report, reads) the reproduction: its table, the --out folder, the
     seed groups it covers, and whether a job failed."""
     from experiments.console import run_jobs
-    from leaderboard.sweeping import make_executor
+    from leaderboard.execution.sweeping import make_executor
 
     names, overrides, ids, out = _checked(args)
     executor = make_executor("local", workers=args.workers)
@@ -387,8 +387,8 @@ def _table(args, stack: contextlib.ExitStack) -> tuple[pd.DataFrame, Path, list[
 
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.console import bad_input, setup_logging, shown
+    from leaderboard.execution.worker import enable_compilation_cache
     from leaderboard.outputs import write_atomically
-    from leaderboard.worker import enable_compilation_cache
 
     args = _parser().parse_args(argv)
     setup_logging()

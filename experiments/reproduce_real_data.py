@@ -118,8 +118,8 @@ def grid_points(grid: dict[str, list[str]]) -> list[dict[str, str]]:
 def agent_configs(agent: str, grid: dict[str, list[str]]) -> list[dict]:
     """The configs of `agent`: its registered sweep, or the grid's points over its default
     config; each once."""
-    from leaderboard.jobs import _distinct
-    from leaderboard.jobs import agent_configs as configs
+    from leaderboard.execution.jobs import _distinct
+    from leaderboard.execution.jobs import agent_configs as configs
 
     if not grid:
         return configs(agent, {}, configs="sweep")
@@ -127,9 +127,9 @@ def agent_configs(agent: str, grid: dict[str, list[str]]) -> list[dict]:
 
 
 def jobs_of(agent: str, ids: Sequence[str], grid: dict[str, list[str]]) -> list:
-    """The jobs of every config of `agent` on `ids` (as `leaderboard.sweeping.plan` makes
-    them, without its checks: the report needs no data)."""
-    from leaderboard.jobs import Job
+    """The jobs of every config of `agent` on `ids` (as `leaderboard.execution.sweeping.plan`
+    makes them, without its checks: the report needs no data)."""
+    from leaderboard.execution.jobs import Job
 
     return [Job.make(agent, c, p) for c in agent_configs(agent, grid) for p in ids]
 
@@ -137,7 +137,7 @@ def jobs_of(agent: str, ids: Sequence[str], grid: dict[str, list[str]]) -> list:
 def planned(agent: str, ids: Sequence[str], grid: dict[str, list[str]]) -> list:
     """The jobs of `jobs_of`, checked by the leaderboard's plan (the agent fits the
     problems, the overrides are its fields, the datasets are at hand)."""
-    from leaderboard.sweeping import plan
+    from leaderboard.execution.sweeping import plan
 
     if not grid:
         return plan([agent], list(ids), configs="sweep")
@@ -153,7 +153,7 @@ def design(agents: Sequence[str], real: dict[str, list[str]], grid: dict[str, li
     import json
 
     from experiments.real_data_report import Design
-    from leaderboard.jobs import config_key
+    from leaderboard.execution.jobs import config_key
 
     configs = {a: {config_key(a, c): json.dumps({k: v for k, v in c.items() if k != "seed"},
                                                 sort_keys=True)
@@ -165,8 +165,8 @@ def design(agents: Sequence[str], real: dict[str, list[str]], grid: dict[str, li
 def _run(jobs: Sequence, results: str, workers: int) -> bool:
     """The jobs through the leaderboard's sweep; those the package ships are recorded,
     not run. True when some job is stored as failed."""
-    from leaderboard.shipped_store import restore
-    from leaderboard.sweeping import make_executor, run
+    from leaderboard.execution.shipped_store import restore
+    from leaderboard.execution.sweeping import make_executor, run
 
     keys = {j.key for j in jobs}
     restore("neural_testbed", results, keys)
@@ -178,7 +178,7 @@ def run_all(agents: Sequence[str], real: dict[str, list[str]], grid, results: st
             workers: int = 1, side: str = "2d") -> bool:  # fmt: skip
     """Agent by agent: its configs on its synthetic problems (and `uniform` there), then on
     each regime's real problems. True when some job is stored as failed."""
-    from leaderboard.sweeping import plan
+    from leaderboard.execution.sweeping import plan
 
     every = [p for ids in real.values() for p in ids]
     checked = {a: (planned(a, synthetic_ids(a, side), grid), planned(a, every, grid))
@@ -289,9 +289,9 @@ def ship(results: str, path: str, keys: set[str]) -> str:
     wrote."""
     import leaderboard
     from experiments.cells import merged_cells
-    from leaderboard import shipped
+    from leaderboard.execution.shipped_store import from_results
+    from leaderboard.ranking import shipped
     from leaderboard.shipped_files import shipped as shipped_rows
-    from leaderboard.shipped_store import from_results
 
     df = leaderboard.load(results)
     ok = df[(df["status"] == "ok") & df["key"].isin(keys)]

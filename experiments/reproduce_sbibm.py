@@ -16,7 +16,7 @@ interrupted runs resume; amortized agents train once per task and budget), then 
 sbi 0.27's newer methods run the same way (`fmpe`, `npse`, `nre_c`, `bnre` and the
 sequential `snre_c`, `sbnre`): the paper has no results for them, so their rows have none.
 `--ship PATH` writes this run's finished runs as our shipped results
-(`leaderboard/data/sbibm_ours.csv`, read by `leaderboard.shipped`), shown beside a
+(`leaderboard/data/sbibm_ours.csv`, read by `leaderboard.ranking.shipped`), shown beside a
 user's own runs by `testbed leaderboard`. `--report` runs nothing: the table and figure of
 the cells (task x budget x agent) whose every observation the results store holds, while
 the run that fills it goes on.
@@ -87,7 +87,7 @@ def agent_overrides(pairs: Sequence[str]) -> dict[str, dict[str, str]]:
 
 def jobs_for(tasks, budgets, agent_names, observations, overrides) -> list:
     """The leaderboard jobs: each agent's default config on every sbi/<task>/<budget>/<k>."""
-    from leaderboard.sweeping import plan
+    from leaderboard.execution.sweeping import plan
 
     for name in overrides:
         if name not in agent_names:
@@ -119,12 +119,12 @@ def summary_table(results: str | Path, keys: set[str] | None = None) -> pd.DataF
     """Ours beside the paper's, per task x budget x agent (see the module docstring), over
     the jobs `keys` (default: every sbi/... row; one config per agent, else refused). The
     paper's mean and range are over the observations we ran."""
-    import leaderboard.results
+    import leaderboard.execution.results
     from generative.sbi.problems import SBIBM
-    from leaderboard import literature
+    from leaderboard.ranking import literature
     from leaderboard.rows import rows_to_summarise
 
-    df = leaderboard.results.load(results)
+    df = leaderboard.execution.results.load(results)
     df = df[(df["status"] == "ok") & df["problem_id"].str.startswith("sbi/")].copy()
     df = rows_to_summarise(
         df, results, keys, "finished sbi/... runs to compare", " (summarise one run's jobs)"
@@ -173,7 +173,7 @@ def paper_only(table: pd.DataFrame, agents: Sequence[str], observations) -> pd.D
     """Rows for the paper's `agents` that `table` lacks, at its tasks and budgets: the
     paper's mean and range over `observations`, no result of ours (mean_c2st NaN)."""
     from generative.sbi.problems import SBIBM
-    from leaderboard import literature
+    from leaderboard.ranking import literature
 
     missing = [a for a in agents if a not in set(table["agent"])]
     if not missing or not len(table):
@@ -291,7 +291,7 @@ def _parser():
     parser.add_argument(
         "--ship", default=None, metavar="CSV",
         help="also write this run's finished runs as our shipped results (e.g. "
-        "leaderboard/data/sbibm_ours.csv; see leaderboard.shipped)",
+        "leaderboard/data/sbibm_ours.csv; see leaderboard.ranking.shipped)",
     )  # fmt: skip
     return parser
 
@@ -299,8 +299,8 @@ def _parser():
 def _check_outputs(args) -> Path:
     """The --out folder; its files and --ship never land on an input (the results store,
     the paper's published runs) nor on each other, checked before any job runs."""
-    from leaderboard import literature
     from leaderboard.outputs import check_output_folder, check_output_path
+    from leaderboard.ranking import literature
 
     published = list(literature.SOURCES.values())  # the paper's runs, read for the table
     # never the results store, its side files (any SQLite file's), nor in them; no folder
@@ -313,9 +313,9 @@ def _check_outputs(args) -> Path:
 
 def _ship(results: str, keys: set[str], path: str) -> None:
     """This run's finished runs written as our shipped results (`--ship`)."""
-    from leaderboard import shipped
+    from leaderboard.execution.shipped_store import from_results
     from leaderboard.outputs import write_atomically
-    from leaderboard.shipped_store import from_results
+    from leaderboard.ranking import shipped
 
     rows = from_results(results, keys)
     write_atomically("--ship", path, lambda tmp: shipped.write(rows, tmp), keep_suffix=True)
@@ -327,7 +327,7 @@ def _run(args) -> tuple[pd.DataFrame, pd.DataFrame, Path, bool]:
     drawn beside it, the --out folder, and whether a job failed."""
     import generative
     from experiments.console import run_jobs
-    from leaderboard.sweeping import make_executor
+    from leaderboard.execution.sweeping import make_executor
 
     tasks = _split(args.tasks, "tasks", generative.sbi.task_names())
     budgets = _split(args.budgets, "budgets", (1_000, 10_000, 100_000), int)
@@ -349,8 +349,8 @@ def _run(args) -> tuple[pd.DataFrame, pd.DataFrame, Path, bool]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.console import bad_input, setup_logging, shown
+    from leaderboard.execution.worker import enable_compilation_cache
     from leaderboard.outputs import write_atomically
-    from leaderboard.worker import enable_compilation_cache
 
     args = _parser().parse_args(argv)
     setup_logging()  # hours of work say what they are doing, as `testbed sweep` does

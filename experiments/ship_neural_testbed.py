@@ -44,7 +44,7 @@ def expected_jobs(sweeps: Sequence[str] = (*SWEEPS, "classification_2d_2021")) -
     sweep's at the figure's 2021 defaults."""
     import generative
     from experiments.reproduce_neural_testbed import FIGURE_2021
-    from leaderboard.sweeping import plan
+    from leaderboard.execution.sweeping import plan
 
     jobs = []
     for sweep in sweeps:
@@ -104,8 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from leaderboard.sweeping import make_executor, run
-    from leaderboard.worker import enable_compilation_cache
+    from leaderboard.execution.sweeping import make_executor, run
+    from leaderboard.execution.worker import enable_compilation_cache
 
     sweeps = [s.strip() for s in args.sweeps.split(",") if s.strip()]
     unknown = [s for s in sweeps if s not in SWEEPS]
@@ -123,9 +123,9 @@ def _run(args) -> int:
 
 
 def _write(args) -> int:
-    from leaderboard import shipped
+    from leaderboard.execution.shipped_store import from_results
     from leaderboard.outputs import check_output_path, write_atomically
-    from leaderboard.shipped_store import from_results
+    from leaderboard.ranking import shipped
 
     check_output_path("--out", args.out, args.results)  # never a store (--out is read too)
     jobs = expected_jobs()

@@ -119,8 +119,8 @@ def choose(rows: pd.DataFrame, uniform: pd.DataFrame, selection: Sequence[str]) 
 
 def _run(jobs: Sequence, results: str, workers: int) -> None:
     """The jobs through the leaderboard's sweep; those the package ships are recorded."""
-    from leaderboard.shipped_store import restore
-    from leaderboard.sweeping import make_executor, run
+    from leaderboard.execution.shipped_store import restore
+    from leaderboard.execution.sweeping import make_executor, run
 
     keys = {j.key for j in jobs}
     restore("neural_testbed", results, keys)
@@ -138,7 +138,7 @@ def _rows(results: str, jobs: Sequence) -> pd.DataFrame:
 def select(agent: str, selection: Sequence[str], results: str, workers: int = 1) -> list:
     """Runs `agent`'s sweep on the selection problems (halved for HALVED agents) and
     returns every job that ran, for `choose`."""
-    from leaderboard.sweeping import plan
+    from leaderboard.execution.sweeping import plan
 
     if agent not in HALVED:
         jobs = plan([agent], list(selection), configs="sweep")
@@ -156,7 +156,7 @@ def select(agent: str, selection: Sequence[str], results: str, workers: int = 1)
 
 
 def _uniform(problem_ids: Sequence[str], results: str, workers: int) -> pd.DataFrame:
-    from leaderboard.sweeping import plan
+    from leaderboard.execution.sweeping import plan
 
     jobs = plan([NORMALISER], list(problem_ids))
     _run(jobs, results, workers)
@@ -169,7 +169,7 @@ def tune(agents: Sequence[str], group: int, results: str, workers: int = 1) -> p
     in-sample (the selection group) and held out, the default's held out, and the standard
     error of their held-out difference over the seed groups."""
     import generative
-    from leaderboard.sweeping import plan
+    from leaderboard.execution.sweeping import plan
 
     selection, held_out = split(generative.sweep_ids(SWEEP), group)
     uniform = _uniform(selection + held_out, results, workers)
@@ -203,11 +203,11 @@ def ship(table: pd.DataFrame, results: str, path: Path) -> str:
     what it wrote. An agent with a job not finished is left out and named."""
     import generative
     from experiments.cells import merged_cells
-    from leaderboard import shipped
+    from leaderboard.execution.shipped_store import from_results
+    from leaderboard.execution.sweeping import plan
+    from leaderboard.ranking import shipped
     from leaderboard.shipped_files import shipped as shipped_rows
-    from leaderboard.shipped_store import from_results
     from leaderboard.store import ResultsStore
-    from leaderboard.sweeping import plan
 
     ids = generative.sweep_ids(SWEEP)
     with ResultsStore(results, mode="r") as store:

@@ -92,7 +92,7 @@ def ship(results: str, path: Path) -> str:
 
     from experiments.cells import merged_cells
     from leaderboard.outputs import write_atomically
-    from leaderboard.shipped import provenance
+    from leaderboard.ranking.shipped import provenance
 
     if not Path(results).exists():
         raise InputError(f"--results: {results!r} does not exist; allowed: a store to ship")

@@ -44,8 +44,8 @@ class ProblemFamily:
     `prediction` is what its problems need an agent to predict (a name of
     `testbed.base.PREDICTIONS`: `labels`, `real_values`, `posterior`, `model_posterior`), so
     a sweep refuses an agent that predicts another kind before any job, without loading a
-    problem (`leaderboard.jobs.check_fit`); None: not declared, not checked (evaluate still checks
-    each problem as it runs).
+    problem (`leaderboard.execution.jobs.check_fit`); None: not declared, not checked
+    (evaluate still checks each problem as it runs).
     `problem_type` is the class `build` returns (default: its return annotation), so what
     its problems offer an oracle is known without building one (`problem_type_of`).
     """

@@ -1,20 +1,25 @@
 """Leaderboard: sweeps over (agent config x problem id) into a results store, and the
 rankings and report of what a store holds.
 
-Two sides that import nothing of each other (tests/test_architecture.py):
-- execution: sweeping (the library call, `leaderboard.sweep(...)`), jobs (job keys,
-  expansion), runner (the driver), executors, local_executor, ray_executor, processes,
-  worker, store (SQLite results), results (`load`, `export`), salvage, leases, wal;
-- ranking: board (`board.rank(df)`), rules (one object per ranking rule), scoring,
-  report (HTML), legend, notes, tables, literature (`published(...)`), shipped.
-`build(results)` loads a results file and ranks it: the one place the two meet.
+Two sides, one sub-package each, that import nothing of each other
+(tests/test_architecture.py):
+- `leaderboard.execution`: the sweep (`leaderboard.sweep(...)`), jobs, the runner, the
+  executors and workers, and reading a results file (`load`, `export`); the results store
+  (`leaderboard.store`, `ResultsStore`) is on this side too;
+- `leaderboard.ranking`: the board (`rank(df)`), the ranking rules and their scoring, the
+  tables, legends, notes and HTML report, published results (`published(...)`) and our
+  shipped runs.
+The modules at the top level are neutral (what both sides read of a row's form: rows,
+outputs, problem_settings, provenance, shipped_files, agent_fit) and import neither side.
+`build(results)` (`leaderboard.load_and_rank`) loads a results file and ranks it: the one
+place the two meet.
 """
 
-from leaderboard import rule_neural_testbed, rule_per_cell, rule_regret  # noqa: F401  (registers the built-in rules)
-from leaderboard.literature import published
+from leaderboard.execution.results import export, load
+from leaderboard.execution.sweeping import sweep
 from leaderboard.load_and_rank import build
-from leaderboard.results import export, load
+from leaderboard.ranking import rule_neural_testbed, rule_per_cell, rule_regret  # noqa: F401  (registers the built-in rules)
+from leaderboard.ranking.literature import published
 from leaderboard.store import DEFAULT_PATH, ResultsStore
-from leaderboard.sweeping import sweep
 
 __all__ = ["DEFAULT_PATH", "ResultsStore", "build", "export", "load", "published", "sweep"]

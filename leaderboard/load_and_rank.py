@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from leaderboard.board import rank
-from leaderboard.results import load
-from leaderboard.standings import Board
+from leaderboard.execution.results import load
+from leaderboard.ranking.board import rank
+from leaderboard.ranking.standings import Board
 from leaderboard.store import DEFAULT_PATH
 
 
 def build(results: str | os.PathLike | None = DEFAULT_PATH, **options: Any) -> Board:
-    """Loads `results` and ranks it (`leaderboard.board.rank`'s options); `results=None`
-    ranks our shipped runs of `sweep`'s problems alone."""
+    """Loads `results` and ranks it (`leaderboard.ranking.board.rank`'s options);
+    `results=None` ranks our shipped runs of `sweep`'s problems alone."""
     df = None if results is None else load(results)
     return rank(df, results=results, **options)

@@ -1,8 +1,9 @@
 """Problem settings beside result rows: each problem id's `generative.problem_settings`,
 joined as columns to a results DataFrame.
 
-Neither execution nor ranking: the loading of a results file (`leaderboard.results`) and
-the ranking of shipped runs and sweeps read settings through here.
+Neither execution nor ranking: the loading of a results file
+(`leaderboard.execution.results`) and the ranking of shipped runs and sweeps read settings
+through here.
 """
 
 from __future__ import annotations

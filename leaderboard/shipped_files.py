@@ -3,8 +3,8 @@
 Each source is package data, one row per job in the results store's own form (key,
 agent, config, problem id, seed, status, metrics), with `#` lines at its top that say
 when, where and with what it was made. Both sides read them: ranking shows them beside
-a user's rows (`leaderboard.shipped`), a sweep records them in its store instead of
-computing them (`leaderboard.shipped_store.restore`). Imports neither side.
+a user's rows (`leaderboard.ranking.shipped`), a sweep records them in its store instead of
+computing them (`leaderboard.execution.shipped_store.restore`). Imports neither side.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ def _read(path: str, mtime: float) -> pd.DataFrame:
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise InputError(
-            f"shipped results: {path} lacks the columns {', '.join(missing)}; allowed: a "
-            f"file with columns {', '.join(COLUMNS)} and metrics (leaderboard.shipped.write)"
+            f"shipped results: {path} lacks the columns {', '.join(missing)}; allowed: a file "
+            f"with columns {', '.join(COLUMNS)} and metrics (leaderboard.ranking.shipped.write)"
         )
     return df
 

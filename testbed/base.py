@@ -262,7 +262,8 @@ def may_share_training(depends_on: str, shared_by: str) -> bool:
 def group_by_training(keys: Sequence[Hashable | None]) -> list[list[int]]:
     """Indices of `keys` that one training serves, by first appearance: one group per
     training key, each None (a problem that shares nothing) alone. The one grouping rule
-    of `testbed.evaluate.training_groups` (problems) and `leaderboard.jobs` (ids)."""
+    of `testbed.evaluate.training_groups` (problems) and `leaderboard.execution.jobs`
+    (ids)."""
     groups: dict[Any, list[int]] = {}
     for i, key in enumerate(keys):
         groups.setdefault(("alone", i) if key is None else ("key", key), []).append(i)

@@ -1,7 +1,7 @@
 """How many cores this process may use, and how many threads our own thread pools start.
 
 Sweeps run several worker processes, each told its share through `TESTBED_THREADS` (set
-with the BLAS / XLA thread variables, see leaderboard.worker.thread_env; read by
+with the BLAS / XLA thread variables, see leaderboard.execution.worker.thread_env; read by
 `testbed.settings`), so code that starts threads of its own (the metric classifiers'
 trainer) does not oversubscribe cores.
 """

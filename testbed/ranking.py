@@ -65,8 +65,8 @@ class RankedBy:
     """What a family's problems are ranked on, and how (see the module doc).
 
     `rule`: the name of a built-in rule (`RULES`) or a rule object of the family's own
-    (`leaderboard.rules.Rule`: its tables, columns, titles and plots). `score`: the metric
-    column; `name`: what it is, as titles say it (`joint KL`);
+    (`leaderboard.ranking.rules.Rule`: its tables, columns, titles and plots). `score`: the
+    metric column; `name`: what it is, as titles say it (`joint KL`);
     `short`: the suffix of the table's columns (`normalized_<short>`, `mean_<short>`);
     `marginal_name`: the title at tau = 1, where a joint score is a marginal one;
     `lower_is_better`: the direction; `normalizer`: the agent whose mean is 1 (skipped
@@ -79,13 +79,13 @@ class RankedBy:
     default is a task of its own, `<task> (<form of the value>)`, never pooled with the
     others), `published` (a paper's runs shown beside ours: `Published`). `shipped`: the
     name of our own shipped runs of the family's problems, ranked beside a user's
-    (`leaderboard.shipped`).
+    (`leaderboard.ranking.shipped`).
     """
 
     score: str
     name: str
     short: str = "kl"
-    rule: Any = NEURAL_TESTBED  # a name of RULES, or a leaderboard.rules.Rule
+    rule: Any = NEURAL_TESTBED  # a name of RULES, or a leaderboard.ranking.rules.Rule
     marginal_name: str | None = None
     lower_is_better: bool = True
     normalizer: str | None = None

@@ -248,7 +248,7 @@ def quiet_tensorflow() -> None:
     TensorFlow, which TFDS imports to prepare a dataset, reads its C++ log level from the
     environment alone, once, when its core library loads, so it must be set before that
     import in this very process (a child process gets it as an argument:
-    `leaderboard.worker.thread_env`). The command line calls it at its start."""
+    `leaderboard.execution.worker.thread_env`). The command line calls it at its start."""
     os.environ.setdefault(TF_LOG_LEVEL, "3")
 
 

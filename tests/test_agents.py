@@ -464,7 +464,7 @@ def registry():
 
 def test_existing_job_keys_do_not_change():
     """The hash of (name, config) of built-in agents, as before kinds and function agents."""
-    from leaderboard.jobs import Job
+    from leaderboard.execution.jobs import Job
 
     keys = {
         "uniform": ("8db1e7432e7bb7f2", "a6733a4607c8a39b"),
@@ -533,7 +533,7 @@ def test_a_function_with_keyword_defaults_is_an_agent(registry):
     assert np.all(np.asarray(sampler(np.zeros((3, 1)), None)) == 1.5)
     assert [a.config.scale for a in agents.sweep("fn_agent_test")] == [2.0, 3.0]
     # the job key is the hash of name + config, as for any agent; jobs, sweeps and seeds
-    from leaderboard.jobs import expand
+    from leaderboard.execution.jobs import expand
 
     jobs = expand(["fn_agent_test"], ["coin/1"], seeds=[0, 1], configs="sweep")
     assert len(jobs) == 4 and {j.config["scale"] for j in jobs} == {2.0, 3.0}
@@ -566,7 +566,7 @@ def test_function_agents_refuse_settings_that_cannot_be_a_config(registry):
 
 
 def test_seeds_on_an_agent_without_a_seed_field_say_so(registry):
-    from leaderboard.jobs import expand
+    from leaderboard.execution.jobs import expand
 
     agents.register("seedless_test")(lambda data, prior, *, k=3: None)
     # a sweep runs it at seed 0 only (a warning says so: tests/test_fast_answers.py)
@@ -581,7 +581,7 @@ def test_seeds_on_an_agent_without_a_seed_field_say_so(registry):
 
 @pytest.mark.parametrize("seeds", [["a"], [1.5], [True], [0, None]])
 def test_seeds_that_are_not_integers_get_one_clear_error(seeds):
-    from leaderboard.jobs import expand, parse_seeds
+    from leaderboard.execution.jobs import expand, parse_seeds
 
     with pytest.raises(InputError, match="^seeds: got .*; allowed: integers >= 0"):
         parse_seeds(seeds)
@@ -593,7 +593,7 @@ def test_seeds_that_are_not_integers_get_one_clear_error(seeds):
 @pytest.mark.parametrize("seed", [-1, "-1", -5])
 def test_negative_seeds_are_refused_everywhere(seed, capsys):
     from experiments.cli import main
-    from leaderboard.jobs import expand, parse_seeds
+    from leaderboard.execution.jobs import expand, parse_seeds
 
     for name in ("mlp", "knn", "npe"):
         allowed = f"^agent {name}: seed: got .*; allowed: an integer >= 0"
@@ -610,7 +610,7 @@ def test_negative_seeds_are_refused_everywhere(seed, capsys):
 
 
 def test_expand_runs_the_default_config_by_default_as_the_command_line():
-    from leaderboard.jobs import expand, sweep_jobs
+    from leaderboard.execution.jobs import expand, sweep_jobs
 
     jobs = expand(["knn"], ["classification_2d_test/0"])
     assert len(jobs) == 1 and jobs[0].config == {
@@ -685,7 +685,7 @@ def test_installed_packages_add_agents_through_entry_points(
 def test_a_sweeps_workers_do_not_repeat_the_drivers_plugin_warning(
     tmp_path, monkeypatch, caplog, registry
 ):
-    from leaderboard.worker import worker_env
+    from leaderboard.execution.worker import worker_env
 
     _installed_plugins(tmp_path, monkeypatch)
     monkeypatch.setenv("TESTBED_WORKER", worker_env({})["TESTBED_WORKER"])

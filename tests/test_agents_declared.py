@@ -12,7 +12,7 @@ import agents
 import generative
 from agents.registry import AGENTS, ConfiguredOracle
 from generative.registry import FAMILIES, problem_type_of, training_of
-from leaderboard.jobs import Job, JobGroup, expand, training_groups
+from leaderboard.execution.jobs import Job, JobGroup, expand, training_groups
 from testbed.base import (
     SHARED_BY_AMORTIZED,
     SHARED_BY_ANY,

@@ -166,36 +166,43 @@ def test_the_length_check_counts_code_not_docstrings_or_comments(tmp_path):
     assert _long_functions(tmp_path, tmp_path) == ["long.py::f (61 lines of code)"]
 
 
-# The leaderboard's two sides (issue 46): execution runs jobs and keeps their rows;
-# ranking turns rows (DataFrames) and family declarations into tables and reports.
-# Neither imports the other; the neutral modules hold what both read of a row's form and
-# import neither; the glue is where a results file is loaded and ranked.
-EXECUTION = {
-    "jobs", "sweeping", "runner", "worker", "executors", "local_executor", "ray_executor",
-    "processes", "interrupts", "timeouts", "store", "store_checks", "stored_rows", "salvage",
-    "wal", "leases", "results", "shipped_store", "seeds",
-}  # fmt: skip
-RANKING = {
-    "scoring", "scoring_neural_testbed", "scoring_per_cell", "rules", "rule_neural_testbed",
-    "rule_per_cell", "rule_regret", "standings", "board", "legend",
-    "notes", "html", "plots", "report", "tables", "literature", "shipped",
-}  # fmt: skip
-NEUTRAL = {"rows", "outputs", "problem_settings", "provenance", "shipped_files", "agent_fit"}
-GLUE = {"", "load_and_rank"}  # "" is the package itself (leaderboard/__init__.py)
-SIDES = {"execution": EXECUTION, "ranking": RANKING, "neutral": NEUTRAL, "glue": GLUE}
+# The leaderboard's two sides (issue 46), one sub-package each (issue 58): execution
+# (`leaderboard.execution`, and the results store) runs jobs and keeps their rows; ranking
+# (`leaderboard.ranking`) turns rows (DataFrames) and family declarations into tables and
+# reports. Neither imports the other; the top-level modules are neutral (what both read of
+# a row's form) and import neither; the glue is where a results file is loaded and ranked.
+SUB_PACKAGES = {"execution": "execution", "ranking": "ranking", "store": "execution"}
+# The store's modules at the top level, execution until the store is a package
+# (`leaderboard.store`, which SUB_PACKAGES names already)
+STORE_UNTIL_PACKAGE = {"store_checks", "stored_rows", "salvage", "wal", "leases"}
+GLUE = {"leaderboard", "leaderboard.load_and_rank"}
+NO_SIDE = "SUB_PACKAGES (tests/test_architecture.py)"
 MAY_NOT_IMPORT = {  # side -> the sides it may not import
     "execution": {"ranking", "glue"},
     "ranking": {"execution", "glue"},
     "neutral": {"execution", "ranking", "glue"},
     "glue": set(),
 }
-STORE = {"store", "store_checks", "stored_rows", "salvage", "wal", "leases"}
 
 
 def _side(module: str) -> str | None:
-    """The side of a leaderboard module (None: declared nowhere)."""
-    short = module.removeprefix("leaderboard").removeprefix(".")
-    return next((side for side, names in SIDES.items() if short in names), None)
+    """The side of a leaderboard module: its sub-package's (None: a sub-package of no
+    side), "neutral" at the top level, "glue" for the package and `load_and_rank`."""
+    if module in GLUE:
+        return "glue"
+    parts = module.split(".")[1:]  # below `leaderboard`
+    if parts[0] in SUB_PACKAGES:
+        return SUB_PACKAGES[parts[0]]
+    if len(parts) > 1:
+        return None
+    return "execution" if parts[0] in STORE_UNTIL_PACKAGE else "neutral"
+
+
+def _is_store(module: str) -> bool:
+    parts = module.split(".")
+    return parts[:2] == ["leaderboard", "store"] or (
+        len(parts) == 2 and parts[0] == "leaderboard" and parts[1] in STORE_UNTIL_PACKAGE
+    )
 
 
 def _side_violations(graph: dict[str, set[str]]) -> list[str]:
@@ -205,7 +212,7 @@ def _side_violations(graph: dict[str, set[str]]) -> list[str]:
             continue
         side = _side(name)
         if side is None:
-            out.append(f"{name} is on no side: declare it in tests/test_architecture.py")
+            out.append(f"{name} is on no side: put it in a sub-package of {NO_SIDE}")
             continue
         for target in sorted(targets):
             if target.split(".")[0] == "leaderboard" and _side(target) in MAY_NOT_IMPORT[side]:
@@ -222,12 +229,26 @@ def test_execution_and_ranking_import_nothing_of_each_other():
     assert _side_violations(_graph()) == []
 
 
+def test_each_leaderboard_module_has_the_side_of_its_sub_package():
+    sides = {name: _side(name) for name in _modules() if name.split(".")[0] == "leaderboard"}
+    assert sides["leaderboard.execution.runner"] == "execution"
+    assert sides["leaderboard.ranking.board"] == "ranking"
+    assert sides["leaderboard.store"] == "execution"
+    assert sides["leaderboard.rows"] == "neutral"
+    assert sides["leaderboard"] == sides["leaderboard.load_and_rank"] == "glue"
+    assert None not in sides.values()
+
+
 def test_the_side_check_finds_a_ranking_module_importing_the_store():
-    graph = {"leaderboard.board": {"leaderboard.store"}, "leaderboard.store": set(),
-             "leaderboard.newthing": set()}  # fmt: skip
+    graph = {"leaderboard.ranking.board": {"leaderboard.store"}, "leaderboard.store": set(),
+             "leaderboard.rows": {"leaderboard.execution.jobs"},
+             "leaderboard.execution.jobs": {"leaderboard.ranking.rules"},
+             "leaderboard.newthing.x": set()}  # fmt: skip
     assert _side_violations(graph) == [
-        "leaderboard.board (ranking) imports leaderboard.store (execution)",
-        "leaderboard.newthing is on no side: declare it in tests/test_architecture.py",
+        "leaderboard.execution.jobs (execution) imports leaderboard.ranking.rules (ranking)",
+        f"leaderboard.newthing.x is on no side: put it in a sub-package of {NO_SIDE}",
+        "leaderboard.ranking.board (ranking) imports leaderboard.store (execution)",
+        "leaderboard.rows (neutral) imports leaderboard.execution.jobs (execution)",
     ]
 
 
@@ -236,9 +257,9 @@ def test_the_store_imports_neither_the_worker_nor_generative():
     wrong = [
         f"{name} imports {target}"
         for name, targets in graph.items()
-        if name.removeprefix("leaderboard.") in STORE
+        if _is_store(name)
         for target in targets
-        if target == "leaderboard.worker" or target.split(".")[0] == "generative"
+        if target == "leaderboard.execution.worker" or target.split(".")[0] == "generative"
     ]
     assert wrong == []
 

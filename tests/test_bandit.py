@@ -222,7 +222,7 @@ def test_sweep_leaderboard_and_report_rank_by_regret(tmp_path):
     """A sweep over bandit ids stores each run; the leaderboard ranks lower regret first (the
     oracle, then uniform) per environment, and the report draws the regret curves."""
     import leaderboard
-    from leaderboard import board as boards
+    from leaderboard.ranking import board as boards
 
     results = tmp_path / "r.db"
     ids = ["bandit/0", "bandit/1"]
@@ -236,7 +236,7 @@ def test_sweep_leaderboard_and_report_rank_by_regret(tmp_path):
     assert list(t["label"]) == ["oracle", "uniform"] and list(t["rank"]) == [1, 2]
     assert set(t["task"]) == {"d=2, T=0.1"} and set(t["budget"]) == {10_000}
     assert t["mean_regret"].iloc[0] == 0.0 and t["num_observations"].iloc[1] == 2
-    from leaderboard.report import write_report
+    from leaderboard.ranking.report import write_report
 
     # our shipped runs of the same bandits rank beside them, labelled as ours
     beside = boards.rank(df, results=results).rankings[0].table

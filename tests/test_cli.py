@@ -255,7 +255,7 @@ def test_the_scripts_usage_errors_are_one_line_exit_2(argv, named, capsys):
 
 def test_a_one_job_sweep_says_job(capsys):
     from experiments.cli import _print_summary
-    from leaderboard.runner import SweepSummary
+    from leaderboard.execution.runner import SweepSummary
 
     _print_summary(SweepSummary(total=1, skipped=0, ran=1, ok=1, seconds=2.0), "r.db")
     assert capsys.readouterr().out.startswith("1 job: 0 already stored, 1 ok, 0 failed in 2.0 s")

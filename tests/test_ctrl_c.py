@@ -190,7 +190,7 @@ def _script_progress(lines: list[str], pid: int) -> bool:
 )  # fmt: skip
 def test_ctrl_c_in_a_reproduction(script, options, ready, tmp_path):
     """Each reproduction's run mode at a small size, stopped inside its first cell or job;
-    what finished before is in its store (`experiments.cells`, `leaderboard.runner`)."""
+    what finished before is in its store (`experiments.cells`, `leaderboard.execution.runner`)."""
     if script in ("ppl_power", "reproduce_wyb"):
         pytest.importorskip("pymc" if script == "reproduce_wyb" else "arviz")  # the ppl extra
     argv = ["-m", f"experiments.{script}", *options.format(tmp=tmp_path).split()]

@@ -104,7 +104,7 @@ def test_report_from_a_small_frame(tmp_path):
 def test_ship_merges_and_keeps_every_earlier_job(tmp_path):
     """--ship onto a file that holds another job keeps it and adds the store's."""
     import leaderboard
-    from leaderboard import shipped
+    from leaderboard.ranking import shipped
     from leaderboard.shipped_files import shipped as read
 
     results = tmp_path / "r.db"

@@ -468,10 +468,11 @@ def test_the_light_tier_refuses_a_typo(monkeypatch):
             check_command(argv, None, monkeypatch)
     assert check_command(["testbed", "sweep", "--agent", "mlp", "--sweep", "coin"], None,
                          monkeypatch) == "testbed sweep"  # fmt: skip
-    code = "import numpy\nfrom leaderboard.sweeping import run, nothing_here\nimport agents.nope\n"
+    code = ("import numpy\nfrom leaderboard.execution.sweeping import run, nothing_here\n"
+            "import agents.nope\n")  # fmt: skip
     imported = _ours_imported(code)
-    assert imported == ["leaderboard.sweeping.run", "leaderboard.sweeping.nothing_here",
-                        "agents.nope"]  # fmt: skip
+    assert imported == ["leaderboard.execution.sweeping.run",
+                        "leaderboard.execution.sweeping.nothing_here", "agents.nope"]  # fmt: skip
     assert [n for n in imported if not _resolves(n)] == imported[1:]
 
 
@@ -570,8 +571,8 @@ def _resolves(name: str) -> bool:
 
 
 def test_every_name_of_ours_the_docs_give_exists():
-    """A dotted name of ours in backticks (`leaderboard.sweeping.plan`) in README.md or the
-    docs imports as written: `leaderboard.sweep.plan`, which the call shadowed, did not."""
+    """A dotted name of ours in backticks (`leaderboard.execution.sweeping.plan`) in README.md
+    or the docs imports as written: `leaderboard.sweep.plan`, which the call shadowed, did not."""
     named = {
         (m.group(1), path.relative_to(ROOT).as_posix())
         for path in [README, *sorted(DOCS.rglob("*.md"))]

@@ -28,10 +28,10 @@ import pytest
 from experiments.cli import main
 from experiments.console import EXIT_ENVIRONMENT
 from generative.registry import FAMILIES, register_family
-from leaderboard.executors import InlineExecutor
-from leaderboard.jobs import Job, expand
-from leaderboard.results import load
-from leaderboard.runner import run_sweep
+from leaderboard.execution.executors import InlineExecutor
+from leaderboard.execution.jobs import Job, expand
+from leaderboard.execution.results import load
+from leaderboard.execution.runner import run_sweep
 from leaderboard.salvage import salvage
 from leaderboard.store import ResultsStore
 from testbed.base import Data, PriorKnowledge, Quality
@@ -495,7 +495,7 @@ def test_problem_options_on_the_command_line(tmp_path, capsys, monkeypatch):
     _one_line_error(capsys, "--option: got 'num_test_seeds' for coin/0; allowed: none")
     assert not (tmp_path / "r.db").exists()
 
-    import leaderboard.jobs
+    import leaderboard.execution.jobs
 
     got = {}
 
@@ -503,7 +503,7 @@ def test_problem_options_on_the_command_line(tmp_path, capsys, monkeypatch):
         got.update(problem_options)
         return []
 
-    monkeypatch.setattr(leaderboard.jobs, "expand", expand)
+    monkeypatch.setattr(leaderboard.execution.jobs, "expand", expand)
     sweep = [*sweep[:4], "real/iris/1/1,real/wine/1/1", *sweep[5:]]
     assert main([*sweep, "--option", "num_test_seeds=50", "--quiet"]) == 0
     assert got == {"num_test_seeds": 50}  # typed, as the problems take it

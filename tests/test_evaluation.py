@@ -366,7 +366,7 @@ def _problem_loads(monkeypatch) -> list[str]:
 
 
 def test_a_sweep_refuses_an_agent_that_does_not_fit_before_any_job(monkeypatch):
-    from leaderboard.jobs import expand, sweep_jobs
+    from leaderboard.execution.jobs import expand, sweep_jobs
 
     loaded = _problem_loads(monkeypatch)
     with pytest.raises(InputError) as err:
@@ -391,7 +391,7 @@ def test_a_sweep_refuses_an_agent_that_does_not_fit_before_any_job(monkeypatch):
 
 
 def test_a_sweeps_refusal_says_what_evaluate_says_for_one_problem():
-    from leaderboard.jobs import expand
+    from leaderboard.execution.jobs import expand
     from testbed.evaluate import check_fit
 
     for agent, problem_id in [("uniform", "sbi/two_moons/1000/1"), ("npe", "coin/0")]:
@@ -404,7 +404,7 @@ def test_a_sweeps_refusal_says_what_evaluate_says_for_one_problem():
 
 def test_families_and_agents_that_declare_nothing_are_not_checked(scoped_registries, monkeypatch):
     from generative.registry import register_family
-    from leaderboard.jobs import expand
+    from leaderboard.execution.jobs import expand
 
     register_family("quiet_test", lambda rest: {"rest": rest})(lambda s: None)
     agents.register("quiet_agent_test")(lambda data, prior, *, k=1: None)

@@ -90,8 +90,8 @@ def test_the_rule_of_a_family_leaves_out_a_failed_problem_and_ranks_by_the_media
     import numpy as np
     import pandas as pd
 
-    from leaderboard.board import legend, rank, tables
-    from leaderboard.rules import rule_of
+    from leaderboard.ranking.board import legend, rank, tables
+    from leaderboard.ranking.rules import rule_of
 
     __import__("runpy").run_path(str(RULE_EXAMPLE))
     rows = pd.DataFrame({
@@ -133,7 +133,7 @@ def _string_constants(path: Path) -> list[tuple[int, str]]:
 def test_no_family_is_named_in_the_leaderboard():
     families = set(generative.FAMILIES)
     found = []
-    for path in sorted((ROOT / "leaderboard").glob("*.py")):
+    for path in sorted((ROOT / "leaderboard").rglob("*.py")):
         for line, text in _string_constants(path):
             words = text.replace("/", " / ").split()
             if (
@@ -155,7 +155,7 @@ def test_the_neural_testbeds_rule_is_named_for_it_and_its_earlier_name_still_dec
 
 
 def test_a_rule_of_ones_own_needs_a_name_and_a_metric_and_its_own_rank():
-    from leaderboard.rules import Rule, rule_of
+    from leaderboard.ranking.rules import Rule, rule_of
     from testbed.ranking import RankedBy
 
     class Nameless(Rule):

@@ -317,7 +317,7 @@ def test_seeds_on_an_agent_without_a_seed_run_seed_0_only_and_say_so(
     tmp_path, capsys, caplog, scoped_registries
 ):
     import agents
-    from leaderboard.jobs import expand
+    from leaderboard.execution.jobs import expand
 
     @agents.register("no_seed_setting", predicts="labels")
     def no_seed(train_data, prior_knowledge, *, scale: float = 1.0):

@@ -190,10 +190,10 @@ def test_regression_has_its_own_ranking_table(tmp_path):
     """A sweep over classification and regression problems gives separate tables, each
     normalised by uniform (on regression: f = 0), as the reference."""
     from leaderboard import build
-    from leaderboard.board import tables
-    from leaderboard.executors import InlineExecutor
-    from leaderboard.jobs import expand
-    from leaderboard.runner import run_sweep
+    from leaderboard.execution.executors import InlineExecutor
+    from leaderboard.execution.jobs import expand
+    from leaderboard.execution.runner import run_sweep
+    from leaderboard.ranking.board import tables
     from leaderboard.store import ResultsStore
 
     problems = ["regression_test/0", "classification_2d_test/0"]

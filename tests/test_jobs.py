@@ -11,9 +11,16 @@ import agents
 import generative
 import testbed
 from experiments.cli import main
-from leaderboard.jobs import Job, JobGroup, JobResult, expand, failed_results, training_groups
-from leaderboard.results import load
-from leaderboard.worker import run_unit
+from leaderboard.execution.jobs import (
+    Job,
+    JobGroup,
+    JobResult,
+    expand,
+    failed_results,
+    training_groups,
+)
+from leaderboard.execution.results import load
+from leaderboard.execution.worker import run_unit
 from testbed.errors import InputError
 
 PAIR = ["classification_2d_test/0", "classification_2d/0"]  # one environment and data

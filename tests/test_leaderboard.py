@@ -14,10 +14,10 @@ import pytest
 
 from experiments.cli import main
 from leaderboard import build as lb_build
-from leaderboard import results as results_module
-from leaderboard import scoring, scoring_neural_testbed, scoring_per_cell
-from leaderboard.jobs import Job, expand, parse_seeds, sweep_jobs
-from leaderboard.runner import todo
+from leaderboard.execution import results as results_module
+from leaderboard.execution.jobs import Job, expand, parse_seeds, sweep_jobs
+from leaderboard.execution.runner import todo
+from leaderboard.ranking import scoring, scoring_neural_testbed, scoring_per_cell
 from leaderboard.store import ResultsStore
 from testbed.errors import InputError
 from testbed.ranking import c2st
@@ -107,8 +107,8 @@ def test_a_batch_of_results_commits_whole_or_not_at_all(tmp_path):
 
 
 def test_a_real_job_row_has_metrics_timings_config_and_versions(tmp_path):
-    from leaderboard.executors import InlineExecutor
-    from leaderboard.runner import run_sweep
+    from leaderboard.execution.executors import InlineExecutor
+    from leaderboard.execution.runner import run_sweep
 
     jobs = expand(["beta_bernoulli"], ["coin/1"], overrides={"a": 2.0})
     with ResultsStore(tmp_path / "r.db") as s:
@@ -344,7 +344,7 @@ def test_c2st_constant_values_give_a_point_interval_and_nan_is_counted():
 def test_c2st_has_no_interval_below_five_observations(tmp_path, capsys):
     """A bootstrap of 2 values gives just the two values (of 4, about their range): no
     95% interval is claimed below MIN_CI_OBSERVATIONS, and the tables say so."""
-    from leaderboard import board as lb
+    from leaderboard.ranking import board as lb
 
     for n in (2, 4):
         row = scoring_per_cell.rank_observations(_c2st_frame([0.6, 0.8, 0.7, 0.9][:n])).iloc[0]
@@ -521,7 +521,7 @@ def test_bad_results_files_from_cli(tmp_path, capsys):
 def test_compilation_cache_env():
     """Default folder under the cache home; a folder or `off` from TESTBED_JAX_CACHE; a
     JAX_COMPILATION_CACHE_DIR the user set is left alone."""
-    from leaderboard.worker import compilation_cache_env
+    from leaderboard.execution.worker import compilation_cache_env
 
     env = compilation_cache_env({"XDG_CACHE_HOME": "/c"})
     assert env["JAX_COMPILATION_CACHE_DIR"] == "/c/testbed/jax"
@@ -537,7 +537,7 @@ def test_enable_compilation_cache_sets_this_process_and_children(tmp_path, monke
     environment, for the processes it starts)."""
     import jax
 
-    from leaderboard.worker import enable_compilation_cache
+    from leaderboard.execution.worker import enable_compilation_cache
 
     names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
     saved = {n: getattr(jax.config, n) for n in names}
@@ -564,7 +564,7 @@ def test_thread_env_gives_our_own_thread_pools_the_same_budget(monkeypatch):
 
     import testbed.metrics.mlp as mlp
     import testbed.metrics.mlp_chunks as mlp_chunks
-    from leaderboard.worker import thread_env
+    from leaderboard.execution.worker import thread_env
     from testbed.cores import THREADS_ENV, thread_budget, usable_cores
 
     env = thread_env(3)
@@ -611,8 +611,8 @@ def test_an_override_applies_to_the_agents_that_have_it():
 
 
 def test_load_and_failures_give_the_stored_error_and_traceback(tmp_path, capsys):
-    from leaderboard.executors import InlineExecutor
-    from leaderboard.runner import run_sweep
+    from leaderboard.execution.executors import InlineExecutor
+    from leaderboard.execution.runner import run_sweep
 
     path = tmp_path / "r.db"
     with ResultsStore(path) as s:
@@ -657,7 +657,7 @@ def test_load_and_failures_give_the_stored_error_and_traceback(tmp_path, capsys)
     ],
 )
 def test_numbers_show_in_one_fixed_format(value, text):
-    from leaderboard.tables import fmt_cell, fmt_value
+    from leaderboard.ranking.tables import fmt_cell, fmt_value
 
     assert fmt_value(value) == text
     assert fmt_cell("pct_health", 0.95) == "95%" and fmt_cell("pct_health", 0.9996) == "99.96%"
@@ -676,7 +676,7 @@ def test_terminal_tables_rank_and_explain_themselves(results_file, capsys):
 
 
 def test_real_data_tables_are_headed_as_a_joint_nll(tmp_path, capsys):
-    from leaderboard import board as lb
+    from leaderboard.ranking import board as lb
 
     path = tmp_path / "real.db"
     with ResultsStore(path) as s:
@@ -715,7 +715,7 @@ def _mixed_families(path):
 
 
 def test_a_sweep_counts_only_its_problems_and_families_are_never_pooled(tmp_path):
-    from leaderboard import board as lb
+    from leaderboard.ranking import board as lb
 
     path = tmp_path / "h.db"
     _mixed_families(path)
@@ -759,7 +759,7 @@ def generative_sweep(name):
 def test_the_neural_testbed_sweeps_are_ranked_apart_and_so_are_real_and_regression(tmp_path):
     """classification_2d and classification are families of their own (the reference ranks
     each sweep apart); real data and GP regression tables are per family too."""
-    from leaderboard import board as lb
+    from leaderboard.ranking import board as lb
 
     path = tmp_path / "r.db"
     with ResultsStore(path) as s:
@@ -833,7 +833,7 @@ def test_the_terminal_says_how_many_jobs_failed(tmp_path, capsys):
 def test_runtimes_count_a_shared_training_once():
     """Two problems sharing one training: the first job holds its 8 s, the other 0 s; the
     runtimes give 8 s of training (not the median of 8 and 0), and both jobs' scoring."""
-    from leaderboard.board import runtimes
+    from leaderboard.ranking.board import runtimes
 
     df = pd.DataFrame(
         {

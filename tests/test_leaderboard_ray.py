@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from leaderboard.executors import LocalExecutor, RayExecutor
-from leaderboard.jobs import expand
-from leaderboard.runner import run_sweep
+from leaderboard.execution.executors import LocalExecutor, RayExecutor
+from leaderboard.execution.jobs import expand
+from leaderboard.execution.runner import run_sweep
 from leaderboard.store import ResultsStore
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'testbed[ray]')")

@@ -17,9 +17,9 @@ import pytest
 
 import leaderboard
 from experiments.cli import main
-from leaderboard import board as lb
-from leaderboard.jobs import Job
-from leaderboard.report import (
+from leaderboard.execution.jobs import Job
+from leaderboard.ranking import board as lb
+from leaderboard.ranking.report import (
     plot_by_agent,
     plot_runtimes,
     plot_vs_budget,
@@ -509,9 +509,9 @@ def test_one_colour_per_agent_in_every_figure_of_a_report():
     matplotlib.use("Agg", force=True)
     import pandas as pd
 
-    from leaderboard.plots import colour_of, line_styles, one_colour_per_agent
-    from leaderboard.rule_neural_testbed import plot_by_agent
-    from leaderboard.standings import Ranking
+    from leaderboard.ranking.plots import colour_of, line_styles, one_colour_per_agent
+    from leaderboard.ranking.rule_neural_testbed import plot_by_agent
+    from leaderboard.ranking.standings import Ranking
     from testbed.ranking import JOINT_KL
 
     labels = ["mine", "ensemble+ (ours, shipped)", "mlp (ours, shipped)", "mlp"]

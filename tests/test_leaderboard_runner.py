@@ -15,12 +15,12 @@ import leaderboard_faults  # noqa: F401  (registers the lbfault problems here to
 import pytest
 
 from experiments.cli import main
-from leaderboard import results
-from leaderboard.executors import InlineExecutor, LocalExecutor
-from leaderboard.jobs import expand
-from leaderboard.runner import run_sweep
+from leaderboard.execution import results
+from leaderboard.execution.executors import InlineExecutor, LocalExecutor
+from leaderboard.execution.jobs import expand
+from leaderboard.execution.runner import run_sweep
+from leaderboard.execution.worker import run_job
 from leaderboard.store import ResultsStore
-from leaderboard.worker import run_job
 from testbed.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,7 +185,7 @@ def test_cli_sweep_with_seeds_then_resume_skips_all(tmp_path, capsys):
 
 def test_set_with_configs_sweep_applies_to_every_config_of_the_sweep(caplog):
     import agents
-    from leaderboard.jobs import agent_configs
+    from leaderboard.execution.jobs import agent_configs
 
     sweep = [a.config_dict() for a in agents.sweep("mlp")]
     configs = agent_configs("mlp", {"num_batches": "500"}, configs="sweep")
@@ -210,7 +210,7 @@ def test_set_with_configs_sweep_applies_to_every_config_of_the_sweep(caplog):
 
 def test_cli_sweep_set_and_configs_sweep_expand_every_config(monkeypatch, capsys, tmp_path):
     import agents
-    from leaderboard import runner
+    from leaderboard.execution import runner
 
     ran = []
 

@@ -98,7 +98,7 @@ def test_summary_normalises_by_mlp_with_seed_group_errors(monkeypatch):
         rows.append(dict(agent="mlp", seed=seed, tau=tau, kl_estimate=2.0 + seed % 10 / 10))
         rows.append(dict(agent="ensemble", seed=seed, tau=tau, kl_estimate=1.0 + seed % 10 / 10))
     df = _results(rows)
-    monkeypatch.setattr("leaderboard.results.load", lambda path: df)
+    monkeypatch.setattr("leaderboard.execution.results.load", lambda path: df)
     table = rnt.summary_table("x.db").set_index(["agent", "tau"])
     mlp_mean = np.mean([2.0 + s % 10 / 10 for s in range(1, 41, 2)])
     ens = table.loc[("ensemble", 1)]
@@ -117,7 +117,7 @@ def test_the_table_ranks_ours_beside_the_figures_order(monkeypatch):
     kl = {"mlp": 2.0, "ensemble": 1.0, "dropout": 3.0}
     rows = [dict(agent=a, seed=s, tau=1, kl_estimate=v) for a, v in kl.items() for s in (1, 3)]
     rows += [dict(agent="mine", seed=1, tau=1, kl_estimate=2.0)]  # no published value
-    monkeypatch.setattr("leaderboard.results.load", lambda path: _results(rows))
+    monkeypatch.setattr("leaderboard.execution.results.load", lambda path: _results(rows))
     table = rnt.summary_table("x.db")
     ranked = table.set_index("agent")[["rank", "published_rank"]]
     assert ranked.loc["ensemble"].tolist() == [1, 2]
@@ -137,7 +137,7 @@ def test_summary_cleans_kls_as_the_reference(monkeypatch):
         dict(agent="dropout", seed=3, tau=1, kl_estimate=0.5, pct_finite_kl=0.9),  # -> 1e6
     ]
     df = _results(rows)
-    monkeypatch.setattr("leaderboard.results.load", lambda path: df)
+    monkeypatch.setattr("leaderboard.execution.results.load", lambda path: df)
     table = rnt.summary_table("x.db").set_index(["agent", "tau"])
     assert table.loc[("dropout", 1), "mean_kl"] == pytest.approx(0.5e6)
 
@@ -192,7 +192,7 @@ def test_jobs_run_group_by_group_and_a_partial_run_reports_whole_groups():
 @pytest.fixture
 def nothing_shipped(tmp_path, monkeypatch):
     """The package's shipped runs replaced by none: a report reads the test's store alone."""
-    from leaderboard import shipped
+    from leaderboard.ranking import shipped
 
     monkeypatch.setitem(shipped.SOURCES, "neural_testbed", tmp_path / "none.csv.gz")
 
@@ -246,8 +246,9 @@ def test_a_run_takes_the_shipped_runs_and_computes_only_the_rest(tmp_path, monke
     """Jobs the package ships runs of are recorded from them, with their own provenance,
     and not computed: with all of a seed group shipped, a run on a fresh store computes
     nothing and tables it; `--no-shipped` takes none."""
-    from leaderboard import shipped, shipped_store
-    from leaderboard.results import load
+    from leaderboard.execution import shipped_store
+    from leaderboard.execution.results import load
+    from leaderboard.ranking import shipped
     from leaderboard.store import ResultsStore
 
     ids = rnt.by_seed_group(generative.sweep_ids(rnt.SWEEP))[0]

@@ -362,8 +362,8 @@ def test_a_misbehaving_agent_is_recorded_as_a_failed_run(scoped_registries, mode
     """What the leaderboard's worker stores for the job: failed, with the one-line reason."""
     import agents
     from agents.registry import AgentEntry
-    from leaderboard.jobs import Job
-    from leaderboard.worker import run_job
+    from leaderboard.execution.jobs import Job
+    from leaderboard.execution.worker import run_job
 
     entry = AgentEntry("sbi_fault", FaultConfig, make_fault_agent, None, "misbehaves")
     agents.AGENTS.register("sbi_fault", entry)  # undone after the test (scoped_registries)

@@ -13,7 +13,7 @@ import sys
 import generative
 import leaderboard
 from experiments.cli import main
-from leaderboard.jobs import check_fit
+from leaderboard.execution.jobs import check_fit
 
 SWEEP, OTHER = "printed_coins", "printed_other_coins"
 MODULE = f'''

@@ -1,4 +1,4 @@
-"""leaderboard.processes: a worker is a fresh interpreter that gets its environment as an
+"""leaderboard.execution.processes: a worker is a fresh interpreter that gets its environment as an
 argument (the driver's stays as it was), starts with SIGINT held, and imports the driver's
 script as a spawned process would."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import signal
 
-from leaderboard.processes import WorkerProcess, importing_main
+from leaderboard.execution.processes import WorkerProcess, importing_main
 
 
 def _report(conn, extra):
@@ -50,7 +50,7 @@ def test_the_code_that_starts_and_runs_workers_never_opens_the_store():
     of the worker and the executors): the modules executors are made of never open it."""
     from pathlib import Path
 
-    folder = Path(__file__).resolve().parents[1] / "leaderboard"
+    folder = Path(__file__).resolve().parents[1] / "leaderboard" / "execution"
     for name in ("processes", "local_executor", "ray_executor", "interrupts", "timeouts"):
         source = (folder / f"{name}.py").read_text()
         for word in ("ResultsStore", "sqlite3", "leaderboard.store", "from .store", ".record("):

@@ -13,9 +13,9 @@ import pytest
 
 import testbed.progress as progress
 from experiments.cli import main
-from leaderboard.executors import InlineExecutor
-from leaderboard.jobs import expand
-from leaderboard.runner import Progress, _duration, run_sweep
+from leaderboard.execution.executors import InlineExecutor
+from leaderboard.execution.jobs import expand
+from leaderboard.execution.runner import Progress, _duration, run_sweep
 from leaderboard.store import ResultsStore
 
 

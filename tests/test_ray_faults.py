@@ -124,7 +124,7 @@ def test_a_lost_node_loses_no_job_and_keeps_rays_log_out(tmp_path, monkeypatch):
 def test_the_head_watch_knocks_at_the_gcs_port(monkeypatch):
     import socket
 
-    from leaderboard import ray_executor as executors
+    from leaderboard.execution import ray_executor as executors
     from testbed.errors import EnvironmentFault
 
     monkeypatch.setattr(executors, "RAY_HEAD_PROBE_SECONDS", 0.0)

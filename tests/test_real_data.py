@@ -260,9 +260,9 @@ def test_real_sweep_runs_and_ranks_on_the_leaderboard(tmp_path):
     results store, one joint-NLL ranking table per tau normalised by uniform (full N = M =
     1000), apart from the synthetic problems' joint-KL tables."""
     from leaderboard import build
-    from leaderboard.executors import InlineExecutor
-    from leaderboard.jobs import sweep_jobs
-    from leaderboard.runner import run_sweep
+    from leaderboard.execution.executors import InlineExecutor
+    from leaderboard.execution.jobs import sweep_jobs
+    from leaderboard.execution.runner import run_sweep
     from leaderboard.store import ResultsStore
 
     path = tmp_path / "results.db"
@@ -662,7 +662,7 @@ def test_relative_file_path_is_read_from_the_working_directory(tmp_path, monkeyp
 
 
 def test_require_data_names_everything_missing_in_one_line(tmp_path, monkeypatch):
-    from leaderboard.jobs import expand
+    from leaderboard.execution.jobs import expand
 
     monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("TESTBED_TFDS_DOWNLOAD", raising=False)
@@ -710,7 +710,7 @@ def test_cli_run_and_sweep_on_a_file_id(tmp_path, capsys):
     import json
 
     from experiments.cli import main
-    from leaderboard.results import load as load_results
+    from leaderboard.execution.results import load as load_results
 
     path = tmp_path / "data.npz"
     np.savez(path, **datasets.load_raw("iris")._asdict())

@@ -25,7 +25,7 @@ import leaderboard_faults  # noqa: F401  (registers the lbfault problems here to
 import pytest
 
 from experiments.cli import main
-from leaderboard.executors import (
+from leaderboard.execution.executors import (
     DEFAULT_TIMEOUT,
     InlineExecutor,
     LocalConfig,
@@ -33,10 +33,10 @@ from leaderboard.executors import (
     RayConfig,
     check_timeout,
 )
-from leaderboard.jobs import Job, expand
+from leaderboard.execution.jobs import Job, expand
+from leaderboard.execution.results import load
+from leaderboard.execution.runner import run_sweep
 from leaderboard.outputs import write_atomically
-from leaderboard.results import load
-from leaderboard.runner import run_sweep
 from leaderboard.store import CLAIMED, DONE, ResultsStore
 from testbed.errors import InputError
 
@@ -146,7 +146,7 @@ def test_outputs_replace_the_old_file_atomically(tmp_path, capsys):
 
 _KILLED_WRITER = """
 import os, sys
-from leaderboard.jobs import Job
+from leaderboard.execution.jobs import Job
 from leaderboard.store import ResultsStore
 s = ResultsStore(sys.argv[1])
 for i in range(25):
@@ -746,7 +746,7 @@ def test_a_ctrl_c_while_a_worker_is_started_waits_for_the_driver(monkeypatch):
     ignored there, and that sweep ran to its end and exited 0."""
     from multiprocessing import util
 
-    from leaderboard.processes import sigint_blocked as _sigint_blocked_in_children
+    from leaderboard.execution.processes import sigint_blocked as _sigint_blocked_in_children
 
     def spawn_hit_by_ctrl_c(path, args, passfds):
         os.kill(os.getpid(), signal.SIGINT)  # lands while the worker is being started
@@ -775,7 +775,7 @@ def _booted_worker() -> tuple:
     end of the pipe and the process."""
     import multiprocessing
 
-    from leaderboard.processes import BOOT
+    from leaderboard.execution.processes import BOOT
 
     ours, child = multiprocessing.Pipe()
     proc = subprocess.Popen(
@@ -792,7 +792,7 @@ def test_a_worker_whose_driver_stopped_before_sending_its_work_ends_quietly(sent
     """A Ctrl-C that stops the driver between starting a worker and sending it its path,
     its preparation or its job: the worker ends with status 0 and prints nothing (its
     EOFError traceback used to follow the driver's one line)."""
-    from leaderboard.processes import _preparation
+    from leaderboard.execution.processes import _preparation
 
     ours, proc = _booted_worker()
     for message in [list(sys.path), _preparation()][:sent]:

@@ -17,9 +17,9 @@ from sbi_runs import fast, run_agent
 
 import agents.sbi_checkpoint as sbi_checkpoint
 from agents.sbi_checkpoint import TrainingCheckpoint
-from leaderboard.executors import InlineExecutor
-from leaderboard.jobs import expand
-from leaderboard.runner import run_sweep
+from leaderboard.execution.executors import InlineExecutor
+from leaderboard.execution.jobs import expand
+from leaderboard.execution.runner import run_sweep
 from leaderboard.store import ResultsStore
 from testbed.checkpoints import CHECKPOINTS_ENV, beside_store, checkpoint_dir
 
@@ -325,7 +325,7 @@ def test_a_sweep_that_trains_per_job_keeps_no_checkpoints(tmp_path, monkeypatch)
 
 
 def test_workers_get_the_sweeps_directory(tmp_path, monkeypatch):
-    from leaderboard.worker import worker_env
+    from leaderboard.execution.worker import worker_env
 
     monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
     with beside_store(tmp_path / "r.db", finished=lambda: True) as d:

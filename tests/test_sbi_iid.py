@@ -537,7 +537,7 @@ def test_the_leaderboard_keeps_a_set_apart_from_observation_k(tmp_path, capsys):
     import pandas as pd
 
     from experiments.cli import main
-    from leaderboard.jobs import Job
+    from leaderboard.execution.jobs import Job
     from leaderboard.store import ResultsStore
 
     db = tmp_path / "r.db"

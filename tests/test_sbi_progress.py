@@ -252,7 +252,7 @@ def test_a_bad_setting_stops_the_command_before_any_job(tmp_path, monkeypatch, c
 
 
 def test_workers_default_to_log_lines_and_keep_a_users_choice(monkeypatch):
-    from leaderboard.worker import worker_env
+    from leaderboard.execution.worker import worker_env
 
     monkeypatch.delenv("TESTBED_PROGRESS", raising=False)
     monkeypatch.delenv("TESTBED_CHECKPOINTS", raising=False)

@@ -23,11 +23,11 @@ from generative import sbi
 from generative.sbi.problems import SBIBM, PosteriorProblem
 from generative.sbi.task import OBSERVATIONS
 from leaderboard import build as lb_build
-from leaderboard.executors import InlineExecutor
-from leaderboard.jobs import Job, JobGroup, failed_results, time_limit, training_groups
-from leaderboard.runner import run_sweep
+from leaderboard.execution.executors import InlineExecutor
+from leaderboard.execution.jobs import Job, JobGroup, failed_results, time_limit, training_groups
+from leaderboard.execution.runner import run_sweep
+from leaderboard.ranking.tables import fmt_value
 from leaderboard.store import ResultsStore
-from leaderboard.tables import fmt_value
 from testbed import evaluate, evaluate_many
 from testbed.errors import InputError
 

@@ -100,7 +100,7 @@ def test_settings_travel_to_a_worker_whole():
 def test_workers_get_the_drivers_settings_with_their_own(monkeypatch, tmp_path):
     """A local worker's settings are its driver's, with its thread share, progress as
     lines and the sweep's checkpoints (`beside_store`), as its environment says them."""
-    from leaderboard.worker import worker_process_env, worker_settings
+    from leaderboard.execution.worker import worker_process_env, worker_settings
     from testbed.checkpoints import beside_store
 
     monkeypatch.delenv("TESTBED_PROGRESS", raising=False)

@@ -121,9 +121,9 @@ def test_library_calls_install_the_lowering_once_per_process(installs, monkeypat
 
 
 def test_a_worker_installs_its_drivers_settings_at_its_start(monkeypatch):
-    """`leaderboard.worker.prepare`: the settings its driver sent are in force in the worker
-    (not its own environment's), and installing the lowering again is harmless."""
-    from leaderboard.worker import prepare, worker_settings
+    """`leaderboard.execution.worker.prepare`: the settings its driver sent are in force in
+    the worker (not its own environment's), and installing the lowering again is harmless."""
+    from leaderboard.execution.worker import prepare, worker_settings
 
     monkeypatch.setenv("TESTBED_MEMORY_GB", "7")
     chosen = worker_settings(2)

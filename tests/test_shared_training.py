@@ -10,10 +10,10 @@ import pytest
 import agents
 import generative
 import testbed
-from leaderboard.executors import InlineExecutor
-from leaderboard.jobs import Job, JobGroup, expand, training_groups
-from leaderboard.results import load
-from leaderboard.runner import run_sweep
+from leaderboard.execution.executors import InlineExecutor
+from leaderboard.execution.jobs import Job, JobGroup, expand, training_groups
+from leaderboard.execution.results import load
+from leaderboard.execution.runner import run_sweep
 from leaderboard.store import ResultsStore
 
 PAIR = ["classification_2d/0", "classification_2d/210"]  # tau 1 and 10, one seed

@@ -1,4 +1,4 @@
-"""Our shipped runs (`leaderboard.shipped`): made from a finished results store, written
+"""Our shipped runs (`leaderboard.ranking.shipped`): made from a finished results store, written
 with their provenance, read back, and ranked beside a user's agent on the same problems,
 labelled as ours, by every rule (the Neural Testbed's per tau, the SBI benchmark's over
 the same observations). Small files here, not the package's."""
@@ -15,8 +15,11 @@ import pytest
 import leaderboard
 from experiments.cli import main
 from generative.sbi.problems import SBIBM
-from leaderboard import build, literature, scoring_neural_testbed, shipped, shipped_store
-from leaderboard.board import (
+from leaderboard import build
+from leaderboard.execution import shipped_store
+from leaderboard.execution.jobs import Job
+from leaderboard.ranking import literature, scoring_neural_testbed, shipped
+from leaderboard.ranking.board import (
     coverage_notes,
     legend,
     missing_note,
@@ -24,8 +27,7 @@ from leaderboard.board import (
     tables,
     title,
 )
-from leaderboard.jobs import Job
-from leaderboard.report import _best_rows, render_report
+from leaderboard.ranking.report import _best_rows, render_report
 from leaderboard.store import ResultsStore
 from testbed.errors import InputError
 

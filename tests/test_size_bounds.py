@@ -12,7 +12,7 @@ import pytest
 from experiments.cli import main
 from generative.classification import ClassificationSettings
 from generative.gp_regression import RegressionSettings
-from leaderboard import sweeping
+from leaderboard.execution import sweeping
 from testbed import sizes
 from testbed.errors import InputError
 

@@ -21,8 +21,8 @@ import pytest
 
 from experiments.cli import main
 from leaderboard import store as store_module
-from leaderboard.jobs import Job
-from leaderboard.results import load
+from leaderboard.execution.jobs import Job
+from leaderboard.execution.results import load
 from leaderboard.salvage import salvage
 from leaderboard.store import ResultsStore
 from testbed.errors import InputError

@@ -138,11 +138,11 @@ from pathlib import Path
 import pytest
 
 from experiments.cli import main
-from leaderboard import runner
-from leaderboard.executors import InlineExecutor
-from leaderboard.jobs import expand
+from leaderboard.execution import runner
+from leaderboard.execution.executors import InlineExecutor
+from leaderboard.execution.jobs import expand
+from leaderboard.execution.runner import run_sweep
 from leaderboard.outputs import check_output_path, write_atomically
-from leaderboard.runner import run_sweep
 from leaderboard.store import SQLITE_IOERR, ResultsStore
 from testbed.errors import EnvironmentFault, InputError
 
@@ -179,7 +179,7 @@ def test_workers_never_open_the_store():
     """Rows are written by the sweep's driver only: the code a worker runs (the worker
     process, the executors that start it) never opens the results file."""
     for name in ("worker.py", "executors.py"):
-        source = (ROOT / "leaderboard" / name).read_text()
+        source = (ROOT / "leaderboard" / "execution" / name).read_text()
         for word in ("ResultsStore", "sqlite3", "leaderboard.store", "from .store", ".record("):
             assert word not in source, (name, word)
 

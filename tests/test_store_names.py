@@ -21,7 +21,7 @@ import pytest
 
 import leaderboard
 from experiments.cli import main
-from leaderboard.jobs import Job
+from leaderboard.execution.jobs import Job
 from leaderboard.outputs import check_output_folder, check_output_path
 from leaderboard.store import ResultsStore
 from testbed.errors import InputError

@@ -11,9 +11,16 @@ import pytest
 
 import leaderboard
 from experiments import cli
-from leaderboard.executors import InlineExecutor
-from leaderboard.results import load
-from leaderboard.sweeping import MAX_JOBS, check_options, count_seeds, make_executor, plan, run
+from leaderboard.execution.executors import InlineExecutor
+from leaderboard.execution.results import load
+from leaderboard.execution.sweeping import (
+    MAX_JOBS,
+    check_options,
+    count_seeds,
+    make_executor,
+    plan,
+    run,
+)
 from testbed.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,11 +44,11 @@ def test_a_sweep_stores_what_the_command_line_stores(tmp_path, capsys):
 
 
 def test_the_call_and_its_module_are_apart():
-    """`leaderboard.sweep` is the call and its halves live in `leaderboard.sweeping` (a
+    """`leaderboard.sweep` is the call and its halves live in `leaderboard.execution.sweeping` (a
     module named `sweep` was shadowed by the call: `leaderboard.sweep.plan` failed)."""
     import types
 
-    import leaderboard.sweeping as module  # `import a.b as m` reads the attribute a.b
+    import leaderboard.execution.sweeping as module  # `import a.b as m` reads the attribute a.b
 
     assert isinstance(module, types.ModuleType) and leaderboard.sweep is module.sweep
 

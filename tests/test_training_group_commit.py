@@ -16,9 +16,9 @@ SWEEP = """
 import os, sys
 sys.path.insert(0, {root!r})
 from generative.registry import FAMILIES, register_family
-from leaderboard.executors import InlineExecutor
-from leaderboard.jobs import expand
-from leaderboard.runner import run_sweep
+from leaderboard.execution.executors import InlineExecutor
+from leaderboard.execution.jobs import expand
+from leaderboard.execution.runner import run_sweep
 from leaderboard.store import ResultsStore
 from testbed.base import SHARED_BY_ANY, Data, PriorKnowledge, Quality
 

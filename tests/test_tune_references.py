@@ -127,8 +127,8 @@ def test_refusals(capsys):
 
 def _store_of(path, agent: str, config: dict, problems, kl: float) -> list:
     """Records `agent` at `config` on `problems` as finished with KL `kl`; its jobs."""
+    from leaderboard.execution.sweeping import plan
     from leaderboard.store import ResultsStore
-    from leaderboard.sweeping import plan
 
     jobs = plan([agent], list(problems), overrides=config)
     with ResultsStore(path) as store:

@@ -1,5 +1,5 @@
 """One validation path: `--import` modules imported once and passed down; `--seeds` parsed
-once into `leaderboard.seeds.AgentSeeds` (the size check's count, then the seeds) with the
+once into `leaderboard.execution.seeds.AgentSeeds` (the size check's count, then the seeds) with the
 words they always had; the command line's index reads seeds and words unknown names with
 the library's own functions."""
 
@@ -9,13 +9,13 @@ import json
 
 import pytest
 
-import leaderboard.worker
+import leaderboard.execution.worker
 from experiments import catalog
 from experiments.cli import main
-from leaderboard import seeds as seeds_module
-from leaderboard.jobs import parse_seeds
-from leaderboard.seeds import AgentSeeds
-from leaderboard.sweeping import UserModules, count_seeds, import_modules, plan
+from leaderboard.execution import seeds as seeds_module
+from leaderboard.execution.jobs import parse_seeds
+from leaderboard.execution.seeds import AgentSeeds
+from leaderboard.execution.sweeping import UserModules, count_seeds, import_modules, plan
 from testbed.errors import InputError
 
 COUNTING_MODULE = """
@@ -35,15 +35,15 @@ def counted_module(tmp_path):
 
 @pytest.fixture
 def imports(monkeypatch):
-    """The specs `leaderboard.worker.import_user_module` is called on."""
+    """The specs `leaderboard.execution.worker.import_user_module` is called on."""
     done: list[str] = []
-    real = leaderboard.worker.import_user_module
+    real = leaderboard.execution.worker.import_user_module
 
     def counting(spec):
         done.append(spec)
         return real(spec)
 
-    monkeypatch.setattr(leaderboard.worker, "import_user_module", counting)
+    monkeypatch.setattr(leaderboard.execution.worker, "import_user_module", counting)
     return done
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from leaderboard.standings import whose
+from leaderboard.ranking.standings import whose
 
 SHIPPED_HATCH = "//"  # our shipped runs' bars (the user's are solid)
 

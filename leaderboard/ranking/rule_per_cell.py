@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from leaderboard import literature, scoring_per_cell
-from leaderboard.html import figure, html_table, table_name
-from leaderboard.plots import legend_below, line_styles, mpl, task_panels
 from leaderboard.problem_settings import settings_table
-from leaderboard.rules import Ranked, Rule, Scope, register_rule
-from leaderboard.scoring import MIN_CI_OBSERVATIONS
-from leaderboard.standings import Board, Ranking
+from leaderboard.ranking import literature, scoring_per_cell
+from leaderboard.ranking.html import figure, html_table, table_name
+from leaderboard.ranking.plots import legend_below, line_styles, mpl, task_panels
+from leaderboard.ranking.rules import Ranked, Rule, Scope, register_rule
+from leaderboard.ranking.scoring import MIN_CI_OBSERVATIONS
+from leaderboard.ranking.standings import Board, Ranking
 from testbed.ranking import OBSERVATIONS, RankedBy
 
 HELP = {
@@ -39,7 +39,7 @@ HELP = {
 
 
 class PerCellRule(Rule):
-    """The SBI benchmark's rule (see the module doc and `leaderboard.scoring_per_cell`)."""
+    """The SBI benchmark's rule (see the module doc and `.scoring_per_cell`)."""
 
     name = OBSERVATIONS
     metric = "c2st"

@@ -11,8 +11,8 @@ top that say when, where and with what it was made (`provenance`).
 the problems the user's results hold (or of the sweep asked for), under the label
 `<agent> (ours, shipped)`: a user's new agent is ranked beside them without recomputing
 them, never mixed into the user's results. `write` writes a source, made from a finished
-results store by `leaderboard.shipped_store.from_results`. The files' form and their
-reading are `leaderboard.shipped_files`'; this module reads no store.
+results store by `leaderboard.execution.shipped_store.from_results`. The files' form and
+their reading are `leaderboard.shipped_files`'; this module reads no store.
 """
 
 from __future__ import annotations

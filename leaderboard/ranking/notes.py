@@ -8,8 +8,8 @@ import os
 import shlex
 from collections.abc import Sequence
 
-from leaderboard import shipped as shipped_runs
-from leaderboard.standings import Board, over
+from leaderboard.ranking import shipped as shipped_runs
+from leaderboard.ranking.standings import Board, over
 
 
 def failures_command(results: str | os.PathLike, sweep: str | None = None) -> str:

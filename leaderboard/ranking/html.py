@@ -10,8 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from leaderboard.legend import SHORT_NAMES, column_help
-from leaderboard.tables import fmt_cell
+from leaderboard.ranking.legend import SHORT_NAMES, column_help
+from leaderboard.ranking.tables import fmt_cell
 from testbed.ranking import RankedBy
 
 _TEXT = ' class="text"'

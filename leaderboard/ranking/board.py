@@ -1,10 +1,10 @@
 """The leaderboard: a results frame -> the ranking tables of every family present.
 
 Each problem family declares how it is ranked (`testbed.ranking.RankedBy`, given when it
-registers): the metric and the rule (`leaderboard.rules`: the Neural Testbed's, one table
-per tau; the SBI benchmark's, per cell over observations; or a family's own), its
-normaliser and the published results shown beside. Families are never pooled: each rule
-ranks its families, and the board loops over the rules present. Nothing here names a
+registers): the metric and the rule (`leaderboard.ranking.rules`: the Neural Testbed's,
+one table per tau; the SBI benchmark's, per cell over observations; or a family's own),
+its normaliser and the published results shown beside. Families are never pooled: each
+rule ranks its families, and the board loops over the rules present. Nothing here names a
 family, a rule or a score. Ranking reads DataFrames: loading a results file is
 `leaderboard.build`'s (`leaderboard.load_and_rank`).
 """
@@ -17,10 +17,16 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from leaderboard import rules, scoring
-from leaderboard import shipped as shipped_runs
-from leaderboard.legend import COLUMN_HELP, SHORT_NAMES, TERMINAL_LEGEND, column_help, matches
-from leaderboard.notes import (
+from leaderboard.ranking import rules, scoring
+from leaderboard.ranking import shipped as shipped_runs
+from leaderboard.ranking.legend import (
+    COLUMN_HELP,
+    SHORT_NAMES,
+    TERMINAL_LEGEND,
+    column_help,
+    matches,
+)
+from leaderboard.ranking.notes import (
     coverage_notes,
     failures_command,
     failures_note,
@@ -29,8 +35,8 @@ from leaderboard.notes import (
     shipped_notes,
     sweep_command,
 )
-from leaderboard.rules import Scope, rule_of
-from leaderboard.standings import SHIPPED_SUFFIX, Board, Ranking, over, stderr_cells, whose
+from leaderboard.ranking.rules import Scope, rule_of
+from leaderboard.ranking.standings import SHIPPED_SUFFIX, Board, Ranking, over, stderr_cells, whose
 from testbed.errors import InputError, bad_value
 from testbed.ranking import RankedBy
 

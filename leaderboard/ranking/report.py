@@ -14,17 +14,17 @@ from typing import Any
 
 import pandas as pd
 
-from leaderboard.board import runtimes, shown_columns
-from leaderboard.html import esc, figure, html_legend, html_table, table_name
-from leaderboard.legend import COMPILE_NOTE
-from leaderboard.notes import coverage_notes, missing_note, shipped_notes
 from leaderboard.outputs import check_output_path, write_atomically
-from leaderboard.plots import one_colour_per_agent, plot_runtimes
-from leaderboard.rule_neural_testbed import best_rows as _best_rows
-from leaderboard.rule_neural_testbed import plot_by_agent, plot_vs_num_train
-from leaderboard.rule_per_cell import plot_vs_budget
-from leaderboard.rules import rule_of
-from leaderboard.standings import SHIPPED_SUFFIX, Board, Ranking, stderr_cells, whose
+from leaderboard.ranking.board import runtimes, shown_columns
+from leaderboard.ranking.html import esc, figure, html_legend, html_table, table_name
+from leaderboard.ranking.legend import COMPILE_NOTE
+from leaderboard.ranking.notes import coverage_notes, missing_note, shipped_notes
+from leaderboard.ranking.plots import one_colour_per_agent, plot_runtimes
+from leaderboard.ranking.rule_neural_testbed import best_rows as _best_rows
+from leaderboard.ranking.rule_neural_testbed import plot_by_agent, plot_vs_num_train
+from leaderboard.ranking.rule_per_cell import plot_vs_budget
+from leaderboard.ranking.rules import rule_of
+from leaderboard.ranking.standings import SHIPPED_SUFFIX, Board, Ranking, stderr_cells, whose
 from testbed.ranking import RankedBy
 
 __all__ = [  # the report's names, and the figures tests and docs draw through it

@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from leaderboard.scoring import MIN_CI_OBSERVATIONS, bootstrap_ci
-from leaderboard.standings import SHIPPED_SUFFIX
+from leaderboard.ranking.scoring import MIN_CI_OBSERVATIONS, bootstrap_ci
+from leaderboard.ranking.standings import SHIPPED_SUFFIX
 from testbed.errors import bad_value
 from testbed.ranking import Published
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"  # leaderboard/data
 SOURCES = {
     "sbibm": DATA / "sbibm.csv",
     "neural_testbed_2021": DATA / "neural_testbed_2021.csv",
@@ -51,8 +51,8 @@ def published(name: str = "sbibm") -> pd.DataFrame:
     `sbi_new_methods`: newer methods' published C2ST, each row with its citation) or
     our own runs shipped with the package (`neural_testbed`: the Neural Testbed's
     reference agents on its sweeps; `sbibm_ours`: newer SBI methods; see
-    `leaderboard.shipped`), one row per run."""
-    from leaderboard import shipped
+    `leaderboard.ranking.shipped`), one row per run."""
+    from leaderboard.ranking import shipped
 
     if name in shipped.SOURCES:
         return shipped.shipped(name)

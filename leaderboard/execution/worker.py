@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from leaderboard.jobs import Job, JobResult, Unit, failed_results
+from leaderboard.execution.jobs import Job, JobResult, Unit, failed_results
 from leaderboard.provenance import versions
 
 

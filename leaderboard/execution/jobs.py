@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from leaderboard.agent_fit import problem_class
-from leaderboard.seeds import AgentSeeds, parse_seeds  # noqa: F401  (parse_seeds: named here too)
+from leaderboard.execution.seeds import AgentSeeds, parse_seeds  # noqa: F401  (parse_seeds: named here too)
 from testbed.errors import InputError, bad_value
 
 log = logging.getLogger("testbed.sweep")
@@ -215,7 +215,8 @@ def expand(
     problem_options: Mapping[str, Any] | None = None,
 ) -> list[Job]:
     """Jobs for every (agent config, problem id, seed), in a stable order without repeats.
-    `seeds`: parsed (`leaderboard.seeds.AgentSeeds`, as a sweep passes them) or as given.
+    `seeds`: parsed (`leaderboard.execution.seeds.AgentSeeds`, as a sweep passes them) or
+    as given.
 
     `configs='default'` (as the command line) runs each agent's default config;
     `configs='sweep'` its whole hyper-parameter sweep (`agents.sweep(name)`).

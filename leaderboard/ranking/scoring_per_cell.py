@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from leaderboard.rules import rule_of
-from leaderboard.scoring import (
+from leaderboard.ranking.rules import rule_of
+from leaderboard.ranking.scoring import (
     ENTRY,
     MIN_CI_OBSERVATIONS,
     bootstrap_ci,

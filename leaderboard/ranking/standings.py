@@ -8,8 +8,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from leaderboard.rules import Rule, rule_of
-from leaderboard.scoring import SHIPPED_LABEL
+from leaderboard.ranking.rules import Rule, rule_of
+from leaderboard.ranking.scoring import SHIPPED_LABEL
 from testbed.ranking import RankedBy
 
 SHIPPED_SUFFIX = SHIPPED_LABEL.format(agent="")  # " (ours, shipped)"

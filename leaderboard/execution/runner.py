@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from leaderboard.jobs import Job, JobGroup, JobResult, training_groups
+from leaderboard.execution.jobs import Job, JobGroup, JobResult, training_groups
 from leaderboard.store import CLAIMED, DONE, ResultsStore
 from testbed.checkpoints import beside_store
 from testbed.errors import EnvironmentFault, InputError

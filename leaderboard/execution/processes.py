@@ -46,7 +46,7 @@ BOOT = (
     "    sys.path[:0] = conn.recv()\n"
     "except EOFError:\n"  # the driver stopped (a Ctrl-C) before sending: nothing to do
     "    sys.exit(0)\n"
-    "from leaderboard.processes import child_main\n"
+    "from leaderboard.execution.processes import child_main\n"
     "child_main(conn)\n"
 )
 

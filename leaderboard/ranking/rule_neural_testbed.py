@@ -11,12 +11,12 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from leaderboard import scoring, scoring_neural_testbed
-from leaderboard.html import figure
-from leaderboard.legend import HEALTH_HELP
-from leaderboard.plots import SHIPPED_HATCH, colour_of, legend_below, line_styles, mpl
-from leaderboard.rules import Ranked, Rule, Scope, register_rule
-from leaderboard.standings import Board, Ranking, over, whose
+from leaderboard.ranking import scoring, scoring_neural_testbed
+from leaderboard.ranking.html import figure
+from leaderboard.ranking.legend import HEALTH_HELP
+from leaderboard.ranking.plots import SHIPPED_HATCH, colour_of, legend_below, line_styles, mpl
+from leaderboard.ranking.rules import Ranked, Rule, Scope, register_rule
+from leaderboard.ranking.standings import Board, Ranking, over, whose
 from testbed.ranking import FILL, NEURAL_TESTBED, RankedBy
 
 COLUMNS = [  # the columns a ranking table shows (csv/json output: every column)
@@ -64,7 +64,7 @@ HELP = {
 
 
 class NeuralTestbedRule(Rule):
-    """The Neural Testbed's rule (see the module doc and `leaderboard.scoring_neural_testbed`)."""
+    """The Neural Testbed's rule (see the module doc and `.scoring_neural_testbed`)."""
 
     name = NEURAL_TESTBED
     metric = "kl"

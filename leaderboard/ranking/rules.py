@@ -18,8 +18,8 @@ import pandas as pd
 from testbed.errors import bad_value
 from testbed.ranking import RankedBy
 
-# A `leaderboard.standings.Ranking` and `Board` (standings imports this module, so their
-# names are not imported here)
+# A `leaderboard.ranking.standings.Ranking` and `Board` (standings imports this module, so
+# their names are not imported here)
 Ranking = Board = Any
 
 

@@ -2,10 +2,11 @@
 ranked (`testbed.ranking.RankedBy`), the label of each agent config, the best config per
 agent, and a bootstrap interval.
 
-The rules' own scoring: `leaderboard.scoring_neural_testbed` (the Neural Testbed's) and
-`leaderboard.scoring_per_cell` (the SBI benchmark's). Problems of different families are
-never pooled: the leaderboard cleans and ranks each family's problems apart, and a task of
-one family is never averaged with, or ranked against, a task of another.
+The rules' own scoring: `leaderboard.ranking.scoring_neural_testbed` (the Neural
+Testbed's) and `leaderboard.ranking.scoring_per_cell` (the SBI benchmark's). Problems of
+different families are never pooled: the leaderboard cleans and ranks each family's
+problems apart, and a task of one family is never averaged with, or ranked against, a task
+of another.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pandas as pd
 
 from testbed.ranking import JOINT_KL, RankedBy
 
-SHIPPED_LABEL = "{agent} (ours, shipped)"  # leaderboard.shipped.LABEL
+SHIPPED_LABEL = "{agent} (ours, shipped)"  # leaderboard.ranking.shipped.LABEL
 
 ENTRY = ["agent", "config_key"]
 # Below this many observations a cell gets no bootstrap interval: resampling n values

@@ -1,10 +1,11 @@
 """`LocalExecutor`: a pool of worker processes on this machine, one job per worker at a time.
 
-Each worker is a fresh interpreter (`leaderboard.processes`; JAX is not fork-safe) started
-with its thread counts and compilation cache in its environment and its settings passed
-explicitly (`leaderboard.worker.worker_settings`). A worker that crashed, hung past its
-job's time limit or outgrew `worker_memory_gb` is replaced; the job it ran fails with the
-worker's Python stack as its traceback (faulthandler), or a note of why there is none.
+Each worker is a fresh interpreter (`leaderboard.execution.processes`; JAX is not
+fork-safe) started with its thread counts and compilation cache in its environment and its
+settings passed explicitly (`leaderboard.execution.worker.worker_settings`). A worker that
+crashed, hung past its job's time limit or outgrew `worker_memory_gb` is replaced; the job
+it ran fails with the worker's Python stack as its traceback (faulthandler), or a note of
+why there is none.
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import wait
 from typing import Any
 
-from leaderboard.interrupts import Interrupts, recorded_interrupts
-from leaderboard.jobs import JobResult, Unit, failed_results, time_limit
-from leaderboard.processes import MAIN_GUARD_EXIT, WorkerProcess, importing_main, main_guard_error
-from leaderboard.timeouts import DEFAULT_TIMEOUT, check_timeout, known_count
-from leaderboard.worker import worker_main, worker_process_env, worker_settings
+from leaderboard.execution.interrupts import Interrupts, recorded_interrupts
+from leaderboard.execution.jobs import JobResult, Unit, failed_results, time_limit
+from leaderboard.execution.processes import (
+    MAIN_GUARD_EXIT,
+    WorkerProcess,
+    importing_main,
+    main_guard_error,
+)
+from leaderboard.execution.timeouts import DEFAULT_TIMEOUT, check_timeout, known_count
+from leaderboard.execution.worker import worker_main, worker_process_env, worker_settings
 from testbed.config import check_at_least, check_one_of
 from testbed.cores import usable_cores
 from testbed.errors import InputError, bad_value

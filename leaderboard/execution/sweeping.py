@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from leaderboard.jobs import Job
-from leaderboard.runner import SweepSummary
-from leaderboard.seeds import AgentSeeds
+from leaderboard.execution.jobs import Job
+from leaderboard.execution.runner import SweepSummary
+from leaderboard.execution.seeds import AgentSeeds
+from leaderboard.execution.timeouts import DEFAULT_TIMEOUT
 from leaderboard.store import DEFAULT_PATH
-from leaderboard.timeouts import DEFAULT_TIMEOUT
 from testbed.config import check_at_least
 from testbed.errors import InputError, bad_value
 
@@ -106,7 +106,7 @@ def plan(
     """The jobs of a sweep (arguments as `sweep`'s), every input checked: no job runs.
     The checks run in the order the command line's errors come: modules, seeds, problems,
     the sweep's size, problem options, then agents and their overrides (`jobs.expand`)."""
-    from leaderboard.jobs import expand
+    from leaderboard.execution.jobs import expand
 
     import_modules(imports)
     names = [agents] if isinstance(agents, str) else list(agents)
@@ -134,7 +134,7 @@ def run(
     opened, so a cluster that does not answer leaves no file behind; it is closed after.
     The settings in force when it starts (`testbed.settings.current()`, read once) stay in
     force for the whole sweep: its progress, its checkpoints, every worker's."""
-    from leaderboard.runner import run_sweep
+    from leaderboard.execution.runner import run_sweep
     from leaderboard.store import ResultsStore
     from testbed import settings
 
@@ -164,7 +164,7 @@ def make_executor(
     executor object is taken as it is (its settings are its own: none may be given).
     `imports` are what the workers import (`UserModules`: imported in this process already,
     so the inline executor, which runs here, imports nothing again)."""
-    from leaderboard.executors import InlineExecutor, LocalExecutor, RayExecutor
+    from leaderboard.execution.executors import InlineExecutor, LocalExecutor, RayExecutor
 
     here = isinstance(imports, UserModules)
     imports = imports.specs if here else tuple(imports)
@@ -203,7 +203,7 @@ def import_modules(specs: Sequence[str] | UserModules) -> UserModules:
     cannot be imported is one InputError saying why and where. Returns them imported
     (`UserModules`, which `sweep`, `plan` and `make_executor` take as they are); given
     `UserModules`, imports nothing again."""
-    from leaderboard.worker import import_user_module
+    from leaderboard.execution.worker import import_user_module
 
     if isinstance(specs, UserModules):
         return specs

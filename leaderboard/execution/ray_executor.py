@@ -1,10 +1,11 @@
 """`RayExecutor`: the jobs as Ray tasks on a cluster (or a local Ray); results come back
 to the driver, which alone writes the store.
 
-Each task gets its worker settings explicitly (`leaderboard.worker.worker_settings`); the
-variables native libraries read when they load (thread counts) go to Ray's workers through
-its runtime environment. A cluster whose head stops answering stops the sweep as the
-cluster's fault (`HeadWatch`), with every finished job stored.
+Each task gets its worker settings explicitly
+(`leaderboard.execution.worker.worker_settings`); the variables native libraries read when
+they load (thread counts) go to Ray's workers through its runtime environment. A cluster
+whose head stops answering stops the sweep as the cluster's fault (`HeadWatch`), with
+every finished job stored.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from leaderboard.interrupts import Interrupts, recorded_interrupts
-from leaderboard.jobs import JobResult, Unit, failed_results, time_limit
-from leaderboard.timeouts import DEFAULT_TIMEOUT, check_timeout, known_count
-from leaderboard.worker import worker_env, worker_settings
+from leaderboard.execution.interrupts import Interrupts, recorded_interrupts
+from leaderboard.execution.jobs import JobResult, Unit, failed_results, time_limit
+from leaderboard.execution.timeouts import DEFAULT_TIMEOUT, check_timeout, known_count
+from leaderboard.execution.worker import worker_env, worker_settings
 from testbed.config import check_at_least
 from testbed.errors import EnvironmentFault, InputError
 
@@ -56,7 +57,7 @@ class RayConfig:
 
 def _ray_task(job: Unit, chosen: Any, imports: tuple[str, ...]) -> list[JobResult]:
     """One job in a Ray worker: its settings in force, the user's modules imported, run."""
-    from leaderboard.worker import prepare, run_unit
+    from leaderboard.execution.worker import prepare, run_unit
 
     prepare(chosen, imports)
     return run_unit(job)
@@ -188,7 +189,7 @@ class RayExecutor:
 
     def _env(self) -> dict[str, str]:
         """The variables Ray's worker processes start with (their runtime environment)."""
-        from leaderboard.worker import compilation_cache_env, thread_env
+        from leaderboard.execution.worker import compilation_cache_env, thread_env
 
         env = thread_env(self.config.threads_per_worker)
         if ray_endpoint(self.config.address) is None:  # a local Ray: this machine's cache

@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from leaderboard.html import figure, table_name
-from leaderboard.plots import legend_below, line_styles, mpl, task_panels
-from leaderboard.rule_per_cell import HELP, PerCellRule
-from leaderboard.rules import register_rule
-from leaderboard.scoring import MIN_CI_OBSERVATIONS, family_of
-from leaderboard.standings import Board, Ranking
+from leaderboard.ranking.html import figure, table_name
+from leaderboard.ranking.plots import legend_below, line_styles, mpl, task_panels
+from leaderboard.ranking.rule_per_cell import HELP, PerCellRule
+from leaderboard.ranking.rules import register_rule
+from leaderboard.ranking.scoring import MIN_CI_OBSERVATIONS, family_of
+from leaderboard.ranking.standings import Board, Ranking
 from testbed.ranking import REGRET, RankedBy
 
 CURVE_PREFIX = "regret_w"  # the family's regret-curve windows: regret_w00 ... regret_w49
@@ -68,7 +68,7 @@ class RegretRule(PerCellRule):
             parts.append(figure(f"{table_name(board.rankings, ranking)}-curves", fig, caption))
         runs = board.per_observation.get(ranking.family)
         if runs is not None:
-            from leaderboard.html import html_table
+            from leaderboard.ranking.html import html_table
 
             parts.append("<h3>Per seed</h3>")
             columns = self.per_observation_columns(ranking.spec)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from leaderboard.scoring import ENTRY, SHIPPED_LABEL, entry_labels
+from leaderboard.ranking.scoring import ENTRY, SHIPPED_LABEL, entry_labels
 from testbed.errors import InputError, bad_value
 from testbed.ranking import FILL, JOINT_KL, RankedBy
 

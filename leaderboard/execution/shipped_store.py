@@ -1,8 +1,9 @@
 """Our shipped runs and a results store: a finished store's rows in the shipped form
-(`from_results`, which `leaderboard.shipped.write` writes), and shipped runs recorded in
-a store (`restore`), so a sweep whose runs ship computes only the rest.
+(`from_results`, which `leaderboard.ranking.shipped.write` writes), and shipped runs
+recorded in a store (`restore`), so a sweep whose runs ship computes only the rest.
 
-The execution side of shipped runs; ranking reads them through `leaderboard.shipped`.
+The execution side of shipped runs; ranking reads them through
+`leaderboard.ranking.shipped`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from leaderboard.execution.results import load
 from leaderboard.problem_settings import settings_table
-from leaderboard.results import load
 from leaderboard.rows import FRAME_COLUMNS
 from leaderboard.shipped_files import COLUMNS, PROVENANCE, metric_columns, shipped
 from leaderboard.store import ResultsStore
@@ -66,7 +67,7 @@ def restore(name: str, results: str | os.PathLike, keys: Iterable[str]) -> int:
         except ValueError:
             raise InputError(
                 f"shipped results {name!r}: the run {row['key']} has a config or versions "
-                "that is not JSON; allowed: a file written by leaderboard.shipped.write"
+                "that is not JSON; allowed: a file written by leaderboard.ranking.shipped.write"
             ) from None
         runs.append({
             **{c: row[c] for c in ("key", "agent", "config_key", "problem_id", "status")},

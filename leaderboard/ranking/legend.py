@@ -4,7 +4,7 @@ the rule: `Rule.column_help`)."""
 
 from __future__ import annotations
 
-from leaderboard.rules import help_of
+from leaderboard.ranking.rules import help_of
 from testbed.ranking import RankedBy
 
 SHORT_NAMES = {  # terminal and report headers

@@ -1,24 +1,24 @@
 """Executors: run job dicts and hand each result to the driver as it finishes.
 
-`LocalExecutor` (`leaderboard.local_executor`) is a pool of worker processes on this
-machine; `RayExecutor` (`leaderboard.ray_executor`) runs the same jobs as Ray tasks on a
-cluster; `InlineExecutor` runs them in this process (debugging). Every executor enforces a
-per-job timeout (default `DEFAULT_TIMEOUT`, 24 hours: no legitimate job reaches it) and
-turns a hung or dead worker into a failed result, so a sweep always goes on. A group of
-jobs that share one training (`worker.group_dict`) is one job whose limit is the timeout
-per member.
+`LocalExecutor` (`leaderboard.execution.local_executor`) is a pool of worker processes on
+this machine; `RayExecutor` (`leaderboard.execution.ray_executor`) runs the same jobs as
+Ray tasks on a cluster; `InlineExecutor` runs them in this process (debugging). Every
+executor enforces a per-job timeout (default `DEFAULT_TIMEOUT`, 24 hours: no legitimate
+job reaches it) and turns a hung or dead worker into a failed result, so a sweep always
+goes on. A group of jobs that share one training (`worker.group_dict`) is one job whose
+limit is the timeout per member.
 
 Executors take an iterable of job dicts and pull the next job only when a worker is free:
-the sweep driver claims each job just then (see `leaderboard.runner`).
+the sweep driver claims each job just then (see `leaderboard.execution.runner`).
 
-Ctrl-C (`leaderboard.interrupts`): while an executor runs, SIGINT in the driver is
-recorded as well as raised, so a KeyboardInterrupt that Python drops (raised inside a gc
-callback, as JAX registers one, or a `__del__`) is raised again at the next safe point; a
-result that has arrived is stored before the interrupt stops the sweep. Local workers
-hold SIGINT from their first instruction (`leaderboard.processes`), then ignore it: the
-driver alone answers Ctrl-C, a Ctrl-C while a worker still imports the stack prints
-nothing of it, and one that lands while the driver starts a worker waits for the driver,
-never lost.
+Ctrl-C (`leaderboard.execution.interrupts`): while an executor runs, SIGINT in the driver
+is recorded as well as raised, so a KeyboardInterrupt that Python drops (raised inside a
+gc callback, as JAX registers one, or a `__del__`) is raised again at the next safe point;
+a result that has arrived is stored before the interrupt stops the sweep. Local workers
+hold SIGINT from their first instruction (`leaderboard.execution.processes`), then ignore
+it: the driver alone answers Ctrl-C, a Ctrl-C while a worker still imports the stack
+prints nothing of it, and one that lands while the driver starts a worker waits for the
+driver, never lost.
 
 A job that ends its process (`sys.exit()` in an agent: SystemExit) is a failed job like
 any other, in every executor. A job that times out or whose worker dies is stored with
@@ -33,19 +33,23 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from leaderboard.interrupts import Interrupts, recorded_interrupts
-from leaderboard.jobs import JobResult, Unit, failed_results, time_limit
-from leaderboard.local_executor import DEFAULT_WORKER_MEMORY_GB, LocalConfig, LocalExecutor
-from leaderboard.processes import MAIN_GUARD_EXIT, main_guard_error
-from leaderboard.ray_executor import (
+from leaderboard.execution.interrupts import Interrupts, recorded_interrupts
+from leaderboard.execution.jobs import JobResult, Unit, failed_results, time_limit
+from leaderboard.execution.local_executor import (
+    DEFAULT_WORKER_MEMORY_GB,
+    LocalConfig,
+    LocalExecutor,
+)
+from leaderboard.execution.processes import MAIN_GUARD_EXIT, main_guard_error
+from leaderboard.execution.ray_executor import (
     HeadWatch,
     RayConfig,
     RayExecutor,
     check_reachable,
     ray_endpoint,
 )
-from leaderboard.timeouts import DEFAULT_TIMEOUT, NO_LIMIT_ABOVE, check_timeout
-from leaderboard.worker import run_unit_with_time_limit
+from leaderboard.execution.timeouts import DEFAULT_TIMEOUT, NO_LIMIT_ABOVE, check_timeout
+from leaderboard.execution.worker import run_unit_with_time_limit
 from testbed import progress
 
 __all__ = [
@@ -80,7 +84,7 @@ class InlineExecutor:
         self.timeout = check_timeout(timeout)
 
     def run(self, jobs: Iterable[Unit], on_result: OnResult, on_start=None) -> None:
-        from leaderboard.worker import prepare
+        from leaderboard.execution.worker import prepare
 
         with recorded_interrupts() as interrupts:
             prepare(None, self.imports)
