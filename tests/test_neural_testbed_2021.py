@@ -161,6 +161,7 @@ def test_tuned_configs_are_the_shipped_choices_and_untuned_agents_are_refused(
 
     tuned = rnt.configs("tuned")
     rows = shipped(tune.SHIPPED)
+    assert rnt.TUNED == tune.SHIPPED
     assert set(tuned) == set(rows["agent"]) & set(rnt.FIGURE_2021) >= {"mlp", "ensemble+"}
     for agent, config in tuned.items():  # the config each shipped tuned run ran
         ran = rows[rows["agent"] == agent]["config"]
