@@ -336,3 +336,18 @@ def test_the_docs_prior_functions_table_is_the_report_of_the_shipped_runs(tmp_pa
     assert len(table) == 20 and "not run" not in set(table["says"])  # 16 cells + 4 pooled
     docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/real-data.md").read_text()
     assert pf.markdown(table).strip() in docs
+
+
+@pytest.mark.slow  # two reports of the shipped runs with 2,000 bootstrap replicates: ~15 s
+@pytest.mark.parametrize("side", ["2d", "matched"])
+def test_the_docs_mlp_correlation_tables_are_the_report_of_the_shipped_runs(tmp_path, side):
+    """docs/reproductions/real-data.md's mlp tables (each synthetic side) are what
+    `--report --agents mlp` prints on a fresh install (our shipped runs, no store)."""
+    from pathlib import Path
+
+    argv = ["--report", "--agents", "mlp", "--synthetic", side, "--results",
+            str(tmp_path / "none.db"), "--out", str(tmp_path / "out")]  # fmt: skip
+    assert rrd.main(argv) == 0
+    table = (tmp_path / "out" / "correlation.md").read_text().split("\n\n")[0].strip()
+    docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/real-data.md").read_text()
+    assert table.count("| mlp |") == 4 and table in docs
