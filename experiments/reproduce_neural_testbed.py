@@ -12,7 +12,9 @@ interrupted runs resume), then writes into --out
 The agents run at the defaults of the reference's code of the figure's time (each agent's
 best config of its sweep, `FIGURE_2021`: where they differ from today's defaults), or at
 today's defaults (`--agent-configs current`), or at the configs that
-`experiments.tune_references` chose on today's sweep and ships (`--agent-configs tuned`).
+`experiments.tune_references` chose on today's sweep and ships (`--agent-configs tuned`;
+`--tuned bbb` takes only bbb's, the rest as `--agent-configs` says, so that mlp, the
+normaliser, stays as the figure's).
 `--select` instead runs each agent's whole sweep on the problems of one seed group, keeps
 its config with the lowest mean KL (both taus), and reports that config on the other
 groups.
@@ -278,6 +280,9 @@ def _parser():
     parser.add_argument("--results", default="neural-testbed-reproduction.db")
     parser.add_argument("--out", default="neural-testbed-reproduction")
     parser.add_argument("--workers", type=int, default=0, help="parallel jobs (0: one per core)")
+    parser.add_argument("--tuned", default=None, metavar="AGENTS",
+                        help="these agents at tune_references' choice, the rest as "
+                        "--agent-configs (e.g. --tuned bbb: mlp stays the normaliser)")
     parser.add_argument(
         "--select", type=int, default=None, metavar="GROUP",
         help="pick each agent's best sweep config on seed group GROUP (0-9), report the rest",
@@ -317,6 +322,16 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
             f"--agents: {', '.join(untuned)} not tuned yet (experiments.tune_references "
             f"--ship); allowed with --agent-configs tuned: some of {', '.join(overrides)}"
         )
+    tuned_ones = [a.strip() for a in (args.tuned or "").split(",") if a.strip()]
+    if tuned_ones:
+        chosen = tuned_configs()
+        bad = [a for a in tuned_ones if a not in chosen or a not in names]
+        if bad:
+            raise InputError(
+                f"--tuned: got {bad[0]!r}; allowed: agents of --agents that are tuned "
+                f"({', '.join(a for a in chosen if a in names) or 'none'})"
+            )
+        overrides |= {a: chosen[a] for a in tuned_ones}
     ids = generative.sweep_ids(SWEEP)
     if args.problems:
         given = [p.strip() for p in args.problems.split(",") if p.strip()]

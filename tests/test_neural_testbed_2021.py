@@ -154,7 +154,7 @@ def test_figure_configs_and_refusals():
 
 
 def test_tuned_configs_are_the_shipped_choices_and_untuned_agents_are_refused(
-    capsys, monkeypatch
+    capsys, monkeypatch, tmp_path
 ):
     from experiments import tune_references as tune
     from leaderboard.shipped_files import shipped
@@ -169,6 +169,12 @@ def test_tuned_configs_are_the_shipped_choices_and_untuned_agents_are_refused(
             json.dumps(config, sort_keys=True)
         }
         agents.load(agent, **config)
+    args = rnt._parser().parse_args(["--tuned", "ensemble+", "--agents", "mlp,ensemble+",
+                                     "--out", str(tmp_path / "out")])  # fmt: skip
+    _, overrides, _, _ = rnt._checked(args)
+    assert overrides["ensemble+"] == tuned["ensemble+"] and overrides["mlp"] == {}  # 2021's
+    assert rnt.main(["--tuned", "knn", "--agents", "mlp,ensemble+"]) == 2
+    assert "--tuned: got 'knn'" in capsys.readouterr().err
     monkeypatch.setattr(rnt, "tuned_configs", lambda: {"mlp": tuned["mlp"]})  # bbb not tuned
     assert rnt.main(["--agent-configs", "tuned", "--agents", "mlp,bbb"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
