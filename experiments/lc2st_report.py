@@ -95,7 +95,7 @@ def read_shipped(path: Path | None = None):
 def long_frame(results: str, shipped: bool = True):
     """The stored runs of `results` (if the file exists) and, with `shipped`, our shipped
     runs of the cells it does not hold (a cell run here replaces the shipped one)."""
-    from experiments.cells import stored_and_shipped
+    from experiments.reproduction import stored_and_shipped
 
     stored = stored_frame(results) if Path(results).exists() else None
     ours = read_shipped() if shipped and SHIPPED.exists() else None
@@ -108,7 +108,7 @@ def ship(results: str, path: Path) -> str:
     """Merges the finished runs of `results` into our shipped runs at `path` (CSV, gzip):
     a cell the store holds replaces the shipped one, every other is kept; says what it
     wrote."""
-    from experiments.cells import merged_cells
+    from experiments.reproduction import merged_cells
     from leaderboard.outputs import write_atomically
 
     frame, said = merged_cells(stored_frame(results), CELL_FIELDS, path, results, read_shipped)

@@ -39,6 +39,7 @@ Run:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import sys
 from collections.abc import Sequence
@@ -300,38 +301,43 @@ def cell_metrics(cell: Cell, draws: Draws) -> dict[str, float]:
     return out
 
 
-def run_cell(cell: Cell, cache: dict) -> dict[str, Any]:
-    """The cell's stored row, or its failure with the reason (never fatal)."""
-    from experiments.cells import stored_row
+def run_cell(cell: Cell, cache: dict) -> dict[str, float]:
+    """The cell's measures over its trials (its draws from `cache` when another cell of the
+    same sampler run made them)."""
     from testbed.progress import activity
 
-    def compute() -> dict[str, float]:
-        pooled = cell.sampler == "exact" or NUTS_SAMPLERS[cell.sampler].draws in ("pooled", "ess")
-        group = (cell.problem, cell.sampler, cell.trials) + (() if pooled else (cell.n,))
-        if group not in cache:  # pooled draws serve every n: one run of the sampler
-            cache.clear()
-            problem = load_problem(cell.problem, "tests")
-            with activity(f"{cell.key}: drawing {cell.trials:,} trials at once"):
-                cache[group] = Draws(problem, cell.sampler, cell.trials, cell.n)
-        draws = cache[group]
-        draws.n = cell.n
-        with activity(f"{cell.key}: scoring its trials"):  # a heartbeat while it works
-            return cell_metrics(cell, draws)
-
-    return stored_row(
-        compute, cell, agent=cell.sampler, config_key=cell.group,
-        problem_id=f"conjugate/{cell.problem}",
-    )  # fmt: skip
+    pooled = cell.sampler == "exact" or NUTS_SAMPLERS[cell.sampler].draws in ("pooled", "ess")
+    group = (cell.problem, cell.sampler, cell.trials) + (() if pooled else (cell.n,))
+    if group not in cache:  # pooled draws serve every n: one run of the sampler
+        cache.clear()
+        problem = load_problem(cell.problem, "tests")
+        with activity(f"{cell.key}: drawing {cell.trials:,} trials at once"):
+            cache[group] = Draws(problem, cell.sampler, cell.trials, cell.n)
+    draws = cache[group]
+    draws.n = cell.n
+    with activity(f"{cell.key}: scoring its trials"):  # a heartbeat while it works
+        return cell_metrics(cell, draws)
 
 
 def run(cells: Sequence[Cell], results: str) -> int:
-    """Runs the cells not yet stored (a failed one again), committing each row as it
-    finishes; a cell another run of this experiment holds the lease of is left to it (two
-    runs on one store share the work: `experiments.cells`). Returns the number that failed."""
-    from experiments.cells import run_cells
+    """Runs the cells not yet stored (a failed one again; an error is a failure with its
+    reason, never the end of the run), committing each row as it finishes; a cell another
+    run of this experiment holds the lease of is left to it, and waited for (two runs on
+    one store share the work: `experiments.cells`). Returns the number that failed here."""
+    from experiments.cells import CellJob, run_cells
 
     cache: dict = {}
-    return run_cells(cells, results, lambda c: run_cell(c, cache), log)
+    jobs = [
+        CellJob(
+            c,
+            functools.partial(run_cell, c, cache),
+            agent=c.sampler,
+            config_key=c.group,
+            problem_id=f"conjugate/{c.problem}",
+        )
+        for c in cells
+    ]
+    return run_cells(jobs, results, log)
 
 
 # -- the table -------------------------------------------------------------------------
@@ -365,7 +371,7 @@ def long_frame(results: str, shipped: bool = True):
     its number of trials; trial t is one seeded trial in a cell of any size: counted once)."""
     import pandas as pd
 
-    from experiments.cells import stored_and_shipped
+    from experiments.reproduction import stored_and_shipped
 
     stored = stored_frame(results) if Path(results).exists() else None
     ours = pd.read_csv(SHIPPED, comment="#") if shipped and SHIPPED.exists() else None
@@ -378,7 +384,7 @@ def ship(results: str, path: Path) -> str:
     lines: when, which commit, what machine): a cell the store holds replaces ours."""
     import gzip
 
-    from experiments.cells import merged_cells
+    from experiments.reproduction import merged_cells
     from leaderboard.outputs import write_atomically
     from leaderboard.ranking.shipped import provenance
 
@@ -449,7 +455,7 @@ def _parser():
 def _chosen(args, long, problems, samplers, measures, sizes):
     """The stored trials of the cells asked for (by default every stored cell); an
     InputError when none matches."""
-    from experiments.cells import narrowed
+    from experiments.reproduction import narrowed
 
     masks = {
         "--samplers": long["sampler"].isin(samplers),
@@ -465,8 +471,8 @@ def _chosen(args, long, problems, samplers, measures, sizes):
 def _run(args) -> tuple[Any, int]:
     """Runs (or, with --report, reads) the cells asked for: their trials and the number
     of cells that failed."""
-    from experiments.cells import run_unless_report
     from experiments.console import check_range, split_choices
+    from experiments.reproduction import run_unless_report
     from leaderboard.outputs import check_output_path
 
     problems = split_choices(args.problems.replace("conjugate/", ""), "--problems", ALL_PROBLEMS)

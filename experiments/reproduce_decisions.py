@@ -146,9 +146,9 @@ def parse(argv: Sequence[str] | None):
 
 def main(argv: Sequence[str] | None = None) -> int:
     from agents.registry import AGENTS as REGISTERED
-    from experiments.cells import run_unless_report
     from experiments.console import bad_input, check_range, setup_logging, shown_tables
     from experiments.decisions_report import OUTPUTS, write
+    from experiments.reproduction import run_unless_report
     from leaderboard.outputs import check_output_folder, check_output_path
     from testbed import threefry_cpu
     from testbed.registry import unknown_name

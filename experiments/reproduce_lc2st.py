@@ -28,6 +28,7 @@ Run:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import logging
 import sys
@@ -297,30 +298,31 @@ def level_data(cell: Cell, est: Estimators, settings: Settings):
 # -- running ---------------------------------------------------------------------------
 
 
-def run_cell(cell: Cell, est: Estimators, data_cache: dict, settings: Settings) -> dict[str, Any]:
-    """The cell's stored row: its diagnostic's statistic and p-values at each observation,
-    or its failure with the reason (an error or a non-finite result never stops the run)."""
-    from experiments.cells import stored_row
+def run_cell(cell: Cell, est: Estimators, data_cache: dict, settings: Settings) -> dict[str, float]:
+    """The cell's metrics: its diagnostic's statistic and p-values at each observation."""
     from testbed.metrics.local import run_local
 
-    def compute() -> dict[str, float]:
-        group = (cell.kind, cell.task, cell.budget, cell.n_cal, cell.run)
-        if group not in data_cache:
-            data_cache.clear()  # one group's data at a time (10^5 draws a observation)
-            data_cache[group] = (level_data if cell.kind == "level" else npe_data)(
-                cell, est, settings
-            )
-        metrics = {}
-        for stat, r in run_local(cell.diagnostic, data_cache[group]).items():
-            for k in range(len(r.statistic)):
-                metrics[f"{stat}/T/{k + 1}"] = float(r.statistic[k])
-                metrics[f"{stat}/p_sbi/{k + 1}"] = float(r.p_sbi[k])
-                metrics[f"{stat}/p_exact/{k + 1}"] = float(r.p_exact[k])
-        return metrics
+    group = (cell.kind, cell.task, cell.budget, cell.n_cal, cell.run)
+    if group not in data_cache:
+        data_cache.clear()  # one group's data at a time (10^5 draws a observation)
+        data_cache[group] = (level_data if cell.kind == "level" else npe_data)(cell, est, settings)
+    metrics = {}
+    for stat, r in run_local(cell.diagnostic, data_cache[group]).items():
+        for k in range(len(r.statistic)):
+            metrics[f"{stat}/T/{k + 1}"] = float(r.statistic[k])
+            metrics[f"{stat}/p_sbi/{k + 1}"] = float(r.p_sbi[k])
+            metrics[f"{stat}/p_exact/{k + 1}"] = float(r.p_exact[k])
+    return metrics
+
+
+def cell_job(cell: Cell, est: Estimators, data_cache: dict, settings: Settings):
+    """The cell as `experiments.cells` runs it (`run_cell`), with its stored row's fields."""
+    from experiments.cells import CellJob
 
     sizes = {"n_eval": settings.n_eval, "num_trials_null": settings.num_trials_null}
-    return stored_row(
-        compute, cell, agent=cell.diagnostic, config_key=cell.kind,
+    return CellJob(
+        cell, functools.partial(run_cell, cell, est, data_cache, settings),
+        agent=cell.diagnostic, config_key=cell.kind,
         problem_id=f"lc2st/{cell.task}/{cell.budget}/{cell.n_cal}", seed=cell.run,
         config={**dataclasses.asdict(cell), **sizes},
     )  # fmt: skip
@@ -339,7 +341,8 @@ def null_salt(settings: Settings) -> tuple:
 
 
 def run(cells: Sequence[Cell], results: str, settings: Settings = Settings()) -> int:
-    """Runs the cells not yet stored (a failed one again), committing each row as it
+    """Runs the cells not yet stored (a failed one again; an error or a non-finite result
+    is a failure with its reason, never the end of the run), committing each row as it
     finishes (`experiments.cells`); returns the number that failed. The NPEs' trainings
     are checkpointed beside the store (`<results>.checkpoints`, `testbed.checkpoints`) and
     kept: they are the experiment's inputs, so a later run (another diagnostic, more runs,
@@ -353,8 +356,9 @@ def run(cells: Sequence[Cell], results: str, settings: Settings = Settings()) ->
     file = resolved(results)
     nulls = KeptNulls(Path(f"{file}{SUFFIX}"), null_salt(settings))
     est, data_cache = Estimators(nulls), {}
+    jobs = [cell_job(c, est, data_cache, settings) for c in cells]
     with beside_store(file):  # kept: a later command's methods test the same NPEs
-        return run_cells(cells, results, lambda c: run_cell(c, est, data_cache, settings), log)
+        return run_cells(jobs, results, log)
 
 
 # -- command line ----------------------------------------------------------------------
@@ -486,7 +490,7 @@ def _checked(args) -> tuple[list[str], list[str] | None, list[str], Settings, Pa
 def _run(args) -> tuple[Any, Path, int]:
     """Runs (or, with --report, reads) the reproduction: its summary table, the --out
     folder, and the number of cells that failed."""
-    from experiments.cells import run_unless_report
+    from experiments.reproduction import run_unless_report
 
     for path in args.imports:
         import_file(path)
@@ -517,7 +521,7 @@ def _chosen(args, long, parts, tasks, settings: Settings):
     """The rows of the parts, tasks, budgets and N_cal given (left at their defaults:
     every stored and shipped row; the diagnostics and runs never narrow the tables, so a
     diagnostic of yours is tabled beside ours); an InputError when none matches."""
-    from experiments.cells import narrowed
+    from experiments.reproduction import narrowed
 
     defaults, masks = _parser(), {}
     if args.parts != defaults.get_default("parts"):

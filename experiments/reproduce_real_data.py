@@ -288,7 +288,7 @@ def ship(results: str, path: str, keys: set[str]) -> str:
     e.g. the tuned references' held-out runs in a shared store, stay out); says what it
     wrote."""
     import leaderboard
-    from experiments.cells import merged_cells
+    from experiments.reproduction import merged_cells
     from leaderboard.execution.shipped_store import from_results
     from leaderboard.ranking import shipped
     from leaderboard.shipped_files import shipped as shipped_rows
@@ -381,8 +381,8 @@ def prior_functions(args, real: dict[str, list[str]], out: Path) -> int:
     """`--prior-functions`: Figure 7's jobs (`experiments.prior_functions`) run unless
     `--report`, shipped with `--ship`, then its table."""
     from experiments import prior_functions as pf
-    from experiments.cells import run_unless_report
     from experiments.console import shown, stored_keys
+    from experiments.reproduction import run_unless_report
     from leaderboard.outputs import check_output_path
 
     planned = pf.jobs(real)
@@ -410,9 +410,9 @@ def prior_functions(args, real: dict[str, list[str]], out: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cells import run_unless_report
     from experiments.console import bad_input, setup_logging, shown_tables
     from experiments.real_data_report import OUTPUTS, write
+    from experiments.reproduction import run_unless_report
     from leaderboard.outputs import check_output_folder, check_output_path
     from testbed import threefry_cpu
 

@@ -32,6 +32,7 @@ Run:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import sys
 import time
@@ -50,7 +51,6 @@ log = logging.getLogger("testbed.wyb")
 PROBLEMS = tuple(range(1, 22))
 AGENTS = ("pymc", "nutpie", "pyro", "stan", "numpyro", "blackjax", "exact")
 PRIORS = ("matched", "paper")
-STUDENT_T = range(7, 16)  # the paper's Student-t model: parameters (nu, sigma)
 NUM_WARMUP, NUM_SAMPLES = 200, 1000  # the benchmark's sizes
 STUDENT_T = range(7, 16)  # the benchmark's model of P7-15: a Student-t (no exact posterior)
 
@@ -284,41 +284,46 @@ def measures(cell: Cell, problem, predictive, family) -> dict[str, float]:
 # -- running ---------------------------------------------------------------------------
 
 
-def run_cell(cell: Cell, shapes: set) -> dict[str, Any]:
-    """The cell's stored row: its measures, or its failure with the reason."""
+def run_cell(cell: Cell, shapes: set) -> dict[str, float]:
+    """The cell's measures, and the PPL's training and evaluation seconds."""
     import generative
-    from experiments.cells import stored_row
 
-    def compute() -> dict[str, float]:
-        problem = generative.load(cell.problem_id)
-        shape = (cell.agent, cell.prior, problem.family.name, problem.num_train, problem.family.dim)
-        first = shape not in shapes
-        shapes.add(shape)
-        t0 = time.perf_counter()
-        predictive, family = predictive_of(cell, problem)
-        train_seconds = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        metrics = measures(cell, problem, predictive, family)
-        metrics.update(
-            train_seconds=train_seconds,
-            evaluation_seconds=time.perf_counter() - t1,
-            first_in_process=float(first),
-        )
-        return metrics
-
-    return stored_row(
-        compute, cell, agent=cell.agent, config_key=cell.prior, problem_id=cell.problem_id,
-        seed=cell.seed,
-    )  # fmt: skip
+    problem = generative.load(cell.problem_id)
+    shape = (cell.agent, cell.prior, problem.family.name, problem.num_train, problem.family.dim)
+    first = shape not in shapes
+    shapes.add(shape)
+    t0 = time.perf_counter()
+    predictive, family = predictive_of(cell, problem)
+    train_seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    metrics = measures(cell, problem, predictive, family)
+    metrics.update(
+        train_seconds=train_seconds,
+        evaluation_seconds=time.perf_counter() - t1,
+        first_in_process=float(first),
+    )
+    return metrics
 
 
 def run(cells: Sequence[Cell], results: str, rerun_failed: bool = False) -> int:
-    """Runs the cells not yet stored (ok, or failed unless `rerun_failed`), committing each
-    row as it finishes (`experiments.cells`); returns the number that failed."""
-    from experiments.cells import run_cells
+    """Runs the cells not yet stored (ok, or failed unless `rerun_failed`; a failing PPL is
+    a failure with its reason, never the end of the run), committing each row as it
+    finishes (`experiments.cells`); returns the number that failed."""
+    from experiments.cells import CellJob, run_cells
 
     shapes: set = set()
-    return run_cells(cells, results, lambda c: run_cell(c, shapes), log, rerun_failed=rerun_failed)
+    jobs = [
+        CellJob(
+            c,
+            functools.partial(run_cell, c, shapes),
+            agent=c.agent,
+            config_key=c.prior,
+            problem_id=c.problem_id,
+            seed=c.seed,
+        )
+        for c in cells
+    ]
+    return run_cells(jobs, results, log, rerun_failed=rerun_failed)
 
 
 # -- command line ----------------------------------------------------------------------
@@ -376,7 +381,7 @@ def _chosen(args, frame):
     """The cells of the agents, problems and priors given (left at their defaults: every
     stored and shipped cell; --seeds never narrows the tables); an InputError when none
     matches."""
-    from experiments.cells import narrowed
+    from experiments.reproduction import narrowed
 
     defaults, masks = parse([]), {}
     if args.agents != defaults.agents:
@@ -391,8 +396,8 @@ def _chosen(args, frame):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.cells import run_unless_report
     from experiments.console import bad_input, setup_logging, shown
+    from experiments.reproduction import run_unless_report
 
     args = parse(argv)
     setup_logging()

@@ -202,7 +202,7 @@ def ship(table: pd.DataFrame, results: str, path: Path) -> str:
     `path` (an agent shipped here replaces its earlier rows; the others are kept); says
     what it wrote. An agent with a job not finished is left out and named."""
     import generative
-    from experiments.cells import merged_cells
+    from experiments.reproduction import merged_cells
     from leaderboard.execution.shipped_store import from_results
     from leaderboard.execution.sweeping import plan
     from leaderboard.ranking import shipped

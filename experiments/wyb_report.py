@@ -62,7 +62,7 @@ def read_shipped(path: Path | None = None):
 def load_frame(results: str, shipped: bool = True):
     """The stored cells of `results` (if it exists) and, with `shipped`, our shipped cells
     it does not hold (a cell run here replaces the shipped one), of one MCMC size."""
-    from experiments.cells import stored_and_shipped
+    from experiments.reproduction import stored_and_shipped
 
     stored = stored_frame(results).assign(source="stored") if Path(results).exists() else None
     ours = read_shipped().assign(source="shipped") if shipped and SHIPPED.exists() else None
@@ -90,7 +90,7 @@ def ship(results: str, path: Path) -> str:
     shipped one, every other is kept; says what it wrote."""
     import gzip
 
-    from experiments.cells import merged_cells
+    from experiments.reproduction import merged_cells
     from leaderboard.outputs import write_atomically
     from leaderboard.ranking.shipped import provenance
 
