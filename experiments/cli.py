@@ -280,7 +280,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_salvage(args: argparse.Namespace) -> int:
-    from leaderboard.salvage import salvage
+    from leaderboard.store.salvage import salvage
     from testbed.errors import InputError
 
     done = salvage(args.results, args.out, args.wal)

@@ -350,7 +350,7 @@ def run(cells: Sequence[Cell], results: str, settings: Settings = Settings()) ->
     diagnostics share, in `<results>.nulls` (`experiments.kept_nulls`)."""
     from experiments.cells import run_cells
     from experiments.kept_nulls import SUFFIX, KeptNulls
-    from leaderboard.store_checks import resolved
+    from leaderboard.store.checks import resolved
     from testbed.checkpoints import beside_store
 
     file = resolved(results)

@@ -174,9 +174,6 @@ def test_the_length_check_counts_code_not_docstrings_or_comments(tmp_path):
 # reports. Neither imports the other; the top-level modules are neutral (what both read of
 # a row's form) and import neither; the glue is where a results file is loaded and ranked.
 SUB_PACKAGES = {"execution": "execution", "ranking": "ranking", "store": "execution"}
-# The store's modules at the top level, execution until the store is a package
-# (`leaderboard.store`, which SUB_PACKAGES names already)
-STORE_UNTIL_PACKAGE = {"store_checks", "stored_rows", "salvage", "wal", "leases"}
 GLUE = {"leaderboard", "leaderboard.load_and_rank"}
 NO_SIDE = "SUB_PACKAGES (tests/test_architecture.py)"
 MAY_NOT_IMPORT = {  # side -> the sides it may not import
@@ -195,16 +192,7 @@ def _side(module: str) -> str | None:
     parts = module.split(".")[1:]  # below `leaderboard`
     if parts[0] in SUB_PACKAGES:
         return SUB_PACKAGES[parts[0]]
-    if len(parts) > 1:
-        return None
-    return "execution" if parts[0] in STORE_UNTIL_PACKAGE else "neutral"
-
-
-def _is_store(module: str) -> bool:
-    parts = module.split(".")
-    return parts[:2] == ["leaderboard", "store"] or (
-        len(parts) == 2 and parts[0] == "leaderboard" and parts[1] in STORE_UNTIL_PACKAGE
-    )
+    return None if len(parts) > 1 else "neutral"
 
 
 def _side_violations(graph: dict[str, set[str]]) -> list[str]:
@@ -259,7 +247,7 @@ def test_the_store_imports_neither_the_worker_nor_generative():
     wrong = [
         f"{name} imports {target}"
         for name, targets in graph.items()
-        if _is_store(name)
+        if name.split(".")[:2] == ["leaderboard", "store"]
         for target in targets
         if target == "leaderboard.execution.worker" or target.split(".")[0] == "generative"
     ]

@@ -32,8 +32,8 @@ from leaderboard.execution.executors import InlineExecutor
 from leaderboard.execution.jobs import Job, expand
 from leaderboard.execution.results import load
 from leaderboard.execution.runner import run_sweep
-from leaderboard.salvage import salvage
 from leaderboard.store import ResultsStore
+from leaderboard.store.salvage import salvage
 from testbed.base import Data, PriorKnowledge, Quality
 from testbed.errors import InputError
 

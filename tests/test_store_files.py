@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from experiments.cli import main
-from leaderboard import store as store_module
 from leaderboard.execution.jobs import Job
 from leaderboard.execution.results import load
-from leaderboard.salvage import salvage
 from leaderboard.store import ResultsStore
+from leaderboard.store import results_store as store_module
+from leaderboard.store.salvage import salvage
 from testbed.errors import InputError
 
 
@@ -304,7 +304,7 @@ def test_a_full_disk_at_creation_leaves_no_empty_store(tmp_path):
 def test_a_ctrl_c_at_creation_leaves_no_empty_store(tmp_path, monkeypatch, where):
     """CI: a Ctrl-C between SQLite making the file and the schema's commit left a 0-byte
     `.db` that the next `testbed report` refused as "an empty file"."""
-    import leaderboard.store as store_module
+    import leaderboard.store.results_store as store_module
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt

@@ -88,6 +88,11 @@ Refused before any change, in one line.
   test_results_safety.py::test_a_damaged_store_gives_one_line_for_every_command;
   test_results_safety.py::test_a_damaged_schema_page_gives_one_line;
   test_edge_faults.py::test_damage_in_the_wal_is_refused_and_salvaged_never_read_in_part
+- bytes altered on disk: SQLite's quick check at every open (the two above); the store
+  reads the log itself only where SQLite would drop committed rows without a word (both
+  fail without leaderboard.store.wal):
+  test_edge_faults.py::test_damage_in_the_wal_is_refused_and_salvaged_never_read_in_part;
+  test_store_files.py::test_a_zeroed_wal_is_refused_not_read_as_an_empty_store
 - a -wal of another store, a zeroed one: test_store_files.py::test_a_stale_wal_of_another_store_is_refused_and_nothing_is_written;
   test_store_files.py::test_a_zeroed_wal_is_refused_not_read_as_an_empty_store
 - a read-only path for a sweep: test_leaderboard.py::test_read_only_results_paths
@@ -143,7 +148,8 @@ from leaderboard.execution.executors import InlineExecutor
 from leaderboard.execution.jobs import expand
 from leaderboard.execution.runner import run_sweep
 from leaderboard.outputs import check_output_path, write_atomically
-from leaderboard.store import SQLITE_IOERR, ResultsStore
+from leaderboard.store import ResultsStore
+from leaderboard.store.results_store import SQLITE_IOERR
 from testbed.errors import EnvironmentFault, InputError
 
 TESTS = Path(__file__).resolve().parent

@@ -19,21 +19,15 @@ from pathlib import Path
 def _proc_stat(pid: int) -> list[str] | None:
     """Fields of /proc/<pid>/stat after the command name (Linux), else None."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return text.rsplit(")", 1)[1].split()
-
-
-def start_token(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (tells a reused pid apart)."""
-    fields = _proc_stat(pid)
-    return fields[19] if fields and len(fields) > 19 else None
 
 
 @dataclasses.dataclass(frozen=True)
 class Owner:
-    """A sweep driver: one per results-store connection (`tag` separates two in a process)."""
+    """A sweep driver: one per results-store connection (`tag` separates two in a process).
+    `start`: its process's start time in clock ticks since boot (tells a reused pid apart)."""
 
     host: str
     pid: int
@@ -43,7 +37,9 @@ class Owner:
     @classmethod
     def me(cls) -> Owner:
         pid = os.getpid()
-        return cls(socket.gethostname(), pid, start_token(pid), uuid.uuid4().hex[:8])
+        fields = _proc_stat(pid)
+        start = fields[19] if fields and len(fields) > 19 else None
+        return cls(socket.gethostname(), pid, start, uuid.uuid4().hex[:8])
 
     @property
     def id(self) -> str:
@@ -69,10 +65,7 @@ class Owner:
             return False
         return self.start is None or fields[19] == self.start
 
-
-def lease_live(owner: Owner, expires_at: float | None, now: float | None = None) -> bool:
-    """Whether a lease still holds: not expired and its owner not known to be gone."""
-    now = time.time() if now is None else now
-    if expires_at is not None and now >= expires_at:
-        return False
-    return owner.alive() is not False
+    def holds(self, expires_at: float | None, now: float | None = None) -> bool:
+        """Whether its lease still holds: not expired, and this owner not known to be gone."""
+        now = time.time() if now is None else now
+        return (expires_at is None or now < expires_at) and self.alive() is not False
