@@ -150,7 +150,7 @@ def rank(
     per observation too with `per_observation`).
 
     `normalize`: 'default' (each family's own normaliser), an agent name, or None /
-    'none'. `metric` (a rule's, e.g. 'kl' or 'c2st') keeps only that rule's tables. With
+    'none'. `metric` (a rule's `Rule.metric`) keeps only that rule's tables. With
     `sweep`, only the sweep's problems count. Each ranking gets a `rank` column (1 =
     best; ties share one). With `unranked_ok`, results with nothing to rank give a board
     without rankings instead of an error. With `shipped` (default), our shipped runs of

@@ -118,8 +118,8 @@ def _section(board: Board, spec: RankedBy, rankings: list[Ranking]) -> list[str]
             part_cols = [c for c in cols if c != "rank"]
             part_cols.insert(part_cols.index("label") + 1, "coverage")
             columns.append("coverage")
-            name = f"{table_name(board.rankings, r)}-partial"  # REPLICA of an old bug
-            parts.append(_ranking_table(r.partial, name, part_cols, table_norm, spec))
+            apart = f"{table_name(board.rankings, r)}-partial"  # (`name`: the plots' captions)
+            parts.append(_ranking_table(r.partial, apart, part_cols, table_norm, spec))
         parts += rule.table_extras(board, r)
     parts.append(html_legend(spec.short, columns, norm, spec))
     parts += rule.section_plots(board, spec, rankings, norm, phrase, name)

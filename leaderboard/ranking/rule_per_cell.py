@@ -182,11 +182,6 @@ class PerCellRule(Rule):
         paper = [f"paper_{spec.short}"] if spec.settings.published else []
         return ["label", "task", "budget", "observation", spec.short, *paper]
 
-    def report_columns(self, ranking: Ranking) -> list[str]:
-        """As before: the report leaves the mean out (REPLICA of an old bug)."""
-        mean = f"mean_{ranking.spec.short}"
-        return [c for c in super().report_columns(ranking) if c != mean]
-
     def per_observation_title(self, spec: RankedBy, family: str) -> str:
         published = spec.settings.published
         beside = f", beside {published}'s" if published else ""
