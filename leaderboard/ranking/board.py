@@ -145,8 +145,8 @@ def rank(
 ) -> Board:
     """Ranks the rows `df` (from the results file `results`, named in messages) as each
     family present declares (`RankedBy`): each rule present ranks its families (the
-    Neural Testbed's tables per family and what its tables are per, the SBI benchmark's
-    per cell over observations with the published results the family names beside ours;
+    Neural Testbed's a table per family and part, `Rule.part_name`; the SBI benchmark's
+    per cell over observations with the published results the family names beside ours,
     per observation too with `per_observation`).
 
     `normalize`: 'default' (each family's own normaliser), an agent name, or None /

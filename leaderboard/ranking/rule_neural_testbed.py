@@ -424,7 +424,8 @@ class NeuralTestbedRule(Rule):
         return table
 
     def partial_note(self, ranking: Ranking) -> str:
-        return super().partial_note(ranking)[:-1] + " (a problem not run is not counted 1e6)."
+        said = super().partial_note(ranking).removesuffix(".")
+        return f"{said} (a problem not run is not counted 1e6)."
 
     def section_plots(self, board: Board, spec: RankedBy, rankings: list[Ranking],
                       norm: str | None, phrase: str, name: str) -> list[str]:  # fmt: skip

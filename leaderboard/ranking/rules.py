@@ -238,11 +238,6 @@ def rule_of(spec: RankedBy) -> Rule:
     return RULES[spec.rule]
 
 
-def metrics() -> list[str]:
-    """The `--metric` choices: one per registered rule."""
-    return list(dict.fromkeys(rule.metric for rule in RULES.values()))
-
-
 def by_rule(specs: Mapping[str, RankedBy]) -> list[tuple[Rule, dict[str, RankedBy]]]:
     """The families `specs` grouped by their rule, rules in the order first declared."""
     out: dict[int, tuple[Rule, dict[str, RankedBy]]] = {}
