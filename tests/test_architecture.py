@@ -5,6 +5,7 @@ included), and imports point downward: experiments -> leaderboard -> agents, gen
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -307,3 +308,93 @@ def test_the_trace_counts_the_comebacks_to_a_module():
 
     assert returns(["a:f", "a:g", "b:h", "a:k", "c:m", "b:n"]) == 2
     assert returns(["a:f", "b:g", "c:h"]) == 0
+
+
+# ------------------------------------------------------------ rules own their presentation
+# The generic ranking modules: they loop over the rules present and name no rule's notion
+# (the Neural Testbed's tau) nor a column a rule shows; a rule module says those.
+GENERIC_RANKING = ("board", "standings", "rules", "legend", "notes", "tables", "report", "html",
+                   "plots")  # fmt: skip
+RULE_MODULES = ("rule_", "scoring_")  # a rule's modules: rule_<name>, scoring_<name>
+
+
+def _rule_columns() -> tuple[set[str], set[str]]:
+    """The columns the rules show for the registered families, those of the base rule and
+    of the shared legend aside; and their prefixes before a family's `short`
+    (`normalized_`), as an f-string spells them."""
+    import generative
+    import leaderboard  # noqa: F401  (registers the built-in rules)
+    from leaderboard.ranking import legend, rules
+
+    columns, prefixes = set(), set()
+    for name in generative.FAMILIES:
+        spec = generative.FAMILIES.get(name).ranked_by
+        if spec is None:
+            continue
+        rule = rules.rule_of(spec)
+        own = {*rule.columns(spec), *rule.per_observation_columns(spec), *rule.column_help,
+               *rule.short_names} - {*rules.Rule().columns(spec), *legend.COLUMN_HELP,
+                                     *legend.HEADERS}  # fmt: skip
+        columns |= own
+        prefixes |= {c[: -len(spec.short)] for c in own if c.endswith(f"_{spec.short}")}
+    return columns, prefixes
+
+
+def _strings(tree: ast.AST) -> list[ast.Constant]:
+    """The string constants of a module, its docstrings aside."""
+    docs = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            docs.add(id(body[0].value))
+    strings = [n for n in ast.walk(tree) if isinstance(n, ast.Constant)]
+    return [n for n in strings if isinstance(n.value, str) and id(n) not in docs]
+
+
+def _presentation_violations(sources: dict[str, str], columns: set[str],
+                             prefixes: set[str]) -> list[str]:  # fmt: skip
+    """Where a generic module (name -> source) says tau (code, docstrings or comments),
+    names a rule's column (a string that is one, or an f-string piece ending in a prefix
+    of one), or imports a rule's module."""
+    found, modules = [], _modules()
+    for name, source in sorted(sources.items()):
+        found += [f"{name}:{i}: tau" for i, line in enumerate(source.splitlines(), 1)
+                  if re.search(r"\btau\b", line)]  # fmt: skip
+        tree = ast.parse(source)
+        for node in _strings(tree):
+            words = set(re.findall(r"\w+", node.value))
+            named = {node.value} & columns or {w for w in words if "_" in w} & columns
+            named |= {p for p in prefixes if node.value.endswith(p)}
+            found += [f"{name}:{node.lineno}: column {c!r}" for c in sorted(named)]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                base = getattr(node, "module", None)
+                names = [base or "", *(f"{base}.{a.name}" if base else a.name for a in node.names)]
+                rule = [n for n in names
+                        if n in modules and n.split(".")[-1].startswith(RULE_MODULES)]  # fmt: skip
+                found += [f"{name}:{node.lineno}: imports {n}" for n in rule]
+    return found
+
+
+def test_generic_ranking_code_names_no_rules_notion_nor_column():
+    sources = {n: (ROOT / "leaderboard" / "ranking" / f"{n}.py").read_text()
+               for n in GENERIC_RANKING}  # fmt: skip
+    assert _presentation_violations(sources, *_rule_columns()) == []
+
+
+def test_the_presentation_check_finds_tau_a_rules_column_and_a_rules_import():
+    columns, prefixes = _rule_columns()
+    assert {"normalized_kl", "pct_health", "ci_low", "paper_c2st"} <= columns
+    assert {"normalized_", "paper_"} <= prefixes and "rank" not in columns
+    sources = {
+        "board": 'keep = ["rank", "label", "pct_health"]\n',
+        "report": "def f(short):\n    return f'normalized_{short}'  # one table per tau\n",
+        "html": "from leaderboard.ranking.rule_neural_testbed import best_rows\n",
+        "notes": 'def g():\n    """Docstrings may say normalized_kl."""\n    return "each task"\n',
+    }
+    assert _presentation_violations(sources, columns, prefixes) == [
+        "board:1: column 'pct_health'",
+        "html:1: imports leaderboard.ranking.rule_neural_testbed",
+        "report:2: tau",
+        "report:2: column 'normalized_'",
+    ]

@@ -170,3 +170,70 @@ def test_a_rule_of_ones_own_needs_a_name_and_a_metric_and_its_own_rank():
     rule = rule_of(RankedBy(score="s", name="s", rule=Unranked()))
     with pytest.raises(NotImplementedError, match="rule 'mine': a Rule subclass overrides rank"):
         rule.rank(None, {}, None)
+
+
+# ------------------------------------------------------------ a rule's settings are its own
+def test_a_declaration_keeps_its_rules_settings_apart_and_refuses_another_rules():
+    import dataclasses
+
+    from testbed.ranking import JOINT_KL, NeuralTestbedSettings, PerCellSettings, RankedBy, c2st
+
+    assert JOINT_KL.settings == NeuralTestbedSettings(
+        normalizer="uniform", finite_share="pct_finite_kl", marginal_name="marginal KL"
+    )
+    assert JOINT_KL.normalizer == "uniform" and JOINT_KL.short == "kl"  # read through
+    nll = dataclasses.replace(JOINT_KL, score="joint_nll", short="nll", finite_share="f")
+    said = (nll.settings.finite_share, nll.settings.normalizer, nll.short)
+    assert said == ("f", "uniform", "nll")
+    sbi = c2st(("task",), replicate="k")
+    assert sbi.settings == PerCellSettings(cell=("task",), replicate="k") and sbi.short == "c2st"
+    with pytest.raises(
+        InputError,
+        match="ranked_by normalizer: got 'uniform'; allowed: the "
+        "settings of rule 'observations': cell, replicate, apart, published",
+    ):
+        c2st(("task",), normalizer="uniform")
+    with pytest.raises(
+        InputError,
+        match="ranked_by cell: got .*rule 'neural_testbed': "
+        "normalizer, finite_share, clip_negative, accuracy, marginal_name",
+    ):
+        RankedBy(score="s", name="s", cell=("task",))
+    with pytest.raises(InputError, match=r"ranked_by cell: got \(\); allowed: settings columns"):
+        RankedBy(score="s", name="s", rule="observations")
+    with pytest.raises(InputError, match="ranked_by settings: got PerCellSettings"):
+        dataclasses.replace(sbi, rule="neural_testbed")  # the settings of another rule
+
+
+def test_a_rule_of_ones_own_declares_its_settings_and_its_tables_key():
+    import dataclasses
+
+    import pandas as pd
+
+    from leaderboard.ranking.board import rank
+    from leaderboard.ranking.rules import Rule
+    from testbed.ranking import RankedBy
+
+    @dataclasses.dataclass(frozen=True)
+    class Cut:
+        at: float = 1.0
+
+    class CutRule(Rule):
+        name, metric, settings_type = "cut", "cut", Cut
+
+    spec = RankedBy(score="s", name="s", rule=CutRule(), at=2.0)
+    assert spec.settings == Cut(2.0) and spec.short == "s"  # no rule default: the score
+    with pytest.raises(
+        InputError, match="ranked_by finite_share: got 'x'; allowed: the settings of rule 'cut': at"
+    ):
+        RankedBy(score="s", name="s", rule=CutRule(), finite_share="x")
+    with pytest.raises(InputError, match="ranked_by normalizer: .*rule 'mine': none"):
+        RankedBy(score="s", name="s", rule=type("Mine", (Rule,), {"name": "mine"})(),
+                 normalizer="uniform")  # fmt: skip
+    rows = pd.DataFrame({"key": ["k"], "agent": ["a"], "config_key": ["c"], "config": ["{}"],
+                         "problem_id": ["coin/4"], "agent_seed": [0], "status": ["ok"],
+                         "kl_estimate": [0.1]})  # fmt: skip
+    board = rank(rows, shipped=False, tau=1)  # the Neural Testbed rule's tables' key
+    assert [(r.part, r.tau) for r in board.rankings] == [(1, 1)]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'size'"):
+        rank(rows, shipped=False, size=1)  # no rule's tables are per `size`

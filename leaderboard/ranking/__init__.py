@@ -13,7 +13,8 @@ published results). The modules, one thing each:
   tau), rule_per_cell (the SBI benchmark's: per cell over observations), rule_regret (the
   bandit's: per cell, on regret); scoring (what every rule reads alike),
   scoring_neural_testbed and scoring_per_cell (the two rules' scores);
-- legend, notes, tables: what a table's columns mean, the notes under it, its text forms;
+- legend, notes, tables: the legend the rules' lines make, the notes under the tables,
+  their text forms (a rule owns its columns' headers, help and figures: `Rule`);
 - report (`testbed report`), html, plots: the HTML report and its figures;
 - literature (published results), shipped (our shipped runs): the rows shown beside.
 """

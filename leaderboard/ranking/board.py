@@ -1,12 +1,12 @@
 """The leaderboard: a results frame -> the ranking tables of every family present.
 
 Each problem family declares how it is ranked (`testbed.ranking.RankedBy`, given when it
-registers): the metric and the rule (`leaderboard.ranking.rules`: the Neural Testbed's,
-one table per tau; the SBI benchmark's, per cell over observations; or a family's own),
-its normaliser and the published results shown beside. Families are never pooled: each
-rule ranks its families, and the board loops over the rules present. Nothing here names a
-family, a rule or a score. Ranking reads DataFrames: loading a results file is
-`leaderboard.build`'s (`leaderboard.load_and_rank`).
+registers): the metric, the rule (`leaderboard.ranking.rules`: the Neural Testbed's, the
+SBI benchmark's per cell over observations, or a family's own) and the rule's settings.
+Families are never pooled: each rule ranks its families, and the board loops over the
+rules present; the tables' columns, titles and legend lines are the rules'. Nothing here
+names a family, a rule, a score or a rule's column. Ranking reads DataFrames: loading a
+results file is `leaderboard.build`'s (`leaderboard.load_and_rank`).
 """
 
 from __future__ import annotations
@@ -19,13 +19,7 @@ import pandas as pd
 
 from leaderboard.ranking import rules, scoring
 from leaderboard.ranking import shipped as shipped_runs
-from leaderboard.ranking.legend import (
-    COLUMN_HELP,
-    SHORT_NAMES,
-    TERMINAL_LEGEND,
-    column_help,
-    matches,
-)
+from leaderboard.ranking.legend import COLUMN_HELP, SHORT_NAMES, column_help, header, matches
 from leaderboard.ranking.notes import (
     coverage_notes,
     failures_command,
@@ -35,17 +29,16 @@ from leaderboard.ranking.notes import (
     shipped_notes,
     sweep_command,
 )
-from leaderboard.ranking.rules import Scope, rule_of
-from leaderboard.ranking.standings import SHIPPED_SUFFIX, Board, Ranking, over, stderr_cells, whose
+from leaderboard.ranking.rules import Rule, Scope, rule_of
+from leaderboard.ranking.standings import SHIPPED_SUFFIX, Board, Ranking, whose
 from testbed.errors import InputError, bad_value
 from testbed.ranking import RankedBy
 
 __all__ = [  # the ranking's public names, wherever they are defined
     "COLUMN_HELP", "SHORT_NAMES", "SHIPPED_SUFFIX", "Board", "Ranking", "column_help",
     "coverage_notes", "failures_command", "failures_note", "legend", "missing_note",
-    "over", "partial_title", "problem_universe", "rank", "runtimes", "scope_notes",
-    "shipped_notes", "shown_columns", "stderr_cells", "sweep_command", "tables", "title",
-    "whose",
+    "partial_title", "problem_universe", "rank", "runtimes", "scope_notes",
+    "shipped_notes", "shown_columns", "sweep_command", "tables", "title", "whose",
 ]  # fmt: skip
 
 
@@ -108,23 +101,32 @@ def _runs_sweep(held: pd.DataFrame, results, sweep: str, ids: list[str], imports
     )
 
 
-def _metrics() -> list[str]:
-    """The `metric` choices: 'auto', and the metric of every registered rule and of each
-    rule a registered family declares as an object of its own."""
+def _declared_rules() -> list[Rule]:
+    """The registered rules, and each rule a registered family declares as an object of
+    its own."""
     import generative
 
     families = (generative.FAMILIES.get(name) for name in generative.FAMILIES)
     declared = [f.ranked_by for f in families if f.ranked_by is not None]
-    own = [rule_of(spec).metric for spec in declared if isinstance(spec.rule, rules.Rule)]
-    return list(dict.fromkeys(["auto", *rules.metrics(), *own]))
+    own = [rule_of(spec) for spec in declared if isinstance(spec.rule, rules.Rule)]
+    return list(dict.fromkeys([*rules.RULES.values(), *own]))
 
 
-def _check_args(metric: str, tau: int | None) -> None:
-    allowed = _metrics()
+def _check_args(metric: str, only: dict) -> dict:
+    """`metric` is a rule's (or 'auto'); each key of `only` names the tables of a rule
+    (`Rule.part_name`) and its value is one (None: every one): the keys asked for."""
+    declared = _declared_rules()
+    allowed = list(dict.fromkeys(["auto", *(rule.metric for rule in declared)]))
     if metric not in allowed:
         raise bad_value("metric", metric, allowed)
-    if tau is not None and (isinstance(tau, bool) or not isinstance(tau, int) or tau < 1):
-        raise InputError(f"tau: got {tau!r}; allowed: an integer >= 1, or None (every tau)")
+    parts = {rule.part_name: rule for rule in declared if rule.part_name}
+    for name in only:
+        if name not in parts:
+            raise TypeError(f"rank() got an unexpected keyword argument {name!r}")
+    for name, value in only.items():
+        if value is not None:
+            parts[name].check_part(value)
+    return {name: value for name, value in only.items() if value is not None}
 
 
 def rank(
@@ -132,7 +134,6 @@ def rank(
     *,
     results: str | os.PathLike | None = None,
     sweep: str | None = None,
-    tau: int | None = None,
     normalize: str | None = "default",
     best_only: bool = True,
     metric: str = "auto",
@@ -140,15 +141,16 @@ def rank(
     unranked_ok: bool = False,
     shipped: bool = True,
     imports: Sequence[str] = (),
+    **only: object,
 ) -> Board:
     """Ranks the rows `df` (from the results file `results`, named in messages) as each
     family present declares (`RankedBy`): each rule present ranks its families (the
-    Neural Testbed's tables per family and tau, the SBI benchmark's per cell over
-    observations with the published results the family names beside ours; per
-    observation too with `per_observation`).
+    Neural Testbed's a table per family and part, `Rule.part_name`; the SBI benchmark's
+    per cell over observations with the published results the family names beside ours,
+    per observation too with `per_observation`).
 
     `normalize`: 'default' (each family's own normaliser), an agent name, or None /
-    'none'. `metric` (a rule's, e.g. 'kl' or 'c2st') keeps only that rule's tables. With
+    'none'. `metric` (a rule's `Rule.metric`) keeps only that rule's tables. With
     `sweep`, only the sweep's problems count. Each ranking gets a `rank` column (1 =
     best; ties share one). With `unranked_ok`, results with nothing to rank give a board
     without rankings instead of an error. With `shipped` (default), our shipped runs of
@@ -156,8 +158,10 @@ def rank(
     user's, labelled `<agent> (ours, shipped)`; `Board.df` holds the user's rows only.
     `df=None` ranks our shipped runs of the sweep's problems alone (`sweep` required):
     where the reference agents stand. `imports`: the user's modules (`--import`), named
-    in the commands the notes and errors suggest."""
-    _check_args(metric, tau)
+    in the commands the notes and errors suggest. `only`: a keyword a rule names its
+    tables' key by (`Rule.part_name`, e.g. the Neural Testbed's), keeping only that key's
+    tables of the rule (None: every key)."""
+    only = _check_args(metric, only)
     ids = problem_universe(sweep)
     published = shipped  # the published rows beside, as our shipped ones (--no-shipped: none)
     if df is None:
@@ -167,17 +171,19 @@ def rank(
     specs = _of_metric(scoring.ranked_by(sorted(set(scoring.family_of(df["problem_id"])))),
                        metric, df, results, sweep)  # fmt: skip
     ranked, held, none = _with_shipped(df, specs, ids) if shipped else (df, {}, {})
-    scope = Scope(ids, tau, normalize, best_only, per_observation, published,
+    scope = Scope(ids, only, normalize, best_only, per_observation, published,
                   scoring.entry_labels(ranked))  # fmt: skip
-    rankings, clean, per_obs, taus = [], {}, {}, set()
+    rankings, clean, per_obs, parts = [], {}, {}, {}
     for rule, theirs in rules.by_rule(specs):
         made = rule.rank(ranked, theirs, scope)
         rankings += made.rankings
         clean.update(made.clean)
         per_obs.update(made.per_observation)
-        taus |= made.taus
-    if tau is not None and taus and not any(r.tau == tau for r in rankings):
-        raise bad_value("tau", tau, sorted(taus))
+        parts.setdefault(rule.part_name, set()).update(made.parts)
+    for name, value in only.items():
+        if parts.get(name) and not any(r.part == value and r.rule.part_name == name
+                                       for r in rankings):  # fmt: skip
+            raise bad_value(name, value, sorted(parts[name]))
     if normalize not in (None, "default", "none") and not any(r.rule.normalised for r in rankings):
         raise InputError(
             f"normalize: got {normalize!r}, but these results have no ranking to normalise "
@@ -186,7 +192,7 @@ def rank(
     if not rankings and not unranked_ok:
         raise _nothing_to_rank(df, results, sweep)
     order = {f: i for i, f in enumerate(_registration_order())}
-    rankings.sort(key=lambda r: (order.get(r.family, len(order)), r.tau or 0))
+    rankings.sort(key=lambda r: order.get(r.family, len(order)))  # stable: a rule's order
     ranked_families = {r.family for r in rankings}
     none = {f: source for f, source in none.items() if f in ranked_families}
     path = None if results is None else os.fspath(results)
@@ -302,8 +308,9 @@ def _nothing_to_rank(df: pd.DataFrame, results, sweep: str | None) -> InputError
 
 
 def title(board: Board, ranking: Ranking) -> str:
-    """A ranking table's title, as its rule says it: what it scores (marginal at tau =
-    1), its family when several families share a section, its tau and normaliser."""
+    """A ranking table's title, as its rule says it: what it scores, its family when
+    several families share a section, and what else the rule says (e.g. its part and
+    normaliser)."""
     shared = next(rs for s, rs in board.sections() if s.name == ranking.spec.name)
     return ranking.rule.title(ranking, len({r.family for r in shared}) > 1)
 
@@ -315,101 +322,76 @@ def shown_columns(spec: RankedBy) -> list[str]:
 
 def partial_title(board: Board, ranking: Ranking) -> str:
     """The title of a ranking's table of configs that ran part of its problems."""
-    norm = ranking.table.attrs.get("normalizer")
-    scale = f", normalised by {norm}'s mean on the same problems" if norm else ""
-    return (
-        f"{title(board, ranking)}: configs that ran part of the problems, each scored over "
-        f"those it ran{scale}; not ranked with the table above"
-    )
+    return ranking.rule.partial_title(title(board, ranking), ranking)
+
+
+def _part_columns(board: Board) -> list[str]:
+    """The columns that say a table's part in csv/json rows (one per rule that names its
+    tables' key, registered or present), so that the rows of every table line up."""
+    present = [r.rule for r in board.rankings]
+    return list(dict.fromkeys(r.part_name for r in [*rules.RULES.values(), *present]
+                              if r.part_name))  # fmt: skip
+
+
+def _full(table: pd.DataFrame, ranking: Ranking, parts: list[str]) -> pd.DataFrame:
+    """A table with every column, its family and part as fields, and whose rows they are."""
+    said = {p: ranking.part if ranking.rule.part_name == p else None for p in parts}
+    shown = table.assign(family=ranking.family, **said)
+    if "label" in shown:
+        shown["whose"] = whose(shown["label"]).to_numpy()
+    return shown
 
 
 def tables(board: Board, full: bool = False) -> list[tuple[str, pd.DataFrame]]:
-    """(title, table) pairs for display; `full` keeps every column and adds the table's
-    family and tau (csv/json output)."""
+    """(title, table) pairs for display, as each table's rule shows it; `full` keeps every
+    column and adds the table's family and part (csv/json output)."""
     out = []
+    parts = _part_columns(board)
     for ranking in board.rankings:
-        shown = ranking.table
-        if not full:
-            keep = [*shown_columns(ranking.spec), "num_seed_groups"]  # (why a stderr is blank)
-            shown = shown[[c for c in keep if c in shown.columns]]
-            shown = shown.drop(
-                columns=[c for c in ranking.rule.optional if c in shown and shown[c].isna().all()]
-            )
-            if not ranking.table.attrs.get("normalizer"):
-                shown = unnormalised(shown, ranking.spec.short)
-        else:
-            shown = shown.assign(family=ranking.family, tau=ranking.tau)
-            if "label" in shown:
-                shown["whose"] = whose(shown["label"]).to_numpy()
-        shown.attrs["spec"] = ranking.spec
-        if not full:
-            shown = _display(shown)
-        out.append((title(board, ranking), shown))
+        titled = [(title(board, ranking), ranking.table, False)]
         if len(ranking.partial):
-            part = ranking.partial
+            titled.append((partial_title(board, ranking), ranking.partial, True))
+        for said, table, apart in titled:
             if full:
-                part = part.assign(family=ranking.family, tau=ranking.tau)
-                part["whose"] = whose(part["label"]).to_numpy()
+                shown = _full(table, ranking, parts)
             else:
-                cols = [c for c in shown_columns(ranking.spec) if c != "rank"]
-                cols.insert(cols.index("label") + 1, "coverage")
-                part = part[[c for c in cols if c in part.columns] + (
-                    ["num_seed_groups"] if "num_seed_groups" in part else [])]  # fmt: skip
-                part = part.drop(
-                    columns=[c for c in ranking.rule.optional if c in part and part[c].isna().all()]
-                )
-                if not ranking.table.attrs.get("normalizer"):
-                    part = unnormalised(part, ranking.spec.short)
-                part = _display(part)
-            part.attrs["spec"] = ranking.spec
-            out.append((partial_title(board, ranking), part))
+                shown = _display(ranking.rule.shown(table, ranking, apart))
+            shown.attrs["spec"] = ranking.spec
+            out.append((said, shown))
     for fam, runs in board.per_observation.items():
         spec = next(r.spec for r in board.rankings if r.family == fam)
-        cols = rule_of(spec).per_observation_columns(spec)
+        rule = rule_of(spec)
+        cols = rule.per_observation_columns(spec)
         shown = runs if full else runs[[c for c in cols if c in runs.columns]]
         shown.attrs["spec"] = spec
-        published = f", beside {spec.published}'s" if spec.published else ""
-        out.append((f"{spec.name} per observation on {fam}{published}", shown))
+        out.append((rule.per_observation_title(spec, fam), shown))
     return out
 
 
 def _display(shown: pd.DataFrame) -> pd.DataFrame:
-    """A table as shown: a blank standard error says why; `whose` beside the agent when
-    the table mixes the user's rows with our shipped ones."""
+    """A table as shown: `whose` beside the agent when the table mixes the user's rows with
+    our shipped ones."""
     shown = shown.copy()
-    if "normalized_stderr" in shown and "num_seed_groups" in shown:
-        shown["normalized_stderr"] = stderr_cells(shown)
-    shown = shown.drop(columns=["num_seed_groups"], errors="ignore")
     if "label" in shown and len(set(whose(shown["label"]))) > 1:
         shown.insert(list(shown.columns).index("label") + 1, "whose", whose(shown["label"]))
     return shown
 
 
-def unnormalised(shown: pd.DataFrame, short: str) -> pd.DataFrame:
-    """A table with no normalising agent: the score shown once (its "normalised" copy
-    dropped), its standard error after it."""
-    columns = [c for c in shown.columns if c not in (f"normalized_{short}", "normalized_stderr")]
-    if "normalized_stderr" in shown and f"mean_{short}" in columns:
-        columns.insert(columns.index(f"mean_{short}") + 1, "normalized_stderr")
-    return shown[columns]
-
-
 def legend(board: Board) -> list[str]:
     """What the shown tables' less obvious headers mean, one line each (printed under the
-    terminal's tables)."""
+    terminal's tables): the columns each table's rule explains (`Rule.legend_patterns`)."""
     lines = ["Lower is better for every ranked score unless its legend says otherwise; "
              "rank 1 is the best."]  # fmt: skip
     seen: set[str] = set()
     specs = {r.family: r.spec for r in board.rankings}
     for _, table in tables(board):
         spec = table.attrs.get("spec") or next(iter(specs.values()), None)
-        for pattern in (*TERMINAL_LEGEND, *rules.legend_columns(spec), spec.short if spec else "-"):
+        patterns = rule_of(spec).legend_patterns(spec) if spec is not None else ()
+        for pattern in patterns:
             for column in table.columns:
                 if column not in seen and matches(column, pattern):
                     seen.add(column)
-                    name = SHORT_NAMES.get(column, column)
-                    if spec is not None and column == spec.short:  # a per-observation table
-                        name += " (per observation table)"
+                    name = rule_of(spec).legend_name(column, spec) or header(column, spec)
                     lines.append(f"{name}: {column_help(column, spec)}")
     return lines + shipped_notes(board)
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from leaderboard.ranking.legend import SHORT_NAMES, column_help
+from leaderboard.ranking.legend import column_help, header
+from leaderboard.ranking.rules import rule_of
 from leaderboard.ranking.tables import fmt_cell
 from testbed.ranking import RankedBy
 
@@ -23,21 +24,10 @@ def esc(value: Any) -> str:
 
 
 def help_text(column: str, normalizer: str | None = None, spec: RankedBy | None = None) -> str:
-    """What `column` means (a header's tooltip and legend line)."""
+    """What `column` means (a header's tooltip and legend line), in a table normalised by
+    `normalizer` (None: not normalised), as the rule of `spec` says it."""
     text = column_help(column, spec)
-    if column.startswith("normalized_") and column != "normalized_stderr":
-        if normalizer:
-            named_above = "the normalising agent's (named above the table)"
-            text = text.replace(named_above, f"{normalizer}'s")
-            text = text.replace("the normalising agent", normalizer)
-        else:
-            text += " (not normalised here: the mean itself)"
-    return text
-
-
-def header(column: str) -> str:
-    """A column's short header."""
-    return SHORT_NAMES.get(column, str(column))
+    return text if spec is None else rule_of(spec).normalised_help(text, column, normalizer)
 
 
 def _cell(column: str, value: Any, cells: dict[str, Any] | None) -> str:
@@ -67,7 +57,7 @@ def html_table(
     text = {c for c in cols if len(df) and isinstance(df[c].iloc[0], str)}  # left-aligned
     head = "".join(
         f'<th{_TEXT if c in text else ""} title="{esc(help_text(c, normalizer, spec))}">'
-        f"{html.escape(header(c))}</th>"
+        f"{html.escape(header(c, spec))}</th>"
         for c in cols
     )
     body = []
@@ -86,7 +76,8 @@ def html_legend(
 ) -> str:
     """A legend: one line per column header (the rank and agent columns need none)."""
     lines = [
-        f"<dt>{html.escape(header(c))}</dt><dd>{html.escape(help_text(c, normalizer, spec))}</dd>"
+        f"<dt>{html.escape(header(c, spec))}</dt>"
+        f"<dd>{html.escape(help_text(c, normalizer, spec))}</dd>"
         for c in dict.fromkeys(columns)
         if c not in ("label", "agent")
     ]
@@ -113,8 +104,10 @@ def figure(name: str, fig, caption: str) -> str:
 
 
 def table_name(rankings: list, ranking) -> str:
-    """A table's data-table name: `<short>-tau-<tau>` (or `<short>` over observations),
-    with the family when several families of `rankings` share the short name."""
+    """A table's data-table name: `<short>-<part name>-<part>` (`<short>` for a rule with
+    one table a family), with the family when several families of `rankings` share the
+    short name."""
     sharing = {r.family for r in rankings if r.spec.short == ranking.spec.short}
     name = ranking.spec.short if len(sharing) == 1 else f"{ranking.spec.short}-{ranking.family}"
-    return name if ranking.observations else f"{name}-tau-{ranking.tau}"
+    part = ranking.rule.part_name
+    return f"{name}-{part}-{ranking.part}" if part else name

@@ -1,6 +1,6 @@
 """The lines said under the rankings: failed jobs and how to see them, the sweep's
-problems not run yet, configs scored apart, the scope of a ranking without a sweep, and
-what the tables leave out of our shipped runs."""
+problems not run yet, what each rule says its tables leave out, the scope of a ranking
+without a sweep, and what the tables leave out of our shipped runs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Sequence
 
 from leaderboard.ranking import shipped as shipped_runs
-from leaderboard.ranking.standings import Board, over
+from leaderboard.ranking.standings import Board
 
 
 def failures_command(results: str | os.PathLike, sweep: str | None = None) -> str:
@@ -62,29 +62,13 @@ def missing_note(board: Board) -> str | None:
 
 
 def coverage_notes(board: Board) -> list[str]:
-    """One line per family whose tables leave out, or score apart, configs that ran part
-    of the ranked problems, naming each and what it ran; and one per table ranked over
-    part of its problems (no config ran them all)."""
+    """The lines each family's rule says of what its tables leave out or rank apart
+    (`Rule.coverage_notes`: e.g. configs that ran part of the ranked problems, scored
+    apart), then `scope_notes`."""
     lines = []
     for family in board.families():
-        rankings = [r for r in board.rankings if r.family == family and not r.observations]
-        ran: dict[str, list[str]] = {}
-        for r in rankings:
-            n = r.table.attrs.get("num_problems", 0)
-            at = f" at tau {r.tau}" if r.tau is not None else ""
-            for label, k in r.coverage.items():
-                ran.setdefault(label, []).append(f"{k} of {n}{at}")
-        if ran:
-            each = "; ".join(f"{label} ({', '.join(v)})" for label, v in sorted(ran.items()))
-            lines.append(
-                f"{family}: configs that ran part of the ranked problems are shown apart, "
-                f"each scored over those it ran, not ranked with the configs that ran them "
-                f"all (a missing problem is not counted 1e6): {each}."
-            )
-        for r in rankings:
-            if over(r):
-                lines.append(f"{family}{'' if r.tau is None else f', tau {r.tau}'}: ranked"
-                             f"{over(r)[1:]}.")  # fmt: skip
+        rankings = [r for r in board.rankings if r.family == family]
+        lines += rankings[0].rule.coverage_notes(board, rankings)
     return lines + scope_notes(board)
 
 

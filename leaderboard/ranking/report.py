@@ -15,22 +15,29 @@ from typing import Any
 import pandas as pd
 
 from leaderboard.outputs import check_output_path, write_atomically
-from leaderboard.ranking.board import runtimes, shown_columns
+from leaderboard.ranking.board import runtimes
 from leaderboard.ranking.html import esc, figure, html_legend, html_table, table_name
-from leaderboard.ranking.legend import COMPILE_NOTE
+from leaderboard.ranking.legend import COMPILE_NOTE, runtime_note
 from leaderboard.ranking.notes import coverage_notes, missing_note, shipped_notes
 from leaderboard.ranking.plots import one_colour_per_agent, plot_runtimes
-from leaderboard.ranking.rule_neural_testbed import best_rows as _best_rows
-from leaderboard.ranking.rule_neural_testbed import plot_by_agent, plot_vs_num_train
-from leaderboard.ranking.rule_per_cell import plot_vs_budget
-from leaderboard.ranking.rules import rule_of
-from leaderboard.ranking.standings import SHIPPED_SUFFIX, Board, Ranking, stderr_cells, whose
+from leaderboard.ranking.rules import RULES, rule_of
+from leaderboard.ranking.standings import SHIPPED_SUFFIX, Board, Ranking, whose
 from testbed.ranking import RankedBy
 
-__all__ = [  # the report's names, and the figures tests and docs draw through it
-    "plot_by_agent", "plot_runtimes", "plot_vs_budget", "plot_vs_num_train", "render_report",
-    "write_report", "html_table", "_best_rows",
-]  # fmt: skip
+__all__ = ["html_table", "plot_runtimes", "render_report", "write_report"]
+# the names scripts imported from here before their rules owned them: (old, the rule's)
+_FORMER = {"_best_rows": "best_rows"}
+
+
+def __getattr__(name: str) -> Any:
+    """A figure a registered rule draws (`Rule.figures`, e.g. `plot_vs_budget`),
+    importable from here as before the rules owned their figures."""
+    wanted = _FORMER.get(name, name)
+    for rule in RULES.values():
+        if wanted in rule.figures:
+            return getattr(rule, wanted)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Narrow screens: the page never scrolls sideways; a wide table scrolls inside its box.
 _CSS = """
@@ -69,66 +76,33 @@ FAMILY_NOTE = (
     "health, best config per agent and normaliser), as the Neural Testbed ranks each of "
     "its sweeps on its own."
 )
-RUNTIME_NOTE = (
-    "Seconds per finished job, medians beside means: " + COMPILE_NOTE + "; a training "
-    "shared by several problems (tau pairs) counts once in the training seconds."
-)
-
-
-def _tau_phrase(taus: list[Any]) -> str:
-    """'marginal predictions (tau = 1)', 'joint predictions (tau = 10)' or both."""
-    taus = [t for t in taus if t is not None]
-    if not taus:
-        return ""
-    marginal = [t for t in taus if t == 1]
-    joint = [str(t) for t in taus if t != 1]
-    if marginal and joint:
-        return f"marginal (tau = 1) and joint (tau = {', '.join(joint)}) predictions"
-    if marginal:
-        return "marginal predictions (tau = 1)"
-    return f"joint predictions (tau = {', '.join(joint)})"
 
 
 def _table_title(ranking: Ranking) -> str:
-    title = f"{ranking.family} problems"
-    if ranking.tau == 1:
-        title += ", tau = 1: marginal predictions (one test input at a time)"
-    elif ranking.tau is not None:
-        title += f", tau = {ranking.tau}: joint predictions over {ranking.tau} test inputs together"
-    return ranking.rule.table_title(ranking, title)
+    return ranking.rule.table_title(ranking, f"{ranking.family} problems")
 
 
 def _section(board: Board, spec: RankedBy, rankings: list[Ranking]) -> list[str]:
-    """A ranking section: heading, notes, one table per family and tau (families are never
-    pooled), a legend, its plots."""
-    taus = list(dict.fromkeys(r.tau for r in rankings))
-    phrase = _tau_phrase(taus)
-    name = spec.title(1) if taus == [1] else spec.name  # one test input: a marginal score
+    """A ranking section: heading, notes, one table per family and part (families are
+    never pooled), a legend, its plots; as the section's rule says them."""
+    rule = rule_of(spec)
+    name, phrase = rule.section_name(spec, rankings)
     heading = f"{name}: {phrase}" if phrase else name
     parts = [f"<h2>{html.escape(heading)}</h2>"]
-    rule = rule_of(spec)
     for note in (spec.note, rule.note):
         if note:
             parts.append(f'<p class="note">{html.escape(note)}</p>')
     if len({r.family for r in rankings}) > 1:
         parts.append(f'<p class="note">{html.escape(FAMILY_NOTE)}</p>')
-    bare = [r for r in rankings if r.rule.normalised and r.table.attrs.get("normalizer") is None]
-    if spec.normalizer and bare:
-        parts.append(
-            f'<p class="note">Tables marked "not normalised" show the mean score itself: their '
-            f"results hold no run of {html.escape(spec.normalizer)}, the normalising agent "
-            "(--normalize AGENT normalises by another).</p>"
-        )
+    notes = rule.section_notes(spec, rankings)  # (text: its quotes are not escaped)
+    parts += [f'<p class="note">{html.escape(n, quote=False)}</p>' for n in notes]
     norms = {r.table.attrs.get("normalizer") for r in rankings}
     norm = next(iter(norms)) if len(norms) == 1 else None
     columns: list[str] = []
     for r in rankings:
         table_norm = r.table.attrs.get("normalizer")
         parts.append(f"<h3>{html.escape(_table_title(r))}</h3>")
-        cols = [c for c in shown_columns(spec) if c in r.table.columns]
-        if table_norm is None:  # the normalised column would repeat the mean: the mean
-            mean = f"mean_{spec.short}"  # takes its place, its standard error beside it
-            cols = [mean if c == f"normalized_{spec.short}" else c for c in cols if c != mean]
+        cols = rule.report_columns(r)
         if len(r.table):
             table = table_name(board.rankings, r)  # not `name`: the plots' captions use that
             parts.append(_ranking_table(r.table, table, cols, table_norm, spec))
@@ -137,20 +111,15 @@ def _section(board: Board, spec: RankedBy, rankings: list[Ranking]) -> list[str]
         labels = r.table["label"] if "label" in r.table else pd.Series([], dtype=object)
         columns += cols + (["whose"] if len(set(whose(labels))) > 1 else [])
         if len(r.partial):
-            scale = (
-                f", normalised by {table_norm}'s mean on the same problems" if table_norm else ""
-            )
             parts.append(
-                f'<p class="note" data-partial="{esc(table_name(board.rankings, r))}">Apart: agent '
-                f"configs that ran part of these problems, each scored over those it ran"
-                f"{html.escape(scale)}; not ranked with the table above (a problem not run "
-                "is not counted 1e6).</p>"
+                f'<p class="note" data-partial="{esc(table_name(board.rankings, r))}">'
+                f"{html.escape(rule.partial_note(r))}</p>"
             )
             part_cols = [c for c in cols if c != "rank"]
             part_cols.insert(part_cols.index("label") + 1, "coverage")
             columns.append("coverage")
-            name = f"{table_name(board.rankings, r)}-partial"
-            parts.append(_ranking_table(r.partial, name, part_cols, table_norm, spec))
+            apart = f"{table_name(board.rankings, r)}-partial"  # (`name`: the plots' captions)
+            parts.append(_ranking_table(r.partial, apart, part_cols, table_norm, spec))
         parts += rule.table_extras(board, r)
     parts.append(html_legend(spec.short, columns, norm, spec))
     parts += rule.section_plots(board, spec, rankings, norm, phrase, name)
@@ -160,11 +129,9 @@ def _section(board: Board, spec: RankedBy, rankings: list[Ranking]) -> list[str]
 def _ranking_table(
     table: pd.DataFrame, name: str, cols: list[str], norm: str | None, spec: RankedBy
 ) -> str:
-    """A ranking table as HTML: a blank standard error says why, and the user's rows are
+    """A ranking table as HTML: its cells as its rule shows them, and the user's rows
     highlighted, with a `whose` column, when our shipped rows are beside them."""
-    shown = table.copy()
-    if "normalized_stderr" in shown and "num_seed_groups" in shown:
-        shown["normalized_stderr"] = stderr_cells(shown)
+    shown = rule_of(spec).cells(table.copy())
     kinds = list(whose(shown["label"])) if "label" in shown else []
     classes = None
     if len(set(kinds)) > 1:
@@ -268,7 +235,7 @@ def _runtimes_section(df: pd.DataFrame) -> list[str]:
     parts = []
     timing = runtimes(df)
     parts.append("<h2>Runtimes</h2>")
-    parts.append(f'<p class="note">{html.escape(RUNTIME_NOTE)}</p>')
+    parts.append(f'<p class="note">{html.escape(runtime_note())}</p>')
     if len(timing):
         shown = [c for c in timing.columns if c not in ("agent", "config_key")]
         parts.append(html_table(timing, "timings", shown))

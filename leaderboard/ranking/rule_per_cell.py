@@ -1,7 +1,9 @@
 """The SBI benchmark's ranking rule: per agent config and cell (the family's declared
 cell, e.g. task and budget), the mean score over the observations with a bootstrap
 interval, the best config per agent over its cells, and the published results the family
-names beside ours; its score-against-budget figure and the runs one by one."""
+names beside ours; its tables' columns, headers and legend lines, its score-against-budget
+figure and the runs one by one. A family declares it with
+`testbed.ranking.PerCellSettings`."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from leaderboard.ranking.plots import legend_below, line_styles, mpl, task_panel
 from leaderboard.ranking.rules import Ranked, Rule, Scope, register_rule
 from leaderboard.ranking.scoring import MIN_CI_OBSERVATIONS
 from leaderboard.ranking.standings import Board, Ranking
-from testbed.ranking import OBSERVATIONS, RankedBy
+from testbed.ranking import OBSERVATIONS, PerCellSettings, RankedBy
 
 HELP = {
     "task": "simulator task",
@@ -36,97 +38,19 @@ HELP = {
     "observation": "the SBI benchmark's observation number",
     "c2st": "C2ST at this observation (0.5 is perfect; lower is better)",
 }
-
-
-class PerCellRule(Rule):
-    """The SBI benchmark's rule (see the module doc and `.scoring_per_cell`)."""
-
-    name = OBSERVATIONS
-    metric = "c2st"
-    over_observations = True
-    column_help = HELP
-    terminal_legend = ()  # the shared legend (board.TERMINAL_LEGEND) explains its columns
-
-    def rank(self, df: pd.DataFrame, specs: Mapping[str, RankedBy], scope: Scope) -> Ranked:
-        """One ranking per family, with its published results beside ours (`literature`;
-        with `scope.published`, the published algorithms as labelled rows too, also in
-        the cells of the sweep none of ours ran), and with `scope.per_observation` its
-        runs one by one."""
-        rows = scoring_per_cell.observation_rows(df, specs)
-        out = Ranked()
-        for fam, g in rows.groupby("family", sort=False) if len(rows) else ():
-            spec = specs[fam]
-            table = scoring_per_cell.observation_table(
-                g, scope.labels, best_only=scope.best_only, lower_is_better=spec.lower_is_better
-            )
-            runs = scoring_per_cell.per_observation(
-                g, scope.labels, table if scope.best_only else None
-            )
-            table = literature.beside(table, runs, spec.published)
-            if scope.published:
-                table = _with_paper_rows(table, g, fam, spec, scope.ids)
-            table = table.rename(columns={"mean_score": f"mean_{spec.short}"})
-            by_cell = table.groupby(["task", "budget"], sort=False)[f"mean_{spec.short}"]
-            ascending = spec.lower_is_better
-            table["rank"] = by_cell.rank(method="min", ascending=ascending, na_option="bottom")
-            table["rank"] = table["rank"].astype(int)
-            table.attrs.update(spec=spec, normalizer=None)
-            out.rankings.append(Ranking(spec, fam, None, table))
-            if scope.per_observation:
-                runs = literature.per_observation(runs, spec.published)
-                out.per_observation[fam] = runs.rename(columns={"score": spec.short})
-        return out
-
-    def columns(self, spec: RankedBy) -> list[str]:
-        paper = [f"paper_{spec.short}", "paper_min", "paper_max", "paper_source"]
-        paper = paper if spec.published else []
-        return ["task", "budget", "rank", "label", f"mean_{spec.short}", "ci_low", "ci_high",
-                "num_observations", *paper]  # fmt: skip
-
-    def per_observation_columns(self, spec: RankedBy) -> list[str]:
-        paper = [f"paper_{spec.short}"] if spec.published else []
-        return ["label", "task", "budget", "observation", spec.short, *paper]
-
-    def title(self, ranking: Ranking, shared: bool) -> str:
-        spec = ranking.spec
-        said = spec.title(ranking.tau)
-        said += " per task x budget (mean over observations, 95% bootstrap CI, none below "
-        said += f"{MIN_CI_OBSERVATIONS} observations"
-        said += (
-            f"; {spec.published}: its algorithms as rows '<ALGORITHM> ({spec.published} "
-            "paper)' and its mean and range beside each of ours, over the same observations)"
-            if (spec.published)
-            else ")"
-        )
-        return f"{said} on {ranking.family}"
-
-    def table_title(self, ranking: Ranking, title: str) -> str:
-        return title + " (mean over observations, ranked within each task and budget)"
-
-    def table_extras(self, board: Board, ranking: Ranking) -> list[str]:
-        """The score against budget per task, and the runs one by one when asked for."""
-        parts = []
-        fig = plot_vs_budget(ranking)
-        spec = ranking.spec
-        name = table_name(board.rankings, ranking)
-        if fig is not None:
-            published = (
-                f"; dotted, crosses: {spec.published}'s algorithms over the same observations; "
-                f"dashed beside an agent of ours: {spec.published}'s mean and range for it"
-                if spec.published
-                else ""
-            )
-            caption = (
-                f"Mean {spec.name} over observations with 95% bootstrap CI (none below "
-                f"{MIN_CI_OBSERVATIONS} observations){published}."
-            )
-            parts.append(figure(f"{name}-vs-budget", fig, caption))
-        runs = board.per_observation.get(ranking.family)
-        if runs is not None:
-            parts.append("<h3>Per observation</h3>")
-            columns = self.per_observation_columns(spec)
-            parts.append(html_table(runs, f"{name}-per-observation", columns, spec=spec))
-        return parts
+SHORT_NAMES = {  # terminal and report headers
+    "mean_c2st": "C2ST",
+    "ci_low": "CI low",
+    "ci_high": "CI high",
+    "num_observations": "obs",
+    "paper_c2st": "paper C2ST",
+    "paper_min": "paper min",
+    "paper_max": "paper max",
+    "paper_source": "paper",
+    "observation": "obs",
+    "c2st": "C2ST",
+}
+TERMINAL_LEGEND = ("rank", "mean_*", "ci_low", "num_observations", "paper_*", "coverage", "whose")
 
 
 def _sweep_cells(ids: Sequence[str], fam: str, spec: RankedBy) -> pd.DataFrame:
@@ -152,7 +76,7 @@ def _with_paper_rows(
             ran = set(zip(cells["task"], cells["budget"]))
             fresh = [(t, b) not in ran for t, b in zip(sweep["task"], sweep["budget"])]
             cells = pd.concat([cells, sweep.loc[fresh, list(cells.columns)]], ignore_index=True)
-    paper = literature.paper_rows(cells, spec.published, fam)
+    paper = literature.paper_rows(cells, spec.settings.published, fam)
     if not len(paper):
         return table
     table = pd.concat([table, paper], ignore_index=True)
@@ -203,6 +127,122 @@ def plot_vs_budget(ranking: Ranking):
         ax.set_ylabel(mpl(ranking.spec.name))
     legend_below(fig, axes)
     return fig
+
+
+class PerCellRule(Rule):
+    """The SBI benchmark's rule (see the module doc and `.scoring_per_cell`)."""
+
+    name = OBSERVATIONS
+    metric = "c2st"
+    settings_type = PerCellSettings
+    over_observations = True
+    column_help = HELP
+    short_names = SHORT_NAMES
+    terminal_legend = TERMINAL_LEGEND
+    figures = ("plot_vs_budget",)
+    plot_vs_budget = staticmethod(plot_vs_budget)
+
+    def rank(self, df: pd.DataFrame, specs: Mapping[str, RankedBy], scope: Scope) -> Ranked:
+        """One ranking per family, with its published results beside ours (`literature`;
+        with `scope.published`, the published algorithms as labelled rows too, also in
+        the cells of the sweep none of ours ran), and with `scope.per_observation` its
+        runs one by one."""
+        rows = scoring_per_cell.observation_rows(df, specs)
+        out = Ranked()
+        for fam, g in rows.groupby("family", sort=False) if len(rows) else ():
+            spec = specs[fam]
+            table = scoring_per_cell.observation_table(
+                g, scope.labels, best_only=scope.best_only, lower_is_better=spec.lower_is_better
+            )
+            runs = scoring_per_cell.per_observation(
+                g, scope.labels, table if scope.best_only else None
+            )
+            table = literature.beside(table, runs, spec.settings.published)
+            if scope.published:
+                table = _with_paper_rows(table, g, fam, spec, scope.ids)
+            table = table.rename(columns={"mean_score": f"mean_{spec.short}"})
+            by_cell = table.groupby(["task", "budget"], sort=False)[f"mean_{spec.short}"]
+            ascending = spec.lower_is_better
+            table["rank"] = by_cell.rank(method="min", ascending=ascending, na_option="bottom")
+            table["rank"] = table["rank"].astype(int)
+            table.attrs.update(spec=spec, normalizer=None)
+            out.rankings.append(Ranking(spec, fam, None, table))
+            if scope.per_observation:
+                runs = literature.per_observation(runs, spec.settings.published)
+                out.per_observation[fam] = runs.rename(columns={"score": spec.short})
+        return out
+
+    def columns(self, spec: RankedBy) -> list[str]:
+        paper = [f"paper_{spec.short}", "paper_min", "paper_max", "paper_source"]
+        paper = paper if spec.settings.published else []
+        return ["task", "budget", "rank", "label", f"mean_{spec.short}", "ci_low", "ci_high",
+                "num_observations", *paper]  # fmt: skip
+
+    def per_observation_columns(self, spec: RankedBy) -> list[str]:
+        paper = [f"paper_{spec.short}"] if spec.settings.published else []
+        return ["label", "task", "budget", "observation", spec.short, *paper]
+
+    def per_observation_title(self, spec: RankedBy, family: str) -> str:
+        published = spec.settings.published
+        beside = f", beside {published}'s" if published else ""
+        return f"{super().per_observation_title(spec, family)}{beside}"
+
+    def help(self, column: str, spec: RankedBy) -> str | None:
+        """The published results' columns as the family says them, then the rule's."""
+        published = spec.settings.published
+        paper = dict(getattr(published, "column_help", ()))
+        if column in paper:
+            return paper[column]
+        own = super().help(column, spec)
+        if own is None and column == f"paper_{spec.short}":
+            return f"the published {spec.name} ({published}) at the same cell"
+        return own
+
+    def legend_name(self, column: str, spec: RankedBy) -> str | None:
+        """The score of a run one by one is said to be the per observation table's."""
+        return f"{self.header(column) or column} (per observation table)" if (
+            column == spec.short) else None  # fmt: skip
+
+    def title(self, ranking: Ranking, shared: bool) -> str:
+        spec, published = ranking.spec, ranking.spec.settings.published
+        said = spec.name
+        said += " per task x budget (mean over observations, 95% bootstrap CI, none below "
+        said += f"{MIN_CI_OBSERVATIONS} observations"
+        said += (
+            f"; {published}: its algorithms as rows '<ALGORITHM> ({published} "
+            "paper)' and its mean and range beside each of ours, over the same observations)"
+            if published
+            else ")"
+        )
+        return f"{said} on {ranking.family}"
+
+    def table_title(self, ranking: Ranking, title: str) -> str:
+        return title + " (mean over observations, ranked within each task and budget)"
+
+    def table_extras(self, board: Board, ranking: Ranking) -> list[str]:
+        """The score against budget per task, and the runs one by one when asked for."""
+        parts = []
+        fig = plot_vs_budget(ranking)
+        spec, published = ranking.spec, ranking.spec.settings.published
+        name = table_name(board.rankings, ranking)
+        if fig is not None:
+            published = (
+                f"; dotted, crosses: {published}'s algorithms over the same observations; "
+                f"dashed beside an agent of ours: {published}'s mean and range for it"
+                if published
+                else ""
+            )
+            caption = (
+                f"Mean {spec.name} over observations with 95% bootstrap CI (none below "
+                f"{MIN_CI_OBSERVATIONS} observations){published}."
+            )
+            parts.append(figure(f"{name}-vs-budget", fig, caption))
+        runs = board.per_observation.get(ranking.family)
+        if runs is not None:
+            parts.append("<h3>Per observation</h3>")
+            columns = self.per_observation_columns(spec)
+            parts.append(html_table(runs, f"{name}-per-observation", columns, spec=spec))
+        return parts
 
 
 RULE = register_rule(PerCellRule())

@@ -9,7 +9,7 @@ import pandas as pd
 
 from leaderboard.ranking.html import figure, table_name
 from leaderboard.ranking.plots import legend_below, line_styles, mpl, task_panels
-from leaderboard.ranking.rule_per_cell import HELP, PerCellRule
+from leaderboard.ranking.rule_per_cell import HELP, TERMINAL_LEGEND, PerCellRule
 from leaderboard.ranking.rules import register_rule
 from leaderboard.ranking.scoring import MIN_CI_OBSERVATIONS, family_of
 from leaderboard.ranking.standings import Board, Ranking
@@ -35,13 +35,63 @@ REGRET_HELP = {
 }
 
 
+def regret_curves(df: pd.DataFrame, ranking: Ranking) -> pd.DataFrame:
+    """Running average regret per (label, environment, window end), the mean over seeds of
+    the table's agent configs: columns label, task, step, running_regret."""
+    t = ranking.table
+    windows = sorted(c for c in df.columns if str(c).startswith(CURVE_PREFIX))
+    if not len(t) or not windows or "config_key" not in t:
+        return pd.DataFrame(columns=["label", "task", "step", "running_regret"])
+    spec = ranking.spec
+    rows = df[(family_of(df["problem_id"]) == ranking.family) & (df["status"] == "ok")]
+    rows = rows.merge(t[["config_key", "label"]].drop_duplicates(), on="config_key")
+    out = []
+    cell = spec.settings.cell
+    for (label, task, steps), g in rows.groupby(["label", cell[0], cell[1]]):
+        curve = g[windows].to_numpy(float)
+        curve = curve[np.all(np.isfinite(curve), axis=1)]
+        if not len(curve):
+            continue
+        sizes = np.array([len(w) for w in np.array_split(np.arange(int(steps)), len(windows))])
+        ends = np.cumsum(sizes)
+        running = np.cumsum(curve.mean(0) * sizes) / ends
+        out += [
+            dict(label=label, task=task, step=e, running_regret=r) for e, r in zip(ends, running)
+        ]
+    return pd.DataFrame(out)
+
+
+def plot_regret_curves(df: pd.DataFrame, ranking: Ranking):
+    """Running average regret against steps, one panel per environment (log-log)."""
+    curves = regret_curves(df, ranking)
+    if not len(curves):
+        return None
+    tasks = sorted(curves["task"].unique(), key=str)
+    fig, axes = task_panels(len(tasks), 3, (4.0, 3.2))
+    styles = line_styles(sorted(set(curves["label"]), key=str))
+    for ax, task in zip(axes, tasks):
+        for label, g in curves[curves["task"] == task].groupby("label", sort=True):
+            style = {**styles[label], "marker": None}
+            ax.plot(g["step"], g["running_regret"], label=mpl(label), **style)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(mpl(task), fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_ylabel("average regret so far")
+    legend_below(fig, axes)
+    return fig
+
+
 class RegretRule(PerCellRule):
     """Per-cell means over bandit seeds (see the module doc)."""
 
     name = REGRET
     metric = "regret"
     column_help = REGRET_HELP
-    terminal_legend = ("task", "budget", "mean_regret")
+    terminal_legend = (*TERMINAL_LEGEND, "task", "budget", "mean_regret")
+    figures = (*PerCellRule.figures, "regret_curves", "plot_regret_curves")
+    regret_curves = staticmethod(regret_curves)
+    plot_regret_curves = staticmethod(plot_regret_curves)
 
     def columns(self, spec: RankedBy) -> list[str]:
         return ["task", "budget", "rank", "label", f"mean_{spec.short}", "ci_low", "ci_high",
@@ -75,52 +125,6 @@ class RegretRule(PerCellRule):
             name = f"{table_name(board.rankings, ranking)}-per-seed"
             parts.append(html_table(runs, name, columns, spec=ranking.spec))
         return parts
-
-
-def regret_curves(df: pd.DataFrame, ranking: Ranking) -> pd.DataFrame:
-    """Running average regret per (label, environment, window end), the mean over seeds of
-    the table's agent configs: columns label, task, step, running_regret."""
-    t = ranking.table
-    windows = sorted(c for c in df.columns if str(c).startswith(CURVE_PREFIX))
-    if not len(t) or not windows or "config_key" not in t:
-        return pd.DataFrame(columns=["label", "task", "step", "running_regret"])
-    spec = ranking.spec
-    rows = df[(family_of(df["problem_id"]) == ranking.family) & (df["status"] == "ok")]
-    rows = rows.merge(t[["config_key", "label"]].drop_duplicates(), on="config_key")
-    out = []
-    for (label, task, steps), g in rows.groupby(["label", spec.cell[0], spec.cell[1]]):
-        curve = g[windows].to_numpy(float)
-        curve = curve[np.all(np.isfinite(curve), axis=1)]
-        if not len(curve):
-            continue
-        sizes = np.array([len(w) for w in np.array_split(np.arange(int(steps)), len(windows))])
-        ends = np.cumsum(sizes)
-        running = np.cumsum(curve.mean(0) * sizes) / ends
-        out += [
-            dict(label=label, task=task, step=e, running_regret=r) for e, r in zip(ends, running)
-        ]
-    return pd.DataFrame(out)
-
-
-def plot_regret_curves(df: pd.DataFrame, ranking: Ranking):
-    """Running average regret against steps, one panel per environment (log-log)."""
-    curves = regret_curves(df, ranking)
-    if not len(curves):
-        return None
-    tasks = sorted(curves["task"].unique(), key=str)
-    fig, axes = task_panels(len(tasks), 3, (4.0, 3.2))
-    styles = line_styles(sorted(set(curves["label"]), key=str))
-    for ax, task in zip(axes, tasks):
-        for label, g in curves[curves["task"] == task].groupby("label", sort=True):
-            style = {**styles[label], "marker": None}
-            ax.plot(g["step"], g["running_regret"], label=mpl(label), **style)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(mpl(task), fontsize=9)
-        ax.set_xlabel("step")
-        ax.set_ylabel("average regret so far")
-    legend_below(fig, axes)
-    return fig
 
 
 RULE = register_rule(RegretRule())

@@ -50,13 +50,13 @@ def _clean_entry(rows: pd.DataFrame, universe: list[str], spec: RankedBy) -> pd.
     rows = rows[rows["problem_id"].isin(inside)]
     raw = pd.to_numeric(rows[spec.score], errors="coerce") if spec.score in rows else None
     raw = raw if raw is not None else pd.Series(math.nan, index=rows.index)
-    score, bad_negative = raw, 0
-    if spec.clip_negative:  # clip negatives first (-inf included), as the paper
+    score, bad_negative, settings = raw, 0, spec.settings
+    if settings.clip_negative:  # clip negatives first (-inf included), as the paper
         score = raw.where(~(raw < 0), 0.0)
         bad_negative = int((raw < NEGATIVE_TOLERANCE).sum())
     non_finite = ~np.isfinite(score)
-    if spec.finite_share and spec.finite_share in rows:  # an infinitely wrong batch
-        share = pd.to_numeric(rows[spec.finite_share], errors="coerce").fillna(1.0)
+    if settings.finite_share and settings.finite_share in rows:  # an infinitely wrong batch
+        share = pd.to_numeric(rows[settings.finite_share], errors="coerce").fillna(1.0)
         non_finite |= share < 1.0
     score = score.where(~non_finite, fill)
     cleaned = rows[["problem_id", *metrics]].assign(score=score, raw_score=raw)
@@ -300,7 +300,7 @@ def score_ranking(
     universe = frozenset(df["problem_id"])
     cover = coverage(df)
     entries = df.drop_duplicates("config_key")
-    name = spec.normalizer if normalize == "default" else normalize
+    name = spec.settings.normalizer if normalize == "default" else normalize
     norm_key = None
     if name and name != "none":
         norm_key = _normalizer_key(entries, cover, name)

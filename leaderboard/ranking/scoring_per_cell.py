@@ -27,9 +27,10 @@ from testbed.ranking import RankedBy
 
 
 def _apart(rows: pd.DataFrame, spec: RankedBy) -> pd.DataFrame:
-    """Rows whose `spec.apart` columns differ from their defaults as tasks of their own
-    (`<task> (seeded)`, `<task> (iid10)`): never pooled with, or set beside, the others."""
-    for column, default, form in spec.apart:
+    """Rows whose `apart` columns (of `spec.settings`) differ from their defaults as tasks of
+    their own (`<task> (seeded)`, `<task> (iid10)`): never pooled with, or set beside, the
+    others."""
+    for column, default, form in spec.settings.apart:
         if column not in rows.columns:
             continue
         values = rows[column]
@@ -60,12 +61,13 @@ def observation_rows(df: pd.DataFrame, specs: Mapping[str, RankedBy]) -> pd.Data
         rows = df[family == fam]
         if not len(rows) or spec.score not in rows:
             continue
-        cells = [rows[c] if c in rows else pd.Series(math.nan, index=rows.index) for c in spec.cell]
+        cell, replicate = spec.settings.cell, spec.settings.replicate
+        cells = [rows[c] if c in rows else pd.Series(math.nan, index=rows.index) for c in cell]
         rows = rows.assign(
             family=fam,
             task=cells[0],
             budget=cells[1] if len(cells) > 1 else 0,
-            observation=rows[spec.replicate] if spec.replicate in rows else 1,
+            observation=rows[replicate] if replicate in rows else 1,
             score=pd.to_numeric(rows[spec.score], errors="coerce"),
         )
         rows = rows[rows["task"].notna() & rows["budget"].notna() & rows["observation"].notna()]
@@ -74,7 +76,7 @@ def observation_rows(df: pd.DataFrame, specs: Mapping[str, RankedBy]) -> pd.Data
         return pd.DataFrame(columns=["family", "task", "budget", "observation", "score"])
     out = pd.concat(parts, ignore_index=True)
     if out["family"].nunique() > 1:
-        renamed = ~out["family"].map(lambda f: bool(chosen[f].published))
+        renamed = ~out["family"].map(lambda f: bool(chosen[f].settings.published))
         out["task"] = out["task"].astype(object)
         out.loc[renamed, "task"] = (
             out.loc[renamed, "task"].astype(str) + " (" + out.loc[renamed, "family"] + ")"

@@ -4,8 +4,8 @@ they came from, and the small readings of a table every rule and view shares."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from leaderboard.ranking.rules import Rule, rule_of
@@ -18,15 +18,16 @@ PAPER_SUFFIX = " paper)"  # how a published row's label ends (`literature.PAPER_
 
 @dataclasses.dataclass
 class Ranking:
-    """One ranking table: the problems of one family (at one tau, None: no tau), ranked as
+    """One ranking table: the problems of one family (at one `part`, the key its rule's
+    tables are per, named by the rule's `part_name`; None: one table a family), ranked as
     the family declares (`spec`)."""
 
     spec: RankedBy
     family: str
-    tau: int | None
+    part: Any
     table: pd.DataFrame
     # the configs that ran part of the ranked problems, each scored over those it ran (not
-    # ranked with the table's: `scoring_neural_testbed.score_ranking`)
+    # ranked with the table's; a `coverage` column says how many they ran)
     partial: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     @property
@@ -41,19 +42,19 @@ class Ranking:
 
     @property
     def observations(self) -> bool:
-        """Ranked per cell over observations (no tau, never normalised)."""
+        """Ranked per cell over observations (one table a family, never normalised)."""
         return self.rule.over_observations
 
 
 @dataclasses.dataclass
 class Board:
     """The loaded results and the tables derived from them: one ranking per family and
-    tau (or per family, ranked over observations), in the order families registered."""
+    part (its rule's table key, or one a family), in the order families registered."""
 
     df: pd.DataFrame  # the rows that count: all of the results, or the sweep's problems
     problem_ids: list[str] | None  # the sweep's problem ids (None: whatever ran)
     rankings: list[Ranking]
-    clean: dict[str, pd.DataFrame]  # family -> its cleaned rows (Neural Testbed rule)
+    clean: dict[str, pd.DataFrame]  # family -> its cleaned rows (of a rule that keeps them)
     results: str | None = None  # the results file they came from
     per_observation: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
     sweep: str | None = None
@@ -64,9 +65,9 @@ class Board:
     shipped_none: dict[str, str] = dataclasses.field(default_factory=dict)
     imports: tuple[str, ...] = ()  # the user's modules (--import): the notes' commands name them
 
-    def tables_of(self, family: str) -> dict[int | None, pd.DataFrame]:
-        """A family's ranking tables by tau (None: ranked over observations, or no tau)."""
-        return {r.tau: r.table for r in self.rankings if r.family == family}
+    def tables_of(self, family: str) -> dict[Any, pd.DataFrame]:
+        """A family's ranking tables by their part (None: one table a family)."""
+        return {r.part: r.table for r in self.rankings if r.family == family}
 
     def families(self) -> list[str]:
         """The ranked families, in display order."""
@@ -89,29 +90,6 @@ class Board:
     def num_failed(self) -> int:
         """Failed jobs among the rows that count."""
         return int((self.df["status"] == "failed").sum())
-
-
-def over(ranking: Ranking) -> str:
-    """'; over the 14 of 210 problems uniform ran' when the table ranks part of the
-    problems (no config ran them all, or the normaliser ran part), else ''."""
-    attrs = ranking.table.attrs
-    n, ranked = attrs.get("num_problems"), attrs.get("ranked_problems")
-    if n is None or ranked is None or ranked >= n or not len(ranking.table):
-        return ""
-    norm = attrs.get("normalizer")
-    whose = f"{norm} ran" if norm else "the config that ran the most ran"
-    return f"; over the {ranked} of {n} problems {whose}: no config here ran them all"
-
-
-def stderr_cells(table: pd.DataFrame, column: str = "normalized_stderr") -> pd.Series:
-    """`column` for display: where it is blank, why ('n/a: 1 seed group')."""
-    values = table[column].astype(object)
-    if "num_seed_groups" not in table:
-        return values
-    for i in np.flatnonzero(table[column].isna().to_numpy()):
-        groups = table["num_seed_groups"].iloc[i]
-        values.iloc[i] = f"n/a: {int(groups)} seed group" + ("" if groups == 1 else "s")
-    return values
 
 
 def whose(labels: pd.Series) -> pd.Series:
