@@ -41,6 +41,7 @@ class Design:
     synthetic: dict[str, list[str]]
     pooled: list[str]
     real: dict[str, list[str]]
+    side: str = "2d"  # which synthetic side (`reproduce_real_data.SIDES`), said in the tables
 
 
 def _settings(ids) -> dict[str, dict]:
@@ -279,7 +280,7 @@ def write(frame: pd.DataFrame, design: Design, out: Path,
         table.to_csv(out / f"{name}.csv", index=False)
         text = markdown(table)
         if name == "correlation":
-            text += "\n" + "\n".join(lines) + "\n"
+            text += "\n" + "\n".join(lines) + f"\n\nsynthetic side: {design.side}\n"
         (out / f"{name}.md").write_text(text)
     fig = figure(scores)
     if fig is not None:

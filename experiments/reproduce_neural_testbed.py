@@ -323,6 +323,9 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
             f"--ship); allowed with --agent-configs tuned: some of {', '.join(overrides)}"
         )
     tuned_ones = [a.strip() for a in (args.tuned or "").split(",") if a.strip()]
+    if tuned_ones and args.select is not None:
+        raise InputError("--tuned: not with --select (which chooses every agent's config); "
+                         "allowed: one of the two")  # fmt: skip
     if tuned_ones:
         chosen = tuned_configs()
         bad = [a for a in tuned_ones if a not in chosen or a not in names]

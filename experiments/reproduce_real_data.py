@@ -101,11 +101,16 @@ def matched() -> list[str]:
     return list(first.values())
 
 
+def side_ids(side: str) -> list[str]:
+    """The problems of a synthetic side: `2d`, those on which tune_references runs every
+    config (`selection`); `matched`, `matched()`."""
+    return selection() if side == "2d" else matched()
+
+
 def synthetic_ids(agent: str, side: str = "2d") -> list[str]:
-    """The synthetic problems of `agent`: on the `2d` side those on which tune_references
-    runs every config; on the `matched` side `matched()`; for the agents tune_references
-    halves, their T = 0.1 problems alone (its first round)."""
-    chosen = selection() if side == "2d" else matched()
+    """The synthetic problems of `agent` on `side` (`side_ids`); for the agents
+    tune_references halves, their T = 0.1 problems alone (its first round)."""
+    chosen = side_ids(side)
     return tune.first_round(chosen) if agent in tune.HALVED else chosen
 
 
@@ -159,7 +164,7 @@ def design(agents: Sequence[str], real: dict[str, list[str]], grid: dict[str, li
                                                 sort_keys=True)
                    for c in agent_configs(a, grid)} for a in agents}  # fmt: skip
     return Design(configs, {a: synthetic_ids(a, side) for a in agents},
-                  tune.first_round(selection() if side == "2d" else matched()), real)  # fmt: skip
+                  tune.first_round(side_ids(side)), real, side)  # fmt: skip
 
 
 def _run(jobs: Sequence, results: str, workers: int) -> bool:

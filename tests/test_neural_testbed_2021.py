@@ -175,6 +175,8 @@ def test_tuned_configs_are_the_shipped_choices_and_untuned_agents_are_refused(
     assert overrides["ensemble+"] == tuned["ensemble+"] and overrides["mlp"] == {}  # 2021's
     assert rnt.main(["--tuned", "knn", "--agents", "mlp,ensemble+"]) == 2
     assert "--tuned: got 'knn'" in capsys.readouterr().err
+    assert rnt.main(["--tuned", "ensemble+", "--select", "0"]) == 2
+    assert "--tuned: not with --select" in capsys.readouterr().err
     monkeypatch.setattr(rnt, "tuned_configs", lambda: {"mlp": tuned["mlp"]})  # bbb not tuned
     assert rnt.main(["--agent-configs", "tuned", "--agents", "mlp,bbb"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -348,6 +348,8 @@ def test_the_docs_mlp_correlation_tables_are_the_report_of_the_shipped_runs(tmp_
     argv = ["--report", "--agents", "mlp", "--synthetic", side, "--results",
             str(tmp_path / "none.db"), "--out", str(tmp_path / "out")]  # fmt: skip
     assert rrd.main(argv) == 0
-    table = (tmp_path / "out" / "correlation.md").read_text().split("\n\n")[0].strip()
+    text = (tmp_path / "out" / "correlation.md").read_text()
+    assert text.endswith(f"synthetic side: {side}\n")  # the tables say which side they rest on
+    table = text.split("\n\n")[0].strip()
     docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/real-data.md").read_text()
     assert table.count("| mlp |") == 4 and table in docs
