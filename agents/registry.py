@@ -420,7 +420,8 @@ def load(name: str, **overrides: Any) -> ConfiguredAgent:
                 "field (nothing in it is random); allowed: no seed for this agent, settings: "
                 + (", ".join(sorted(field_types(entry.config_cls))) or "(none)")
             )
-    return configured(name, with_overrides(entry.config_cls(), overrides, where=f"agent {name}"))
+    config = with_overrides(entry.config_cls(), overrides, where=f"agent {name}")
+    return (ConfiguredOracle if entry.oracle else ConfiguredAgent)(name, config)  # as configured
 
 
 def takes_seed(name: str) -> bool:

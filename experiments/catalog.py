@@ -19,7 +19,9 @@ when the testbed is not imported yet (it imports only the standard library): the
 reads its environment once, here, and keeps that snapshot in force once the stack is loaded.
 
 An answer given here is the one the whole way gives (`tests/test_fast_answers.py` compares
-them); an input this index cannot judge alone (a value out of its range, a problem id of a
+them): its errors are made by the library's own functions (`testbed/names.py`, the words of
+an unknown name, setting, `--set` key or problem id; `leaderboard/execution/seeds.py`, the
+reading of `--seeds`), loaded from their files; an input this index cannot judge alone (a value out of its range, a problem id of a
 known family, a seed) takes the whole way.
 """
 
@@ -208,7 +210,6 @@ def _load_file(package: str, module: str):
 
 
 _names = _load_file("testbed", "names")  # the registries' words for names
-did_you_mean = _names.did_you_mean  # as testbed.config.did_you_mean
 _settings_file = _load_file("testbed", "settings")  # read alike before the stack loads
 CATALOG_ENV = _settings_file.CATALOG
 
@@ -293,14 +294,12 @@ def _sets(pairs: list[str] | None) -> dict[str, str] | None:
     return out
 
 
-def _agent(index: dict, name: str) -> dict:
-    agents = index["agents"]
-    if name not in agents:
-        raise Answer(
-            unknown_name("agent", name, sorted(agents), index["max_listed"])
-            + import_hint("agent", name)
-        )
-    return agents[name]
+def _unknown_agent(index: dict, name: str) -> Answer:
+    """The error of an agent name the index lacks."""
+    agents = sorted(index["agents"])
+    return Answer(
+        unknown_name("agent", name, agents, index["max_listed"]) + import_hint("agent", name)
+    )
 
 
 def _family(index: dict, problem_id: str) -> bool:
@@ -308,10 +307,7 @@ def _family(index: dict, problem_id: str) -> bool:
     itself is the family's to judge)."""
     families = index["families"]
     if not isinstance(problem_id, str) or "/" not in problem_id:
-        raise Answer(
-            f"problem id: got {problem_id!r}; allowed: 'family/...' with family one of: "
-            + ", ".join(families)
-        )
+        raise Answer(_names.malformed_problem_id(problem_id, families))
     family = problem_id.split("/", 1)[0]
     if family not in families:
         raise Answer(
@@ -326,15 +322,14 @@ def check_run(index: dict, args: Any) -> None:
     sets = _sets(args.set)
     if sets is None:
         return
-    settings = _agent(index, args.agent)["settings"]
+    if args.agent not in index["agents"]:
+        raise _unknown_agent(index, args.agent)
+    settings = index["agents"][args.agent]["settings"]
     if args.seed is not None or "seed" in sets:
         return  # a seed is checked against the agent's code
     for name, value in sets.items():  # as testbed.config.coerce_fields, in order
         if name not in settings:
-            raise Answer(
-                f"agent {args.agent}: unknown setting {name!r}{did_you_mean(name, settings)}; "
-                f"allowed: {', '.join(sorted(settings))}"
-            )
+            raise Answer(_names.unknown_setting(f"agent {args.agent}: ", name, settings))
         refused = _refused(settings[name], value)
         if refused is None:
             return  # a value the index cannot judge: the config's
@@ -400,17 +395,12 @@ def check_sweep(index: dict, args: Any, max_jobs: int) -> None:
     size = len(names) * index["sweeps"][args.sweep] * seeds
     if args.configs == "default" and (size > max_jobs or not size):
         return  # the size is refused first (a whole sweep's configs: counted by the agents)
-    fields = {n: _agent(index, n)["fields"] for n in names}
-    unused = sorted(set(sets) - set().union(*fields.values()))
-    if unused and args.configs == "default":  # (a sweep of configs is sized first)
-        hint = did_you_mean(unused[0], set().union(*fields.values()) - {"seed"})
-        raise Answer(
-            f"set {unused[0]}: no agent among {', '.join(names)} has this field{hint}; "
-            "allowed: "
-            + "; ".join(
-                f"{n}: {', '.join(sorted(set(fields[n]) - {'seed'})) or '(none)'}" for n in names
-            )
-        )
+    if unknown := next((n for n in names if n not in index["agents"]), None):
+        raise _unknown_agent(index, unknown)
+    fields = {n: index["agents"][n]["fields"] for n in names}
+    error = _names.unused_override(fields, sets)
+    if error and args.configs == "default":  # (a sweep of configs is sized first)
+        raise Answer(error)
 
 
 def fast_answer(

@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from experiments import cli_parser
-from experiments.cli_parser import RESULTS, attach_values
+from experiments import catalog, cli_parser
+from experiments.cli_parser import RESULTS
 from experiments.console import (
+    EXIT_BROKEN_PIPE,
     EXIT_JOBS_FAILED,
     EXIT_OK,
     environment,
-    fast_answer,
     import_hint,
     interruptible,
     list_rows,
@@ -38,7 +39,7 @@ from experiments.console import (
     print_table,
     setup_logging,
     show_list,
-    verbosity,
+    silence_stdout,
     write_index,
 )
 
@@ -51,17 +52,17 @@ def _split(values: Sequence[str] | None) -> list[str]:
     return [v.strip() for text in values or [] for v in text.split(",") if v.strip()]
 
 
-def _import_user_modules(args: argparse.Namespace) -> Any:
-    """Imports the modules named by --import (the user's own agents and problems register
+def _import_user_modules(specs: Sequence[str] | None) -> Any:
+    """Imports the modules --import names (the user's own agents and problems register
     there), once: returns them imported (`leaderboard.execution.sweeping.UserModules`),
     which the library takes as they are."""
     from leaderboard.execution.sweeping import import_modules
 
-    return import_modules(_split(getattr(args, "imports", None)))
+    return import_modules(_split(specs))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    _import_user_modules(args)
+    _import_user_modules(args.imports)
     cols, rows = list_rows(args.what, args.json)
     show_list(args.what, cols, rows, args.json)
     return 0
@@ -73,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from leaderboard.execution.sweeping import run_one
     from testbed.metrics.one_sample import rejection_notes
 
-    _import_user_modules(args)
+    _import_user_modules(args.imports)
     agent, options, quality = run_one(
         args.agent, args.problem, seed=args.seed, overrides=parse_pairs(args.set or []),
         options=parse_pairs(args.option or [], "--option"),
@@ -117,7 +118,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from leaderboard.execution.sweeping import DEFAULT_TIMEOUT, sweep
     from testbed.errors import InputError
 
-    imports = _import_user_modules(args)
+    imports = _import_user_modules(args.imports)
     overrides = parse_pairs(args.set or [])
     options = parse_pairs(args.option or [], "--option")
     if bool(args.sweep) == bool(args.problem):
@@ -198,7 +199,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from leaderboard.ranking import board as lb
     from leaderboard.ranking.tables import fmt_cell, render
 
-    imports = _import_user_modules(args)  # a family of the user's says how it is ranked
+    imports = _import_user_modules(args.imports)  # a family of the user's says how it is ranked
     if args.failures:
         return cmd_failures(args)
     if args.export:
@@ -261,7 +262,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from leaderboard.ranking.report import write_report
 
     check_output_path("out", args.out, [] if args.shipped_only else [args.results])
-    imports = _import_user_modules(args)
+    imports = _import_user_modules(args.imports)
     normalize = None if args.normalize == "none" else args.normalize
     board = build_board(
         None if args.shipped_only else args.results,
@@ -330,12 +331,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     # `--help` and a usage error need none of the libraries: answered before they load;
     # so are `list` and a mistyped name, from the registries' index (experiments.catalog)
-    args = build_parser().parse_args(attach_values(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     chosen = environment()  # the command's settings: the environment, read once
-    answered = fast_answer(args, MAX_JOBS, chosen)
+    # a process that has imported the registries (a test, a notebook: it may have registered
+    # its own agents or problems) asks them, not the index
+    fresh = not any(m in sys.modules for m in ("agents", "generative", "testbed"))
+    answered = None
+    try:
+        if fresh:
+            answered = catalog.fast_answer(args, max_jobs=MAX_JOBS, show=show_list, chosen=chosen)
+    except BrokenPipeError:  # `testbed list agents | head`
+        silence_stdout()
+        return EXIT_BROKEN_PIPE
     if answered is not None:
         return answered
-    fresh = "agents" not in sys.modules  # the registries hold no one else's entries yet
     # argv None: the process's own command line (`testbed`, `python -m experiments.cli`),
     # which an interrupt ends at once; a caller of main(argv) gets the status back
     return interruptible(
@@ -351,7 +360,8 @@ def _main(args: argparse.Namespace, index: bool = False) -> int:
     setup_logging()
     enable_compilation_cache()
     threefry_cpu.install()  # the same random bits as JAX's, faster on the CPU
-    setup_logging(verbosity(args))
+    quiet, verbose = getattr(args, "quiet", False), getattr(args, "verbose", False)
+    setup_logging(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
     if index:  # before any --import: the index holds what every command sees
         write_index()
 

@@ -7,7 +7,7 @@ nothing of the stack, so `--help` and a usage error answer at once.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from experiments.console import OneLineParser, add_verbosity
@@ -140,7 +140,7 @@ def _add_leaderboard(sub: Any, fn: Command) -> None:
 def build_parser(description: str, commands: Mapping[str, Command]) -> argparse.ArgumentParser:
     """The parser of `testbed`, whose `args.fn` is the function `commands` gives for the
     command named (list, run, sweep, leaderboard, report, salvage)."""
-    parser = OneLineParser(prog="testbed", description=description)
+    parser = OneLineParser(prog="testbed", description=description, number_options=["--timeout"])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("list", help="list agents, problems, sweeps or metrics")
     p.add_argument("what", choices=["agents", "problems", "sweeps", "metrics"])
@@ -165,19 +165,3 @@ def build_parser(description: str, commands: Mapping[str, Command]) -> argparse.
     )  # fmt: skip
     p.set_defaults(fn=commands["salvage"])
     return parser
-
-
-NUMBER_OPTIONS = ("--timeout",)  # their value may start with "-" (refused, but by us)
-
-
-def attach_values(argv: Sequence[str]) -> list[str]:
-    """`--timeout -1` as `--timeout=-1`, so a negative value gets our message, not argparse's
-    "expected one argument"."""
-    out, args = [], list(argv)
-    while args:
-        arg = args.pop(0)
-        value = args[0] if args else ""
-        if arg in NUMBER_OPTIONS and value.startswith("-") and value[1:2] != "-":
-            arg = f"{arg}={args.pop(0)}"
-        out.append(arg)
-    return out

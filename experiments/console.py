@@ -38,13 +38,29 @@ class OneLineParser(argparse.ArgumentParser):
     status 2 (argparse prints its usage first); `name` defaults to the program's first
     word, so `testbed sweep`'s errors say `testbed`."""
 
-    def __init__(self, *args: Any, name: str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        name: str | None = None,
+        number_options: Sequence[str] = (),
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.name = name or self.prog.split()[0]
+        self.number_options = tuple(number_options)
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-        self._given = list(sys.argv[1:] if args is None else args)  # for error()'s hints
-        return super().parse_known_args(args, namespace)
+        """As argparse's, with `--timeout -1` read as `--timeout=-1` for each of
+        `number_options` (a negative value gets our message, not argparse's "expected one
+        argument")."""
+        given, self._given = list(sys.argv[1:] if args is None else args), []
+        while given:  # self._given: the arguments as parsed, for error()'s hints
+            arg = given.pop(0)
+            value = given[0] if given else ""
+            if arg in self.number_options and value.startswith("-") and value[1:2] != "-":
+                arg = f"{arg}={given.pop(0)}"
+            self._given.append(arg)
+        return super().parse_known_args(self._given, namespace)
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.name}: error: {message}{self._hint(message)}\n")
@@ -388,22 +404,6 @@ def _example(generative: Any, sweeps: list[str]) -> str:
     return ids[0] if ids else ""
 
 
-def fast_answer(args: argparse.Namespace, max_jobs: int, chosen: Any = None) -> int | None:
-    """`testbed`'s answer from experiments.catalog's index, or None (the command takes the
-    whole way; `max_jobs`: a sweep's limit; `chosen`: its settings, `environment()`). A
-    process that has imported the registries already (a test, a notebook: it may have
-    registered its own agents or problems) asks them, not the index."""
-    from experiments import catalog
-
-    if any(m in sys.modules for m in ("agents", "generative", "testbed")):
-        return None
-    try:
-        return catalog.fast_answer(args, max_jobs=max_jobs, show=show_list, chosen=chosen)
-    except BrokenPipeError:
-        silence_stdout()
-        return EXIT_BROKEN_PIPE
-
-
 def write_index() -> None:
     """Writes the registries' index for later commands when none matches this state."""
     from experiments import catalog
@@ -476,13 +476,6 @@ def add_verbosity(p: argparse.ArgumentParser) -> None:
     group.add_argument(
         "-v", "--verbose", action="store_true", help="also say each phase and finished job"
     )
-
-
-def verbosity(args: argparse.Namespace) -> int:
-    """The logging level the options ask for."""
-    if getattr(args, "quiet", False):
-        return logging.WARNING
-    return logging.DEBUG if getattr(args, "verbose", False) else logging.INFO
 
 
 def import_hint(command: str, message: str) -> str:

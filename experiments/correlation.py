@@ -112,42 +112,31 @@ def bootstrap_correlation(
     y_units: np.ndarray,
     method: str = "spearman",
     *,
+    minus: np.ndarray | None = None,
     num_bootstrap: int = 2000,
     level: float = 0.95,
     seed: int = 0,
 ) -> Correlation:
     """The correlation across agents of the means of x_units [A, U] and y_units [A, V], with
-    a bootstrap interval resampling the U and the V units (shared by the agents)."""
+    a bootstrap interval resampling the U and the V units (shared by the agents).
+
+    With `minus` (z_units [A, V], scored on y's units, e.g. tau = 1 beside tau = 10 on the
+    same problems): corr(x, y) - corr(x, z), each replicate resampling x's units once and
+    y's and z's together: is y the better predictor of x?"""
     _method(method)  # checked first
     x_units, y_units = np.atleast_2d(x_units), np.atleast_2d(y_units)
+    sides = [y_units] if minus is None else [y_units, np.atleast_2d(minus)]
+    if sides[-1].shape != y_units.shape:
+        raise InputError(f"units: got {y_units.shape} and {sides[-1].shape}; allowed: equal shapes")
     if x_units.shape[0] != y_units.shape[0] or x_units.shape[0] < 3:
         raise InputError(
             f"agents: got {x_units.shape[0]} and {y_units.shape[0]} rows; allowed: the same "
             "agents on both sides, at least 3"
         )
-    (value,), (draws,) = _replicated(method, x_units, [y_units], num_bootstrap, seed)
-    return Correlation(value, *_interval(draws, level))
-
-
-def bootstrap_difference(
-    x_units: np.ndarray,
-    y_units: np.ndarray,
-    z_units: np.ndarray,
-    method: str = "spearman",
-    *,
-    num_bootstrap: int = 2000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> Correlation:
-    """corr(x, y) - corr(x, z) across agents, with a bootstrap interval that resamples x's
-    units once per replicate and y's and z's units together (z and y are scored on the same
-    units, e.g. tau = 10 and tau = 1 on the same problems): is y the better predictor?"""
-    _method(method)  # checked first
-    x_units, y_units, z_units = map(np.atleast_2d, (x_units, y_units, z_units))
-    if y_units.shape != z_units.shape:
-        raise InputError(f"units: got {y_units.shape} and {z_units.shape}; allowed: equal shapes")
-    (vy, vz), (dy, dz) = _replicated(method, x_units, [y_units, z_units], num_bootstrap, seed)
-    return Correlation(vy - vz, *_interval(dy - dz, level))
+    values, draws = _replicated(method, x_units, sides, num_bootstrap, seed)
+    if minus is None:
+        return Correlation(values[0], *_interval(draws[0], level))
+    return Correlation(values[0] - values[1], *_interval(draws[0] - draws[1], level))
 
 
 def bootstrap_pairs(

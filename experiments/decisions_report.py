@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.correlation import bootstrap_correlation, bootstrap_difference
+from experiments.correlation import bootstrap_correlation
 
 OUTPUTS = ("regret.md", "regret.csv", "correlation.md", "correlation.csv", "regret_vs_kl.png")
 SHIPPED = "decisions_ours"
@@ -129,7 +129,7 @@ def _correlations(env, which: str, agents: list[str], g, kl, num_bootstrap: int)
     for method in ("spearman", "pearson"):
         joint = bootstrap_correlation(x, y, method, num_bootstrap=num_bootstrap)
         marginal = bootstrap_correlation(x, z, method, num_bootstrap=num_bootstrap)
-        gap = bootstrap_difference(x, y, z, method, num_bootstrap=num_bootstrap)
+        gap = bootstrap_correlation(x, y, method, minus=z, num_bootstrap=num_bootstrap)
         rows.append({
             "environment": env, "agents": which, "method": method, "n": len(agents),
             "seeds": x.shape[1], "problems": y.shape[1],

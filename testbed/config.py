@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
 from testbed.errors import InputError, bad_value
-from testbed.names import did_you_mean  # noqa: F401  (testbed.config.did_you_mean too)
+from testbed.names import did_you_mean, unknown_setting  # noqa: F401  (did_you_mean: here too)
 
 C = TypeVar("C")
 
@@ -171,10 +171,7 @@ def coerce_fields(config_cls: type, values: Mapping[str, Any], *, where: str = "
     changes = {}
     for name, value in values.items():
         if name not in types_:
-            raise InputError(
-                f"{prefix}unknown setting {name!r}{did_you_mean(name, types_)}; allowed: "
-                f"{', '.join(sorted(types_))}"
-            )
+            raise InputError(unknown_setting(prefix, name, types_))
         changes[name] = _coerce(types_[name], value, f"{prefix}{name}")
         meaning = inf_meaning[name]
         if _non_finite(changes[name], meaning is not None):

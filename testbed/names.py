@@ -6,7 +6,7 @@ testbed package (JAX)."""
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 
 def close_names(name: object, names: Iterable[str], n: int = 2) -> list[str]:
@@ -41,3 +41,37 @@ def unknown_name(field: str, name: object, names: Iterable[str], max_listed: int
     'y'?); allowed: one of: ...' (`testbed.registry.unknown_name`'s words)."""
     names = list(names)
     return f"{field}: got {name!r}{did_you_mean(name, names)}; allowed: {one_of(names, max_listed)}"
+
+
+def unknown_setting(where: str, name: str, settings: Iterable[str]) -> str:
+    """The error of a setting a config does not have: '<where>: unknown setting 'x' (did
+    you mean 'y'?); allowed: a, b' (`testbed.config.coerce_fields`'s words)."""
+    settings = sorted(settings)
+    return f"{where}unknown setting {name!r}{did_you_mean(name, settings)}; allowed: " + ", ".join(
+        settings
+    )
+
+
+def unused_override(fields: Mapping[str, Iterable[str]], keys: Iterable[str]) -> str | None:
+    """The error of a sweep's `--set` key that no agent has (`fields`: each agent's config
+    fields; a key applies to the agents that have it, so one none has is a typo), or None."""
+    fields = {n: set(f) for n, f in fields.items()}
+    known = set().union(*fields.values())
+    unused = sorted(set(keys) - known)
+    if not unused:
+        return None
+    hint = did_you_mean(unused[0], known - {"seed"})
+    return (
+        f"set {unused[0]}: no agent among {', '.join(fields)} has this field{hint}; allowed: "
+        + "; ".join(
+            f"{n}: {', '.join(sorted(f - {'seed'})) or '(none)'}" for n, f in fields.items()
+        )
+    )
+
+
+def malformed_problem_id(problem_id: object, families: Iterable[str]) -> str:
+    """The error of a problem id that is not 'family/...' (`generative.split_id`'s words)."""
+    return (
+        f"problem id: got {problem_id!r}; allowed: 'family/...' with family one of: "
+        + ", ".join(families)
+    )

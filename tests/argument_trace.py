@@ -5,6 +5,10 @@ arguments), in the order first visited. An import's registrations are not counte
 
 Run as a script (a fresh process, as a user's command starts) it prints them as JSON:
     python tests/argument_trace.py
+in the three states a user's command starts in, each in a process of its own: no index of
+the registries (`TESTBED_CATALOG=off`), the first command of an install (it writes the
+index), and every later one (the index answers first: `experiments.catalog`). With
+`--catalog off|DIR` it traces one state.
 """
 
 from __future__ import annotations
@@ -95,7 +99,27 @@ def returns(visited: list[str]) -> int:
     return count
 
 
+def states() -> dict[str, list[str]]:
+    """The places of each state ('no index', 'first run', 'index'), each traced in a fresh
+    process: {state: places}."""
+    import subprocess
+
+    out = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for state, catalog in (("no index", "off"), ("first run", folder), ("index", folder)):
+            argv = [sys.executable, __file__, "--catalog", catalog]
+            run = subprocess.run(
+                argv, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
+            )
+            out[state] = json.loads(run.stdout.strip().splitlines()[-1])
+    return out
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
+    if sys.argv[1:2] != ["--catalog"]:
+        print(json.dumps(states()))
+        sys.exit(0)
+    os.environ["TESTBED_CATALOG"] = sys.argv[2]  # read when the command starts
     with tempfile.TemporaryDirectory() as folder:
         print(json.dumps(places([*ARGV, "--results", str(Path(folder) / "r.db")])))

@@ -11,7 +11,6 @@ import pytest
 from experiments import decisions_report, reproduce_decisions
 from experiments.correlation import (
     bootstrap_correlation,
-    bootstrap_difference,
     pearson,
     spearman,
 )
@@ -49,16 +48,16 @@ def test_bootstrap_interval_holds_zero_for_unrelated_scores():
     assert c.low < 0 < c.high
 
 
-def test_bootstrap_difference_says_which_predictor_is_better():
+def test_bootstrap_correlation_minus_says_which_predictor_is_better():
     """y follows x's order, z does not: corr(x, y) - corr(x, z) > 0 with an interval above 0;
     y and z swapped, below 0."""
     means = np.arange(8.0)
     x = _units(means, 0.2, 15, 0)
     y = _units(means, 0.2, 30, 1)
     z = _units(np.array([3, 0, 6, 1, 7, 2, 5, 4], float), 0.2, 30, 2)
-    better = bootstrap_difference(x, y, z, num_bootstrap=400)
+    better = bootstrap_correlation(x, y, minus=z, num_bootstrap=400)
     assert better.value > 0.5 and better.low > 0
-    worse = bootstrap_difference(x, z, y, num_bootstrap=400)
+    worse = bootstrap_correlation(x, z, minus=y, num_bootstrap=400)
     assert worse.high < 0
     with pytest.raises(InputError, match="at least 3"):
         bootstrap_correlation(x[:2], y[:2])

@@ -10,6 +10,7 @@ import re
 import shlex
 import sys
 
+import agents
 import generative
 import leaderboard
 from experiments.cli import main
@@ -100,7 +101,9 @@ def test_a_store_without_the_sweeps_jobs_names_commands_that_run(
     sbi = re.search(r"\((testbed sweep .*?) runs it", err[0]).group(1)
     argv = shlex.split(sbi)
     assert argv[argv.index("--results") + 1] == db
-    check_fit(argv[argv.index("--agent") + 1].split(","), generative.sweep_ids("sbi_two_moons"))
+    names = argv[argv.index("--agent") + 1].split(",")
+    predicts = {n: agents.AGENTS.get(n).predicts for n in names}
+    check_fit(predicts, generative.sweep_ids("sbi_two_moons"))
     ours = re.search(r"; (testbed leaderboard .*--shipped-only) ranks", err[0]).group(1)
     assert _run(ours) == 0
     out = capsys.readouterr().out

@@ -5,10 +5,13 @@ the library's own functions."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
+import agents
 import leaderboard.execution.worker
 from experiments import catalog
 from experiments.cli import main
@@ -161,4 +164,28 @@ def test_the_index_words_unknown_names_with_the_registries_functions():
         assert catalog.unknown_name("agent", name, names, MAX_LISTED) == str(
             unknown_name("agent", name, names)
         )
-        assert catalog.did_you_mean(name, names) == did_you_mean(name, names)
+        assert catalog._names.did_you_mean(name, names) == did_you_mean(name, names)
+
+
+def test_the_index_runs_the_librarys_own_checks_of_names_and_settings():
+    """One validation path (issue 58): the index's errors of an unknown setting or --set key
+    come from the functions the library raises with (testbed/names.py, loaded by its file),
+    not from a copy of their words."""
+    import testbed.names
+    from leaderboard.execution.jobs import expand
+    from testbed.config import coerce_fields
+
+    assert Path(catalog._names.__file__).resolve() == Path(testbed.names.__file__).resolve()
+    with pytest.raises(InputError) as library:
+        expand(["uniform", "mlp"], ["coin/0"], overrides={"num_batchs": 5})
+    fields = {n: [f.name for f in dataclasses.fields(agents.AGENTS.get(n).config_cls)]
+              for n in ("uniform", "mlp")}  # fmt: skip
+    assert str(library.value) == catalog._names.unused_override(fields, ["num_batchs"])
+    assert "did you mean 'num_batches'" in str(library.value)
+    config_cls = agents.AGENTS.get("mlp").config_cls
+    with pytest.raises(InputError) as library:
+        coerce_fields(config_cls, {"learning_rat": "0.1"}, where="agent mlp")
+    settings = [f.name for f in dataclasses.fields(config_cls)]
+    assert str(library.value) == catalog._names.unknown_setting(
+        "agent mlp: ", "learning_rat", settings
+    )

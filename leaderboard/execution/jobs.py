@@ -17,7 +17,7 @@ import json
 import logging
 import math
 import socket
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from leaderboard.agent_fit import problem_class
@@ -55,7 +55,9 @@ class Job:
 
     @property
     def config_key(self) -> str:
-        return config_key(self.agent, self.config)
+        """`config_key(agent, config)`, from the JSON the job holds (no round trip)."""
+        text = f'{{"agent": {json.dumps(self.agent)}, "config": {self.config_json}}}'
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
     def key(self) -> str:
@@ -92,9 +94,13 @@ class Job:
         seed: int = 0,
         options: Mapping[str, Any] | None = None,
     ) -> Job:
-        body = {k: v for k, v in config.items() if k != "seed"}
-        opts = json.dumps(dict(options), sort_keys=True) if options else ""
-        return cls(agent, json.dumps(body, sort_keys=True), problem_id, int(seed), opts)
+        body = _sorted_json({k: v for k, v in config.items() if k != "seed"})
+        return cls(agent, body, problem_id, int(seed), _sorted_json(options) if options else "")
+
+
+def _sorted_json(values: Mapping[str, Any]) -> str:
+    """A config or problem options as a job holds them: sorted JSON."""
+    return json.dumps(dict(values), sort_keys=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,68 +248,49 @@ def expand(
             f"set seed: got {overrides['seed']!r}; allowed: agent seeds are given by "
             "--seeds (seeds=...), not --set"
         )
+    import agents
+    from testbed.names import unused_override
+
     seeds = AgentSeeds.parse(seeds).values()  # parsed once when a sweep passes them parsed
-    fields = _settings_of(agent_names, overrides or {})
+    overrides = dict(overrides or {})
+    entries = {n: agents.AGENTS.get(n) for n in agent_names}  # each name looked up once
+    fields = {n: {f.name for f in dataclasses.fields(e.config_cls)} for n, e in entries.items()}
+    if error := unused_override(fields, overrides):  # a typo (the index says it alike)
+        raise InputError(error)
     jobs: dict[str, Job] = {}
+    options = _sorted_json(problem_options) if problem_options else ""  # as Job.make's
     for name in agent_names:
-        own_seeds = _seeds_of(name, seeds, fields[name])
-        own = {k: v for k, v in (overrides or {}).items() if k in fields[name]}
+        own_seeds = seeds
+        if seeds != [0] and not agents.registry.takes_seed(name):  # seed 0's results again
+            why = (
+                "its config has no 'seed'"
+                if "seed" not in fields[name]
+                else "nothing in it is random"
+            )
+            log.warning(
+                "seeds: agent %s runs seed 0 only, not %s (%s: its results are the same at "
+                "every seed)", name, ", ".join(str(s) for s in seeds if s != 0), why,
+            )  # fmt: skip
+            own_seeds = [0]
+        own = {k: v for k, v in overrides.items() if k in fields[name]}
         for config in agent_configs(name, own, configs=configs):
+            body = _sorted_json({k: v for k, v in config.items() if k != "seed"})
             for pid in problem_ids:
                 for seed in own_seeds:
-                    job = Job.make(name, config, pid, seed, problem_options)
+                    job = Job(name, body, pid, int(seed), options)
                     jobs.setdefault(job.key, job)
-    check_fit(agent_names, problem_ids)
+    check_fit({n: e.predicts for n, e in entries.items()}, problem_ids)
     import generative  # no job starts when a dataset is missing (one error naming them all)
 
     generative.require_data(problem_ids)
     return list(jobs.values())
 
 
-def _settings_of(agent_names: list[str], overrides: Mapping[str, Any]) -> dict[str, set[str]]:
-    """Each agent's config fields, read from its registration; an override no agent has is
-    refused (it applies to the agents that have it: one none has is a typo)."""
-    import agents
-    from testbed.config import did_you_mean
-
-    fields = {
-        n: {f.name for f in dataclasses.fields(agents.AGENTS.get(n).config_cls)}
-        for n in agent_names
-    }
-    unused = sorted(set(overrides) - set().union(*fields.values()))
-    if unused:
-        names = ", ".join(agent_names)
-        hint = did_you_mean(unused[0], set().union(*fields.values()) - {"seed"})
-        raise InputError(
-            f"set {unused[0]}: no agent among {names} has this field{hint}; allowed: "
-            + "; ".join(
-                f"{n}: {', '.join(sorted(fields[n] - {'seed'})) or '(none)'}" for n in agent_names
-            )
-        )
-    return fields
-
-
-def _seeds_of(name: str, seeds: list[int], fields: set[str]) -> list[int]:
-    """The seeds agent `name` runs: `seeds`, or 0 alone (said in a warning) when its results
-    do not depend on a seed (its jobs at other seeds would repeat seed 0's)."""
-    import agents
-
-    if seeds == [0] or agents.registry.takes_seed(name):
-        return seeds
-    why = "its config has no 'seed'" if "seed" not in fields else "nothing in it is random"
-    others = ", ".join(str(s) for s in seeds if s != 0)
-    log.warning(
-        "seeds: agent %s runs seed 0 only, not %s (%s: its results are the same at "
-        "every seed)", name, others, why,
-    )  # fmt: skip
-    return [0]
-
-
-def check_fit(agent_names: Iterable[str], problem_ids: Sequence[str]) -> None:
+def check_fit(predicts: Mapping[str, Sequence[str]], problem_ids: Sequence[str]) -> None:
     """Refuses, before any job, an agent that predicts another kind than a problem family
-    needs, from what agents and families declare (no agent or problem is built). Agents
-    and families that declare nothing are not checked; for one problem the message is the
-    one `testbed.evaluate.check_fit` gives."""
+    needs, from what agents declare (`predicts`: agent name -> its entry's `predicts`) and
+    families declare (no agent or problem is built). Agents and families that declare
+    nothing are not checked; for one problem the message is `testbed.evaluate.check_fit`'s."""
     import agents
     from generative.registry import split_id
     from testbed.base import PREDICTIONS, predictions_in_words
@@ -312,11 +299,10 @@ def check_fit(agent_names: Iterable[str], problem_ids: Sequence[str]) -> None:
     for pid in problem_ids:
         family = split_id(pid)[0]
         families.setdefault(family.name, (family, []))[1].append(pid)
-    for name in agent_names:
-        predicts = agents.AGENTS.get(name).predicts
+    for name, kinds in predicts.items():
         for family, ids in families.values():
             need = family.prediction
-            if not predicts or need is None or need in predicts:
+            if not kinds or need is None or need in kinds:
                 continue
             shown = ", ".join(ids) if len(ids) <= 3 else f"{ids[0]}, ..., {ids[-1]}"
             where = (
@@ -326,7 +312,7 @@ def check_fit(agent_names: Iterable[str], problem_ids: Sequence[str]) -> None:
             )
             fits = agents.fitting(need, problem_class(family, ids[0]))
             raise InputError(
-                f"agent {name} predicts {predictions_in_words(predicts)}; {where} "
+                f"agent {name} predicts {predictions_in_words(kinds)}; {where} "
                 f"{PREDICTIONS[need]}; agents that fit: {', '.join(fits) or '(none registered)'}"
             )
 
@@ -357,15 +343,28 @@ def training_groups(jobs: Sequence[Job]) -> list[Job | JobGroup]:
     the problems differ only in scoring, e.g. the Neural Testbed's tau pairs; amortized
     agents otherwise, e.g. the SBI benchmark's observations of one task and budget). Read
     from what agents and families declare: no agent or problem is built."""
-    from testbed.base import group_by_training
+    import agents
+    from generative.registry import training_of
+    from testbed.base import TRAINS_ON_DATA, group_by_training, may_share_training
 
     by_entry: dict[tuple[str, str, int, str], list[int]] = {}
     for i, job in enumerate(jobs):
         by_entry.setdefault((job.agent, job.config_json, job.seed, job.options_json), []).append(i)
     unit_of: dict[int, list[int]] = {}
     for (agent, config, _, _), indices in by_entry.items():
-        shares = _shares_training(agent, config)
-        keys = [shares(jobs[i].problem_id) for i in indices]
+        try:  # an unknown agent or a bad config shares what every agent may (its jobs fail)
+            depends_on = agents.load(agent, **json.loads(config)).trains_on
+        except Exception:
+            depends_on = TRAINS_ON_DATA
+        keys = []
+        for i in indices:  # the training key that config may share there, or None
+            try:
+                training = training_of(jobs[i].problem_id)
+            except Exception:  # an unknown id shares nothing (its job fails)
+                keys.append(None)
+                continue
+            shared = may_share_training(depends_on, training.shared_by)
+            keys.append(training.key if shared else None)
         for members in group_by_training(keys):
             unit = [indices[m] for m in members]
             unit_of[unit[0]] = unit
@@ -374,26 +373,3 @@ def training_groups(jobs: Sequence[Job]) -> list[Job | JobGroup]:
         unit = unit_of[first]
         out.append(jobs[first] if len(unit) == 1 else JobGroup(tuple(jobs[i] for i in unit)))
     return out
-
-
-def _shares_training(agent: str, config_json: str) -> Callable[[str], str | None]:
-    """`problem id -> the training key that agent config may share there, or None`. An
-    unknown agent, a bad config or an unknown id shares nothing but what every agent may
-    share (each fails in its own job)."""
-    import agents
-    from generative.registry import training_of
-    from testbed.base import TRAINS_ON_DATA, may_share_training
-
-    try:
-        depends_on = agents.load(agent, **json.loads(config_json)).trains_on
-    except Exception:
-        depends_on = TRAINS_ON_DATA
-
-    def key(problem_id: str) -> str | None:
-        try:
-            training = training_of(problem_id)
-        except Exception:
-            return None
-        return training.key if may_share_training(depends_on, training.shared_by) else None
-
-    return key

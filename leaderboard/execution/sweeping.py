@@ -106,14 +106,26 @@ def plan(
     """The jobs of a sweep (arguments as `sweep`'s), every input checked: no job runs.
     The checks run in the order the command line's errors come: modules, seeds, problems,
     the sweep's size, problem options, then agents and their overrides (`jobs.expand`)."""
+    import agents as registry
+    import generative
     from leaderboard.execution.jobs import expand
 
     import_modules(imports)
     names = [agents] if isinstance(agents, str) else list(agents)
     parsed = AgentSeeds.parse(seeds)  # once: counted, then expanded, then passed on
     seed_count = parsed.counted()
-    ids = problem_ids(problems)
-    check_size(names, len(ids), seed_count, configs)
+    ids = list(generative.sweep_ids(problems) if isinstance(problems, str) else problems)
+    for pid in [] if isinstance(problems, str) else ids:  # an unknown id or family: refused
+        generative.problem_settings(pid)
+    # its size, before any job is made (`--seeds 0-10000000` would grow to gigabytes)
+    per_agent = [len(registry.sweep(n)) if configs == "sweep" else 1 for n in names]
+    if (total := sum(per_agent) * len(ids) * seed_count) > MAX_JOBS:
+        raise InputError(
+            f"sweep: got {total:,} jobs ({sum(per_agent):,} agent configs x {len(ids):,} "
+            f"problems x {seed_count:,} seeds); allowed: at most {MAX_JOBS:,} jobs in one "
+            "sweep (fewer --seeds, problems or configs; several sweeps may share one --results "
+            "file)"
+        )
     parsed.values()  # the seeds themselves are checked before the options
     typed = check_options(ids, options or {})
     return expand(names, ids, seeds=parsed, overrides=overrides, configs=configs,
@@ -247,34 +259,6 @@ def count_seeds(seeds: Seeds) -> int:
     """How many seeds `seeds` names (ranges counted, not expanded, so a huge one is refused
     by its size); an InputError for a range that runs backwards (`5-2` names no seed)."""
     return AgentSeeds.parse(seeds).counted()
-
-
-def problem_ids(problems: str | Sequence[str]) -> list[str]:
-    """The problem ids of a registered sweep's name, or the ids given, each checked (an
-    unknown id or family is refused before any job is made)."""
-    import generative
-
-    if isinstance(problems, str):
-        return list(generative.sweep_ids(problems))
-    ids = list(problems)
-    for pid in ids:
-        generative.problem_settings(pid)
-    return ids
-
-
-def check_size(agent_names: Sequence[str], problems: int, seeds: int, configs: str) -> None:
-    """An InputError, before any job is made, for a sweep of more than MAX_JOBS jobs
-    (`--seeds 0-10000000` would grow to gigabytes)."""
-    import agents
-
-    per_agent = [len(agents.sweep(n)) if configs == "sweep" else 1 for n in agent_names]
-    total = sum(per_agent) * problems * seeds
-    if total > MAX_JOBS:
-        raise InputError(
-            f"sweep: got {total:,} jobs ({sum(per_agent):,} agent configs x {problems:,} "
-            f"problems x {seeds:,} seeds); allowed: at most {MAX_JOBS:,} jobs in one sweep "
-            "(fewer --seeds, problems or configs; several sweeps may share one --results file)"
-        )
 
 
 def check_options(problem_ids: Sequence[str], options: Mapping[str, Any]) -> dict[str, Any]:

@@ -41,25 +41,12 @@ def _read_only(path: Path) -> bool:
     return not writable or not os.access(path, os.W_OK)
 
 
-def check_file(path: Path, mode: str, target: Path) -> None:
-    """An InputError, before anything opens it, for a results path (`path` as given,
-    `target` the file it names: `resolved`) that is no results file, cannot be written
-    for a sweep (mode 'w'; WAL mode writes `-wal` and `-shm` beside it), has more than one
-    name, or whose WAL would show other rows than the ones committed to it."""
-    _check_path(path, mode, target)
-    parent = target.parent
-    reason = "the file is read-only" if target.exists() and _read_only(target) else None
-    if mode == "w" and (reason or _read_only(parent)):
-        reason = reason or f"its folder {str(parent)!r} is read-only"
-        raise InputError(
-            f"results: got {str(path)!r}, which cannot be written: {reason}; allowed: a "
-            "writable path"
-        )
-    if target.exists():
-        _check_wal(target, path)
-
-
-def _check_path(path: Path, mode: str, target: Path) -> None:
+def check_file(path: Path, mode: str) -> Path:
+    """The file a results path names (`resolved`: every check, open and WAL look-up goes
+    to it), or an InputError, before anything opens it, for a path that is no results file,
+    cannot be written for a sweep (mode 'w'; WAL mode writes `-wal` and `-shm` beside it),
+    has more than one name, or whose WAL would show other rows than the ones committed."""
+    target = Path(os.path.realpath(path))  # as `resolved`
     check_path_name("results", path)
     if path.is_dir():
         raise InputError(
@@ -86,7 +73,18 @@ def _check_path(path: Path, mode: str, target: Path) -> None:
         raise InputError(f"results: got {str(path)!r}, which is not a regular file; {_ALLOWED}")
     if mode == "r" and not path.exists():
         raise InputError(f"results: got {str(path)!r}, which does not exist; {_ALLOWED}")
-    _check_one_name(path, target)
+    # One name only, to write or to read: SQLite names a database's `-wal` and `-shm` after
+    # the name it is opened by, so each hard link (`cp -l`, a backup tool) gets its own log:
+    # two sweeps through two names run every job twice, a checkpoint through one loses the
+    # rows committed to the other's log, and a reader cannot even look for the other names.
+    with contextlib.suppress(OSError):  # missing: nothing to compare (a sweep makes it)
+        if (names := target.stat().st_nlink) > 1:
+            raise InputError(
+                f"results: got {str(path)!r}, a file with {names} names (hard links), each "
+                "of which SQLite gives its own WAL, so rows committed through one are missed "
+                "or lost through another; allowed: a results file with one name (copy it "
+                "with `cp` without -l, or remove the other link)"
+            )
     if path.exists() and path.stat().st_size > 0:
         with open(target, "rb") as f:
             head = f.read(65536)
@@ -99,23 +97,16 @@ def _check_path(path: Path, mode: str, target: Path) -> None:
             )
         if head[:16] != SQLITE_HEADER:
             raise InputError(f"results: got {str(path)!r}, which is not a SQLite file; {_ALLOWED}")
-
-
-def _check_one_name(path: Path, target: Path) -> None:
-    """Refuses a file with more than one name (hard links, as `cp -l` or a backup tool
-    makes), to write or to read. SQLite names a database's `-wal` and `-shm` after the
-    name it is opened by, so each name gets its own log: two sweeps through two names run
-    every job twice, and a checkpoint through one name loses the rows committed to the
-    other's log. Through one name a reader cannot see (nor even look for: a file's other
-    names cannot be listed) the rows committed to another name's log."""
-    with contextlib.suppress(OSError):  # missing: nothing to compare (a sweep makes it)
-        if (names := target.stat().st_nlink) > 1:
-            raise InputError(
-                f"results: got {str(path)!r}, a file with {names} names (hard links), each "
-                "of which SQLite gives its own WAL, so rows committed through one are missed "
-                "or lost through another; allowed: a results file with one name (copy it "
-                "with `cp` without -l, or remove the other link)"
-            )
+    reason = "the file is read-only" if target.exists() and _read_only(target) else None
+    if mode == "w" and (reason or _read_only(target.parent)):
+        reason = reason or f"its folder {str(target.parent)!r} is read-only"
+        raise InputError(
+            f"results: got {str(path)!r}, which cannot be written: {reason}; allowed: a "
+            "writable path"
+        )
+    if target.exists():
+        _check_wal(target, path)
+    return target
 
 
 def header_page_size(head: bytes, size: int) -> int | None:

@@ -35,7 +35,6 @@ from leaderboard.store.checks import (
     meta_value,
     private_copy,
     remove_store,
-    resolved,
 )
 from leaderboard.store.leases import Owner
 from leaderboard.store.wal import wal_path
@@ -97,13 +96,12 @@ class ResultsStore:
         if mode not in ("r", "w"):
             raise InputError(f"mode: got {mode!r}; allowed: 'r' or 'w'")
         self.path = Path(path)  # as given: messages name it
-        self.file = resolved(self.path)  # the file itself: every check, open and WAL look-up
         self.mode, self.owner = mode, Owner.me()
         self.store_id: str | None = None
         self.skipped_rows: list[str] = []  # keys of rows that could not be read
         self._snapshot: tempfile.TemporaryDirectory | None = None
         self._conn: sqlite3.Connection | None = None
-        check_file(self.path, mode, self.file)  # before SQLite replays the WAL or writes
+        self.file = check_file(self.path, mode)  # before SQLite replays the WAL or writes
         existed = self.file.exists()
         try:
             self._conn = self._open_read() if mode == "r" else self._open_write()
