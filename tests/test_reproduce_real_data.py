@@ -338,18 +338,23 @@ def test_the_docs_prior_functions_table_is_the_report_of_the_shipped_runs(tmp_pa
     assert pf.markdown(table).strip() in docs
 
 
-@pytest.mark.slow  # two reports of the shipped runs with 2,000 bootstrap replicates: ~15 s
-@pytest.mark.parametrize("side", ["2d", "matched"])
-def test_the_docs_mlp_correlation_tables_are_the_report_of_the_shipped_runs(tmp_path, side):
-    """docs/reproductions/real-data.md's mlp tables (each synthetic side) are what
-    `--report --agents mlp` prints on a fresh install (our shipped runs, no store)."""
+@pytest.mark.slow  # three reports of the shipped runs with 2,000 bootstrap replicates: ~25 s
+@pytest.mark.parametrize("agents, side", [("mlp", "2d"), ("mlp", "matched"),
+                                          ("mlp,ensemble+", "2d")])  # fmt: skip
+def test_the_docs_correlation_tables_are_the_report_of_the_shipped_runs(tmp_path, agents, side):
+    """docs/reproductions/real-data.md's correlation tables (per agent, each synthetic side,
+    and pooled over the agents) are what `--report --agents A` prints on a fresh install
+    (our shipped runs, no store)."""
     from pathlib import Path
 
-    argv = ["--report", "--agents", "mlp", "--synthetic", side, "--results",
+    argv = ["--report", "--agents", agents, "--synthetic", side, "--results",
             str(tmp_path / "none.db"), "--out", str(tmp_path / "out")]  # fmt: skip
     assert rrd.main(argv) == 0
     text = (tmp_path / "out" / "correlation.md").read_text()
     assert text.endswith(f"synthetic side: {side}\n")  # the tables say which side they rest on
     table = text.split("\n\n")[0].strip()
     docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/real-data.md").read_text()
-    assert table.count("| mlp |") == 4 and table in docs
+    names = agents.split(",")
+    assert all(table.count(f"| {a} |") == 4 for a in names) and table in docs
+    if len(names) > 1:  # the paper's Figure 5(b): over all agent-settings
+        assert (tmp_path / "out" / "pooled.md").read_text().strip() in docs
