@@ -465,6 +465,7 @@ def _checked(args) -> tuple[list[str], list[str] | None, list[str], Settings, Pa
     """The parts, tasks (None: all), diagnostics and settings asked for, and the --out
     folder, each checked (and the outputs' paths) before any cell runs."""
     from experiments.console import check_range, split_choices
+    from experiments.kept_nulls import SUFFIX
     from leaderboard.outputs import check_output_folder, check_output_path
     from testbed.metrics.local import LOCAL_DIAGNOSTICS
 
@@ -481,6 +482,12 @@ def _checked(args) -> tuple[list[str], list[str] | None, list[str], Settings, Pa
         args.n_eval,
         args.null_trials,
     )
+    nulls, aimed = Path(args.results + SUFFIX).resolve(), Path(args.out).resolve()
+    if nulls == aimed or nulls in aimed.parents:  # the store's side folder of kept nulls
+        raise InputError(
+            f"--out: got {args.out!r}, the folder of the nulls kept beside the results store "
+            f"{args.results!r}; allowed: a folder of its own"
+        )
     out = check_output_folder("--out", args.out, OUTPUTS, [args.results])
     if args.ship:
         check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))

@@ -389,6 +389,20 @@ def test_bad_input_is_one_line_and_status_2(argv, field, tmp_path, capsys):
     assert not (tmp_path / "r.db").exists() and not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("inside", ["", "sub"])
+def test_out_in_the_stores_kept_nulls_is_refused(inside, tmp_path, capsys):
+    """`--out` aimed at the nulls kept beside the store (`<results>.nulls`), or a folder in
+    it, is one line and status 2 before anything runs."""
+    from experiments import reproduce_lc2st as rl
+
+    results, nulls = tmp_path / "r.db", tmp_path / "r.db.nulls"
+    (nulls / "sub").mkdir(parents=True)  # kept by an earlier run
+    code = rl.main(["--parts", "level", "--results", str(results), "--out", str(nulls / inside)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--out" in err and "nulls kept" in err
+    assert not results.exists() and [p.name for p in nulls.rglob("*")] == ["sub"]
+
+
 def test_your_own_diagnostic_runs_beside_and_a_failing_one_is_stored(tmp_path):
     """The plugin example runs through the experiment's level part on gaussian_linear; a
     diagnostic that raises is stored as failed with its reason, the others still run."""
