@@ -21,8 +21,8 @@ reads its environment once, here, and keeps that snapshot in force once the stac
 An answer given here is the one the whole way gives (`tests/test_fast_answers.py` compares
 them): its errors are made by the library's own functions (`testbed/names.py`, the words of
 an unknown name, setting, `--set` key or problem id; `leaderboard/execution/seeds.py`, the
-reading of `--seeds`), loaded from their files; an input this index cannot judge alone (a value out of its range, a problem id of a
-known family, a seed) takes the whole way.
+reading of `--seeds`), loaded from their files; an input this index cannot judge alone (a
+value out of its range, a problem id of a known family, a seed) takes the whole way.
 """
 
 from __future__ import annotations
