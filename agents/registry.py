@@ -398,8 +398,12 @@ class ConfiguredOracle(ConfiguredAgent):
 def configured(name: str, config: Any) -> ConfiguredAgent:
     """`name` with `config`, as a ConfiguredOracle when its entry declares an oracle (the
     agent is not built)."""
-    kind = ConfiguredOracle if AGENTS.get(name).oracle else ConfiguredAgent
-    return kind(name, config)
+    return _kind(AGENTS.get(name))(name, config)
+
+
+def _kind(entry: Any) -> type[ConfiguredAgent]:
+    """What a configured agent of `entry` is: a ConfiguredOracle when it declares one."""
+    return ConfiguredOracle if entry.oracle else ConfiguredAgent
 
 
 def load(name: str, **overrides: Any) -> ConfiguredAgent:
@@ -421,7 +425,7 @@ def load(name: str, **overrides: Any) -> ConfiguredAgent:
                 + (", ".join(sorted(field_types(entry.config_cls))) or "(none)")
             )
     config = with_overrides(entry.config_cls(), overrides, where=f"agent {name}")
-    return (ConfiguredOracle if entry.oracle else ConfiguredAgent)(name, config)  # as configured
+    return _kind(entry)(name, config)
 
 
 def takes_seed(name: str) -> bool:

@@ -155,14 +155,11 @@ def design(agents: Sequence[str], real: dict[str, list[str]], grid: dict[str, li
            side: str = "2d"):
     """The report's Design: each agent's configs, synthetic problems, the pooled ones (the
     first round's, which every agent ran) and the real ids per regime."""
-    import json
-
     from experiments.real_data_report import Design
-    from leaderboard.execution.jobs import config_key
+    from leaderboard.execution.jobs import config_json, config_key
 
-    configs = {a: {config_key(a, c): json.dumps({k: v for k, v in c.items() if k != "seed"},
-                                                sort_keys=True)
-                   for c in agent_configs(a, grid)} for a in agents}  # fmt: skip
+    configs = {a: {config_key(a, c): config_json(c) for c in agent_configs(a, grid)}
+               for a in agents}  # fmt: skip
     return Design(configs, {a: synthetic_ids(a, side) for a in agents},
                   tune.first_round(side_ids(side)), real, side)  # fmt: skip
 

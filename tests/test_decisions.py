@@ -59,6 +59,11 @@ def test_bootstrap_correlation_minus_says_which_predictor_is_better():
     assert better.value > 0.5 and better.low > 0
     worse = bootstrap_correlation(x, z, minus=y, num_bootstrap=400)
     assert worse.high < 0
+    # the difference's draws are the two correlations' own (the same replicates)
+    alone = [bootstrap_correlation(x, s, num_bootstrap=400).value for s in (y, z)]
+    assert better.value == pytest.approx(alone[0] - alone[1])
+    with pytest.raises(InputError, match=r"units: got \(8, 30\) and \(8, 29\)"):
+        bootstrap_correlation(x, y, minus=z[:, :29])
     with pytest.raises(InputError, match="at least 3"):
         bootstrap_correlation(x[:2], y[:2])
 

@@ -181,11 +181,17 @@ def test_the_index_runs_the_librarys_own_checks_of_names_and_settings():
     fields = {n: [f.name for f in dataclasses.fields(agents.AGENTS.get(n).config_cls)]
               for n in ("uniform", "mlp")}  # fmt: skip
     assert str(library.value) == catalog._names.unused_override(fields, ["num_batchs"])
-    assert "did you mean 'num_batches'" in str(library.value)
+    assert str(library.value).startswith(
+        "set num_batchs: no agent among uniform, mlp has this field (did you mean "
+        "'num_batches'?); allowed: uniform: (none); mlp: "
+    )
     config_cls = agents.AGENTS.get("mlp").config_cls
     with pytest.raises(InputError) as library:
         coerce_fields(config_cls, {"learning_rat": "0.1"}, where="agent mlp")
     settings = [f.name for f in dataclasses.fields(config_cls)]
     assert str(library.value) == catalog._names.unknown_setting(
         "agent mlp: ", "learning_rat", settings
+    )
+    assert str(library.value).startswith(  # the words users have always read
+        "agent mlp: unknown setting 'learning_rat' (did you mean 'learning_rate'?); allowed: "
     )

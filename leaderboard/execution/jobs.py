@@ -28,10 +28,18 @@ log = logging.getLogger("testbed.sweep")
 
 
 def config_key(agent: str, config: Mapping[str, Any]) -> str:
-    """A stable hash of (agent name, config without its seed)."""
-    body = {k: v for k, v in config.items() if k != "seed"}
-    text = json.dumps({"agent": agent, "config": body}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """A stable hash of (agent name, config without its seed): `Job.config_key`'s."""
+    return Job(agent, config_json(config), "").config_key
+
+
+def config_json(config: Mapping[str, Any]) -> str:
+    """A config as a job holds it: sorted JSON, without its seed (seeds are the job's)."""
+    return json.dumps({k: v for k, v in config.items() if k != "seed"}, sort_keys=True)
+
+
+def options_json(options: Mapping[str, Any] | None) -> str:
+    """Problem options as a job holds them: sorted JSON, "" for none."""
+    return json.dumps(dict(options), sort_keys=True) if options else ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +63,9 @@ class Job:
 
     @property
     def config_key(self) -> str:
-        """`config_key(agent, config)`, from the JSON the job holds (no round trip)."""
+        """A hash of the agent name and the config JSON the job holds: the text is
+        `json.dumps({"agent": agent, "config": config}, sort_keys=True)`, built from the
+        JSON without parsing it again (a sweep computes a million of these)."""
         text = f'{{"agent": {json.dumps(self.agent)}, "config": {self.config_json}}}'
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -94,13 +104,7 @@ class Job:
         seed: int = 0,
         options: Mapping[str, Any] | None = None,
     ) -> Job:
-        body = _sorted_json({k: v for k, v in config.items() if k != "seed"})
-        return cls(agent, body, problem_id, int(seed), _sorted_json(options) if options else "")
-
-
-def _sorted_json(values: Mapping[str, Any]) -> str:
-    """A config or problem options as a job holds them: sorted JSON."""
-    return json.dumps(dict(values), sort_keys=True)
+        return cls(agent, config_json(config), problem_id, int(seed), options_json(options))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,7 +262,7 @@ def expand(
     if error := unused_override(fields, overrides):  # a typo (the index says it alike)
         raise InputError(error)
     jobs: dict[str, Job] = {}
-    options = _sorted_json(problem_options) if problem_options else ""  # as Job.make's
+    options = options_json(problem_options)  # made once, as each config's JSON below
     for name in agent_names:
         own_seeds = seeds
         if seeds != [0] and not agents.registry.takes_seed(name):  # seed 0's results again
@@ -274,7 +278,7 @@ def expand(
             own_seeds = [0]
         own = {k: v for k, v in overrides.items() if k in fields[name]}
         for config in agent_configs(name, own, configs=configs):
-            body = _sorted_json({k: v for k, v in config.items() if k != "seed"})
+            body = config_json(config)
             for pid in problem_ids:
                 for seed in own_seeds:
                     job = Job(name, body, pid, int(seed), options)

@@ -114,9 +114,12 @@ def plan(
     names = [agents] if isinstance(agents, str) else list(agents)
     parsed = AgentSeeds.parse(seeds)  # once: counted, then expanded, then passed on
     seed_count = parsed.counted()
-    ids = list(generative.sweep_ids(problems) if isinstance(problems, str) else problems)
-    for pid in [] if isinstance(problems, str) else ids:  # an unknown id or family: refused
-        generative.problem_settings(pid)
+    if isinstance(problems, str):  # a registered sweep's name
+        ids = list(generative.sweep_ids(problems))
+    else:  # ids, each checked: an unknown id or family is refused before any job is made
+        ids = list(problems)
+        for pid in ids:
+            generative.problem_settings(pid)
     # its size, before any job is made (`--seeds 0-10000000` would grow to gigabytes)
     per_agent = [len(registry.sweep(n)) if configs == "sweep" else 1 for n in names]
     if (total := sum(per_agent) * len(ids) * seed_count) > MAX_JOBS:
