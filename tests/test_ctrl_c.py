@@ -122,7 +122,14 @@ WYB = "conjugate/wyb/21"
     ],
 )
 def test_ctrl_c_while_a_ppl_samples(agent, module, samples, tmp_path):
+    """Its model compiled by a run before (on a fresh machine the signal would land in the
+    compile, which `test_ctrl_c_while_a_ppl_compiles` covers), so Ctrl-C lands in sampling."""
     pytest.importorskip(module)
+    if agent != "pyro":
+        warm = [*RUN, "--agent", agent, "--problem", WYB, "--set", "num_samples=100"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        subprocess.run([sys.executable, *warm], cwd=tmp_path, env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     argv = [*RUN, "--agent", agent, "--problem", WYB, "--set", f"num_samples={samples}"]
     ready = _progress if agent == "pyro" else _sampling  # pyro prints its own progress
     _check("testbed", interrupt(argv, ready, tmp_path, settle=10.0))
@@ -136,6 +143,26 @@ def test_ctrl_c_while_a_jax_ppl_samples(agent, tmp_path):
     pytest.importorskip("arviz")  # the PPL agents' diagnostics (the ppl extra)
     argv = [*RUN, "--agent", agent, "--problem", WYB, "--set", "num_samples=400000"]
     _check("testbed", interrupt(argv, _progress, tmp_path))
+
+
+# nutpie's compile with its native part standing for minutes: numba's LLVM passes run for
+# tens of seconds in one native call (a cold compile on a loaded machine), as this does
+COMPILING_FOR_MINUTES = f"""
+import hashlib, sys
+import agents.ppl.pymc_agent as pymc_agent
+pymc_agent.compile_pymc_model = lambda m: hashlib.pbkdf2_hmac("sha256", b"x", b"y", 10**9)
+sys.argv = ["testbed", "run", "--agent", "nutpie", "--problem", "{WYB}"]
+from experiments.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_ppl_compiles(tmp_path):
+    """A model's compile runs in a worker thread, the main thread waiting in Python: Ctrl-C
+    inside a long native call of it (CI: numba's LLVM passes, a cold cache) waited for it."""
+    pytest.importorskip("nutpie")
+    _check("testbed", interrupt(["-c", COMPILING_FOR_MINUTES], _sampling, tmp_path))
 
 
 @pytest.mark.slow

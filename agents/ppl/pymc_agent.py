@@ -46,6 +46,7 @@ from agents.ppl.spec import NO_INVERSE_WISHART, PARAMS, PplModel, to_theta, tran
 from agents.registry import register
 from testbed import settings
 from testbed.base import MODEL_POSTERIOR, Data
+from testbed.waiting import waited
 
 SERVES = NO_INVERSE_WISHART
 PYMC_MODELS = ModelCache()  # (family, n, D) -> (pm.Model, its NUTS step)
@@ -137,14 +138,19 @@ def _posterior(trace, model: PplModel, compile_seconds: float, start: float):
 
 def _compiled(pm, model: PplModel, cache: ModelCache, compile_model: Callable) -> tuple:
     """((the PyMC model of the problem's shape, what `compile_model(pm, pm_model)` compiles
-    for it), compile seconds): built and compiled, quietly, once per shape in `cache`."""
+    for it), compile seconds): built and compiled, quietly, once per shape in `cache`, in a
+    worker thread (`waited`): numba's LLVM passes run for tens of seconds in native code,
+    which would hold a Ctrl-C back until they return."""
 
     def build():
         pm_model = build_model(pm, model)
-        with quiet():
-            return pm_model, compile_model(pm, pm_model)
+        return pm_model, compile_model(pm, pm_model)
 
-    return cache.get(model.shape_key, build)
+    def quietly():
+        with quiet():  # entered here: an interrupt's line is printed after it ends
+            return waited(build)
+
+    return cache.get(model.shape_key, quietly)
 
 
 def _nuts_step(pm, pm_model):
