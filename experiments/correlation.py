@@ -123,20 +123,52 @@ def bootstrap_correlation(
     With `minus` (z_units [A, V], scored on y's units, e.g. tau = 1 beside tau = 10 on the
     same problems): corr(x, y) - corr(x, z), each replicate resampling x's units once and
     y's and z's together: is y the better predictor of x?"""
+    if minus is None:
+        values, draws = _checked(method, x_units, [y_units], num_bootstrap, seed)
+        return Correlation(values[0], *_interval(draws[0], level))
+    return bootstrap_comparison(
+        x_units, y_units, minus, method, num_bootstrap=num_bootstrap, level=level, seed=seed
+    )[2]
+
+
+def bootstrap_comparison(
+    x_units: np.ndarray,
+    y_units: np.ndarray,
+    z_units: np.ndarray,
+    method: str = "spearman",
+    *,
+    num_bootstrap: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[Correlation, Correlation, Correlation]:
+    """(corr(x, y), corr(x, z), their difference), each with its interval, from one set of
+    replicates: what `bootstrap_correlation` gives for y, for z and with `minus=z`."""
+    values, draws = _checked(method, x_units, [y_units, z_units], num_bootstrap, seed)
+    return (
+        Correlation(values[0], *_interval(draws[0], level)),
+        Correlation(values[1], *_interval(draws[1], level)),
+        Correlation(values[0] - values[1], *_interval(draws[0] - draws[1], level)),
+    )
+
+
+def _checked(
+    method: str, x_units: np.ndarray, sides: list[np.ndarray], num_bootstrap: int, seed: int
+) -> tuple[list[float], list[np.ndarray]]:
+    """`_replicated` after the inputs' checks: a known method, sides of one shape, the same
+    agents (at least 3) on both."""
     _method(method)  # checked first
-    x_units, y_units = np.atleast_2d(x_units), np.atleast_2d(y_units)
-    sides = [y_units] if minus is None else [y_units, np.atleast_2d(minus)]
-    if sides[-1].shape != y_units.shape:
-        raise InputError(f"units: got {y_units.shape} and {sides[-1].shape}; allowed: equal shapes")
-    if x_units.shape[0] != y_units.shape[0] or x_units.shape[0] < 3:
+    x_units = np.atleast_2d(x_units)
+    sides = [np.atleast_2d(side) for side in sides]
+    if sides[-1].shape != sides[0].shape:
         raise InputError(
-            f"agents: got {x_units.shape[0]} and {y_units.shape[0]} rows; allowed: the same "
+            f"units: got {sides[0].shape} and {sides[-1].shape}; allowed: equal shapes"
+        )
+    if x_units.shape[0] != sides[0].shape[0] or x_units.shape[0] < 3:
+        raise InputError(
+            f"agents: got {x_units.shape[0]} and {sides[0].shape[0]} rows; allowed: the same "
             "agents on both sides, at least 3"
         )
-    values, draws = _replicated(method, x_units, sides, num_bootstrap, seed)
-    if minus is None:
-        return Correlation(values[0], *_interval(draws[0], level))
-    return Correlation(values[0] - values[1], *_interval(draws[0] - draws[1], level))
+    return _replicated(method, x_units, sides, num_bootstrap, seed)
 
 
 def bootstrap_pairs(

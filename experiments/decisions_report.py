@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.correlation import bootstrap_correlation
+from experiments.correlation import bootstrap_comparison
 
 OUTPUTS = ("regret.md", "regret.csv", "correlation.md", "correlation.csv", "regret_vs_kl.png")
 SHIPPED = "decisions_ours"
@@ -127,9 +127,7 @@ def _correlations(env, which: str, agents: list[str], g, kl, num_bootstrap: int)
     z = units(kl[kl["tau"] == 1], "kl_estimate", "unit", agents)
     rows = []
     for method in ("spearman", "pearson"):
-        joint = bootstrap_correlation(x, y, method, num_bootstrap=num_bootstrap)
-        marginal = bootstrap_correlation(x, z, method, num_bootstrap=num_bootstrap)
-        gap = bootstrap_correlation(x, y, method, minus=z, num_bootstrap=num_bootstrap)
+        joint, marginal, gap = bootstrap_comparison(x, y, z, method, num_bootstrap=num_bootstrap)
         rows.append({
             "environment": env, "agents": which, "method": method, "n": len(agents),
             "seeds": x.shape[1], "problems": y.shape[1],

@@ -10,6 +10,7 @@ import pytest
 
 from experiments import decisions_report, reproduce_decisions
 from experiments.correlation import (
+    bootstrap_comparison,
     bootstrap_correlation,
     pearson,
     spearman,
@@ -66,6 +67,22 @@ def test_bootstrap_correlation_minus_says_which_predictor_is_better():
         bootstrap_correlation(x, y, minus=z[:, :29])
     with pytest.raises(InputError, match="at least 3"):
         bootstrap_correlation(x[:2], y[:2])
+
+
+def test_one_comparison_is_the_three_correlations():
+    """`bootstrap_comparison` draws the replicates once: its three results are those of the
+    three `bootstrap_correlation` calls, values and intervals alike."""
+    rng = np.random.default_rng(3)
+    x = _units(rng.standard_normal(7), 1.0, 12, 4)
+    y, z = _units(rng.standard_normal(7), 1.0, 25, 5), _units(rng.standard_normal(7), 1.0, 25, 6)
+    for method in ("spearman", "pearson"):
+        kw = {"num_bootstrap": 300, "seed": 2}
+        got = bootstrap_comparison(x, y, z, method, **kw)
+        alone = [bootstrap_correlation(x, s, method, **kw) for s in (y, z)]
+        assert got == (*alone, bootstrap_correlation(x, y, method, minus=z, **kw))
+        assert got[0] != got[1]  # the sides differ: the check can fail
+    with pytest.raises(InputError, match=r"units: got \(7, 25\) and \(7, 24\)"):
+        bootstrap_comparison(x, y, z[:, :24])
 
 
 def _bandit_frame(regrets: dict[str, list[float]]) -> pd.DataFrame:
