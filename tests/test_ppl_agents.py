@@ -12,7 +12,9 @@ posterior is Gaussian) at a stated level, and a one-sd shift of the same draws i
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -425,3 +427,21 @@ def test_stan_runs_in_a_sweep_worker(tmp_path):
     assert main(args) == 0
     runs = leaderboard.load(db)
     assert sorted(runs["status"]) == ["ok", "ok"] and (runs["r_hat_max"] < 1.05).all()
+    # no process of the sweep outlives it: httpstan's pool processes (forked by the worker,
+    # which ends without exit handlers) were left waiting on their queue for ever
+    deadline = time.monotonic() + 15.0
+    while (left := _processes_of(str(tmp_path))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"processes left behind: {left}"
+
+
+def _processes_of(marker: str) -> list[int]:
+    """The pids of live processes whose environment names `marker` (a test's tmp_path)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return [p for p in pids if p != os.getpid()]

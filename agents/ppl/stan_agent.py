@@ -36,6 +36,7 @@ from agents.ppl.common import (
 )
 from agents.ppl.spec import PARAMS, PplModel, to_theta, translate
 from agents.registry import register
+from testbed import settings
 from testbed.base import MODEL_POSTERIOR, Data
 
 PROGRAMS = {
@@ -115,9 +116,10 @@ def stan_data(model: PplModel) -> dict:
 
 @contextlib.contextmanager
 def children_allowed() -> Iterator[None]:
-    """httpstan samples its chains in a process pool of its own; a sweep's worker is a
-    daemonic process, which multiprocessing forbids to start children: the flag is lifted
-    while Stan runs and put back after, and the pool's processes ended."""
+    """httpstan samples its chains in a process pool of its own. A sweep's worker ends
+    without exit handlers, which would leave the pool's forked processes waiting on its
+    queue for ever (they hold both its ends): there they are ended after each fit. A
+    daemonic process may not start children: its flag is lifted while Stan runs."""
     process = multiprocessing.current_process()
     daemonic = process.daemon
     if daemonic:
@@ -127,6 +129,7 @@ def children_allowed() -> Iterator[None]:
     finally:
         if daemonic:
             process._config["daemon"] = True
+        if daemonic or settings.current().worker:
             _fresh_pool()
 
 
