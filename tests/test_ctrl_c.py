@@ -128,8 +128,9 @@ def test_ctrl_c_while_a_ppl_samples(agent, module, samples, tmp_path):
     if agent != "pyro":
         warm = [*RUN, "--agent", agent, "--problem", WYB, "--set", "num_samples=100"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        subprocess.run([sys.executable, *warm], cwd=tmp_path, env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        done = subprocess.run([sys.executable, *warm], cwd=tmp_path, env=env, text=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        assert done.returncode == 0, f"the compiling run failed: {done.stderr[-2000:]}"
     argv = [*RUN, "--agent", agent, "--problem", WYB, "--set", f"num_samples={samples}"]
     ready = _progress if agent == "pyro" else _sampling  # pyro prints its own progress
     _check("testbed", interrupt(argv, ready, tmp_path, settle=10.0))
@@ -150,6 +151,7 @@ def test_ctrl_c_while_a_jax_ppl_samples(agent, tmp_path):
 COMPILING_FOR_MINUTES = f"""
 import hashlib, sys
 import agents.ppl.pymc_agent as pymc_agent
+assert "compile_pymc_model" in pymc_agent._nutpie_model.__code__.co_names  # what it calls
 pymc_agent.compile_pymc_model = lambda m: hashlib.pbkdf2_hmac("sha256", b"x", b"y", 10**9)
 sys.argv = ["testbed", "run", "--agent", "nutpie", "--problem", "{WYB}"]
 from experiments.cli import main
