@@ -91,7 +91,9 @@ def _add_sweep(sub: Any, fn: Command) -> None:
         "--executor", choices=["local", "ray", "inline"], default="local",
         help="local process pool, Ray cluster, or inline (this process, for debugging)",
     )  # fmt: skip
-    p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    p.add_argument(
+        "--address", help="Ray cluster address (default: RAY_ADDRESS if set, else a local Ray)"
+    )
     p.add_argument(
         "--workers", type=int, default=0, help="jobs at once, local or ray (0: one per core)"
     )

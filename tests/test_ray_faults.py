@@ -137,3 +137,48 @@ def test_the_head_watch_knocks_at_the_gcs_port(monkeypatch):
     with pytest.raises(EnvironmentFault, match=r"ray cluster: its head \(GCS at 127.0.0.1"):
         watch.check()  # the port closed: silent for longer than lost_seconds
     executors.HeadWatch(None).check()  # no address known: no watch
+
+
+@pytest.mark.parametrize(
+    ("given", "env", "expected"),
+    [(None, None, "local"), ("", None, "local"), (None, "10.0.0.5:6379", "10.0.0.5:6379"),
+     ("h:1", "10.0.0.5:6379", "h:1"), (None, "  ", "local"), ("auto", None, "auto")],
+)  # fmt: skip
+def test_no_address_is_a_local_ray_unless_ray_address_names_one(given, env, expected, monkeypatch):
+    from leaderboard.execution.ray_executor import cluster_address
+
+    if env is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", env)
+    assert cluster_address(given) == expected
+
+
+@pytest.mark.slow
+def test_a_sweep_without_address_never_joins_the_cluster_left_on_the_machine(tmp_path, monkeypatch):
+    """Ray's own default (address None) joins the cluster the last `ray start` on the
+    machine wrote down (/tmp/ray/ray_current_cluster): a sweep meant to run alone ran on
+    another sweep's cluster and lost its jobs when that cluster lost a node (CI, stop 63).
+    Without --address the sweep starts a Ray of its own."""
+    from ray.cluster_utils import Cluster
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
+    try:
+        # what Ray's default would join
+        assert ray._private.utils.read_ray_address() == cluster.address
+        env = {**os.environ, "TESTBED_PROGRESS": "off", "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "experiments.cli", "sweep", "--agent", "uniform",
+             "--problem", "coin/0", "--executor", "ray", "--workers", "1",
+             "--results", str(tmp_path / "r.db"), "--json"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        cluster.shutdown()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Connecting to existing Ray cluster" not in proc.stderr, proc.stderr[-2000:]
+    assert "Started a local Ray instance" in proc.stderr, proc.stderr[-2000:]

@@ -36,7 +36,8 @@ OnResult = Callable[[list[JobResult]], None]  # a unit's results, one per job
 
 @dataclasses.dataclass(frozen=True)
 class RayConfig:
-    """Ray tasks on the cluster at `address` (None: start a local Ray instance).
+    """Ray tasks on the cluster at `address` (None: `RAY_ADDRESS` if set, else a local Ray
+    of the sweep's own; `cluster_address`).
 
     At most `workers` jobs run at once (0: the cluster's CPU count / threads_per_worker).
     `init_kwargs` go to `ray.init` (e.g. num_cpus=2, include_dashboard=False for tests).
@@ -111,6 +112,15 @@ def _gcs_address(ray) -> str | None:
         return str(ray.get_runtime_context().gcs_address)
     except Exception:  # an older or newer Ray without it: no watch
         return None
+
+
+def cluster_address(address: str | None) -> str:
+    """The address `ray.init` gets: the one given, else `RAY_ADDRESS` (Ray's own variable,
+    set by the user), else "local", a Ray of the sweep's own. Ray's default (None) would
+    join the cluster a `ray start` on this machine last left behind, stale or not."""
+    if address is not None and address.strip():
+        return address
+    return os.environ.get("RAY_ADDRESS", "").strip() or "local"
 
 
 def ray_endpoint(address: str | None) -> tuple[str, int] | None:
@@ -192,7 +202,9 @@ class RayExecutor:
         from leaderboard.execution.worker import compilation_cache_env, thread_env
 
         env = thread_env(self.config.threads_per_worker)
-        if ray_endpoint(self.config.address) is None:  # a local Ray: this machine's cache
+        if (
+            ray_endpoint(cluster_address(self.config.address)) is None
+        ):  # a local Ray: this machine's cache
             env.update(compilation_cache_env())
         return worker_env(env)
 
@@ -208,15 +220,16 @@ class RayExecutor:
             ) from None
         if ray.is_initialized():
             return ray
-        check_reachable(self.config.address)  # Ray would retry for minutes, logging each
+        address = cluster_address(self.config.address)
+        check_reachable(address)  # Ray would retry for minutes, logging each
         # Ray's log while it connects to a cluster: shown with -v if it works, never if it
         # fails
         # (a local Ray starts processes that would keep the held stderr: not held then)
-        hold = _stderr_held() if ray_endpoint(self.config.address) else contextlib.nullcontext()
+        hold = _stderr_held() if ray_endpoint(address) else contextlib.nullcontext()
         with hold as said, _stdout_to_stderr():
             try:
                 ray.init(
-                    address=self.config.address,
+                    address=address,
                     runtime_env={"env_vars": self._env()},
                     log_to_driver=False,
                     **dict(self.config.init_kwargs),
@@ -226,7 +239,7 @@ class RayExecutor:
                     said.drop()
                 reason = " ".join(str(e).split())[:300]
                 raise InputError(
-                    f"ray address: got {self.config.address!r} ({reason}); allowed: the "
+                    f"ray address: got {address!r} ({reason}); allowed: the "
                     "address of a running Ray cluster, or none to start a local one"
                 ) from None
             except BaseException:
