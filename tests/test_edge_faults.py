@@ -326,6 +326,14 @@ def test_an_unreachable_ray_cluster_is_one_line_and_leaves_no_file(tmp_path):
     assert proc.returncode == EXIT_ENVIRONMENT, proc.stderr
     _one_line(proc.stderr, f"cannot reach the Ray cluster at '127.0.0.1:{port}'")
     assert not db.exists()
+    # the same address from Ray's own variable, no --address: named as the user set it
+    proc = _cli("sweep", "--agent", "uniform", "--problem", "coin/0", "--executor", "ray",
+                "--results", str(db), timeout=120,
+                env={**_env(), "RAY_ADDRESS": f"127.0.0.1:{port}"})  # fmt: skip
+    assert proc.returncode == EXIT_ENVIRONMENT, proc.stderr
+    line = _one_line(proc.stderr, f"cannot reach the Ray cluster at '127.0.0.1:{port}'")
+    assert line.startswith("testbed: error: RAY_ADDRESS: "), line
+    assert not db.exists()
 
 
 # Runs the command with files limited to LIMIT bytes: writing past it fails with EFBIG,

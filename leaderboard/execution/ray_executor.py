@@ -123,9 +123,9 @@ def cluster_address(address: str | None) -> str:
     return os.environ.get("RAY_ADDRESS", "").strip() or "local"
 
 
-def ray_endpoint(address: str | None) -> tuple[str, int] | None:
+def ray_endpoint(address: str | None, field: str = "ray address") -> tuple[str, int] | None:
     """(host, port) that a Ray address names (`host:port`, `ray://host:port`), or None for
-    an address Ray resolves itself (none, `auto`, `local`)."""
+    an address Ray resolves itself (none, `auto`, `local`). `field` names it in errors."""
     if address is None or address.strip().lower() in ("", "auto", "local"):
         return None
     text = address.strip()
@@ -139,23 +139,25 @@ def ray_endpoint(address: str | None) -> tuple[str, int] | None:
         host, _, port = text.rpartition(":") if ":" in text else (text, "", "")
     if not host:
         raise InputError(
-            f"ray address: got {address!r}; allowed: host:port of a running Ray cluster "
+            f"{field}: got {address!r}; allowed: host:port of a running Ray cluster "
             "(e.g. 10.0.0.5:6379 or ray://10.0.0.5:10001), or none to start a local one"
         )
     if not port:
         return host, RAY_DEFAULT_PORT
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise InputError(
-            f"ray address: got {address!r}, whose port {port!r} is no port number; allowed: "
+            f"{field}: got {address!r}, whose port {port!r} is no port number; allowed: "
             "host:port with a port in 1..65535"
         )
     return host, int(port)
 
 
-def check_reachable(address: str | None, seconds: float = RAY_CONNECT_SECONDS) -> None:
+def check_reachable(
+    address: str | None, seconds: float = RAY_CONNECT_SECONDS, field: str = "ray address"
+) -> None:
     """An EnvironmentFault when nothing answers at the Ray address within `seconds`
     (before Ray itself tries, which retries for minutes and logs every attempt)."""
-    endpoint = ray_endpoint(address)
+    endpoint = ray_endpoint(address, field)
     if endpoint is None:
         return
     host, port = endpoint
@@ -166,13 +168,13 @@ def check_reachable(address: str | None, seconds: float = RAY_CONNECT_SECONDS) -
         reason = e.strerror or ("no answer" if isinstance(e, TimeoutError) else type(e).__name__)
         if isinstance(e, socket.gaierror):
             raise InputError(
-                f"ray address: got {address!r}, whose host {host!r} is not known ({reason}); "
+                f"{field}: got {address!r}, whose host {host!r} is not known ({reason}); "
                 "allowed: the address of a running Ray cluster, or none to start a local one"
             ) from None
         if isinstance(e, TimeoutError) or e.errno == errno.ETIMEDOUT:
             reason = f"no answer within {seconds:g} s"
     raise EnvironmentFault(
-        f"ray address: cannot reach the Ray cluster at {address!r} ({host}:{port}: {reason}); "
+        f"{field}: cannot reach the Ray cluster at {address!r} ({host}:{port}: {reason}); "
         "start it (ray start --head) or check the address and the network, then run the "
         "sweep again (nothing was stored)"
     )
@@ -221,7 +223,9 @@ class RayExecutor:
         if ray.is_initialized():
             return ray
         address = cluster_address(self.config.address)
-        check_reachable(address)  # Ray would retry for minutes, logging each
+        given = bool(self.config.address and self.config.address.strip())
+        field = "ray address" if given or address == "local" else "RAY_ADDRESS"
+        check_reachable(address, field=field)  # Ray would retry for minutes, logging each
         # Ray's log while it connects to a cluster: shown with -v if it works, never if it
         # fails
         # (a local Ray starts processes that would keep the held stderr: not held then)
@@ -239,7 +243,7 @@ class RayExecutor:
                     said.drop()
                 reason = " ".join(str(e).split())[:300]
                 raise InputError(
-                    f"ray address: got {address!r} ({reason}); allowed: the "
+                    f"{field}: got {address!r} ({reason}); allowed: the "
                     "address of a running Ray cluster, or none to start a local one"
                 ) from None
             except BaseException:
