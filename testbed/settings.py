@@ -2,10 +2,10 @@
 
 `Settings.from_env()` takes a snapshot of the variables (and the few of others' that decide
 something of ours: the cache home, JAX's cache folder and XLA's flags, TFDS's data folder,
-PyTensor's flags); each property checks its own value when asked, with the error that
-names the variable, so a bad value fails where it is used, as a missing one falls back to
-its default. This module is the only one of the product that reads the process's
-environment (tests/test_settings.py checks it).
+PyTensor's flags, Ray's cluster address); each property checks its own value when asked,
+with the error that names the variable, so a bad value fails where it is used, as a
+missing one falls back to its default. This module is the only one of the product that
+reads the process's environment (tests/test_settings.py checks it).
 
 Each entry point installs its settings once: the command line reads the environment once
 per command and keeps that snapshot in force while the command runs
@@ -53,11 +53,13 @@ CATALOG = "TESTBED_CATALOG"
 VARIABLES = (THREADS, PROGRESS, MEMORY_GB, JAX_CACHE, THREEFRY, CHECKPOINTS, WORKER, TFDS_DOWNLOAD,
              CATALOG)  # fmt: skip
 # not ours, but they decide something of ours: the cache folders, the stored programs' key
-# (XLA's flags), the datasets' folder, PyTensor's BLAS
+# (XLA's flags), the datasets' folder, PyTensor's BLAS, the Ray cluster a sweep joins
 TFDS_DATA_DIR = "TFDS_DATA_DIR"
 XLA_FLAGS = "XLA_FLAGS"
 PYTENSOR_FLAGS = "PYTENSOR_FLAGS"
-CONTEXT = ("JAX_COMPILATION_CACHE_DIR", "XDG_CACHE_HOME", TFDS_DATA_DIR, XLA_FLAGS, PYTENSOR_FLAGS)
+RAY_ADDRESS = "RAY_ADDRESS"
+CONTEXT = ("JAX_COMPILATION_CACHE_DIR", "XDG_CACHE_HOME", TFDS_DATA_DIR, XLA_FLAGS, PYTENSOR_FLAGS,
+           RAY_ADDRESS)  # fmt: skip
 # set for TensorFlow's import in this process (`quiet_tensorflow`)
 TF_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
 
@@ -212,6 +214,11 @@ class Settings:
     def pytensor_flags(self) -> str:
         """PyTensor's flags (`PYTENSOR_FLAGS`; '' when unset)."""
         return self.get(PYTENSOR_FLAGS) or ""
+
+    @property
+    def ray_address(self) -> str | None:
+        """The Ray cluster `RAY_ADDRESS` names (None: unset or blank)."""
+        return (self.get(RAY_ADDRESS) or "").strip() or None
 
 
 def _errors():

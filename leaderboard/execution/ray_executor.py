@@ -120,7 +120,9 @@ def cluster_address(address: str | None) -> str:
     join the cluster a `ray start` on this machine last left behind, stale or not."""
     if address is not None and address.strip():
         return address
-    return os.environ.get("RAY_ADDRESS", "").strip() or "local"
+    from testbed import settings
+
+    return settings.current().ray_address or "local"
 
 
 def ray_endpoint(address: str | None, field: str = "ray address") -> tuple[str, int] | None:
