@@ -206,9 +206,8 @@ class RayExecutor:
         from leaderboard.execution.worker import compilation_cache_env, thread_env
 
         env = thread_env(self.config.threads_per_worker)
-        if (
-            ray_endpoint(cluster_address(self.config.address)) is None
-        ):  # a local Ray: this machine's cache
+        local = ray_endpoint(cluster_address(self.config.address)) is None
+        if local:  # a local Ray: this machine's cache
             env.update(compilation_cache_env())
         return worker_env(env)
 
