@@ -429,6 +429,8 @@ def test_stan_runs_in_a_sweep_worker(tmp_path):
     assert sorted(runs["status"]) == ["ok", "ok"] and (runs["r_hat_max"] < 1.05).all()
     # no process of the sweep outlives it: httpstan's pool processes (forked by the worker,
     # which ends without exit handlers) were left waiting on their queue for ever
+    if not Path("/proc").is_dir():  # the check reads processes' environments there
+        return
     deadline = time.monotonic() + 15.0
     while (left := _processes_of(str(tmp_path))) and time.monotonic() < deadline:
         time.sleep(0.2)

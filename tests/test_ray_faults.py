@@ -141,8 +141,10 @@ def test_the_head_watch_knocks_at_the_gcs_port(monkeypatch):
 
 @pytest.mark.parametrize(
     ("given", "env", "expected"),
-    [(None, None, "local"), ("", None, "local"), (None, "10.0.0.5:6379", "10.0.0.5:6379"),
-     ("h:1", "10.0.0.5:6379", "h:1"), (None, "  ", "local"), ("auto", None, "auto")],
+    [(None, None, ("local", "ray address")), ("", None, ("local", "ray address")),
+     (None, "10.0.0.5:6379", ("10.0.0.5:6379", "RAY_ADDRESS")),
+     ("h:1", "10.0.0.5:6379", ("h:1", "ray address")), (None, "  ", ("local", "ray address")),
+     ("auto", None, ("auto", "ray address"))],
 )  # fmt: skip
 def test_no_address_is_a_local_ray_unless_ray_address_names_one(given, env, expected, monkeypatch):
     from leaderboard.execution.ray_executor import cluster_address
@@ -182,3 +184,13 @@ def test_a_sweep_without_address_never_joins_the_cluster_left_on_the_machine(tmp
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Connecting to existing Ray cluster" not in proc.stderr, proc.stderr[-2000:]
     assert "Started a local Ray instance" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_bad_address_is_named_where_it_came_from():
+    from leaderboard.execution.ray_executor import ray_endpoint
+    from testbed.errors import InputError
+
+    with pytest.raises(InputError, match=r"^ray address: got ':5'; .* or none for a local Ray$"):
+        ray_endpoint(":5")
+    with pytest.raises(InputError, match=r"^RAY_ADDRESS: got ':5'; .* or unset it for a local"):
+        ray_endpoint(":5", "RAY_ADDRESS")

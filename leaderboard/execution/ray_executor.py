@@ -114,18 +114,28 @@ def _gcs_address(ray) -> str | None:
         return None
 
 
-def cluster_address(address: str | None) -> str:
-    """The address `ray.init` gets: the one given, else `RAY_ADDRESS` (Ray's own variable,
-    set by the user), else "local", a Ray of the sweep's own. Ray's default (None) would
-    join the cluster a `ray start` on this machine last left behind, stale or not."""
+ADDRESS_FIELD = "ray address"  # how errors name --address (RayConfig.address)
+
+
+def cluster_address(address: str | None) -> tuple[str, str]:
+    """(the address `ray.init` gets, the name errors give it): the one given (`ray
+    address`), else `RAY_ADDRESS` (Ray's own variable, set by the user), else "local", a
+    Ray of the sweep's own. Ray's default (None) would join the cluster a `ray start` on
+    this machine last left behind, stale or not."""
     if address is not None and address.strip():
-        return address
+        return address, ADDRESS_FIELD
     from testbed import settings
 
-    return settings.current().ray_address or "local"
+    named = settings.current().ray_address
+    return (named, settings.RAY_ADDRESS) if named else ("local", ADDRESS_FIELD)
 
 
-def ray_endpoint(address: str | None, field: str = "ray address") -> tuple[str, int] | None:
+def _or_local(field: str) -> str:
+    """How a user gets a local Ray instead, in the words of the field at fault."""
+    return "or unset it for a local Ray" if field != ADDRESS_FIELD else "or none for a local Ray"
+
+
+def ray_endpoint(address: str | None, field: str = ADDRESS_FIELD) -> tuple[str, int] | None:
     """(host, port) that a Ray address names (`host:port`, `ray://host:port`), or None for
     an address Ray resolves itself (none, `auto`, `local`). `field` names it in errors."""
     if address is None or address.strip().lower() in ("", "auto", "local"):
@@ -142,7 +152,7 @@ def ray_endpoint(address: str | None, field: str = "ray address") -> tuple[str, 
     if not host:
         raise InputError(
             f"{field}: got {address!r}; allowed: host:port of a running Ray cluster "
-            "(e.g. 10.0.0.5:6379 or ray://10.0.0.5:10001), or none to start a local one"
+            f"(e.g. 10.0.0.5:6379 or ray://10.0.0.5:10001), {_or_local(field)}"
         )
     if not port:
         return host, RAY_DEFAULT_PORT
@@ -155,7 +165,7 @@ def ray_endpoint(address: str | None, field: str = "ray address") -> tuple[str, 
 
 
 def check_reachable(
-    address: str | None, seconds: float = RAY_CONNECT_SECONDS, field: str = "ray address"
+    address: str | None, seconds: float = RAY_CONNECT_SECONDS, field: str = ADDRESS_FIELD
 ) -> None:
     """An EnvironmentFault when nothing answers at the Ray address within `seconds`
     (before Ray itself tries, which retries for minutes and logs every attempt)."""
@@ -171,7 +181,7 @@ def check_reachable(
         if isinstance(e, socket.gaierror):
             raise InputError(
                 f"{field}: got {address!r}, whose host {host!r} is not known ({reason}); "
-                "allowed: the address of a running Ray cluster, or none to start a local one"
+                f"allowed: the address of a running Ray cluster, {_or_local(field)}"
             ) from None
         if isinstance(e, TimeoutError) or e.errno == errno.ETIMEDOUT:
             reason = f"no answer within {seconds:g} s"
@@ -206,7 +216,7 @@ class RayExecutor:
         from leaderboard.execution.worker import compilation_cache_env, thread_env
 
         env = thread_env(self.config.threads_per_worker)
-        local = ray_endpoint(cluster_address(self.config.address)) is None
+        local = ray_endpoint(cluster_address(self.config.address)[0]) is None
         if local:  # a local Ray: this machine's cache
             env.update(compilation_cache_env())
         return worker_env(env)
@@ -223,9 +233,7 @@ class RayExecutor:
             ) from None
         if ray.is_initialized():
             return ray
-        address = cluster_address(self.config.address)
-        given = bool(self.config.address and self.config.address.strip())
-        field = "ray address" if given or address == "local" else "RAY_ADDRESS"
+        address, field = cluster_address(self.config.address)
         check_reachable(address, field=field)  # Ray would retry for minutes, logging each
         # Ray's log while it connects to a cluster: shown with -v if it works, never if it
         # fails
@@ -244,8 +252,8 @@ class RayExecutor:
                     said.drop()
                 reason = " ".join(str(e).split())[:300]
                 raise InputError(
-                    f"{field}: got {address!r} ({reason}); allowed: the "
-                    "address of a running Ray cluster, or none to start a local one"
+                    f"{field}: got {address!r} ({reason}); allowed: the address of a "
+                    f"running Ray cluster, {_or_local(field)}"
                 ) from None
             except BaseException:
                 if said is not None:
