@@ -167,12 +167,10 @@ def design(agents: Sequence[str], real: dict[str, list[str]], grid: dict[str, li
 def _run(jobs: Sequence, results: str, workers: int) -> bool:
     """The jobs through the leaderboard's sweep; those the package ships are recorded,
     not run. True when some job is stored as failed."""
-    from leaderboard.execution.shipped_store import restore
+    from leaderboard.execution.shipped_store import restore_shipped
     from leaderboard.execution.sweeping import make_executor, run
 
-    keys = {j.key for j in jobs}
-    restore("neural_testbed", results, keys)
-    restore(SHIPPED, results, keys)
+    restore_shipped(results, {j.key for j in jobs})
     return bool(run(jobs, results, make_executor("local", workers=workers)).any_failed)
 
 
@@ -198,10 +196,11 @@ def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str
     """Per agent: its configs, its synthetic and real jobs, how many the store holds (ok or
     failed) or the package ships, those left to run and the core-hours they should take on
     each side (`COST`, measured at each agent's default config; nan where not measured)."""
+    from leaderboard.execution.shipped_store import RUN_SOURCES
     from leaderboard.shipped_files import shipped
     from leaderboard.store import ResultsStore
 
-    held = {k for name in ("neural_testbed", SHIPPED) for k in shipped(name)["key"]}
+    held = {k for name in RUN_SOURCES for k in shipped(name)["key"]}
     if Path(results).exists():
         with ResultsStore(results, mode="r") as store:
             held |= store.keys()

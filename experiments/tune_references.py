@@ -119,12 +119,10 @@ def choose(rows: pd.DataFrame, uniform: pd.DataFrame, selection: Sequence[str]) 
 
 def _run(jobs: Sequence, results: str, workers: int) -> None:
     """The jobs through the leaderboard's sweep; those the package ships are recorded."""
-    from leaderboard.execution.shipped_store import restore
+    from leaderboard.execution.shipped_store import restore_shipped
     from leaderboard.execution.sweeping import make_executor, run
 
-    keys = {j.key for j in jobs}
-    restore("neural_testbed", results, keys)
-    restore(SHIPPED, results, keys)
+    restore_shipped(results, {j.key for j in jobs})
     run(jobs, results, make_executor("local", workers=workers))
 
 

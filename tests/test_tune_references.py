@@ -227,3 +227,23 @@ def test_the_docs_tuned_table_is_computed_from_the_shipped_runs():
         row = next(line for line in docs.splitlines() if line.startswith(f"| {agent} |"))
         cells = row.split("|")[-5:-1]
         assert cells == [f" {v:.3f} " for v in numbers] + [gap], (row, numbers)
+
+
+def test_a_tuning_on_a_new_machine_takes_the_jobs_real_data_shipped(tmp_path, monkeypatch):
+    """The halving's first round is the real-data run's synthetic side: shipped there
+    (dropout's), every one of its jobs is in a new store before the sweep runs, so none
+    runs again."""
+    from leaderboard.execution import sweeping
+    from leaderboard.store import ResultsStore
+
+    first = sweeping.plan(["dropout"], tune.first_round(SELECTION), configs="sweep")
+    held = []
+
+    def run(jobs, results, executor):
+        with ResultsStore(results, mode="r") as store:
+            held.append(store.keys(status="ok") >= {j.key for j in jobs})
+
+    monkeypatch.setattr(sweeping, "make_executor", lambda *a, **k: None)
+    monkeypatch.setattr(sweeping, "run", run)
+    tune._run(first, str(tmp_path / "new.db"), workers=1)
+    assert len(first) == 35 * 14 and held == [True]  # 38 configs, 35 distinct

@@ -43,6 +43,18 @@ def from_results(results: str | os.PathLike, keys: Iterable[str] | None = None) 
     )
 
 
+# The shipped sources of testbed jobs that reproductions share: the tuning's selection
+# stage is the real-data run's synthetic side, and both hold the shipped defaults.
+RUN_SOURCES = ("neural_testbed", "real_data_ours", "tuned_references")
+
+
+def restore_shipped(results: str | os.PathLike, keys: Iterable[str]) -> int:
+    """`restore` from every source of `RUN_SOURCES`: a job shipped by one reproduction is
+    never run again by another that shares it, on any machine. Returns how many."""
+    keys = set(keys)
+    return sum(restore(name, results, keys) for name in RUN_SOURCES)
+
+
 def restore(name: str, results: str | os.PathLike, keys: Iterable[str]) -> int:
     """Records in the results store at `results` the shipped runs of source `name` whose
     key is among `keys` and which the store lacks; returns how many.
