@@ -258,16 +258,35 @@ def select_configs(results, executor, agent_names, group: int, problem_ids) -> d
 
 
 def take_shipped(jobs: Sequence, results: str) -> int:
-    """Records in `results` the jobs the package ships runs of (`neural_testbed`) and
-    `results` lacks: a run computes only the rest, and resumes on any machine."""
-    from leaderboard.execution.shipped_store import restore
-    from leaderboard.ranking import shipped
+    """Records in `results` the jobs the package ships runs of (`neural_testbed`, and the
+    tuned agents' in `tuned_references`) and `results` lacks: a run computes only the rest,
+    and resumes on any machine."""
+    from leaderboard.execution.shipped_store import RUN_SOURCES, restore_shipped
 
-    taken = restore("neural_testbed", results, {j.key for j in jobs})
+    taken = restore_shipped(results, {j.key for j in jobs})
     if taken:
         print(f"{taken} of {len(jobs)} jobs taken from the package's shipped runs "
-              f"({shipped.SOURCES['neural_testbed'].name})", file=sys.stderr)  # fmt: skip
+              f"({', '.join(RUN_SOURCES)})", file=sys.stderr)  # fmt: skip
     return taken
+
+
+def tuned_agents(args, names: Sequence[str]) -> list[str]:
+    """The agents of `names` that run at their tuned configs (`--agent-configs tuned`, or
+    those of `--tuned`): the ones `--ship` ships."""
+    if args.agent_configs == "tuned":
+        return list(names)
+    return [a for a in (t.strip() for t in (args.tuned or "").split(",")) if a in names]
+
+
+def ship(jobs: Sequence, agents: Sequence[str], results: str, path: Path) -> str:
+    """The finished runs of `agents`' jobs (at their tuned configs) in `results`, merged
+    into our shipped tuned runs at `path` (`tune_references.write_tuned`, by agent and
+    sweep): a partial run ships what finished, and a run on another machine takes it."""
+    from experiments.tune_references import write_tuned
+    from leaderboard.execution.shipped_store import from_results
+
+    keys = {j.key for j in jobs if j.agent in set(agents)}
+    return write_tuned(from_results(results, keys), results, path)
 
 
 def _parser():
@@ -298,6 +317,10 @@ def _parser():
         "--no-shipped", action="store_true",
         help="compute every job, also those whose runs the package ships",
     )  # fmt: skip
+    parser.add_argument(
+        "--ship", default=None, metavar="CSV.GZ",
+        help="merge the tuned agents' finished runs into ours (tuned_references.csv.gz)",
+    )  # fmt: skip
     return parser
 
 
@@ -305,7 +328,7 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
     """The agents, their configs' overrides and the problem ids asked for, and the --out
     folder, each checked (and the outputs' paths) before any job runs."""
     import generative
-    from leaderboard.outputs import check_output_folder
+    from leaderboard.outputs import check_output_folder, check_output_path
 
     names = [a.strip() for a in args.agents.split(",") if a.strip()]
     unknown = [a for a in names if a not in FIGURE_2021]
@@ -346,6 +369,14 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
         raise InputError(f"--select: got {args.select}; allowed: a seed group 0-9")
     if args.select is not None and args.report:
         raise InputError("--report: runs nothing; allowed: without --select (which runs)")
+    if args.ship:
+        if not tuned_agents(args, names) or args.select is not None:
+            raise InputError("--ship: ships tuned agents' runs; allowed with --agent-configs "
+                             "tuned or --tuned AGENTS (not --select)")  # fmt: skip
+        if args.report and not Path(args.results).exists():
+            raise InputError(f"--ship: --results {args.results!r} does not exist; allowed: "
+                             "a store this reproduction ran into")  # fmt: skip
+        check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
     out = check_output_folder("--out", args.out, OUTPUTS, [args.results])  # before any job
     return names, overrides, ids, out
 
@@ -396,9 +427,13 @@ def _table(args, stack: contextlib.ExitStack) -> tuple[pd.DataFrame, Path, list[
     if not args.no_shipped:
         take_shipped(jobs, results)
     if args.report:
+        if args.ship:
+            print(ship(jobs, tuned_agents(args, names), results, Path(args.ship)), file=sys.stderr)
         keys, groups = _reported(jobs, results, results != args.results)
         return summary_table(results, keys), out, groups, False
     failed = run_jobs(jobs, results, executor).any_failed
+    if args.ship:  # what finished, a partial run's too: its table uses whole groups
+        print(ship(jobs, tuned_agents(args, names), results, Path(args.ship)), file=sys.stderr)
     groups = sorted({group_of(j.problem_id) for j in jobs})
     return summary_table(results, {j.key for j in jobs}), out, groups, failed
 

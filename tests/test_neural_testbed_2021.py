@@ -307,3 +307,81 @@ def test_figure_of_a_table_without_rows_still_draws(tmp_path):
     (10 inches at 110 dpi) instead of failing after the sweep."""
     rnt.figure(pd.DataFrame(columns=rnt.TABLE_COLUMNS), tmp_path / "f.png")
     assert int.from_bytes((tmp_path / "f.png").read_bytes()[16:20], "big") == 10 * 110
+
+
+def _finished(store, jobs, kl: float) -> None:
+    for j in jobs:
+        metrics = {"kl_estimate": kl, "pct_finite_kl": 1.0}
+        store.record({**j.as_dict(), "status": "ok", "metrics": metrics, "wall_seconds": 2.0})
+
+
+def test_a_tuned_figure_run_ships_what_finished_and_a_fresh_install_tables_it(
+    tmp_path, monkeypatch, capsys
+):
+    """`--tuned bbb --ship` merges the finished runs of tuned bbb on the figure's problems
+    (a partial run's too) into our tuned runs, beside its rows of the tuning's sweep; a
+    `--report` without a store then tables the groups they complete; a new choice of bbb's
+    config by `tune_references` drops them as stale."""
+    from experiments import tune_references as tune
+    from leaderboard.execution import shipped_store
+    from leaderboard.execution.sweeping import plan
+    from leaderboard.ranking import shipped
+    from leaderboard.shipped_files import shipped as shipped_rows
+    from leaderboard.store import ResultsStore
+
+    chosen = {"sigma_1": 1.0, "num_batches": 500}
+    tuned_file, nt_file = tmp_path / "tuned.csv.gz", tmp_path / "nt.csv.gz"
+    with ResultsStore(tmp_path / "tuning.db") as store:  # the tuning's own sweep: 2 problems
+        _finished(store, plan(["bbb"], ["classification_2d/0", "classification_2d/1"],
+                              overrides=chosen), 0.5)  # fmt: skip
+    tune.write_tuned(shipped_store.from_results(tmp_path / "tuning.db"), "tuning.db", tuned_file)
+    groups = rnt.by_seed_group(generative.sweep_ids(rnt.SWEEP))
+    mlp = rnt.jobs_for(["mlp"], rnt.configs("2021"), groups[0] + groups[1])
+    with ResultsStore(tmp_path / "nt.db") as store:
+        _finished(store, mlp, 0.4)
+    shipped.write(shipped_store.from_results(tmp_path / "nt.db"), nt_file, notes=["a test"])
+    monkeypatch.setitem(shipped.SOURCES, rnt.TUNED, tuned_file)
+    monkeypatch.setitem(shipped.SOURCES, "neural_testbed", nt_file)
+    full = rnt.tuned_configs()["bbb"]  # the whole config the tuned runs ran
+    assert set(rnt.tuned_configs()) == {"bbb"} and {k: full[k] for k in chosen} == chosen
+    figure = rnt.configs("2021") | {"bbb": full}
+
+    bbb = rnt.jobs_for(["bbb"], figure, groups[0] + groups[1][:5])  # group 1 unfinished
+    results = tmp_path / "r.db"
+    with ResultsStore(results) as store:
+        _finished(store, bbb, 0.6)
+    argv = ["--report", "--tuned", "bbb", "--agents", "mlp,bbb", "--results", str(results),
+            "--out", str(tmp_path / "o1"), "--ship", str(tuned_file)]  # fmt: skip
+    assert rnt.main(argv) == 0
+    assert "2 cells (1 from" in capsys.readouterr().err  # bbb's 2021 cell, its 2d one kept
+    rows = shipped_rows(rnt.TUNED)
+    assert set(rows["key"]) == {j.key for j in bbb} | set(
+        shipped_store.from_results(tmp_path / "tuning.db")["key"])  # fmt: skip
+
+    fresh = ["--report", "--tuned", "bbb", "--agents", "mlp,bbb", "--results",
+             str(tmp_path / "absent.db"), "--out", str(tmp_path / "o2")]  # fmt: skip
+    assert rnt.main(fresh) == 0
+    assert "seed groups every agent finished: [0]" in capsys.readouterr().err
+    table = pd.read_csv(tmp_path / "o2" / "table.csv").set_index(["agent", "tau"])
+    assert table.loc[("bbb", 100), "normalized_kl"] == pytest.approx(0.6 / 0.4)
+
+    other = {"sigma_1": 0.5, "num_batches": 500}  # the tuning chooses again: stale rows go
+    with ResultsStore(tmp_path / "again.db") as store:
+        _finished(store, plan(["bbb"], ["classification_2d/0"], overrides=other), 0.5)
+    said = tune.write_tuned(shipped_store.from_results(tmp_path / "again.db"), "again.db",
+                            tuned_file)  # fmt: skip
+    dropped = len(bbb) + 2  # its figure rows and its 2d rows of the first choice
+    assert said.endswith(f"1 cells (1 from again.db, 0 kept); {dropped} rows of an earlier "
+                         "choice dropped")  # fmt: skip
+    assert rnt.tuned_configs()["bbb"]["sigma_1"] == 0.5 and len(shipped_rows(rnt.TUNED)) == 1
+
+    for bad, says in [
+        (["--ship", str(tuned_file)], "--ship: ships tuned agents' runs; allowed with"),
+        (["--tuned", "bbb", "--agents", "mlp,bbb", "--report", "--results",
+          str(tmp_path / "none.db"), "--ship", str(tuned_file)], "none.db' does not exist"),
+        (["--tuned", "bbb", "--agents", "mlp,bbb", "--ship", str(tmp_path / "t.csv")],
+         "--ship"),
+    ]:  # fmt: skip
+        assert rnt.main([*bad, "--out", str(tmp_path / "o3")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and says in err[0], err
