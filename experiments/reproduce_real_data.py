@@ -195,12 +195,13 @@ def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str
            side: str = "2d") -> pd.DataFrame:
     """Per agent: its configs, its synthetic and real jobs, how many the store holds (ok or
     failed) or the package ships, those left to run and the core-hours they should take on
-    each side (`COST`, measured at each agent's default config; nan where not measured)."""
+    each side (`seconds_a_job`; nan where nothing was measured)."""
     from leaderboard.execution.shipped_store import RUN_SOURCES
     from leaderboard.shipped_files import shipped
     from leaderboard.store import ResultsStore
 
     held = {k for name in RUN_SOURCES for k in shipped(name)["key"]}
+    measured = seconds_a_job(shipped(SHIPPED))
     if Path(results).exists():
         with ResultsStore(results, mode="r") as store:
             held |= store.keys()
@@ -209,6 +210,7 @@ def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str
         sides = {"synthetic": jobs_of(agent, synthetic_ids(agent, side), grid)}
         sides.update({regime: jobs_of(agent, ids, grid) for regime, ids in real.items()})
         cost = dict(zip(("synthetic", *REGIMES), COST.get(agent, (float("nan"),) * 3)))
+        cost |= measured.get(agent, {})
         todo = {side: sum(j.key not in held for j in jobs) for side, jobs in sides.items()}
         rows.append({
             "agent": agent, "configs": len(agent_configs(agent, grid)),
@@ -222,10 +224,25 @@ def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str
     return pd.DataFrame(rows)
 
 
-# Seconds a job, per agent at its default config, for the plan: a classification_2d problem
-# (a full pass of the shipped runs / 420, docs/performance.md); a real problem in the full
-# and in the low regime (digits, the largest offline dataset, half a tau pair's wall time
-# with compilation, one worker on 2 loaded cores, 2026-11-29; docs/reproductions/real-data.md).
+def seconds_a_job(rows: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """{agent: {regime: mean wall seconds of its real-data jobs}} of shipped runs (any
+    config): what the runs cost, which the plan prefers to `COST` (measured once on the
+    largest dataset under load, 2 to 12 times as much)."""
+    real = rows[rows["problem_id"].str.startswith("real/") & (rows["status"] == "ok")]
+    low = real["problem_id"].str.fullmatch(r"real/[^/]+/\d+/\d+/\d+")  # a training size
+    regime = ["low" if is_low else "full" for is_low in low]
+    means = real.assign(regime=regime).groupby(["agent", "regime"])["wall_seconds"].mean()
+    out: dict[str, dict[str, float]] = {}
+    for (agent, name), value in means.items():
+        out.setdefault(agent, {})[name] = float(value)
+    return out
+
+
+# Seconds a job, per agent at its default config, for the plan where no run ships: a
+# classification_2d problem (a full pass of the shipped runs / 420, docs/performance.md); a
+# real problem in the full and in the low regime (digits, the largest offline dataset, half
+# a tau pair's wall time with compilation, one worker on 2 loaded cores, 2026-11-29;
+# docs/reproductions/real-data.md).
 COST: dict[str, tuple[float, float, float]] = {
     "mlp": (5.5, 11.8, 5.0),
     "ensemble": (2.7, 32.6, 19.9),

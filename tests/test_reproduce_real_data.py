@@ -204,6 +204,29 @@ def test_plan_counts_jobs_and_what_the_store_holds(tmp_path, capsys):
     assert line.split()[:6] == ["mlp", "8", str(8 * 42), "16", str(8 * 42 + 16), "0"]
 
 
+def test_the_plan_costs_a_job_what_the_shipped_runs_took(tmp_path, monkeypatch, capsys):
+    """Per agent and regime, the mean wall time of its shipped real-data runs (full ids
+    have no training size; low ones do); `COST` only where none ships."""
+    from leaderboard import shipped_files
+
+    rows = pd.DataFrame({
+        "agent": ["mlp", "mlp", "mlp", "bbb", "mlp"],
+        "problem_id": ["real/iris/1/1", "real/wine/10/1", "real/iris/1/1/10",
+                       "classification_2d/3", "real/digits/1/1"],
+        "status": ["ok", "ok", "ok", "ok", "failed"],
+        "wall_seconds": [2.0, 4.0, 10.0, 99.0, 500.0],
+    })  # fmt: skip
+    assert rrd.seconds_a_job(rows) == {"mlp": {"full": 3.0, "low": 10.0}}
+    monkeypatch.setitem(shipped_files.SOURCES, rrd.SHIPPED, tmp_path / "none.csv.gz")
+    monkeypatch.setattr(rrd, "seconds_a_job", lambda shipped: {"mlp": {"full": 36.0}})
+    argv = ["--plan", "--agents", "mlp", "--datasets", "iris", "--taus", "1", "--grid",
+            "l2_weight_decay=1,10", "--results", str(tmp_path / "r.db")]  # fmt: skip
+    assert rrd.main(argv) == 0
+    line = [r for r in capsys.readouterr().out.splitlines() if r.strip().startswith("mlp")][0]
+    hours = 2 * (36.0 + rrd.COST["mlp"][2]) / 3600  # 2 configs: a full job 36 s, a low COST's
+    assert float(line.split()[-1]) == pytest.approx(round(hours, 2))
+
+
 def test_one_tiny_run_end_to_end(tmp_path, monkeypatch):
     """A cheap agent, three configs, one synthetic and one real problem, through the
     leaderboard's sweep into a store, then the report."""
