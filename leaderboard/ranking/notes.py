@@ -116,7 +116,8 @@ def shipped_notes(board: Board) -> list[str]:
         lines.append(
             f"<agent>{tuned}: that agent's config chosen on one seed group of "
             "classification_2d (seed % 10 = 0) by experiments.tune_references and run on all "
-            "its problems; its score on the groups it was not chosen on is in "
+            "its problems (and on the Neural Testbed figure's, by reproduce_neural_testbed "
+            "--tuned); its score on the groups it was not chosen on is in "
             "docs/reproductions/tuned.md."
         )
     by_source: dict[str, list[str]] = {}
