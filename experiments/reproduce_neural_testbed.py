@@ -426,14 +426,12 @@ def _table(args, stack: contextlib.ExitStack) -> tuple[pd.DataFrame, Path, list[
     results = _store_to_read(args, stack)
     if not args.no_shipped:
         take_shipped(jobs, results)
-    if args.report:
-        if args.ship:
-            print(ship(jobs, tuned_agents(args, names), results, Path(args.ship)), file=sys.stderr)
-        keys, groups = _reported(jobs, results, results != args.results)
-        return summary_table(results, keys), out, groups, False
-    failed = run_jobs(jobs, results, executor).any_failed
+    failed = False if args.report else run_jobs(jobs, results, executor).any_failed
     if args.ship:  # what finished, a partial run's too: its table uses whole groups
         print(ship(jobs, tuned_agents(args, names), results, Path(args.ship)), file=sys.stderr)
+    if args.report:
+        keys, groups = _reported(jobs, results, results != args.results)
+        return summary_table(results, keys), out, groups, False
     groups = sorted({group_of(j.problem_id) for j in jobs})
     return summary_table(results, {j.key for j in jobs}), out, groups, failed
 
