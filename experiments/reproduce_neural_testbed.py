@@ -280,9 +280,9 @@ def tuned_agents(args, names: Sequence[str]) -> list[str]:
 
 def ship(jobs: Sequence, agents: Sequence[str], results: str, path: Path) -> str:
     """The finished runs of `agents`' jobs (at their tuned configs) in `results`, merged
-    into our shipped tuned runs at `path` (`tune_references.write_tuned`, by agent and
+    into our shipped tuned runs at `path` (`tuned_runs.write_tuned`, by agent and
     sweep): a partial run ships what finished, and a run on another machine takes it."""
-    from experiments.tune_references import write_tuned
+    from experiments.tuned_runs import write_tuned
     from leaderboard.execution.shipped_store import from_results
 
     keys = {j.key for j in jobs if j.agent in set(agents)}

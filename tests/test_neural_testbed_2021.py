@@ -322,7 +322,7 @@ def test_a_tuned_figure_run_ships_what_finished_and_a_fresh_install_tables_it(
     (a partial run's too) into our tuned runs, beside its rows of the tuning's sweep; a
     `--report` without a store then tables the groups they complete; a new choice of bbb's
     config by `tune_references` drops them as stale."""
-    from experiments import tune_references as tune
+    from experiments.tuned_runs import write_tuned
     from leaderboard.execution import shipped_store
     from leaderboard.execution.sweeping import plan
     from leaderboard.ranking import shipped
@@ -334,7 +334,7 @@ def test_a_tuned_figure_run_ships_what_finished_and_a_fresh_install_tables_it(
     with ResultsStore(tmp_path / "tuning.db") as store:  # the tuning's own sweep: 2 problems
         _finished(store, plan(["bbb"], ["classification_2d/0", "classification_2d/1"],
                               overrides=chosen), 0.5)  # fmt: skip
-    tune.write_tuned(shipped_store.from_results(tmp_path / "tuning.db"), "tuning.db", tuned_file)
+    write_tuned(shipped_store.from_results(tmp_path / "tuning.db"), "tuning.db", tuned_file)
     groups = rnt.by_seed_group(generative.sweep_ids(rnt.SWEEP))
     mlp = rnt.jobs_for(["mlp"], rnt.configs("2021"), groups[0] + groups[1])
     with ResultsStore(tmp_path / "nt.db") as store:
@@ -368,7 +368,7 @@ def test_a_tuned_figure_run_ships_what_finished_and_a_fresh_install_tables_it(
     other = {"sigma_1": 0.5, "num_batches": 500}  # the tuning chooses again: stale rows go
     with ResultsStore(tmp_path / "again.db") as store:
         _finished(store, plan(["bbb"], ["classification_2d/0"], overrides=other), 0.5)
-    said = tune.write_tuned(shipped_store.from_results(tmp_path / "again.db"), "again.db",
+    said = write_tuned(shipped_store.from_results(tmp_path / "again.db"), "again.db",
                             tuned_file)  # fmt: skip
     dropped = len(bbb) + 2  # its figure rows and its 2d rows of the first choice
     assert said.endswith(f"1 cells (1 from again.db, 0 kept); {dropped} rows of an earlier "
