@@ -270,12 +270,15 @@ def take_shipped(jobs: Sequence, results: str) -> int:
     return taken
 
 
+def listed(text: str | None) -> list[str]:
+    """The names of a comma-separated option, blanks left out."""
+    return [a.strip() for a in (text or "").split(",") if a.strip()]
+
+
 def tuned_agents(args, names: Sequence[str]) -> list[str]:
     """The agents of `names` that run at their tuned configs (`--agent-configs tuned`, or
-    those of `--tuned`): the ones `--ship` ships."""
-    if args.agent_configs == "tuned":
-        return list(names)
-    return [a for a in (t.strip() for t in (args.tuned or "").split(",")) if a in names]
+    those of `--tuned`, which `_checked` holds to `names`): the ones `--ship` ships."""
+    return list(names) if args.agent_configs == "tuned" else listed(args.tuned)
 
 
 def ship(jobs: Sequence, agents: Sequence[str], results: str, path: Path) -> str:
@@ -330,7 +333,7 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
     import generative
     from leaderboard.outputs import check_output_folder, check_output_path
 
-    names = [a.strip() for a in args.agents.split(",") if a.strip()]
+    names = listed(args.agents)
     unknown = [a for a in names if a not in FIGURE_2021]
     if unknown or not names:
         raise InputError(
@@ -345,7 +348,7 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
             f"--agents: {', '.join(untuned)} not tuned yet (experiments.tune_references "
             f"--ship); allowed with --agent-configs tuned: some of {', '.join(overrides)}"
         )
-    tuned_ones = [a.strip() for a in (args.tuned or "").split(",") if a.strip()]
+    tuned_ones = listed(args.tuned)
     if tuned_ones and args.select is not None:
         raise InputError("--tuned: not with --select (which chooses every agent's config); "
                          "allowed: one of the two")  # fmt: skip
@@ -360,7 +363,7 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
         overrides |= {a: chosen[a] for a in tuned_ones}
     ids = generative.sweep_ids(SWEEP)
     if args.problems:
-        given = [p.strip() for p in args.problems.split(",") if p.strip()]
+        given = listed(args.problems)
         bad = [p for p in given if p not in ids]
         if bad:
             raise InputError(f"--problems: got {bad[0]!r}; allowed: ids of {SWEEP}")

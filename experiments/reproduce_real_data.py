@@ -227,7 +227,7 @@ def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str
 def seconds_a_job(rows: pd.DataFrame) -> dict[str, dict[str, float]]:
     """{agent: {regime: mean wall seconds of its real-data jobs}} of shipped runs (any
     config): what the runs cost, which the plan prefers to `COST` (measured once on the
-    largest dataset under load, 2 to 12 times as much)."""
+    largest dataset under load: 1.5 to 18 times these means)."""
     real = rows[rows["problem_id"].str.startswith("real/") & (rows["status"] == "ok")]
     low = real["problem_id"].str.fullmatch(r"real/[^/]+/\d+/\d+/\d+")  # a training size
     regime = ["low" if is_low else "full" for is_low in low]
