@@ -164,20 +164,22 @@ def design(agents: Sequence[str], real: dict[str, list[str]], grid: dict[str, li
                   tune.first_round(side_ids(side)), real, side)  # fmt: skip
 
 
-def _run(jobs: Sequence, results: str, workers: int) -> bool:
+def _run(jobs: Sequence, results: str, workers: int, shipped: bool = True) -> bool:
     """The jobs through the leaderboard's sweep; those the package ships are recorded,
-    not run. True when some job is stored as failed."""
+    not run, unless `shipped` is False. True when some job is stored as failed."""
     from leaderboard.execution.shipped_store import restore_shipped
     from leaderboard.execution.sweeping import make_executor, run
 
-    restore_shipped(results, {j.key for j in jobs})
+    if shipped:
+        restore_shipped(results, {j.key for j in jobs})
     return bool(run(jobs, results, make_executor("local", workers=workers)).any_failed)
 
 
 def run_all(agents: Sequence[str], real: dict[str, list[str]], grid, results: str,
-            workers: int = 1, side: str = "2d") -> bool:  # fmt: skip
+            workers: int = 1, side: str = "2d", shipped: bool = True) -> bool:  # fmt: skip
     """Agent by agent: its configs on its synthetic problems (and `uniform` there), then on
-    each regime's real problems. True when some job is stored as failed."""
+    each regime's real problems; `shipped` False computes the jobs the package ships too.
+    True when some job is stored as failed."""
     from leaderboard.execution.sweeping import plan
 
     every = [p for ids in real.values() for p in ids]
@@ -187,7 +189,7 @@ def run_all(agents: Sequence[str], real: dict[str, list[str]], grid, results: st
     for agent in agents:  # every input checked above, before the first job runs
         synthetic, real_jobs = checked[agent]
         uniform = plan([tune.NORMALISER], synthetic_ids(agent, side))
-        failed |= _run([*uniform, *synthetic, *real_jobs], results, workers)  # one pool
+        failed |= _run([*uniform, *synthetic, *real_jobs], results, workers, shipped)  # one pool
     return failed
 
 
@@ -341,7 +343,8 @@ def parse(argv: Sequence[str] | None):
                         help="the synthetic side: 2d (classification_2d, the tuned references' "
                         "selection group) or matched (classification at input dims 10 and 100)")
     parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap replicates")
-    parser.add_argument("--no-shipped", action="store_true", help="leave out our shipped runs")
+    parser.add_argument("--no-shipped", action="store_true",
+                        help="leave out our shipped runs: compute every job here")
     parser.add_argument("--ship", default=None, metavar="CSV.GZ",
                         help=f"merge the store's finished runs into ours ({SHIPPED_FILE.name})")
     parser.add_argument("--prior-functions", action="store_true",
@@ -416,7 +419,8 @@ def prior_functions(args, real: dict[str, list[str]], out: Path) -> int:
     if args.ship:
         check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
     failed = run_unless_report(
-        "reproduce_real_data", args, lambda: _run(every, args.results, args.workers),
+        "reproduce_real_data", args,
+        lambda: _run(every, args.results, args.workers, not args.no_shipped),
         lambda results, path: ship(results, path, {j.key for j in every}), note=False,
     )  # fmt: skip
     table = pf.table(load_frame(args.results, shipped=not args.no_shipped), real, planned)
@@ -449,7 +453,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
         failed = run_unless_report(
             "reproduce_real_data", args,
-            lambda: run_all(**c, results=args.results, workers=args.workers),
+            lambda: run_all(**c, results=args.results, workers=args.workers,
+                            shipped=not args.no_shipped),
             lambda results, path: ship(results, path, keys_of(**c)), note=False,
         )  # fmt: skip
         frame = load_frame(args.results, shipped=not args.no_shipped)

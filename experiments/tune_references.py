@@ -18,7 +18,8 @@ chosen config is then run on the held-out groups:
    way, in-sample), so both numbers are reported.
 
 Jobs run through the leaderboard's sweep into `--results` (resumable); the runs the package
-ships (the defaults, `uniform`) are recorded from it, not computed.
+ships (the defaults, `uniform`, the tunings it shipped) are recorded from it, not computed
+(`--no-shipped` computes them all: a tuning that checks ours).
 
     python -m experiments.tune_references --agents mlp,ensemble+ --results tuned.db
 """
@@ -117,12 +118,14 @@ def choose(rows: pd.DataFrame, uniform: pd.DataFrame, selection: Sequence[str]) 
     return chosen
 
 
-def _run(jobs: Sequence, results: str, workers: int) -> None:
-    """The jobs through the leaderboard's sweep; those the package ships are recorded."""
+def _run(jobs: Sequence, results: str, workers: int, shipped: bool = True) -> None:
+    """The jobs through the leaderboard's sweep; those the package ships are recorded, not
+    run, unless `shipped` is False (every job computed here)."""
     from leaderboard.execution.shipped_store import restore_shipped
     from leaderboard.execution.sweeping import make_executor, run
 
-    restore_shipped(results, {j.key for j in jobs})
+    if shipped:
+        restore_shipped(results, {j.key for j in jobs})
     run(jobs, results, make_executor("local", workers=workers))
 
 
@@ -133,51 +136,55 @@ def _rows(results: str, jobs: Sequence) -> pd.DataFrame:
     return df[df["key"].isin({j.key for j in jobs})]
 
 
-def select(agent: str, selection: Sequence[str], results: str, workers: int = 1) -> list:
+def select(agent: str, selection: Sequence[str], results: str, workers: int = 1,
+           shipped: bool = True) -> list:  # fmt: skip
     """Runs `agent`'s sweep on the selection problems (halved for HALVED agents) and
     returns every job that ran, for `choose`."""
     from leaderboard.execution.sweeping import plan
 
     if agent not in HALVED:
         jobs = plan([agent], list(selection), configs="sweep")
-        _run(jobs, results, workers)
+        _run(jobs, results, workers, shipped)
         return jobs
     first = plan([agent], first_round(selection), configs="sweep")
-    _run(first, results, workers)
-    uniform = _uniform(first_round(selection), results, workers)
+    _run(first, results, workers, shipped)
+    uniform = _uniform(first_round(selection), results, workers, shipped)
     scores = normalised(_rows(results, first), uniform).sort_values(kind="stable")
     kept = {key for _, key in scores.index[: max(1, math.ceil(len(scores) * KEEP))]}
     rest = [p for p in selection if p not in set(first_round(selection))]
     second = [j for j in plan([agent], rest, configs="sweep") if j.config_key in kept]
-    _run(second, results, workers)
+    _run(second, results, workers, shipped)
     return [j for j in first if j.config_key in kept] + second
 
 
-def _uniform(problem_ids: Sequence[str], results: str, workers: int) -> pd.DataFrame:
+def _uniform(problem_ids: Sequence[str], results: str, workers: int,
+             shipped: bool = True) -> pd.DataFrame:  # fmt: skip
     from leaderboard.execution.sweeping import plan
 
     jobs = plan([NORMALISER], list(problem_ids))
-    _run(jobs, results, workers)
+    _run(jobs, results, workers, shipped)
     return _rows(results, jobs)
 
 
-def tune(agents: Sequence[str], group: int, results: str, workers: int = 1) -> pd.DataFrame:
+def tune(agents: Sequence[str], group: int, results: str, workers: int = 1,
+         shipped: bool = True) -> pd.DataFrame:  # fmt: skip
     """Selects each agent's config on seed group `group`, runs it and the default on the
     held-out groups, and returns the table: per agent, the chosen config's normalised KL
     in-sample (the selection group) and held out, the default's held out, and the standard
-    error of their held-out difference over the seed groups."""
+    error of their held-out difference over the seed groups. `shipped` False computes every
+    job here rather than taking the package's runs."""
     import generative
     from leaderboard.execution.sweeping import plan
 
     selection, held_out = split(generative.sweep_ids(SWEEP), group)
-    uniform = _uniform(selection + held_out, results, workers)
+    uniform = _uniform(selection + held_out, results, workers, shipped)
     table = []
     for agent in agents:
-        jobs = select(agent, selection, results, workers)
+        jobs = select(agent, selection, results, workers, shipped)
         chosen = choose(_rows(results, jobs), uniform, selection)[agent]
         tuned = plan([agent], held_out, overrides=chosen)
         default = plan([agent], held_out)
-        _run(tuned + default, results, workers)
+        _run(tuned + default, results, workers, shipped)
         mine = [j for j in jobs if j.config_key == tuned[0].config_key]
         inside = normalised(_rows(results, mine), uniform)
         tuned_rows, default_rows = _rows(results, tuned), _rows(results, default)
@@ -243,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_store_options(parser, "tuned.db", "tuned.csv", "the table (CSV)")
     parser.add_argument("--ship", default=None, metavar="CSV.GZ",
                         help="merge the tuned configs' runs into ours (tuned_references.csv.gz)")
+    parser.add_argument("--no-shipped", action="store_true",
+                        help="compute every job here, none taken from our shipped runs")
     args = parser.parse_args(argv)
     setup_logging()
     try:
@@ -254,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
             if args.group != 0:
                 raise InputError(f"--group: got {args.group} with --ship; allowed: 0 (ours)")
-        table = tune(agents, args.group, args.results, args.workers)
+        table = tune(agents, args.group, args.results, args.workers, not args.no_shipped)
         write_atomically("--out", args.out, lambda tmp: table.to_csv(tmp, index=False))
         print(table.drop(columns="config").to_string(index=False))
         if args.ship:  # after the table is written: a refusal here loses nothing

@@ -213,7 +213,8 @@ def _script_progress(lines: list[str], pid: int) -> bool:
          "--out {tmp}/lc --no-shipped", _script_progress),
         ("reproduce_decisions", "--agents ensemble --seeds 1 --results {tmp}/d.db --out "
          "{tmp}/d --no-shipped", _script_progress),
-        ("tune_references", "--agents ensemble --results {tmp}/t.db --out {tmp}/t.csv",
+        ("tune_references", "--agents ensemble --results {tmp}/t.db --out {tmp}/t.csv "
+         "--no-shipped",
          _script_progress),
     ],
 )  # fmt: skip

@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import zlib
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -241,6 +242,8 @@ def test_a_tuning_on_a_new_machine_takes_the_jobs_real_data_shipped(tmp_path, mo
     held = []
 
     def run(jobs, results, executor):
+        if not Path(results).exists():  # nothing restored: the sweep makes the store
+            return held.append(False)
         with ResultsStore(results, mode="r") as store:
             held.append(store.keys(status="ok") >= {j.key for j in jobs})
 
@@ -248,3 +251,5 @@ def test_a_tuning_on_a_new_machine_takes_the_jobs_real_data_shipped(tmp_path, mo
     monkeypatch.setattr(sweeping, "run", run)
     tune._run(first, str(tmp_path / "new.db"), workers=1)
     assert len(first) == 35 * 14 and held == [True]  # 38 configs, 35 distinct
+    tune._run(first, str(tmp_path / "mine.db"), workers=1, shipped=False)  # --no-shipped
+    assert held == [True, False]
