@@ -414,9 +414,12 @@ def _reported(jobs: Sequence, results: str, shipped_only: bool) -> tuple[set[str
     return {j.key for j in jobs if group_of(j.problem_id) in groups}, groups
 
 
-def _table(args, stack: contextlib.ExitStack) -> tuple[pd.DataFrame, Path, list[int], bool]:
+def _table(
+    args, stack: contextlib.ExitStack
+) -> tuple[pd.DataFrame, Path, list[int], bool, InputError | None]:
     """Runs (or, with --report, reads) the reproduction: its table, the --out folder, the
-    seed groups it covers, and whether a job failed."""
+    seed groups it covers, whether a job failed, and --ship's refusal (after a run: the
+    table is written all the same)."""
     from experiments.console import run_jobs
     from leaderboard.execution.sweeping import make_executor
 
@@ -430,13 +433,18 @@ def _table(args, stack: contextlib.ExitStack) -> tuple[pd.DataFrame, Path, list[
     if not args.no_shipped:
         take_shipped(jobs, results)
     failed = False if args.report else run_jobs(jobs, results, executor).any_failed
+    refusal = None
     if args.ship:  # what finished, a partial run's too: its table uses whole groups
-        print(ship(jobs, tuned_agents(args, names), results, Path(args.ship)), file=sys.stderr)
+        try:
+            print(ship(jobs, tuned_agents(args, names), results, Path(args.ship)),
+                  file=sys.stderr)  # fmt: skip
+        except InputError as e:  # e.g. every tuned job failed: the store keeps them
+            refusal = e
     if args.report:
         keys, groups = _reported(jobs, results, results != args.results)
-        return summary_table(results, keys), out, groups, False
+        return summary_table(results, keys), out, groups, False, refusal
     groups = sorted({group_of(j.problem_id) for j in jobs})
-    return summary_table(results, {j.key for j in jobs}), out, groups, failed
+    return summary_table(results, {j.key for j in jobs}), out, groups, failed, refusal
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -452,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     enable_compilation_cache()
     try:
         with contextlib.ExitStack() as stack:  # a --report's temporary store, when it makes one
-            table, out, groups, failed = _table(args, stack)
+            table, out, groups, failed, refusal = _table(args, stack)
     except InputError as e:
         return bad_input("reproduce_neural_testbed", e)
     text = markdown(table)
@@ -463,7 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     write_atomically("--out", out / OUTPUTS[1], lambda tmp: tmp.write_text(csv.getvalue()))
     write_atomically("--out", out / OUTPUTS[2], lambda tmp: figure(table, tmp, groups))
-    return shown(text, out, failed)
+    status = shown(text, out, failed)
+    return bad_input("reproduce_neural_testbed", refusal) if refusal else status
 
 
 if __name__ == "__main__":

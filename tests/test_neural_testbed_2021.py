@@ -385,3 +385,34 @@ def test_a_tuned_figure_run_ships_what_finished_and_a_fresh_install_tables_it(
         assert rnt.main([*bad, "--out", str(tmp_path / "o3")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and says in err[0], err
+
+
+def test_a_run_whose_tuned_jobs_all_failed_writes_its_table_and_refuses_to_ship(
+    tmp_path, monkeypatch, capsys
+):
+    """`--ship` after a run with no tuned job finished refuses in one line (status 2), but
+    only after the run's table is written: nothing it computed is lost."""
+    from types import SimpleNamespace
+
+    from experiments import console
+    from leaderboard.store import ResultsStore
+
+    ids = rnt.by_seed_group(generative.sweep_ids(rnt.SWEEP))[0][:4]
+
+    def run_jobs(jobs, results, executor):  # mlp's are the shipped runs; bbb fails
+        failed = [j for j in jobs if j.agent == "bbb"]
+        with ResultsStore(results) as store:
+            for j in failed:
+                store.record({**j.as_dict(), "status": "failed", "error": "diverged"})
+        return SimpleNamespace(any_failed=True)
+
+    monkeypatch.setattr(console, "run_jobs", run_jobs)
+    argv = ["--tuned", "bbb", "--agents", "mlp,bbb", "--problems", ",".join(ids),
+            "--results", str(tmp_path / "r.db"), "--out", str(tmp_path / "o"),
+            "--ship", str(tmp_path / "t.csv.gz")]  # fmt: skip
+    assert rnt.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("reproduce_neural_testbed: error: results: ")
+    assert err[-1].endswith("has no finished jobs to ship") and "Traceback" not in "".join(err)
+    table = pd.read_csv(tmp_path / "o" / "table.csv")
+    assert set(table["agent"]) >= {"mlp"} and not (tmp_path / "t.csv.gz").exists()
