@@ -193,20 +193,28 @@ def run_all(agents: Sequence[str], real: dict[str, list[str]], grid, results: st
     return failed
 
 
-def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str,
-           side: str = "2d") -> pd.DataFrame:
-    """Per agent: its configs, its synthetic and real jobs, how many the store holds (ok or
-    failed) or the package ships, those left to run and the core-hours they should take on
-    each side (`seconds_a_job`; nan where nothing was measured)."""
+def held_keys(results: str, shipped: bool = True) -> set[str]:
+    """The jobs a run would not compute: those the store holds (ok or failed) and, unless
+    `shipped` is False (`--no-shipped`), those the package ships runs of."""
+    from experiments.console import stored_keys
     from leaderboard.execution.shipped_store import RUN_SOURCES
-    from leaderboard.shipped_files import shipped
-    from leaderboard.store import ResultsStore
+    from leaderboard.shipped_files import shipped as shipped_rows
 
-    held = {k for name in RUN_SOURCES for k in shipped(name)["key"]}
-    measured = seconds_a_job(shipped(SHIPPED))
-    if Path(results).exists():
-        with ResultsStore(results, mode="r") as store:
-            held |= store.keys()
+    held = stored_keys(results) if Path(results).exists() else set()
+    if shipped:
+        held |= {k for name in RUN_SOURCES for k in shipped_rows(name)["key"]}
+    return held
+
+
+def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str,
+           side: str = "2d", shipped: bool = True) -> pd.DataFrame:
+    """Per agent: its configs, its synthetic and real jobs, how many the store holds (ok or
+    failed) or the package ships (`held_keys`), those left to run and the core-hours they
+    should take on each side (`seconds_a_job`; nan where nothing was measured)."""
+    from leaderboard.shipped_files import shipped as shipped_rows
+
+    held = held_keys(results, shipped)
+    measured = seconds_a_job(shipped_rows(SHIPPED))
     rows = []
     for agent in agents:
         sides = {"synthetic": jobs_of(agent, synthetic_ids(agent, side), grid)}
@@ -402,14 +410,14 @@ def prior_functions(args, real: dict[str, list[str]], out: Path) -> int:
     """`--prior-functions`: Figure 7's jobs (`experiments.prior_functions`) run unless
     `--report`, shipped with `--ship`, then its table."""
     from experiments import prior_functions as pf
-    from experiments.console import shown, stored_keys
+    from experiments.console import shown
     from experiments.reproduction import run_unless_report
     from leaderboard.outputs import check_output_path
 
     planned = pf.jobs(real)
     every = [j for variant in planned.values() for j in variant]
     if args.plan:
-        held = stored_keys(args.results) if Path(args.results).exists() else set()
+        held = held_keys(args.results, not args.no_shipped)
         for name, variant in planned.items():
             todo = sum(j.key not in held for j in variant)
             print(f"{name}: {len(variant)} jobs, {len(variant) - todo} stored, {todo} to run")
@@ -446,7 +454,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.prior_functions:
             return prior_functions(args, c["real"], Path(args.out))
         if args.plan:
-            print(counts(**c, results=args.results).to_string(index=False))
+            print(counts(**c, results=args.results, shipped=not args.no_shipped)
+                  .to_string(index=False))  # fmt: skip
             return 0
         out = check_output_folder("--out", args.out, OUTPUTS, [args.results])
         if args.ship:

@@ -48,7 +48,7 @@ def test_the_matched_side_is_the_classification_sweep_near_the_datasets_shapes(m
     halved = rrd.synthetic_ids("bbb", "matched")
     assert {generative.problem_settings(p)["temperature"] for p in halved} == {0.1}
     ran = []
-    monkeypatch.setattr(rrd, "_run", lambda jobs, results, workers: ran.append(list(jobs)) or False)
+    monkeypatch.setattr(rrd, "_run", lambda jobs, *_: ran.append(list(jobs)) or False)
     rrd.run_all(["mlp"], rrd.real_ids(["iris"], taus=(1,)), {}, "r.db", side="matched")
     synthetic = {j.problem_id for j in ran[0] if not j.problem_id.startswith("real/")}
     assert synthetic == set(ids)  # uniform and every config there, nothing of classification_2d
@@ -57,9 +57,12 @@ def test_the_matched_side_is_the_classification_sweep_near_the_datasets_shapes(m
 
 def test_the_run_plans_every_config_on_the_selection_problems_only(monkeypatch):
     ran = []
-    monkeypatch.setattr(rrd, "_run", lambda jobs, results, workers: ran.append(list(jobs)) or False)
+    monkeypatch.setattr(rrd, "_run", lambda jobs, results, workers, shipped: ran.append(
+        (list(jobs), shipped)) or False)  # fmt: skip
     rrd.run_all(["sgmcmc"], rrd.real_ids(["iris"], taus=(1,)), {}, "r.db")
-    (jobs,) = ran  # one pool: uniform, then the synthetic side, then the real one
+    rrd.run_all(["sgmcmc"], rrd.real_ids(["iris"], taus=(1,)), {}, "r.db", shipped=False)
+    (jobs, shipped), (again, computed) = ran
+    assert shipped and not computed and again == jobs  # --no-shipped: the same jobs, all run
     uniform = [j for j in jobs if j.agent == "uniform"]
     synthetic = [j for j in jobs if j.agent != "uniform" and not j.problem_id.startswith("real/")]
     real = [j for j in jobs if j.problem_id.startswith("real/")]
@@ -204,6 +207,19 @@ def test_plan_counts_jobs_and_what_the_store_holds(tmp_path, capsys):
     assert line.split()[:6] == ["mlp", "8", str(8 * 42), "16", str(8 * 42 + 16), "0"]
 
 
+def test_the_plan_counts_what_ships_unless_no_shipped(tmp_path, capsys):
+    """mlp's real-data runs ship: the plan counts none left to run, and with --no-shipped
+    (a run that computes them all) every one, at the shipped runs' cost."""
+    argv = ["--plan", "--agents", "mlp", "--results", str(tmp_path / "none.db")]
+    for extra, stored in (([], True), (["--no-shipped"], False)):
+        assert rrd.main([*argv, *extra]) == 0
+        out = capsys.readouterr().out.splitlines()
+        row = dict(zip(out[0].split(), [r for r in out if r.strip().startswith("mlp")][0].split()))
+        total = int(row["synthetic_jobs"]) + int(row["full_jobs"]) + int(row["low_jobs"])
+        assert (int(row["stored"]), int(row["to_run"])) == ((total, 0) if stored else (0, total))
+        assert (float(row["real_hours"]) == 0) == stored
+
+
 def test_the_plan_costs_a_job_what_the_shipped_runs_took(tmp_path, monkeypatch, capsys):
     """Per agent and regime, the mean wall time of its shipped real-data runs (full ids
     have no training size; low ones do); `COST` only where none ships."""
@@ -335,10 +351,13 @@ def test_prior_functions_within_noise_hurt_and_missing_are_said(tmp_path):
 def test_prior_functions_plan_and_refusals(tmp_path, capsys):
     argv = ["--prior-functions", "--plan", "--datasets", "iris", "--regimes", "full,low",
             "--taus", "1,10", "--results", str(tmp_path / "none.db")]  # fmt: skip
-    assert rrd.main(argv) == 0
+    names = ("mlp", "ensemble (no prior)", "ensemble+ (prior)")
+    assert rrd.main(argv) == 0  # every job ships (real_data_ours): none left to run
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"{name}: 12 jobs, 0 stored, 12 to run"  # 4 problems x 3 agent seeds
-                   for name in ("mlp", "ensemble (no prior)", "ensemble+ (prior)")]  # fmt: skip
+    assert out == [f"{name}: 12 jobs, 12 stored, 0 to run" for name in names]  # 4 x 3 seeds
+    assert rrd.main([*argv, "--no-shipped"]) == 0  # a run that computes them all
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{name}: 12 jobs, 0 stored, 12 to run" for name in names]
     assert rrd.main(["--prior-functions", "--grid", "l2_weight_decay=1", "--plan"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["reproduce_real_data: error: --grid: not with --prior-functions; allowed: "

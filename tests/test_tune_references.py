@@ -39,7 +39,7 @@ def _frame(jobs) -> pd.DataFrame:
 def fake_runs(monkeypatch):
     """Jobs are recorded, not run; their rows come from `_kl`."""
     ran = []
-    monkeypatch.setattr(tune, "_run", lambda jobs, results, workers: ran.append(list(jobs)))
+    monkeypatch.setattr(tune, "_run", lambda jobs, *_: ran.append(list(jobs)))
     monkeypatch.setattr(tune, "_rows", lambda results, jobs: _frame(jobs))
     return ran
 
