@@ -59,6 +59,7 @@ AGENT_CONFIGS = ("2021", "current", "tuned")
 TUNED = "tuned_references"  # tune_references.SHIPPED (which imports this module)
 RUN_ORDER = ("mlp", "ensemble", "ensemble+", "dropout", "bbb", "hypermodel", "sgmcmc")
 TAUS = (1, 100)
+DEFAULT_TAUS = ",".join(map(str, TAUS))
 NORMALISER = "mlp"
 TABLE_COLUMNS = [
     "agent", "tau", "problems", "mean_kl", "normalized_kl", "stderr",
@@ -296,11 +297,14 @@ def _parser():
     from experiments.console import script_parser
 
     parser = script_parser("reproduce_neural_testbed", __doc__.splitlines()[0])
-    parser.add_argument("--agents", default=",".join(RUN_ORDER))
+    parser.add_argument("--agents", default=",".join(RUN_ORDER),
+                        help="the figure's agents to run (a list that has mlp, the normaliser)")
     parser.add_argument("--agent-configs", default="2021",
                         help="2021 or current defaults, or tuned (tune_references' choice)")
-    parser.add_argument("--results", default="neural-testbed-reproduction.db")
-    parser.add_argument("--out", default="neural-testbed-reproduction")
+    parser.add_argument("--results", default="neural-testbed-reproduction.db",
+                        help="results store (resumable)")
+    parser.add_argument("--out", default="neural-testbed-reproduction",
+                        help="folder for the table and figure")
     parser.add_argument("--workers", type=int, default=0, help="parallel jobs (0: one per core)")
     parser.add_argument("--tuned", default=None, metavar="AGENTS",
                         help="these agents at tune_references' choice, the rest as "
@@ -312,6 +316,7 @@ def _parser():
     parser.add_argument(
         "--problems", default=None, help="only these problem ids (a,b,...; a trial run)"
     )
+    parser.add_argument("--taus", default=DEFAULT_TAUS, help="only the problems of these taus")
     parser.add_argument(
         "--report", action="store_true",
         help="run nothing: the table and figure of the seed groups every agent has finished",
@@ -331,14 +336,11 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
     """The agents, their configs' overrides and the problem ids asked for, and the --out
     folder, each checked (and the outputs' paths) before any job runs."""
     import generative
+    from experiments.console import check_range, split_choices
     from leaderboard.outputs import check_output_folder, check_output_path
 
-    names = listed(args.agents)
-    unknown = [a for a in names if a not in FIGURE_2021]
-    if unknown or not names:
-        raise InputError(
-            f"--agents: got {args.agents!r}; allowed: some of {', '.join(FIGURE_2021)}"
-        )
+    check_range("--workers", args.workers, 0, 64)
+    names = split_choices(args.agents, "--agents", list(FIGURE_2021))
     if NORMALISER not in names:
         raise InputError(f"--agents: got {args.agents!r}; allowed: a list that has mlp")
     overrides = configs(args.agent_configs)
@@ -362,11 +364,14 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
             )
         overrides |= {a: chosen[a] for a in tuned_ones}
     ids = generative.sweep_ids(SWEEP)
+    taus = split_choices(args.taus, "--taus", TAUS, cast=int)
+    ids = [i for i in ids if generative.problem_settings(i)["tau"] in taus]
     if args.problems:
         given = listed(args.problems)
         bad = [p for p in given if p not in ids]
         if bad:
-            raise InputError(f"--problems: got {bad[0]!r}; allowed: ids of {SWEEP}")
+            raise InputError(f"--problems: got {bad[0]!r}; allowed: ids of {SWEEP}"
+                             f"{' at tau ' + args.taus if args.taus != DEFAULT_TAUS else ''}")
         ids = given
     if args.select is not None and not 0 <= args.select <= 9:
         raise InputError(f"--select: got {args.select}; allowed: a seed group 0-9")
@@ -376,10 +381,10 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
         if not tuned_agents(args, names) or args.select is not None:
             raise InputError("--ship: ships tuned agents' runs; allowed with --agent-configs "
                              "tuned or --tuned AGENTS (not --select)")  # fmt: skip
+        check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
         if args.report and not Path(args.results).exists():
             raise InputError(f"--ship: --results {args.results!r} does not exist; allowed: "
                              "a store this reproduction ran into")  # fmt: skip
-        check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
     out = check_output_folder("--out", args.out, OUTPUTS, [args.results])  # before any job
     return names, overrides, ids, out
 
@@ -406,9 +411,13 @@ def _reported(jobs: Sequence, results: str, shipped_only: bool) -> tuple[set[str
     groups = finished_groups(jobs, stored)
     if not groups:
         held = "the package's shipped runs hold" if shipped_only else f"{results!r} has"
+        each = {a: finished_groups([j for j in jobs if j.agent == a], stored)
+                for a in dict.fromkeys(j.agent for j in jobs)}  # fmt: skip
+        said = "; ".join(f"{a}: {', '.join(map(str, g)) or 'none'}" for a, g in each.items())
         raise InputError(
-            f"--results: {held} no seed group that every agent finished; allowed: "
-            "a results store of this reproduction that does"
+            f"--results: {held} no seed group that every agent finished (finished groups: "
+            f"{said}); allowed: a results store of this reproduction that does (a run "
+            "without --report computes the rest)"
         )
     print(f"seed groups every agent finished: {groups}", file=sys.stderr)
     return {j.key for j in jobs if group_of(j.problem_id) in groups}, groups

@@ -144,10 +144,17 @@ def planned(agent: str, ids: Sequence[str], grid: dict[str, list[str]]) -> list:
     problems, the overrides are its fields, the datasets are at hand)."""
     from leaderboard.execution.sweeping import plan
 
-    if not grid:
-        return plan([agent], list(ids), configs="sweep")
-    jobs = {j.key: j for point in grid_points(grid)
-            for j in plan([agent], list(ids), overrides=point)}  # fmt: skip
+    try:
+        if not grid:
+            return plan([agent], list(ids), configs="sweep")
+        jobs = {j.key: j for point in grid_points(grid)
+                for j in plan([agent], list(ids), overrides=point)}  # fmt: skip
+    except InputError as e:  # the plan's words, under the option that chose them
+        said = str(e)
+        if not said.startswith(("agent ", "set ")):
+            raise
+        option = "--grid" if said.startswith("set ") or any(k in said for k in grid) else "--agents"
+        raise InputError(f"{option}: {said}") from None
     return list(jobs.values())
 
 
@@ -217,8 +224,8 @@ def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str
     measured = seconds_a_job(shipped_rows(SHIPPED))
     rows = []
     for agent in agents:
-        sides = {"synthetic": jobs_of(agent, synthetic_ids(agent, side), grid)}
-        sides.update({regime: jobs_of(agent, ids, grid) for regime, ids in real.items()})
+        sides = {"synthetic": planned(agent, synthetic_ids(agent, side), grid)}
+        sides.update({regime: planned(agent, ids, grid) for regime, ids in real.items()})
         cost = dict(zip(("synthetic", *REGIMES), COST.get(agent, (float("nan"),) * 3)))
         cost |= measured.get(agent, {})
         todo = {side: sum(j.key not in held for j in jobs) for side, jobs in sides.items()}
@@ -384,9 +391,13 @@ def choices(args) -> dict:
         grid[key.strip()] = [v.strip() for v in values.split(",") if v.strip()]
     if grid and args.prior_functions:
         raise InputError("--grid: not with --prior-functions; allowed: one of the two")
-    side = split_choices(args.synthetic, "--synthetic", SIDES)
-    if len(side) != 1:
-        raise InputError(f"--synthetic: got {args.synthetic!r}; allowed: one of {', '.join(SIDES)}")
+    if args.synthetic not in SIDES:
+        from testbed.config import did_you_mean
+
+        near = did_you_mean(args.synthetic, SIDES)
+        raise InputError(f"--synthetic: got {args.synthetic!r}{near}; allowed: one of "
+                         f"{', '.join(SIDES)}")  # fmt: skip
+    side = [args.synthetic]
     if args.prior_functions and args.agents != ",".join(AGENTS):
         raise InputError("--agents: not with --prior-functions (it runs ensemble+ and mlp); "
                          "allowed: the default")  # fmt: skip

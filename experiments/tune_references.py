@@ -124,8 +124,9 @@ def _run(jobs: Sequence, results: str, workers: int, shipped: bool = True) -> No
     from leaderboard.execution.shipped_store import restore_shipped
     from leaderboard.execution.sweeping import make_executor, run
 
-    if shipped:
-        restore_shipped(results, {j.key for j in jobs})
+    if shipped and (taken := restore_shipped(results, {j.key for j in jobs})):
+        print(f"{taken} of {len(jobs)} jobs taken from the package's shipped runs",
+              file=sys.stderr)  # fmt: skip
     run(jobs, results, make_executor("local", workers=workers))
 
 
@@ -194,6 +195,8 @@ def tune(agents: Sequence[str], group: int, results: str, workers: int = 1,
             "tuned_held_out": scored.get((agent, tuned[0].config_key), math.nan),
             "tuned_in_sample": inside.get((agent, tuned[0].config_key), math.nan),
             "default_held_out": scored.get((agent, default[0].config_key), math.nan),
+            "difference": (scored.get((agent, tuned[0].config_key), math.nan)
+                           - scored.get((agent, default[0].config_key), math.nan)),
             "difference_se": difference_se(tuned_rows, default_rows, uniform),
             "tuned_config": ", ".join(f"{k}={v}" for k, v in sorted(chosen.items())),
             "config": json.dumps(chosen, sort_keys=True),
@@ -258,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         agents = split_choices(args.agents, "--agents", AGENTS)
         check_range("--group", args.group, 0, 9)
         check_range("--workers", args.workers, 0, 64)
-        check_output_path("--out", args.out, [args.results])  # never the store: before any job
+        check_output_path("--out", args.out, [args.results], suffixes=(".csv",))  # before a job
         if args.ship:
             check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))
             if args.group != 0:

@@ -169,14 +169,14 @@ def check_output_path(
         raise InputError(f"{field}: got {str(out)!r}; allowed: a file path such as report.html")
     path, resolved = _not_results(field, out, stores, "a new file or an earlier output "
                                   "(e.g. report.html, results.csv)")  # fmt: skip
-    if suffixes and not str(out).endswith(suffixes):
-        raise InputError(
-            f"{field}: got {str(out)!r}; allowed: a file name ending in " + " or ".join(suffixes)
-        )
     if resolved.is_dir():
         raise InputError(
             f"{field}: got {str(out)!r}, which is a folder; allowed: a file path such as "
-            f"{str(path / 'report.html')!r}"
+            f"{str(path / ('report' + (suffixes[0] if suffixes else '.html')))!r}"
+        )
+    if suffixes and not str(out).endswith(suffixes):
+        raise InputError(
+            f"{field}: got {str(out)!r}; allowed: a file name ending in " + " or ".join(suffixes)
         )
     folder = next((p for p in resolved.parents if p.exists()), None)
     if folder is not None and not folder.is_dir():

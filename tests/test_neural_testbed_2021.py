@@ -220,6 +220,33 @@ def test_report_of_a_store_without_a_finished_group_is_refused(tmp_path, capsys,
     assert not (tmp_path / "none.db").exists()
 
 
+def test_taus_keeps_their_problems_and_a_refusal_names_each_agents_groups(
+    tmp_path, capsys, nothing_shipped
+):
+    """`--taus 1` reports the tau = 1 problems alone (the odd seed groups); at `--taus 100`
+    ensemble finished no group, and the refusal says which agent lacks what."""
+    import generative
+    from leaderboard.store import ResultsStore
+
+    jobs = rnt.jobs_for(["mlp", "ensemble"], rnt.configs("2021"), generative.sweep_ids(rnt.SWEEP))
+    with ResultsStore(tmp_path / "r.db") as store:
+        for j in jobs:  # mlp: groups 0 (tau 100) and 1 (tau 1); ensemble: group 1
+            g = rnt.group_of(j.problem_id)
+            if g == 1 or (g == 0 and j.agent == "mlp"):
+                metrics = {"kl_estimate": 0.5, "pct_finite_kl": 1.0}
+                store.record({**j.as_dict(), "status": "ok", "metrics": metrics})
+    argv = ["--report", "--agents", "mlp,ensemble", "--results", str(tmp_path / "r.db"),
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    assert rnt.main([*argv, "--taus", "1"]) == 0
+    table = pd.read_csv(tmp_path / "out" / "table.csv")
+    assert set(table["tau"]) == {1} and set(table["problems"]) == {42}
+    assert rnt.main([*argv, "--taus", "100"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "(finished groups: mlp: 0; ensemble: none)" in err[-1]
+    assert rnt.main([*argv, "--taus", "1", "--problems", "classification_2d_2021/1"]) == 2
+    assert "allowed: ids of classification_2d_2021 at tau 1" in capsys.readouterr().err
+
+
 def test_report_of_a_partial_run_uses_the_groups_every_agent_finished(
     tmp_path, capsys, nothing_shipped
 ):

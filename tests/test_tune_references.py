@@ -97,6 +97,7 @@ def test_tune_scores_the_chosen_config_held_out_and_in_sample(fake_runs):
     assert {tune.seed_group(j.problem_id) for j in tuned_runs} == set(range(1, 10))
     assert row["tuned_held_out"] == pytest.approx(row["tuned_in_sample"])  # _kl: same everywhere
     assert row["tuned_held_out"] <= row["default_held_out"]
+    assert row["difference"] == pytest.approx(row["tuned_held_out"] - row["default_held_out"])
     assert row["difference_se"] == pytest.approx(0.0, abs=1e-12)  # _kl: no group differs
 
 
@@ -116,11 +117,18 @@ def test_difference_se_is_the_standard_error_over_the_seed_groups():
     assert tune.difference_se(rows("mlp", 0), rows("mlp", 0), uniform) == 0.0
 
 
-def test_refusals(capsys):
+def test_refusals(tmp_path, capsys):
     assert tune.main(["--agents", "ensembel"]) == 2
     assert "did you mean 'ensemble'" in capsys.readouterr().err
     assert tune.main(["--group", "10"]) == 2
     assert "--group: got 10; allowed: 0 to 9" in capsys.readouterr().err
+    notes = tmp_path / "notes.txt"  # a typed name never overwrites a file of another kind
+    notes.write_text("mine")
+    assert tune.main(["--out", str(notes), "--results", str(tmp_path / "r.db")]) == 2
+    assert "allowed: a file name ending in .csv" in capsys.readouterr().err
+    assert notes.read_text() == "mine" and not (tmp_path / "r.db").exists()
+    assert tune.main(["--out", str(tmp_path), "--results", str(tmp_path / "r.db")]) == 2
+    assert f"such as '{tmp_path / 'report.csv'}'" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- shipped, ranked
