@@ -385,7 +385,7 @@ def test_the_docs_prior_functions_table_is_the_report_of_the_shipped_runs(tmp_pa
     assert pf.markdown(table).strip() in docs
 
 
-SHIPPED = "mlp,ensemble+,ensemble,bbb,epinet,dropout,hypermodel"  # real-data.md's main table
+SHIPPED = "mlp,ensemble+,ensemble,bbb,epinet,dropout,hypermodel,sgmcmc"  # real-data.md main table
 
 
 @pytest.mark.slow  # three reports of the shipped runs with 2,000 bootstrap replicates: ~25 s
