@@ -851,3 +851,20 @@ def test_runtimes_count_a_shared_training_once():
     assert t.loc["mlp", "median_train_seconds"] == t.loc["mlp", "mean_train_seconds"] == 8.0
     assert t.loc["mlp", "median_evaluation_seconds"] == 2.0
     assert t.loc["uniform", "median_train_seconds"] == 0.0  # an agent that does not train
+
+
+def test_a_tau_tables_training_once_whichever_tau_holds_it():
+    """A tau pair trains once, its tau = 1 job holding the 8 s: the tau = 10 table shows
+    the 8 s too (it showed 0), each tau its own scoring."""
+    from leaderboard.ranking.rule_neural_testbed import add_medians
+
+    clean = pd.DataFrame({
+        "agent": ["mlp"] * 4, "config_key": ["a"] * 4, "tau": [1, 10, 1, 10],
+        "shared_training": [2] * 4, "train_seconds": [8.0, 0.0, 6.0, 0.0],
+        "evaluation_seconds": [1.0, 5.0, 1.0, 7.0],
+    })  # fmt: skip
+    for tau, evaluation in ((1, 1.0), (10, 6.0)):
+        table = pd.DataFrame({"agent": ["mlp"], "config_key": ["a"]})
+        add_medians(table, clean, tau)
+        assert table.loc[0, "median_train_seconds"] == 7.0  # of 8 and 6, not of 0 and 0
+        assert table.loc[0, "median_evaluation_seconds"] == evaluation

@@ -85,9 +85,9 @@ def _runtime_help(column: str) -> str | None:
     if column == "median_train_seconds":
         shared = said_by_rules("shared_training")
         return (
-            f"median seconds of training per job ({MEDIAN_NOTE}); problems that share their "
-            f"training data{f' ({shared})' if shared else ''} train once: the first job of such "
-            "a group holds the training time, the others 0"
+            f"median seconds of one training ({MEDIAN_NOTE}); problems that share their "
+            f"training data{f' ({shared})' if shared else ''} train once, counted once at "
+            "every tau"
         )
     if column == "median_evaluation_seconds":
         evaluation = said_by_rules("evaluation")

@@ -113,12 +113,19 @@ def add_rank_and_medians(
 
 
 def add_medians(table: pd.DataFrame, clean: pd.DataFrame, tau: int | None) -> None:
-    """Adds the median train / evaluation seconds over the problems each config ran."""
+    """Adds the median train / evaluation seconds over the problems each config ran. A
+    training shared by problems (a tau pair) counts once, at any tau: its other jobs record
+    0 s, and at tau 10 all of them would."""
     if not len(table):
         return
     rows = clean if tau is None or "tau" not in clean.columns else clean[clean["tau"] == tau]
+    trainings = clean
+    if "train_seconds" in clean and "shared_training" in clean:
+        shared = (clean["shared_training"].fillna(1) > 1) & (clean["train_seconds"] == 0)
+        trainings = clean[~shared]
     for metric in ("train_seconds", "evaluation_seconds"):
-        medians = rows.groupby(scoring.ENTRY)[metric].median() if metric in rows else {}
+        source = trainings if metric == "train_seconds" else rows
+        medians = source.groupby(scoring.ENTRY)[metric].median() if metric in source else {}
         entries = zip(table["agent"], table["config_key"])
         table[f"median_{metric}"] = [float(medians.get(e, math.nan)) for e in entries]
 
