@@ -234,6 +234,28 @@ def markdown(table: pd.DataFrame) -> str:
     return as_markdown(shown, 3)
 
 
+def dataset_grid(table: pd.DataFrame, tau: int) -> str:
+    """The per-dataset table at one tau as a grid, agent and regime by dataset: each cell
+    Spearman's rho, in bold where its interval lies above or below 0 (the verdict's rule),
+    n/a without a correlation. Figure 11 at a glance."""
+    from experiments.decisions_report import markdown as as_markdown
+
+    at = table[table["tau"] == tau]
+    if not len(at):
+        return "(no rows)\n"
+    datasets = list(dict.fromkeys(at["dataset"]))
+    rows = []
+    for (agent, regime), g in at.groupby(["agent", "regime"], sort=False):
+        cells = {}
+        for _, r in g.iterrows():
+            rho = r["spearman"]
+            shown = r["spearman_low"] > 0 or r["spearman_high"] < 0
+            cells[r["dataset"]] = ("n/a" if not np.isfinite(rho)
+                                   else f"**{rho:.2f}**" if shown else f"{rho:.2f}")  # fmt: skip
+        rows.append({"agent": agent, "regime": regime, **{d: cells.get(d, "") for d in datasets}})
+    return as_markdown(pd.DataFrame(rows), 2)
+
+
 def figure(scores: pd.DataFrame):
     """Real against synthetic score, every agent-config (one colour an agent), one panel
     per regime and tau: Figures 5(a) and 5(b) in one."""
@@ -281,6 +303,10 @@ def write(frame: pd.DataFrame, design: Design, out: Path,
         text = markdown(table)
         if name == "correlation":
             text += "\n" + "\n".join(lines) + f"\n\nsynthetic side: {design.side}\n"
+        if name == "datasets":  # the grids first, then every cell with its intervals
+            grids = [f"Spearman per dataset, tau = {tau} (bold: its interval excludes 0)\n\n"
+                     + dataset_grid(data, tau) for tau in dict.fromkeys(data.get("tau", []))]
+            text = "\n".join(grids) + ("\n" if grids else "") + text
         (out / f"{name}.md").write_text(text)
     fig = figure(scores)
     if fig is not None:

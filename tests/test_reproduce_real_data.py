@@ -405,5 +405,25 @@ def test_the_docs_correlation_tables_are_the_report_of_the_shipped_runs(tmp_path
     docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/real-data.md").read_text()
     names = agents.split(",")
     assert all(table.count(f"| {a} |") == 4 for a in names) and table in docs
-    if len(names) > 1:  # the paper's Figure 5(b): over all agent-settings
+    if len(names) > 1:  # the paper's Figure 5(b): over all agent-settings; Figure 11's grid
         assert (tmp_path / "out" / "pooled.md").read_text().strip() in docs
+        grids = (tmp_path / "out" / "datasets.md").read_text().split("\n\n")
+        assert grids[2].startswith("Spearman per dataset, tau = 10") and grids[3] in docs
+
+
+def test_the_dataset_grid_bolds_the_cells_whose_interval_excludes_0():
+    from experiments.real_data_report import dataset_grid
+
+    table = pd.DataFrame({
+        "agent": ["mlp"] * 3 + ["bbb"], "regime": ["full"] * 4, "tau": [10, 10, 10, 1],
+        "dataset": ["iris", "wine", "digits", "iris"],
+        "spearman": [-0.5, 0.4, float("nan"), 0.9],
+        "spearman_low": [-0.8, 0.1, float("nan"), 0.5],
+        "spearman_high": [-0.1, 0.7, float("nan"), 1.0],
+    })  # fmt: skip
+    lines = dataset_grid(table, 10).strip().splitlines()
+    assert lines[0] == "| agent | regime | iris | wine | digits |"
+    assert lines[2:] == ["| mlp | full | **-0.50** | **0.40** | n/a |"]  # bbb: tau 1 only
+    assert "| bbb | full | **0.90** |" in dataset_grid(table, 1)
+    table.loc[1, "spearman_low"] = -0.1  # the interval holds 0: plain
+    assert "| mlp | full | **-0.50** | 0.40 | n/a |" in dataset_grid(table, 10)
