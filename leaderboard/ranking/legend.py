@@ -86,8 +86,8 @@ def _runtime_help(column: str) -> str | None:
         shared = said_by_rules("shared_training")
         return (
             f"median seconds of one training ({MEDIAN_NOTE}); problems that share their "
-            f"training data{f' ({shared})' if shared else ''} train once, counted once at "
-            "every tau"
+            f"training data{f' ({shared})' if shared else ''} train once, counted once "
+            "whichever problem holds it"
         )
     if column == "median_evaluation_seconds":
         evaluation = said_by_rules("evaluation")
