@@ -258,19 +258,6 @@ def select_configs(results, executor, agent_names, group: int, problem_ids) -> d
     return out
 
 
-def take_shipped(jobs: Sequence, results: str) -> int:
-    """Records in `results` the jobs the package ships runs of (`neural_testbed`, and the
-    tuned agents' in `tuned_references`) and `results` lacks: a run computes only the rest,
-    and resumes on any machine."""
-    from leaderboard.execution.shipped_store import RUN_SOURCES, restore_shipped
-
-    taken = restore_shipped(results, {j.key for j in jobs})
-    if taken:
-        print(f"{taken} of {len(jobs)} jobs taken from the package's shipped runs "
-              f"({', '.join(RUN_SOURCES)})", file=sys.stderr)  # fmt: skip
-    return taken
-
-
 def listed(text: str | None) -> list[str]:
     """The names of a comma-separated option, blanks left out."""
     return [a.strip() for a in (text or "").split(",") if a.strip()]
@@ -430,6 +417,7 @@ def _table(
     seed groups it covers, whether a job failed, and --ship's refusal (after a run: the
     table is written all the same)."""
     from experiments.console import run_jobs
+    from experiments.reproduction import take_shipped
     from leaderboard.execution.sweeping import make_executor
 
     names, overrides, ids, out = _checked(args)

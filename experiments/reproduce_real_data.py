@@ -174,11 +174,11 @@ def design(agents: Sequence[str], real: dict[str, list[str]], grid: dict[str, li
 def _run(jobs: Sequence, results: str, workers: int, shipped: bool = True) -> bool:
     """The jobs through the leaderboard's sweep; those the package ships are recorded,
     not run, unless `shipped` is False. True when some job is stored as failed."""
-    from leaderboard.execution.shipped_store import restore_shipped
+    from experiments.reproduction import take_shipped
     from leaderboard.execution.sweeping import make_executor, run
 
     if shipped:
-        restore_shipped(results, {j.key for j in jobs})
+        take_shipped(jobs, results)
     return bool(run(jobs, results, make_executor("local", workers=workers)).any_failed)
 
 
@@ -397,15 +397,14 @@ def choices(args) -> dict:
         near = did_you_mean(args.synthetic, SIDES)
         raise InputError(f"--synthetic: got {args.synthetic!r}{near}; allowed: one of "
                          f"{', '.join(SIDES)}")  # fmt: skip
-    side = [args.synthetic]
     if args.prior_functions and args.agents != ",".join(AGENTS):
         raise InputError("--agents: not with --prior-functions (it runs ensemble+ and mlp); "
                          "allowed: the default")  # fmt: skip
-    if side != ["2d"] and args.prior_functions:
+    if args.synthetic != "2d" and args.prior_functions:
         raise InputError("--synthetic: not with --prior-functions (real problems only); "
                          "allowed: 2d, the default")  # fmt: skip
     real = real_ids(datasets, regimes, taus, seeds)
-    return {"agents": agents, "real": real, "grid": grid, "side": side[0]}
+    return {"agents": agents, "real": real, "grid": grid, "side": args.synthetic}
 
 
 def reported(frame: pd.DataFrame, agents: Sequence[str]) -> list[str]:

@@ -37,6 +37,19 @@ def stored_and_shipped(stored, shipped, keys: Sequence[str], results: str, what:
     return frame
 
 
+def take_shipped(jobs: Sequence, results: str) -> int:
+    """Records in `results` the jobs the package ships runs of (every source in
+    `shipped_store.RUN_SOURCES`) and `results` lacks, and says how many on stderr: a run
+    computes only the rest, and resumes on any machine. `--no-shipped` skips this."""
+    from leaderboard.execution.shipped_store import RUN_SOURCES, restore_shipped
+
+    taken = restore_shipped(results, {j.key for j in jobs})
+    if taken:
+        print(f"{taken} of {len(jobs)} jobs taken from the package's shipped runs "
+              f"({', '.join(RUN_SOURCES)})", file=sys.stderr)  # fmt: skip
+    return taken
+
+
 def merged_cells(new, keys: Sequence[str], path: Path, results: str, read: Callable | None = None):
     """Our shipped rows at `path` (when it exists; `read(path)`, default a CSV under `#`
     lines) with the store's finished rows `new` merged in: the rows of a cell `new` holds

@@ -114,7 +114,7 @@ def _run(args) -> int:
     enable_compilation_cache()
     jobs = expected_jobs(sweeps)
     if not args.no_shipped:
-        from experiments.reproduce_neural_testbed import take_shipped
+        from experiments.reproduction import take_shipped
 
         take_shipped(jobs, args.results)
     summary = run(jobs, args.results, make_executor("local", workers=args.workers))

@@ -121,12 +121,11 @@ def choose(rows: pd.DataFrame, uniform: pd.DataFrame, selection: Sequence[str]) 
 def _run(jobs: Sequence, results: str, workers: int, shipped: bool = True) -> None:
     """The jobs through the leaderboard's sweep; those the package ships are recorded, not
     run, unless `shipped` is False (every job computed here)."""
-    from leaderboard.execution.shipped_store import restore_shipped
+    from experiments.reproduction import take_shipped
     from leaderboard.execution.sweeping import make_executor, run
 
-    if shipped and (taken := restore_shipped(results, {j.key for j in jobs})):
-        print(f"{taken} of {len(jobs)} jobs taken from the package's shipped runs",
-              file=sys.stderr)  # fmt: skip
+    if shipped:
+        take_shipped(jobs, results)
     run(jobs, results, make_executor("local", workers=workers))
 
 

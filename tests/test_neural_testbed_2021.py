@@ -443,3 +443,31 @@ def test_a_run_whose_tuned_jobs_all_failed_writes_its_table_and_refuses_to_ship(
     assert err[-1].endswith("has no finished jobs to ship") and "Traceback" not in "".join(err)
     table = pd.read_csv(tmp_path / "o" / "table.csv")
     assert set(table["agent"]) >= {"mlp"} and not (tmp_path / "t.csv.gz").exists()
+
+
+@pytest.mark.slow  # two reports of the shipped runs: ~10 s
+def test_the_docs_tuned_figure_table_is_the_report_of_the_shipped_runs(tmp_path):
+    """neural_testbed.md's tuned table at tau = 1: each agent's default and tuned KL over
+    the figure's mlp, their difference and the published value are what the two reports
+    print on a fresh install (the paired standard errors come from the same runs)."""
+    from pathlib import Path
+
+    tuned = "ensemble,ensemble+,dropout,bbb,hypermodel,sgmcmc"
+    tables = {}
+    for name, extra in (("default", []), ("tuned", ["--tuned", tuned])):
+        argv = ["--report", "--taus", "1", *extra, "--results", str(tmp_path / "none.db"),
+                "--out", str(tmp_path / name)]  # fmt: skip
+        assert rnt.main(argv) == 0
+        tables[name] = pd.read_csv(tmp_path / name / "table.csv").set_index("agent")
+    docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/neural_testbed.md")
+    cells = ([c.strip() for c in line.strip("|").split(" | ")]
+             for line in docs.read_text().splitlines() if line.startswith("| "))
+    rows = {r[0]: r for r in cells if len(r) == 5}  # the tuned table's five columns
+    for agent in tuned.split(","):
+        row = rows[agent]
+        default, now = tables["default"].loc[agent], tables["tuned"].loc[agent]
+        assert row[1] == f"{default['normalized_kl']:.3f}", row
+        assert row[2].startswith(f"{now['normalized_kl']:.3f}"), row
+        assert row[4] == f"{default['published']:.3f}", row
+        gap = now["normalized_kl"] - default["normalized_kl"]
+        assert (row[3] == "0") if abs(gap) < 5e-4 else row[3].startswith(f"{gap:+.3f}"), row

@@ -101,6 +101,18 @@ def test_tune_scores_the_chosen_config_held_out_and_in_sample(fake_runs):
     assert row["difference_se"] == pytest.approx(0.0, abs=1e-12)  # _kl: no group differs
 
 
+def test_no_shipped_reaches_every_run_of_a_tuning(monkeypatch):
+    """`--no-shipped` computes every job: each stage of the tuning (uniform, the halving's
+    two rounds, held out) runs with `shipped` False, and by default with True."""
+    flags = []
+    monkeypatch.setattr(tune, "_run", lambda jobs, results, workers, shipped: flags.append(shipped))
+    monkeypatch.setattr(tune, "_rows", lambda results, jobs: _frame(jobs))
+    for shipped in (True, False):
+        flags.clear()
+        tune.tune(["mlp", "bbb"], 0, "r.db", shipped=shipped)  # bbb is halved: 2 rounds
+        assert len(flags) == 7 and set(flags) == {shipped}  # uniform x2, mlp 2, bbb 3
+
+
 def test_difference_se_is_the_standard_error_over_the_seed_groups():
     """Tuned KL = default KL + d_g on every problem of group g (uniform's KL 1, so each
     group's normalised KL is its KL): the SE is the sample SD of d over sqrt(9)."""
