@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from testbed.interrupts import safe_point
 from testbed.progress import (
     INTERVAL,
     MODES,
@@ -97,8 +98,10 @@ class TrainingProgress:
         self._show(force=True)
 
     def on_epoch(self, epoch: int, loss: float | None) -> None:
+        """An epoch ended: said, and a safe point for a Ctrl-C that Python dropped."""
         self.epoch, self.loss = epoch, loss
         self._show()
+        safe_point()
 
     def say(self, text: str) -> None:
         """A message of sbi's (a print or a warning), said once per distinct text."""

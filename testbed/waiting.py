@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from testbed.interrupts import safe_point
+
 T = TypeVar("T")
 POLL = 0.1  # seconds between the main thread's looks at a signal (a lock wait wakes too)
 
@@ -37,6 +39,7 @@ def waited(fn: Callable[[], T]) -> T:
     worker.start()
     while worker.is_alive():
         worker.join(POLL)
+        safe_point()  # a Ctrl-C that Python dropped (in a gc callback) while we waited
     if failed:
         raise failed[0]
     return out[0]

@@ -50,8 +50,10 @@ def test_the_code_that_starts_and_runs_workers_never_opens_the_store():
     of the worker and the executors): the modules executors are made of never open it."""
     from pathlib import Path
 
-    folder = Path(__file__).resolve().parents[1] / "leaderboard" / "execution"
-    for name in ("processes", "local_executor", "ray_executor", "interrupts", "timeouts"):
-        source = (folder / f"{name}.py").read_text()
+    root = Path(__file__).resolve().parents[1]
+    execution = [f"leaderboard/execution/{name}" for name in
+                 ("processes", "local_executor", "ray_executor", "timeouts")]  # fmt: skip
+    for name in (*execution, "testbed/interrupts"):
+        source = (root / f"{name}.py").read_text()
         for word in ("ResultsStore", "sqlite3", "leaderboard.store", "from .store", ".record("):
             assert word not in source, (name, word)

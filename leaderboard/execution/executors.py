@@ -11,7 +11,7 @@ limit is the timeout per member.
 Executors take an iterable of job dicts and pull the next job only when a worker is free:
 the sweep driver claims each job just then (see `leaderboard.execution.runner`).
 
-Ctrl-C (`leaderboard.execution.interrupts`): while an executor runs, SIGINT in the driver
+Ctrl-C (`testbed.interrupts`): while an executor runs, SIGINT in the driver
 is recorded as well as raised, so a KeyboardInterrupt that Python drops (raised inside a
 gc callback, as JAX registers one, or a `__del__`) is raised again at the next safe point;
 a result that has arrived is stored before the interrupt stops the sweep. Local workers
@@ -33,7 +33,6 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from leaderboard.execution.interrupts import Interrupts, recorded_interrupts
 from leaderboard.execution.jobs import JobResult, Unit, failed_results, time_limit
 from leaderboard.execution.local_executor import (
     DEFAULT_WORKER_MEMORY_GB,
@@ -51,6 +50,7 @@ from leaderboard.execution.ray_executor import (
 from leaderboard.execution.timeouts import DEFAULT_TIMEOUT, NO_LIMIT_ABOVE, check_timeout
 from leaderboard.execution.worker import run_unit_with_time_limit
 from testbed import progress
+from testbed.interrupts import Interrupts, recorded_interrupts
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import wait
 from typing import Any
 
-from leaderboard.execution.interrupts import Interrupts, recorded_interrupts
 from leaderboard.execution.jobs import JobResult, Unit, failed_results, time_limit
 from leaderboard.execution.processes import (
     MAIN_GUARD_EXIT,
@@ -35,6 +34,7 @@ from leaderboard.execution.worker import worker_main, worker_process_env, worker
 from testbed.config import check_at_least, check_one_of
 from testbed.cores import usable_cores
 from testbed.errors import InputError, bad_value
+from testbed.interrupts import Interrupts, recorded_interrupts
 
 log = logging.getLogger("testbed.sweep")
 

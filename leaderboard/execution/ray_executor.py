@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from leaderboard.execution.interrupts import Interrupts, recorded_interrupts
 from leaderboard.execution.jobs import JobResult, Unit, failed_results, time_limit
 from leaderboard.execution.timeouts import DEFAULT_TIMEOUT, check_timeout, known_count
 from leaderboard.execution.worker import worker_env, worker_settings
 from testbed.config import check_at_least
 from testbed.errors import EnvironmentFault, InputError
+from testbed.interrupts import Interrupts, recorded_interrupts
 
 log = logging.getLogger("testbed.sweep")
 

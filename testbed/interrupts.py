@@ -1,9 +1,11 @@
-"""Ctrl-C in a sweep's driver, recorded so that it cannot be lost.
+"""Ctrl-C in a command or a sweep's driver, recorded so that it cannot be lost.
 
 While an executor runs (or inside `recorded_interrupts()`), SIGINT in the driver is
 recorded as well as raised, so a KeyboardInterrupt that Python drops (raised inside a gc
-callback, as JAX registers one, or a `__del__`) is raised again at the next safe point;
-a result that has arrived is stored before the interrupt stops the sweep.
+callback, as JAX registers one, or a `__del__`) is raised again at the next safe point:
+an executor's next look at its workers, or `safe_point()`, which long work in this
+process calls (an sbi training's epochs, a wait for a JAX computation); a result that has
+arrived is stored before the interrupt stops the sweep.
 """
 
 from __future__ import annotations
@@ -130,3 +132,12 @@ def recorded_interrupts() -> Iterator[Interrupts]:
         sys.unraisablehook = previous_hook
         _INTERRUPTS = None
         interrupts.close()
+
+
+def safe_point() -> None:
+    """Raises KeyboardInterrupt when a Ctrl-C was recorded and Python dropped it (see
+    `Interrupts`); nothing otherwise, or outside `recorded_interrupts()` and the main
+    thread. Called where long work in the main thread can stop: without it, a training
+    whose interrupt landed in JAX's gc callback ran on to its end."""
+    if _INTERRUPTS is not None and threading.current_thread() is threading.main_thread():
+        _INTERRUPTS.check()
