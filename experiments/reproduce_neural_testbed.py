@@ -186,19 +186,60 @@ def ranks(table: pd.DataFrame, column: str) -> pd.Series:
     return table.groupby("tau")[column].rank(method="min").astype("Int64")
 
 
+def against_2021(results: str, tuned_jobs: Sequence, base_jobs: Sequence) -> pd.DataFrame:
+    """Per agent of `tuned_jobs` and tau: its 2021 config's KL and the tuned one's minus it,
+    both over the 2021 mlp's (`base_jobs`: those two configs' jobs), on the seed groups
+    where all three are stored; the difference's standard error is across those groups
+    (paired: each group's problems are the same for both configs)."""
+    import generative
+    import leaderboard.execution.results
+
+    df = leaderboard.execution.results.load(results)
+    kl = kl_values(df).set_axis(df["key"])
+    tau_of = {j.problem_id: generative.problem_settings(j.problem_id)["tau"] for j in base_jobs}
+    rows = []
+    for tau in TAUS:
+        for agent in dict.fromkeys(j.agent for j in tuned_jobs):
+            t, d, m = ([j for j in jobs if j.agent == a and tau_of.get(j.problem_id) == tau]
+                       for jobs, a in ((tuned_jobs, agent), (base_jobs, agent),
+                                       (base_jobs, NORMALISER)))  # fmt: skip
+            groups = finished_groups(t + d + m, set(kl.index))
+            if not groups:
+                continue
+
+            def means(jobs: list, groups: list[int] = groups) -> np.ndarray:  # per group
+                return np.array([kl[[j.key for j in jobs if group_of(j.problem_id) == g]].mean()
+                                 for g in groups])  # fmt: skip
+
+            scale = float(np.mean(kl[[j.key for j in m if group_of(j.problem_id) in groups]]))
+            gap = (means(t) - means(d)) / scale
+            se = gap.std(ddof=1) / np.sqrt(len(gap)) if len(gap) > 1 else np.nan
+            rows.append({"agent": agent, "tau": tau, "kl_2021": float(means(d).mean()) / scale,
+                         "difference": float(gap.mean()), "difference_se": float(se)})
+    return pd.DataFrame(rows, columns=["agent", "tau", "kl_2021", "difference", "difference_se"])
+
+
 def markdown(table: pd.DataFrame) -> str:
-    """The summary as a markdown table."""
+    """The summary as a markdown table; a tuned agent is marked, and beside it its 2021
+    config and the paired difference when the table has them (`against_2021`)."""
+    paired = "difference" in table and table["difference"].notna().any()
     head = ["agent", "tau", "problems", "KL / mlp's (ours)", "+- s.e.", "published", "bar",
             "rank (ours, published)"]  # fmt: skip
+    head += ["2021 config / 2021 mlp", "tuned - 2021 (paired) / 2021 mlp"] if paired else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in table.itertuples(index=False):
         bar = f"{r.published_low:.3f}-{r.published_high:.3f}" if np.isfinite(r.published) else ""
+        tuned = getattr(r, "config", "") == "tuned"
         cells = [
-            r.agent, str(r.tau), str(r.problems), f"{r.normalized_kl:.3f}",
-            f"{r.stderr:.3f}" if np.isfinite(r.stderr) else "",
+            f"{r.agent} (tuned)" if tuned else r.agent, str(r.tau), str(r.problems),
+            f"{r.normalized_kl:.3f}", f"{r.stderr:.3f}" if np.isfinite(r.stderr) else "",
             f"{r.published:.3f}" if np.isfinite(r.published) else "", bar,
             ", ".join("-" if pd.isna(v) else str(v) for v in (r.rank, r.published_rank)),
         ]  # fmt: skip
+        if paired:
+            known = np.isfinite(r.difference)
+            cells += [f"{r.kl_2021:.3f}" if known else "",
+                      f"{r.difference:+.3f} +- {r.difference_se:.3f}" if known else ""]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -338,6 +379,9 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
             f"--ship); allowed with --agent-configs tuned: some of {', '.join(overrides)}"
         )
     tuned_ones = listed(args.tuned)
+    if args.tuned is not None and not tuned_ones:
+        raise InputError(f"--tuned: got {args.tuned!r}; allowed: a comma-separated list of "
+                         f"tuned agents ({', '.join(tuned_configs())})")  # fmt: skip
     if tuned_ones and args.select is not None:
         raise InputError("--tuned: not with --select (which chooses every agent's config); "
                          "allowed: one of the two")  # fmt: skip
@@ -426,9 +470,12 @@ def _table(
         overrides = select_configs(args.results, executor, names, args.select, ids)
         ids = [i for i in ids if group_of(i) != args.select]
     jobs = jobs_for(names, overrides, ids)
+    tuned = tuned_agents(args, names) if args.select is None else []
+    with_2021 = list(dict.fromkeys([NORMALISER, *tuned])) if tuned else []
+    base = jobs_for(with_2021, configs("2021"), ids)
     results = _store_to_read(args, stack)
-    if not args.no_shipped:
-        take_shipped(jobs, results)
+    if not args.no_shipped:  # the 2021 configs' runs too, beside the tuned ones
+        take_shipped(list({j.key: j for j in jobs + base}.values()), results)
     failed = False if args.report else run_jobs(jobs, results, executor).any_failed
     refusal = None
     if args.ship:  # what finished, a partial run's too: its table uses whole groups
@@ -439,9 +486,15 @@ def _table(
             refusal = e
     if args.report:
         keys, groups = _reported(jobs, results, results != args.results)
-        return summary_table(results, keys), out, groups, False, refusal
-    groups = sorted({group_of(j.problem_id) for j in jobs})
-    return summary_table(results, {j.key for j in jobs}), out, groups, failed, refusal
+    else:
+        keys, groups = {j.key for j in jobs}, sorted({group_of(j.problem_id) for j in jobs})
+    table = summary_table(results, keys)
+    table["config"] = [("tuned" if a in tuned else "selected" if args.select is not None
+                        else args.agent_configs) for a in table["agent"]]  # fmt: skip
+    if tuned:  # beside each tuned agent: its 2021 config, and the paired difference
+        paired = against_2021(results, [j for j in jobs if j.agent in tuned], base)
+        table = table.merge(paired, on=["agent", "tau"], how="left")
+    return table, out, groups, failed, refusal
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -177,6 +177,8 @@ def test_tuned_configs_are_the_shipped_choices_and_untuned_agents_are_refused(
     assert "--tuned: got 'knn'" in capsys.readouterr().err
     assert rnt.main(["--tuned", "ensemble+", "--select", "0"]) == 2
     assert "--tuned: not with --select" in capsys.readouterr().err
+    assert rnt.main(["--tuned", " ", "--report"]) == 2  # it ran the untuned table
+    assert "--tuned: got ' '; allowed: a comma-separated list" in capsys.readouterr().err
     monkeypatch.setattr(rnt, "tuned_configs", lambda: {"mlp": tuned["mlp"]})  # bbb not tuned
     assert rnt.main(["--agent-configs", "tuned", "--agents", "mlp,bbb"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -414,6 +416,35 @@ def test_a_tuned_figure_run_ships_what_finished_and_a_fresh_install_tables_it(
         assert len(err) == 1 and says in err[0], err
 
 
+def test_a_tuned_agent_is_set_beside_its_2021_config_paired_by_seed_group(tmp_path):
+    """`against_2021`: per group, tuned minus 2021 over the 2021 mlp's mean KL; its mean and
+    standard error across the groups where all three configs' runs are stored."""
+    from leaderboard.store import ResultsStore
+
+    groups = rnt.by_seed_group(generative.sweep_ids(rnt.SWEEP))  # 0, 2, 4: tau = 100
+    tuned_bbb = rnt.configs("2021")["bbb"] | {"sigma_1": 1.0}
+    with ResultsStore(tmp_path / "r.db") as store:
+        for g, default_kl in ((0, 0.6), (2, 0.8)):
+            _finished(store, rnt.jobs_for(["mlp"], rnt.configs("2021"), groups[g]), 0.4)
+            _finished(store, rnt.jobs_for(["bbb"], rnt.configs("2021"), groups[g]), default_kl)
+        for g in (0, 2, 4):  # group 4 has no 2021 runs: left out
+            _finished(store, rnt.jobs_for(["bbb"], {"bbb": tuned_bbb}, groups[g]), 0.5)
+    ids = groups[0] + groups[2] + groups[4]
+    tuned = rnt.jobs_for(["bbb"], {"bbb": tuned_bbb}, ids)
+    base = rnt.jobs_for(["mlp", "bbb"], rnt.configs("2021"), ids)
+    row = rnt.against_2021(str(tmp_path / "r.db"), tuned, base).set_index(["agent", "tau"])
+    assert row.index.tolist() == [("bbb", 100)]
+    gaps = [(0.5 - 0.6) / 0.4, (0.5 - 0.8) / 0.4]
+    assert row.loc[("bbb", 100), "kl_2021"] == pytest.approx((0.6 + 0.8) / 2 / 0.4)
+    assert row.loc[("bbb", 100), "difference"] == pytest.approx(sum(gaps) / 2)
+    assert row.loc[("bbb", 100), "difference_se"] == pytest.approx(abs(gaps[0] - gaps[1]) / 2)
+    keys = {j.key for j in tuned} | {j.key for j in base if j.agent == "mlp"}
+    table = rnt.summary_table(tmp_path / "r.db", keys)
+    table["config"] = table["agent"].map({"mlp": "2021", "bbb": "tuned"})
+    text = rnt.markdown(table.merge(row.reset_index(), on=["agent", "tau"], how="left"))
+    assert "| bbb (tuned) | 100 |" in text and "| 1.750 | -0.500 +- 0.250 |" in text
+
+
 def test_a_run_whose_tuned_jobs_all_failed_writes_its_table_and_refuses_to_ship(
     tmp_path, monkeypatch, capsys
 ):
@@ -445,29 +476,35 @@ def test_a_run_whose_tuned_jobs_all_failed_writes_its_table_and_refuses_to_ship(
     assert set(table["agent"]) >= {"mlp"} and not (tmp_path / "t.csv.gz").exists()
 
 
-@pytest.mark.slow  # two reports of the shipped runs: ~10 s
+@pytest.mark.slow  # four reports of the shipped runs: ~20 s
 def test_the_docs_tuned_figure_table_is_the_report_of_the_shipped_runs(tmp_path):
-    """neural_testbed.md's tuned table at tau = 1: each agent's default and tuned KL over
-    the figure's mlp, their difference and the published value are what the two reports
-    print on a fresh install (the paired standard errors come from the same runs)."""
+    """neural_testbed.md's tuned table, at each tau: each agent's default and tuned KL over
+    the figure's mlp, their paired difference and the published value are what the two
+    reports print on a fresh install."""
     from pathlib import Path
 
-    tuned = "ensemble,ensemble+,dropout,bbb,hypermodel,sgmcmc"
-    tables = {}
-    for name, extra in (("default", []), ("tuned", ["--tuned", tuned])):
-        argv = ["--report", "--taus", "1", *extra, "--results", str(tmp_path / "none.db"),
-                "--out", str(tmp_path / name)]  # fmt: skip
-        assert rnt.main(argv) == 0
-        tables[name] = pd.read_csv(tmp_path / name / "table.csv").set_index("agent")
     docs = (Path(__file__).resolve().parents[1] / "docs/reproductions/neural_testbed.md")
     cells = ([c.strip() for c in line.strip("|").split(" | ")]
              for line in docs.read_text().splitlines() if line.startswith("| "))
-    rows = {r[0]: r for r in cells if len(r) == 5}  # the tuned table's five columns
-    for agent in tuned.split(","):
-        row = rows[agent]
-        default, now = tables["default"].loc[agent], tables["tuned"].loc[agent]
-        assert row[1] == f"{default['normalized_kl']:.3f}", row
-        assert row[2].startswith(f"{now['normalized_kl']:.3f}"), row
-        assert row[4] == f"{default['published']:.3f}", row
-        gap = now["normalized_kl"] - default["normalized_kl"]
-        assert (row[3] == "0") if abs(gap) < 5e-4 else row[3].startswith(f"{gap:+.3f}"), row
+    rows = {(r[0], r[1]): r[2:] for r in cells if len(r) == 6 and r[1] in ("1", "100")}
+    for tau in ("1", "100"):
+        tuned = [agent for agent, t in rows if t == tau and agent != "mlp (tuned)"]
+        assert len(tuned) >= (6 if tau == "1" else 3), (tau, tuned)
+        tables = {}
+        for name, extra in (("default", []), ("tuned", ["--tuned", ",".join(tuned)])):
+            out = tmp_path / f"{name}{tau}"
+            argv = ["--report", "--taus", tau, *extra, "--results", str(tmp_path / "none.db"),
+                    "--out", str(out)]  # fmt: skip
+            assert rnt.main(argv) == 0
+            tables[name] = pd.read_csv(out / "table.csv").set_index("agent")
+        for agent in tuned:
+            row = rows[agent, tau]
+            default, now = tables["default"].loc[agent], tables["tuned"].loc[agent]
+            assert row[0] == f"{default['normalized_kl']:.3f}", row
+            assert row[1].startswith(f"{now['normalized_kl']:.3f}"), row
+            assert row[3] == f"{default['published']:.3f}", row
+            assert now["kl_2021"] == pytest.approx(default["normalized_kl"])  # same normaliser
+            gap = now["normalized_kl"] - default["normalized_kl"]
+            assert now["difference"] == pytest.approx(gap)  # paired over the same groups
+            said = f"{now['difference']:+.3f} +- {now['difference_se']:.3f}"
+            assert (row[2] == "0") if abs(gap) < 5e-4 else row[2] == said, row
