@@ -424,6 +424,15 @@ def check_range(option: str, value: int, low: int, high: int) -> None:
         raise InputError(f"{option}: got {value}; allowed: {low} to {high}")
 
 
+def check_not_empty(option: str, value: str, allowed: str) -> None:
+    """An InputError naming `option` when the path `value` is empty (it would name the
+    current folder); `allowed` says what to give, e.g. `a results file such as real.db`."""
+    from testbed.errors import InputError
+
+    if not value.strip():
+        raise InputError(f"{option}: got {value!r}, which is empty; allowed: {allowed}")
+
+
 def shown(text: str, out: Path, failed: Any, what: str = "table and figure") -> int:
     """A reproduction's end: its tables on stdout, where its files are on stderr; its exit
     status (1 when a job or cell failed)."""
@@ -493,19 +502,28 @@ def import_hint(command: str, message: str) -> str:
 
 
 def split_choices(text: str, field: str, allowed: Sequence[Any], cast: Any = str) -> list:
-    """A comma-separated option's items, each one of `allowed` (cast by `cast`), else an
-    InputError naming `field`, the closest allowed name and every allowed one."""
+    """A comma-separated option's items, each one of `allowed` (cast by `cast`) and given
+    once, else an InputError naming `field`, the closest allowed name and every allowed one
+    (an empty item, `mlp,,bbb`, or one given twice is refused, never dropped or run twice)."""
     from testbed.errors import InputError
 
+    texts = [t.strip() for t in text.split(",")]
     try:
-        items = [cast(t.strip()) for t in text.split(",") if t.strip()]
+        items = [cast(t) for t in texts if t]
     except ValueError:
         raise InputError(f"{field}: got {text!r}; allowed: comma-separated integers") from None
+    shown = ", ".join(map(str, allowed))
     bad = [i for i in items if i not in allowed]
     if not items or bad:
         from testbed.config import did_you_mean
 
-        shown = ", ".join(map(str, allowed))
         near = did_you_mean(bad[0], map(str, allowed)) if bad else ""
         raise InputError(f"{field}: got {text!r}{near}; allowed: a comma-separated list of {shown}")
+    if "" in texts:
+        raise InputError(f"{field}: got {text!r}, which has an empty item; allowed: a "
+                         f"comma-separated list of {shown}")  # fmt: skip
+    twice = next((i for n, i in enumerate(items) if i in items[:n]), None)
+    if twice is not None:
+        raise InputError(f"{field}: got {text!r}, which names {twice} twice; allowed: each "
+                         f"once, a comma-separated list of {shown}")  # fmt: skip
     return items

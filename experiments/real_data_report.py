@@ -29,6 +29,7 @@ MIN_CONFIGS = 3  # below this a correlation across configs is not computed
 # at 3, 1/720 at 6), and a bootstrap over configs cannot show that (it then says [1, 1])
 MIN_VERDICT = 6
 NUM_BOOTSTRAP = 2000
+DECADES_LABELLED = 2.5  # the figure labels 1, 2 and 5 times each power of ten up to this span
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,9 +143,19 @@ def _correlate(x: np.ndarray, y: np.ndarray, num_bootstrap: int) -> dict[str, fl
     return out
 
 
+def not_run(r) -> str:
+    """What a row on no config says: its runs are not there (a store of other datasets or
+    agents), not that a verdict needs more configs."""
+    n = int(r["configs"])
+    return f"not run: 0 of {n} config{'' if n == 1 else 's'} finished on both sides"
+
+
 def said(r) -> str:
     """`holds` when the Spearman interval is above 0, `reversed` when it is below 0 (the
-    testbed ranks the configs the other way round), else `not shown` (or too few)."""
+    testbed ranks the configs the other way round), else `not shown` (or too few, or
+    `not_run`)."""
+    if r["n"] == 0:
+        return not_run(r)
     if r["n"] < MIN_VERDICT:
         return f"too few configs for a verdict (< {MIN_VERDICT})"
     if not np.isfinite(r["spearman"]):
@@ -169,9 +180,11 @@ def correlations(scores: pd.DataFrame, num_bootstrap: int = NUM_BOOTSTRAP) -> pd
 
 def pooled(scores: pd.DataFrame, num_bootstrap: int = NUM_BOOTSTRAP) -> pd.DataFrame:
     """Figure 5(b): per regime and tau, across every agent-config, the synthetic score on
-    the problems every agent ran (the pooled ones) against the real score."""
+    the problems every agent ran (the pooled ones) against the real score. The configs in
+    one order (agent, config key), so the bootstrap's draws do not hang on `--agents`'s."""
     rows = []
     for (regime, tau), g in scores.groupby(["regime", "tau"], sort=False):
+        g = g.sort_values(["agent", "config_key"], kind="stable")
         r = _correlate(g["synthetic_pooled"].to_numpy(float), g["real"].to_numpy(float),
                        num_bootstrap)  # fmt: skip
         rows.append({"regime": regime, "tau": tau, "agents": g["agent"].nunique(),
@@ -201,12 +214,19 @@ def verdict(corr: pd.DataFrame) -> list[str]:
         cells = []
         for _, r in g.iterrows():
             where = f"{r['regime']} tau={r['tau']}"
+            if r["n"] == 0:
+                cells.append(f"{where}: {not_run(r)}")
+                continue
             if not np.isfinite(r["spearman"]) or r["n"] < MIN_VERDICT:
                 cells.append(f"{where}: no verdict, {r['n']} complete configs")
                 continue
             cells.append(f"{where}: {r['verdict']}, Spearman {r['spearman']:.2f} "
                          f"[{r['spearman_low']:.2f}, {r['spearman_high']:.2f}], "
                          f"{r['n']} configs, {r['missing']} missing")  # fmt: skip
+        if (g["n"] == 0).all():  # a store of other datasets or agents: said once
+            cells = "its one cell" if len(g) == 1 else f"all {len(g)} cells"
+            lines.append(f"{agent}: {not_run(g.iloc[0])} in {cells}")
+            continue
         holds = int((g["verdict"] == "holds").sum())
         turned = int((g["verdict"] == "reversed").sum())
         also = f", reversed in {turned}" if turned else ""
@@ -273,7 +293,7 @@ def figure(scores: pd.DataFrame):
         for agent, h in g.groupby("agent", sort=False):
             ax.scatter(h["synthetic_pooled"], h["real"], s=12, color=colours[agent], label=agent)
         if (g["synthetic_pooled"] > 0).any():  # else no config is complete on both sides
-            ax.set_xscale("log")
+            _log_axis(ax, g["synthetic_pooled"][g["synthetic_pooled"] > 0])
         ax.set(xlabel="testbed KL / uniform's (pooled problems)",
                ylabel="mean joint NLL (real data)", title=f"{regime} data, tau = {tau}")
     handles, labels = [], []
@@ -286,6 +306,19 @@ def figure(scores: pd.DataFrame):
         fig.legend(handles, labels, loc="outside lower center", ncol=min(8, len(labels)),
                    fontsize=8)  # fmt: skip
     return fig
+
+
+def _log_axis(ax, x: pd.Series) -> None:
+    """A log x-axis in plain numbers (0.5, 1, 2) at 1, 2 and 5 times the powers of ten when
+    `x` spans at most DECADES_LABELLED decades, else at the powers alone; minor ticks
+    unlabelled, so no two labels overlap (matplotlib's minor labels, 3x10^-1, did)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_xscale("log")
+    subs = (1.0, 2.0, 5.0) if np.log10(x.max() / x.min()) <= DECADES_LABELLED else (1.0,)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def write(frame: pd.DataFrame, design: Design, out: Path,

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import itertools
 import sys
+import types
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -45,6 +47,8 @@ SHIPPED_FILE = Path(__file__).resolve().parents[1] / "leaderboard/data/real_data
 LOW_SHARE = 10  # the low regime trains on at most a tenth of the training split
 SIDES = ("2d", "matched")  # the synthetic sides (`synthetic_ids`)
 MATCHED_SWEEP, MATCHED_DIMS, MATCHED_MAX_TRAIN = "classification", (10, 100), 1000
+GRID_FORM = "key=value1,value2,... (lists, e.g. hidden_sizes, separated by ';': 50,50;100)"
+NO_ESTIMATE = "no estimate"  # the plan's hours of an agent with no time measured (`counts`)
 
 
 def offline_datasets() -> tuple[str, ...]:
@@ -114,6 +118,55 @@ def synthetic_ids(agent: str, side: str = "2d") -> list[str]:
     return tune.first_round(chosen) if agent in tune.HALVED else chosen
 
 
+def takes_list(tp: typing.Any) -> bool:
+    """Whether a config field of type `tp` holds a list (a tuple, or a union with one)."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return any(takes_list(a) for a in typing.get_args(tp))
+    return tp is tuple or typing.get_origin(tp) is tuple
+
+
+def grid_values(text: str, lists: bool) -> list[str]:
+    """A `--grid` field's values as `--set` writes each (`testbed.config` parses them):
+    separated by `;` when any is, else by commas, unless the field takes lists (`lists`):
+    then the text is one list (`hidden_sizes=50,50` is [50, 50], never two [50])."""
+    if ";" in text or lists:
+        return [v.strip() for v in text.split(";")]
+    return [v.strip() for v in text.split(",")]
+
+
+def parse_grid(pairs: Sequence[str], fields: dict[str, dict]) -> dict[str, list[str]]:
+    """`--grid key=v1,v2` options as {field: its values (`grid_values`)}, each field given once
+    and one of every agent's (`fields`: {agent: {field: type}}); else an InputError."""
+    from testbed.names import unused_override
+
+    grid: dict[str, list[str]] = {}
+    for pair in pairs:
+        key, sep, text = (part.strip() for part in pair.partition("="))
+        if not sep or not key or not text:
+            raise InputError(f"--grid: got {pair!r}; allowed: {GRID_FORM}")
+        if key in grid:
+            raise InputError(f"--grid: got {key} twice; allowed: each field once, all its "
+                             f"values in one --grid {key}=value1,value2,...")  # fmt: skip
+        unknown = unused_override(fields, [key])
+        if unknown:
+            raise InputError(f"--grid: {unknown}")
+        lacking = [a for a, f in fields.items() if key not in f]
+        if lacking:
+            having = [a for a in fields if a not in lacking]
+            raise InputError(
+                f"--grid: set {key}: not a field of {', '.join(lacking)} (of --agents "
+                f"{','.join(fields)}, only {', '.join(having)} "
+                f"{'has' if len(having) == 1 else 'have'} it); allowed: a field of "
+                "every agent given"
+            )
+        values = grid_values(text, any(takes_list(f[key]) for f in fields.values()))
+        if "" in values:
+            raise InputError(f"--grid: got {pair!r}, which has an empty value; allowed: "
+                             f"{GRID_FORM}")  # fmt: skip
+        grid[key] = values
+    return grid
+
+
 def grid_points(grid: dict[str, list[str]]) -> list[dict[str, str]]:
     """The cartesian product of `--grid key=v1,v2` options (none: [])."""
     keys = list(grid)
@@ -154,6 +207,8 @@ def planned(agent: str, ids: Sequence[str], grid: dict[str, list[str]]) -> list:
         if not said.startswith(("agent ", "set ")):
             raise
         option = "--grid" if said.startswith("set ") or any(k in said for k in grid) else "--agents"
+        if option == "--grid":  # a list's example, as --grid writes several
+            said = said.replace("(e.g. 50,50)", "(e.g. 50,50; several separated by ';': 50,50;100)")
         raise InputError(f"{option}: {said}") from None
     return list(jobs.values())
 
@@ -217,7 +272,8 @@ def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str
            side: str = "2d", shipped: bool = True) -> pd.DataFrame:
     """Per agent: its configs, its synthetic and real jobs, how many the store holds (ok or
     failed) or the package ships (`held_keys`), those left to run and the core-hours they
-    should take on each side (`seconds_a_job`; nan where nothing was measured)."""
+    should take on each side (`seconds_a_job`; nan where some are left and nothing was
+    measured: `plan_table` says `no estimate`)."""
     from leaderboard.shipped_files import shipped as shipped_rows
 
     held = held_keys(results, shipped)
@@ -234,11 +290,39 @@ def counts(agents: Sequence[str], real: dict[str, list[str]], grid, results: str
             **{f"{side}_jobs": len(jobs) for side, jobs in sides.items()},
             "stored": sum(len(j) for j in sides.values()) - sum(todo.values()),
             "to_run": sum(todo.values()),
-            "synthetic_hours": round(todo["synthetic"] * cost["synthetic"] / 3600, 2),
-            "real_hours": round(sum(n * cost[s] for s, n in todo.items() if s in REGIMES)
-                                / 3600, 2),  # fmt: skip
+            "synthetic_hours": round(_hours(todo["synthetic"], cost["synthetic"]), 2),
+            "real_hours": round(sum(_hours(n, cost[s]) for s, n in todo.items() if s in REGIMES),
+                                2),  # fmt: skip
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _hours(jobs: int, seconds: float) -> float:
+    """Core-hours of `jobs` at `seconds` a job: 0 for none (even untimed), nan if untimed."""
+    return 0.0 if jobs == 0 else jobs * seconds / 3600
+
+
+def plan_table(table: pd.DataFrame) -> str:
+    """`counts` as `--plan` prints it: with more than one agent an `all` row of the sums
+    (as the plan table of docs/reproductions/real-data.md), hours not known said
+    `no estimate` (the `all` row's then a lower bound, `>=`) and why, under the table."""
+    hours = ["synthetic_hours", "real_hours"]
+    shown = table.astype({c: object for c in hours})
+    for c in hours:
+        shown[c] = [NO_ESTIMATE if pd.isna(v) else v for v in table[c]]
+    if len(table) > 1:
+        total = {c: int(table[c].sum()) for c in table.columns if c not in ("agent", "configs")}
+        for c in hours:
+            known = table[c].dropna()
+            at_least = ">= " if len(known) < len(table) else ""
+            total[c] = f"{at_least}{known.sum():.2f}" if len(known) else NO_ESTIMATE
+        shown = pd.concat([shown, pd.DataFrame([{"agent": "all", "configs": "", **total}])])
+    text = shown.to_string(index=False)
+    unknown = table.loc[table[hours].isna().any(axis=1), "agent"].tolist()
+    if unknown:
+        text += (f"\n{NO_ESTIMATE}: nothing times a job of {', '.join(unknown)} (no shipped "
+                 "real-data run, no entry in reproduce_real_data.COST)")  # fmt: skip
+    return text
 
 
 def seconds_a_job(rows: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -299,8 +383,8 @@ def load_frame(results: str, shipped: bool = True) -> pd.DataFrame:
     frame = pd.concat([p for p in parts if len(p)] or parts, ignore_index=True)
     if not frame["problem_id"].astype(str).str.startswith("real/").any():
         raise InputError(
-            f"--results: {results!r} holds no real-data run (real/...) "
-            f"{'' if shipped else 'and --no-shipped leaves out ours '}; allowed: a store "
+            f"--results: {results!r} holds no real-data run (real/...)"
+            f"{'' if shipped else ' and --no-shipped leaves out ours'}; allowed: a store "
             "this script ran into"
         )
     return frame
@@ -352,7 +436,9 @@ def parse(argv: Sequence[str] | None):
     parser.add_argument("--taus", default=",".join(map(str, TAUS)), help="1, 10")
     parser.add_argument("--seeds", default="1", help="estimator seeds of the real problems, 1-5")
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                        help="configs: the product of these values (repeat), not the sweep")
+                        help="configs: the product of these values (repeat per field), not "
+                        "the sweep; a list field's values separated by ';' "
+                        "('hidden_sizes=50,50;100')")
     add_store_options(parser, "real.db", "real_data", "folder for the tables and figure")
     parser.add_argument("--synthetic", default="2d", metavar="SIDE",
                         help="the synthetic side: 2d (classification_2d, the tuned references' "
@@ -371,10 +457,12 @@ def parse(argv: Sequence[str] | None):
 
 
 def choices(args) -> dict:
-    """The options checked: agents, real ids per regime, the grid (InputError otherwise)."""
+    """The options checked: agents, real ids per regime, the grid, paths that are not empty and
+    no --plan with --report or --ship (InputError otherwise)."""
     from agents.registry import AGENTS as REGISTERED
-    from experiments.console import check_range, split_choices
+    from experiments.console import check_not_empty, check_range, split_choices
     from generative.real_data.datasets import DATASETS
+    from testbed.config import field_types
 
     agents = split_choices(args.agents, "--agents", REGISTERED.names())
     datasets = split_choices(args.datasets, "--datasets", list(DATASETS))
@@ -383,14 +471,15 @@ def choices(args) -> dict:
     seeds = split_choices(args.seeds, "--seeds", SEEDS, int)
     check_range("--workers", args.workers, 0, 64)
     check_range("--bootstrap", args.bootstrap, 100, 100_000)
-    grid = {}
-    for pair in args.grid:
-        key, sep, values = pair.partition("=")
-        if not sep or not key.strip() or not values.strip():
-            raise InputError(f"--grid: got {pair!r}; allowed: key=value1,value2,...")
-        grid[key.strip()] = [v.strip() for v in values.split(",") if v.strip()]
-    if grid and args.prior_functions:
+    check_not_empty("--results", args.results, "a results file such as real.db")
+    check_not_empty("--out", args.out, "a folder such as real_data")
+    for option, other in (("--report", args.report), ("--ship", args.ship)):
+        if args.plan and other:  # --plan runs and writes nothing
+            raise InputError(f"{option}: not with --plan; allowed: one of the two")
+    if args.grid and args.prior_functions:
         raise InputError("--grid: not with --prior-functions; allowed: one of the two")
+    fields = {a: field_types(REGISTERED.get(a).config_cls) for a in agents}
+    grid = parse_grid(args.grid, fields)
     if args.synthetic not in SIDES:
         from testbed.config import did_you_mean
 
@@ -464,8 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.prior_functions:
             return prior_functions(args, c["real"], Path(args.out))
         if args.plan:
-            print(counts(**c, results=args.results, shipped=not args.no_shipped)
-                  .to_string(index=False))  # fmt: skip
+            print(plan_table(counts(**c, results=args.results, shipped=not args.no_shipped)))
             return 0
         out = check_output_folder("--out", args.out, OUTPUTS, [args.results])
         if args.ship:

@@ -39,13 +39,15 @@ def stored_and_shipped(stored, shipped, keys: Sequence[str], results: str, what:
 
 def take_shipped(jobs: Sequence, results: str) -> int:
     """Records in `results` the jobs the package ships runs of (every source in
-    `shipped_store.RUN_SOURCES`) and `results` lacks, and says how many on stderr: a run
-    computes only the rest, and resumes on any machine. `--no-shipped` skips this."""
+    `shipped_store.RUN_SOURCES`) and `results` lacks, and says how many on stderr, of the
+    distinct jobs (a job listed twice, as tuned and as default, is one): a run computes
+    only the rest, and resumes on any machine. `--no-shipped` skips this."""
     from leaderboard.execution.shipped_store import RUN_SOURCES, restore_shipped
 
-    taken = restore_shipped(results, {j.key for j in jobs})
+    keys = {j.key for j in jobs}
+    taken = restore_shipped(results, keys)
     if taken:
-        print(f"{taken} of {len(jobs)} jobs taken from the package's shipped runs "
+        print(f"{taken} of {len(keys)} jobs taken from the package's shipped runs "
               f"({', '.join(RUN_SOURCES)})", file=sys.stderr)  # fmt: skip
     return taken
 

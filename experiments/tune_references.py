@@ -129,6 +129,12 @@ def _run(jobs: Sequence, results: str, workers: int, shipped: bool = True) -> No
     run(jobs, results, make_executor("local", workers=workers))
 
 
+def distinct(jobs: Sequence) -> list:
+    """`jobs` each once, in order: a config chosen at its default gives the held-out jobs
+    twice (tuned and default), which are one run each."""
+    return list({j.key: j for j in jobs}.values())
+
+
 def _rows(results: str, jobs: Sequence) -> pd.DataFrame:
     import leaderboard
 
@@ -184,7 +190,7 @@ def tune(agents: Sequence[str], group: int, results: str, workers: int = 1,
         chosen = choose(_rows(results, jobs), uniform, selection)[agent]
         tuned = plan([agent], held_out, overrides=chosen)
         default = plan([agent], held_out)
-        _run(tuned + default, results, workers, shipped)
+        _run(distinct(tuned + default), results, workers, shipped)
         mine = [j for j in jobs if j.config_key == tuned[0].config_key]
         inside = normalised(_rows(results, mine), uniform)
         tuned_rows, default_rows = _rows(results, tuned), _rows(results, default)
@@ -239,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from experiments.console import (
         add_store_options,
         bad_input,
+        check_not_empty,
         check_range,
         script_parser,
         setup_logging,
@@ -260,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         agents = split_choices(args.agents, "--agents", AGENTS)
         check_range("--group", args.group, 0, 9)
         check_range("--workers", args.workers, 0, 64)
+        check_not_empty("--results", args.results, "a results file such as tuned.db")
         check_output_path("--out", args.out, [args.results], suffixes=(".csv",))  # before a job
         if args.ship:
             check_output_path("--ship", Path(args.ship), [args.results], suffixes=(".csv.gz",))

@@ -166,7 +166,8 @@ def check_output_path(
     that ends in none of them (so a typed name cannot overwrite a file of another kind).
     """
     if not str(out).strip():
-        raise InputError(f"{field}: got {str(out)!r}; allowed: a file path such as report.html")
+        example = "report" + (suffixes[0] if suffixes else ".html")  # a name it takes
+        raise InputError(f"{field}: got {str(out)!r}; allowed: a file path such as {example}")
     path, resolved = _not_results(field, out, stores, "a new file or an earlier output "
                                   "(e.g. report.html, results.csv)")  # fmt: skip
     if resolved.is_dir():
@@ -234,8 +235,12 @@ def check_output_folder(
     """`out`, a folder the outputs `names` are written into (made if new, in a folder that
     exists), as a Path; or an InputError before any work: the folder itself must not be
     one of `stores` or their side files (`<store>-wal` made a folder stops the store's
-    next write), nor a file; each output is then checked as `check_output_path` does."""
+    next write), nor a file, nor empty; each output is then checked as `check_output_path`
+    does."""
     stores = list(stores)
+    if not str(out).strip():  # '' would be the current folder
+        raise InputError(f"{field}: got {str(out)!r}, which is empty; allowed: a folder (made "
+                         "if new)")  # fmt: skip
     path, resolved = _not_results(field, out, stores, "a folder of its own (made if new)")
     if resolved.exists() and not resolved.is_dir():
         raise InputError(f"{field}: got {str(out)!r}, a file; allowed: a folder (made if new)")

@@ -284,7 +284,7 @@ def test_shell_block(block, tmp_path):
         if "--report" in block.code:  # the package's shipped runs: every agent of the figure
             from experiments.reproduce_neural_testbed import FIGURE_2021
 
-            agents = set(re.findall(r"^\| ([\w+]+) \| (?:1|100) \|", table, re.M))
+            agents = set(re.findall(r"^\| ([\w+]+)(?: \(tuned\))? \| (?:1|100) \|", table, re.M))
             assert agents == set(FIGURE_2021), table
         else:
             assert re.search(r"\| ensemble \| 100 \| 1 \| [\d.]+ \|  \| 0\.992 \|", table), table

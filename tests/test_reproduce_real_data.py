@@ -152,12 +152,61 @@ def test_a_missing_or_failed_config_is_counted_never_scored(tmp_path):
     assert datasets["dataset"].tolist() == list(DATASETS) and set(datasets["missing"]) == {2}
 
 
+def test_the_pooled_interval_does_not_hang_on_the_order_of_the_agents():
+    """Figure 5(b)'s bootstrap resamples configs: `--agents a,b` and `--agents b,a` gave
+    intervals apart by 0.01 (the same draws fell on other configs)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    scores = pd.DataFrame([{"agent": agent, "config_key": f"k{i}", "regime": "low", "tau": 1,
+                            "synthetic_pooled": rng.normal(), "real": rng.normal()}
+                           for agent in ("mlp", "bbb", "ensemble") for i in range(7)])  # fmt: skip
+    one = report.pooled(scores, num_bootstrap=300)
+    other = report.pooled(scores.iloc[::-1], num_bootstrap=300)
+    pd.testing.assert_frame_equal(one, other)
+
+
 def test_no_config_complete_on_both_sides_is_tabled_not_a_crash(tmp_path):
     _store(tmp_path / "r.db", lambda i: 1.0 + i, skip={(i, "synthetic") for i in range(8)})
     row = _report(tmp_path, tmp_path / "r.db").iloc[0]
     assert row["n"] == 0 and row["missing"] == 8 and pd.isna(row["spearman"])
-    assert "mlp: holds in 0 of 1 (full tau=1: no verdict, 0 complete configs)" in (
+    assert row["verdict"] == "not run: 0 of 8 configs finished on both sides"  # not "too few"
+    assert "mlp: not run: 0 of 8 configs finished on both sides in its one cell" in (
         tmp_path / "out" / "correlation.md").read_text()  # fmt: skip
+
+
+def test_a_report_of_runs_that_never_happened_says_they_are_not_run(tmp_path, capsys):
+    """mnist was never run: every row says so (not `too few configs`), status 0 (a store
+    of another machine's may hold them)."""
+    argv = ["--report", "--datasets", "tfds/mnist", "--agents", "mlp,epinet", "--taus", "1",
+            "--bootstrap", "100", "--results", str(tmp_path / "none.db"),
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    assert rrd.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "too few configs" not in out
+    assert "| not run: 0 of 17 configs finished on both sides |" in out
+    assert "epinet: not run: 0 of 1 config finished on both sides in all 2 cells" in out
+
+
+def test_the_figures_log_axis_labels_never_overlap(tmp_path):
+    """Over about a decade matplotlib labelled the minor ticks too (3x10^-1, 4x10^-1, ...),
+    one on another: only plain labels at 1, 2 and 5 times a power of ten now."""
+    import numpy as np
+
+    x = np.geomspace(0.25, 4.0, 40)
+    keys = [f"k{i}" for i in range(40)]
+    scores = pd.DataFrame({"agent": "mlp", "config_key": keys, "regime": "full", "tau": 1,
+                           "synthetic_pooled": x, "real": x})  # fmt: skip
+    fig = report.figure(scores)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_xlim()
+    labels = [t for t in ax.get_xticklabels(which="both")
+              if t.get_text() and low <= t.get_position()[0] <= high]  # fmt: skip
+    texts = [t.get_text() for t in labels]
+    boxes = sorted((b.x0, b.x1) for b in (t.get_window_extent() for t in labels))
+    assert all(left[1] <= right[0] for left, right in zip(boxes, boxes[1:])), texts
+    assert texts == ["0.5", "1", "2"], texts
 
 
 @pytest.mark.parametrize(
@@ -177,6 +226,22 @@ def test_no_config_complete_on_both_sides_is_tabled_not_a_crash(tmp_path):
         (["--report", "--no-shipped", "--results", "nope.db"], "'nope.db' does not exist"),
         (["--agents", "uniform", "--datasets", "tfds/iris", "--results", "r.db"],
          "TFDS datasets not prepared"),
+        (["--agents", "mlp", "--grid", "hidden_sizes=50 50", "--plan"],
+         "allowed: a comma-separated list of integers (e.g. 50,50; several separated by ';': "
+         "50,50;100)"),
+        (["--agents", "mlp", "--grid", "l2_weight_decay=0.1", "--grid", "l2_weight_decay=1",
+          "--plan"], "--grid: got l2_weight_decay twice; allowed: each field once"),
+        (["--agents", "mlp", "--grid", "l2_weight_decay=1,,10", "--plan"],
+         "--grid: got 'l2_weight_decay=1,,10', which has an empty value"),
+        (["--agents", "mlp,,bbb", "--plan"], "--agents: got 'mlp,,bbb', which has an empty item"),
+        (["--agents", "mlp,mlp", "--plan"], "--agents: got 'mlp,mlp', which names mlp twice"),
+        (["--report", "--plan"], "--report: not with --plan; allowed: one of the two"),
+        (["--plan", "--ship", "x.csv.gz"], "--ship: not with --plan; allowed: one of the two"),
+        (["--agents", "mlp,ensemble", "--grid", "num_ensemble=5", "--plan"],
+         "--grid: set num_ensemble: not a field of mlp (of --agents mlp,ensemble, only "
+         "ensemble has it)"),
+        (["--agents", "mlp,bbb", "--grid", "nosuch=5", "--plan"],
+         "--grid: set nosuch: no agent among mlp, bbb has this field"),
     ],
 )  # fmt: skip
 def test_refusals_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
@@ -200,6 +265,39 @@ def test_a_store_without_real_data_is_refused(tmp_path, capsys):
     assert rrd.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds no real-data run" in err[0]
+    assert "(real/...) and --no-shipped leaves out ours; allowed: a store" in err[0]
+
+
+@pytest.mark.parametrize("option, example", [("--out", "a folder such as real_data"),
+                                             ("--results", "a results file such as real.db")])
+def test_an_empty_path_is_refused_not_the_current_folder(tmp_path, capsys, monkeypatch,
+                                                         option, example):  # fmt: skip
+    """`--out ""` wrote every report file into the current folder; `--results ""` was
+    said to be '.', a folder."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["--report", "--agents", "mlp", "--taus", "1", "--bootstrap", "100",
+            "--results", str(tmp_path / "none.db"), "--out", str(tmp_path / "out")]  # fmt: skip
+    assert rrd.main([*argv, option, ""]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"reproduce_real_data: error: {option}: got '', which is empty; allowed: "
+                   f"{example}"]  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_list_field_of_the_grid_is_a_list_and_lists_are_separated_by_semicolons():
+    """`--grid hidden_sizes=50,50` was split on its comma: two one-layer [50] networks
+    (one config). A list field's text is one list, as `--set` writes it; `;` separates
+    several values, of any field."""
+    def hidden(*grid: str) -> list:
+        args = rrd.parse(["--agents", "mlp", *(a for g in grid for a in ("--grid", g))])
+        return [c["hidden_sizes"] for c in rrd.agent_configs("mlp", rrd.choices(args)["grid"])]
+
+    assert hidden("hidden_sizes=50,50") == [[50, 50]]
+    assert hidden("hidden_sizes=(50, 50)") == [[50, 50]]  # as --set takes it too
+    assert hidden("hidden_sizes=50,50;100;20,20,20") == [[50, 50], [100], [20, 20, 20]]
+    assert hidden("hidden_sizes=100", "l2_weight_decay=1;10") == [[100], [100]]
+    args = rrd.parse(["--agents", "mlp", "--grid", "l2_weight_decay=1,10"])
+    assert rrd.choices(args)["grid"] == {"l2_weight_decay": ["1", "10"]}
 
 
 def test_plan_counts_jobs_and_what_the_store_holds(tmp_path, capsys):
@@ -223,6 +321,23 @@ def test_the_plan_counts_what_ships_unless_no_shipped(tmp_path, capsys):
         total = int(row["synthetic_jobs"]) + int(row["full_jobs"]) + int(row["low_jobs"])
         assert (int(row["stored"]), int(row["to_run"])) == ((total, 0) if stored else (0, total))
         assert (float(row["real_hours"]) == 0) == stored
+
+
+def test_the_plan_says_no_estimate_where_nothing_times_a_job_and_sums_all(tmp_path, capsys):
+    """knn has no shipped run and no COST: its hours were NaN; the plan says `no estimate`,
+    why, and sums the agents in an `all` row (the docs' plan table), a lower bound here."""
+    argv = ["--plan", "--agents", "knn,mlp", "--datasets", "iris", "--taus", "1",
+            "--no-shipped", "--results", str(tmp_path / "none.db")]  # fmt: skip
+    assert rrd.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "NaN" not in out and "nan" not in out
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    assert rows["knn"].split()[-4:] == ["no", "estimate", "no", "estimate"]
+    mlp, knn = rows["mlp"].split(), rows["knn"].split()
+    jobs = [int(a) + int(b) for a, b in zip(mlp[2:7], knn[2:7])]
+    assert rows["all"].split()[1:6] == [str(n) for n in jobs]
+    assert rows["all"].split()[6:] == [">=", f"{float(mlp[7]):.2f}", ">=", f"{float(mlp[8]):.2f}"]
+    assert rows["no"].startswith("no estimate: nothing times a job of knn (no shipped")
 
 
 def test_the_plan_costs_a_job_what_the_shipped_runs_took(tmp_path, monkeypatch, capsys):

@@ -188,4 +188,6 @@ def test_an_output_folder_beside_the_store_is_allowed_and_one_in_its_names_is_no
         check_output_folder("--out", tmp_path / "folder", ["t.md"], [store])
     with pytest.raises(InputError, match="a file this run reads"):
         check_output_folder("--out", tmp_path / "out", ["t.md"], [store], [tmp_path / "out/t.md"])
+    with pytest.raises(InputError, match="--out: got '', which is empty; allowed: a folder"):
+        check_output_folder("--out", "", ["t.md"], [store])  # not the current folder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "r.db"]

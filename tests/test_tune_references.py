@@ -101,6 +101,15 @@ def test_tune_scores_the_chosen_config_held_out_and_in_sample(fake_runs):
     assert row["difference_se"] == pytest.approx(0.0, abs=1e-12)  # _kl: no group differs
 
 
+def test_a_default_chosen_runs_its_held_out_jobs_once(fake_runs, monkeypatch):
+    """Tuned and default are the same jobs when the default is chosen: listed once each
+    (they were listed twice, and said `378 of 756 jobs taken`)."""
+    monkeypatch.setattr(tune, "choose", lambda rows, uniform, selection: {"mlp": {}})
+    tune.tune(["mlp"], 0, "r.db")
+    held_out = fake_runs[-1]
+    assert len(held_out) == len({j.key for j in held_out}) == len(HELD_OUT)
+
+
 def test_no_shipped_reaches_every_run_of_a_tuning(monkeypatch):
     """`--no-shipped` computes every job: each stage of the tuning (uniform, the halving's
     two rounds, held out) runs with `shipped` False, and by default with True."""
@@ -141,6 +150,18 @@ def test_refusals(tmp_path, capsys):
     assert notes.read_text() == "mine" and not (tmp_path / "r.db").exists()
     assert tune.main(["--out", str(tmp_path), "--results", str(tmp_path / "r.db")]) == 2
     assert f"such as '{tmp_path / 'report.csv'}'" in capsys.readouterr().err
+    assert tune.main(["--out", "", "--results", str(tmp_path / "r.db")]) == 2
+    assert "--out: got ''; allowed: a file path such as report.csv" in capsys.readouterr().err
+    assert tune.main(["--results", "", "--out", str(tmp_path / "t.csv")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "tune_references: error: --results: got '', which is empty; allowed: a results file "
+        "such as tuned.db"]  # fmt: skip
+    for agents, said in (("epinet,epinet", "which names epinet twice"),
+                         ("mlp,,bbb", "which has an empty item")):  # fmt: skip
+        assert tune.main(["--agents", agents, "--results", str(tmp_path / "r.db")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--agents: got {agents!r}, {said}" in err[0], err
+    assert not (tmp_path / "r.db").exists()
 
 
 # ----------------------------------------------------------------------------- shipped, ranked
@@ -249,6 +270,17 @@ def test_the_docs_tuned_table_is_computed_from_the_shipped_runs():
         row = next(line for line in docs.splitlines() if line.startswith(f"| {agent} |"))
         cells = row.split("|")[-5:-1]
         assert cells == [f" {v:.3f} " for v in numbers] + [gap], (row, numbers)
+
+
+def test_the_shipped_jobs_taken_are_counted_once_each(tmp_path, capsys):
+    """A config chosen at its default gives the same held-out jobs twice (tuned and
+    default): `378 of 756 jobs taken` was said for 378 jobs, all taken."""
+    from experiments.reproduction import take_shipped
+    from leaderboard.execution.sweeping import plan
+
+    jobs = plan(["mlp"], HELD_OUT[:3])  # the default's, shipped (neural_testbed)
+    assert take_shipped(jobs + jobs, str(tmp_path / "r.db")) == 3
+    assert capsys.readouterr().err.startswith("3 of 3 jobs taken from the package's shipped")
 
 
 def test_a_tuning_on_a_new_machine_takes_the_jobs_real_data_shipped(tmp_path, monkeypatch):
