@@ -14,12 +14,14 @@ def write_tuned(new: pd.DataFrame, results: str, path: Path) -> str:
     """The store's finished tuned runs `new` (shipped rows) merged into ours at `path`, by
     cell (agent, sweep family): a cell `new` holds replaces its shipped rows, every other
     is kept, except an agent's rows at another config than the one `new` ships for it (a
-    new choice makes them stale: the figure's runs of the old one go with it). Says what
-    it wrote."""
+    new choice makes them stale: the figure's runs of the old one go with it). A cell's
+    shipped runs of the same config that `new` lacks (another tau's problems) stay in it.
+    Says what it wrote."""
     from experiments.reproduction import merged_cells
     from leaderboard.ranking import shipped
     from leaderboard.shipped_files import shipped as shipped_rows
 
+    new = pd.concat([new, _not_rerun(new, path)], ignore_index=True)
     chosen = new.groupby("agent")["config_key"].agg(set)
     stale = []
 
@@ -41,3 +43,22 @@ def write_tuned(new: pd.DataFrame, results: str, path: Path) -> str:
         "Neural Testbed figure's problems where given (experiments.reproduce_neural_testbed "
         "--tuned)"))  # fmt: skip
     return said + (f"; {len(stale)} rows of an earlier choice dropped" if stale else "")
+
+
+def _not_rerun(new: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """The rows shipped at `path` of a cell `new` ships (agent, sweep) at the config it
+    ships there, of jobs `new` lacks: a run of part of a sweep (one tau of the figure) adds
+    to its cell, never drops the rest of it."""
+    from leaderboard.shipped_files import shipped as shipped_rows
+
+    if not Path(path).exists() or not len(new):
+        return new.iloc[:0]
+    old = shipped_rows(path=path)
+
+    def cells(rows: pd.DataFrame) -> list[tuple]:
+        sweep = rows["problem_id"].str.split("/").str[0]
+        return list(zip(rows["agent"], rows["config_key"], sweep))
+
+    ships = set(cells(new))
+    same = pd.Series([c in ships for c in cells(old)], index=old.index, dtype=bool)
+    return old[same & ~old["key"].isin(set(new["key"]))]
