@@ -215,8 +215,10 @@ def against_2021(results: str, tuned_jobs: Sequence, base_jobs: Sequence) -> pd.
             gap = (means(t) - means(d)) / scale
             se = gap.std(ddof=1) / np.sqrt(len(gap)) if len(gap) > 1 else np.nan
             rows.append({"agent": agent, "tau": tau, "kl_2021": float(means(d).mean()) / scale,
+                         "kl_tuned": float(means(t).mean()) / scale,
                          "difference": float(gap.mean()), "difference_se": float(se)})
-    return pd.DataFrame(rows, columns=["agent", "tau", "kl_2021", "difference", "difference_se"])
+    return pd.DataFrame(rows, columns=["agent", "tau", "kl_2021", "kl_tuned", "difference",
+                                       "difference_se"])  # fmt: skip
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -225,7 +227,8 @@ def markdown(table: pd.DataFrame) -> str:
     paired = "difference" in table and table["difference"].notna().any()
     head = ["agent", "tau", "problems", "KL / mlp's (ours)", "+- s.e.", "published", "bar",
             "rank (ours, published)"]  # fmt: skip
-    head += ["2021 config / 2021 mlp", "tuned - 2021 (paired) / 2021 mlp"] if paired else []
+    beside = ["2021 config / 2021 mlp", "tuned / 2021 mlp", "tuned - 2021 (paired)"]
+    head += beside if paired else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in table.itertuples(index=False):
         bar = f"{r.published_low:.3f}-{r.published_high:.3f}" if np.isfinite(r.published) else ""
@@ -238,8 +241,8 @@ def markdown(table: pd.DataFrame) -> str:
         ]  # fmt: skip
         if paired:
             known = np.isfinite(r.difference)
-            cells += [f"{r.kl_2021:.3f}" if known else "",
-                      f"{r.difference:+.3f} +- {r.difference_se:.3f}" if known else ""]
+            cells += [f"{r.kl_2021:.3f}", f"{r.kl_tuned:.3f}",
+                      f"{r.difference:+.3f} +- {r.difference_se:.3f}"] if known else [""] * 3
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -378,21 +381,12 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
             f"--agents: {', '.join(untuned)} not tuned yet (experiments.tune_references "
             f"--ship); allowed with --agent-configs tuned: some of {', '.join(overrides)}"
         )
-    tuned_ones = listed(args.tuned)
-    if args.tuned is not None and not tuned_ones:
-        raise InputError(f"--tuned: got {args.tuned!r}; allowed: a comma-separated list of "
-                         f"tuned agents ({', '.join(tuned_configs())})")  # fmt: skip
-    if tuned_ones and args.select is not None:
+    if args.tuned is not None and args.select is not None:
         raise InputError("--tuned: not with --select (which chooses every agent's config); "
                          "allowed: one of the two")  # fmt: skip
-    if tuned_ones:
+    if args.tuned is not None:  # agents of --agents that are tuned, each once
         chosen = tuned_configs()
-        bad = [a for a in tuned_ones if a not in chosen or a not in names]
-        if bad:
-            raise InputError(
-                f"--tuned: got {bad[0]!r}; allowed: agents of --agents that are tuned "
-                f"({', '.join(a for a in chosen if a in names) or 'none'})"
-            )
+        tuned_ones = split_choices(args.tuned, "--tuned", [a for a in chosen if a in names])
         overrides |= {a: chosen[a] for a in tuned_ones}
     ids = generative.sweep_ids(SWEEP)
     taus = split_choices(args.taus, "--taus", TAUS, cast=int)
@@ -435,22 +429,28 @@ def _store_to_read(args, stack: contextlib.ExitStack) -> str:
 
 
 def _reported(jobs: Sequence, results: str, shipped_only: bool) -> tuple[set[str], list[int]]:
-    """`--report`: the keys of the seed groups every agent finished, and those groups."""
+    """`--report`: the keys of the seed groups every agent finished, and those groups; a
+    tau none of whose groups is finished is said (the table leaves it out)."""
+    import generative
     from experiments.console import stored_keys
 
     stored = stored_keys(results) if Path(results).exists() else set()  # none shipped
     groups = finished_groups(jobs, stored)
+    each = {a: finished_groups([j for j in jobs if j.agent == a], stored)
+            for a in dict.fromkeys(j.agent for j in jobs)}  # fmt: skip
+    said = "; ".join(f"{a}: {', '.join(map(str, g)) or 'none'}" for a, g in each.items())
     if not groups:
         held = "the package's shipped runs hold" if shipped_only else f"{results!r} has"
-        each = {a: finished_groups([j for j in jobs if j.agent == a], stored)
-                for a in dict.fromkeys(j.agent for j in jobs)}  # fmt: skip
-        said = "; ".join(f"{a}: {', '.join(map(str, g)) or 'none'}" for a, g in each.items())
         raise InputError(
             f"--results: {held} no seed group that every agent finished (finished groups: "
             f"{said}); allowed: a results store of this reproduction that does (a run "
             "without --report computes the rest)"
         )
     print(f"seed groups every agent finished: {groups}", file=sys.stderr)
+    tau = {p: generative.problem_settings(p)["tau"] for p in {j.problem_id for j in jobs}}
+    for left in sorted(set(tau.values()) - {tau[p] for p in tau if group_of(p) in groups}):
+        print(f"not tabled: tau = {left}, no seed group of it that every agent finished "
+              f"({said}); --taus chooses", file=sys.stderr)  # fmt: skip
     return {j.key for j in jobs if group_of(j.problem_id) in groups}, groups
 
 

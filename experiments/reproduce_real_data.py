@@ -159,10 +159,16 @@ def parse_grid(pairs: Sequence[str], fields: dict[str, dict]) -> dict[str, list[
                 f"{'has' if len(having) == 1 else 'have'} it); allowed: a field of "
                 "every agent given"
             )
-        values = grid_values(text, any(takes_list(f[key]) for f in fields.values()))
-        if "" in values:
+        lists = any(takes_list(f[key]) for f in fields.values())
+        values = grid_values(text, lists)
+        items = [i.strip() for v in values for i in v.split(",")] if lists else values
+        if "" in items:  # `hidden_sizes=,50` would be [50], `l2_weight_decay=1,,2` two values
             raise InputError(f"--grid: got {pair!r}, which has an empty value; allowed: "
                              f"{GRID_FORM}")  # fmt: skip
+        twice = next((v for n, v in enumerate(values) if v in values[:n]), None)
+        if twice is not None:
+            raise InputError(f"--grid: got {pair!r}, which gives {twice} twice; allowed: "
+                             "each value once")  # fmt: skip
         grid[key] = values
     return grid
 

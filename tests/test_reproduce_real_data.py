@@ -233,6 +233,10 @@ def test_the_figures_log_axis_labels_never_overlap(tmp_path):
           "--plan"], "--grid: got l2_weight_decay twice; allowed: each field once"),
         (["--agents", "mlp", "--grid", "l2_weight_decay=1,,10", "--plan"],
          "--grid: got 'l2_weight_decay=1,,10', which has an empty value"),
+        (["--agents", "mlp", "--grid", "hidden_sizes=,50", "--plan"],  # it ran [50]
+         "--grid: got 'hidden_sizes=,50', which has an empty value"),
+        (["--agents", "mlp", "--grid", "l2_weight_decay=1,1", "--plan"],  # it ran one config
+         "--grid: got 'l2_weight_decay=1,1', which gives 1 twice; allowed: each value once"),
         (["--agents", "mlp,,bbb", "--plan"], "--agents: got 'mlp,,bbb', which has an empty item"),
         (["--agents", "mlp,mlp", "--plan"], "--agents: got 'mlp,mlp', which names mlp twice"),
         (["--report", "--plan"], "--report: not with --plan; allowed: one of the two"),
