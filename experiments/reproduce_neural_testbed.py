@@ -186,11 +186,12 @@ def ranks(table: pd.DataFrame, column: str) -> pd.Series:
     return table.groupby("tau")[column].rank(method="min").astype("Int64")
 
 
-def against_2021(results: str, tuned_jobs: Sequence, base_jobs: Sequence) -> pd.DataFrame:
+def against_2021(results: str, tuned_jobs: Sequence, base_jobs: Sequence,
+                 within: Sequence[int] | None = None) -> pd.DataFrame:  # fmt: skip
     """Per agent of `tuned_jobs` and tau: its 2021 config's KL and the tuned one's minus it,
     both over the 2021 mlp's (`base_jobs`: those two configs' jobs), on the seed groups
-    where all three are stored; the difference's standard error is across those groups
-    (paired: each group's problems are the same for both configs)."""
+    (of `within`, the table's, when given) where all three are stored; the difference's
+    standard error is across those groups (paired: the same problems for both configs)."""
     import generative
     import leaderboard.execution.results
 
@@ -204,6 +205,7 @@ def against_2021(results: str, tuned_jobs: Sequence, base_jobs: Sequence) -> pd.
                        for jobs, a in ((tuned_jobs, agent), (base_jobs, agent),
                                        (base_jobs, NORMALISER)))  # fmt: skip
             groups = finished_groups(t + d + m, set(kl.index))
+            groups = [g for g in groups if within is None or g in within]
             if not groups:
                 continue
 
@@ -492,7 +494,7 @@ def _table(
     table["config"] = [("tuned" if a in tuned else "selected" if args.select is not None
                         else args.agent_configs) for a in table["agent"]]  # fmt: skip
     if tuned:  # beside each tuned agent: its 2021 config, and the paired difference
-        paired = against_2021(results, [j for j in jobs if j.agent in tuned], base)
+        paired = against_2021(results, [j for j in jobs if j.agent in tuned], base, groups)
         table = table.merge(paired, on=["agent", "tau"], how="left")
     return table, out, groups, failed, refusal
 

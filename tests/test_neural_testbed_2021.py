@@ -441,6 +441,8 @@ def test_a_tuned_agent_is_set_beside_its_2021_config_paired_by_seed_group(tmp_pa
     assert row.loc[("bbb", 100), "kl_2021"] == pytest.approx((0.6 + 0.8) / 2 / 0.4)
     assert row.loc[("bbb", 100), "difference"] == pytest.approx(sum(gaps) / 2)
     assert row.loc[("bbb", 100), "difference_se"] == pytest.approx(abs(gaps[0] - gaps[1]) / 2)
+    one = rnt.against_2021(str(tmp_path / "r.db"), tuned, base, within=[0])  # the table's
+    assert one["difference"].tolist() == pytest.approx([gaps[0]])  # groups only
     keys = {j.key for j in tuned} | {j.key for j in base if j.agent == "mlp"}
     table = rnt.summary_table(tmp_path / "r.db", keys)
     table["config"] = table["agent"].map({"mlp": "2021", "bbb": "tuned"})
