@@ -39,6 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from experiments.comma_lists import LISTS, split_items
+
 PACKAGES = ("agents", "generative", "testbed", "leaderboard", "experiments")
 FORMAT = 2  # bumped when the index's layout changes
 KEEP = 8  # index files kept in the folder (the newest)
@@ -320,8 +322,10 @@ def _family(index: dict, problem_id: str) -> bool:
 def check_run(index: dict, args: Any) -> None:
     """`testbed run`'s first error, when the index can tell it; else returns."""
     sets = _sets(args.set)
-    if sets is None:
-        return
+    if sets is None or _sets(args.option) is None:
+        return  # the whole way's error
+    if args.metrics:  # refused before the agent is looked at
+        split_items(args.metrics, "--metrics", what=LISTS["--metrics"], error=Answer)
     if args.agent not in index["agents"]:
         raise _unknown_agent(index, args.agent)
     settings = index["agents"][args.agent]["settings"]
@@ -380,13 +384,13 @@ def _few_seeds(text: str) -> int | None:
 
 def check_sweep(index: dict, args: Any, max_jobs: int) -> None:
     """`testbed sweep`'s first error, when the index can tell it; else returns."""
-    names = [v.strip() for text in args.agent or [] for v in text.split(",") if v.strip()]
-    seeds = _few_seeds(args.seeds)
     sets = _sets(args.set)
-    if not names or seeds is None or sets is None or args.option or "seed" in sets:
+    if sets is None or args.option or not args.sweep or args.problem:
+        return  # an error said before --agent's, or problem ids: their families' to judge
+    names = split_items(args.agent or [], "--agent", what=LISTS["--agent"], error=Answer)
+    seeds = _few_seeds(args.seeds)
+    if seeds is None or "seed" in sets:
         return
-    if not args.sweep or args.problem:
-        return  # problem ids are their families' to judge
     if args.sweep not in index["sweeps"]:
         raise Answer(
             unknown_name("sweep", args.sweep, sorted(index["sweeps"]), index["max_listed"])

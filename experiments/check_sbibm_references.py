@@ -12,7 +12,6 @@ Run: python -m experiments.check_sbibm_references [--wheel PATH] [--tasks two_mo
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -20,7 +19,7 @@ import time
 
 import numpy as np
 
-from experiments.sbibm_wheel import SOURCES, Wheel, download_wheel
+from experiments.sbibm_wheel import SOURCES, Wheel, WheelError, download_wheel
 
 NUM_SAMPLES = 10_000
 
@@ -50,27 +49,37 @@ def table(values: dict[str, dict[int, float]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    from experiments.console import OneLineParser
+
+    parser = OneLineParser(description=__doc__.splitlines()[0], name="check_sbibm_references")
     parser.add_argument("--wheel", help="a downloaded sbibm-1.1.0 wheel (default: pip download)")
     parser.add_argument("--tasks", default=",".join(SOURCES), help="comma-separated task names")
     parser.add_argument("--num-samples", type=int, default=NUM_SAMPLES)
     parser.add_argument("--out", default="sbibm_reference_c2st.json", help="JSON of every value")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     from testbed import threefry_cpu
 
     threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
+    from experiments.console import EXIT_ENVIRONMENT, bad_input, check_range, split_choices
     from leaderboard.outputs import check_output_path, write_atomically
     from testbed.errors import InputError
 
-    try:
-        check_output_path("--out", args.out)  # before the hours of checks
+    try:  # before the hours of checks
+        tasks = split_choices(args.tasks, "--tasks", list(SOURCES))
+        check_range("--num-samples", args.num_samples, 1, NUM_SAMPLES)
+        check_output_path("--out", args.out)
+        wheel = Wheel(args.wheel, "--wheel") if args.wheel else None
     except InputError as e:
-        sys.exit(f"check_sbibm_references: error: {e}")
+        sys.exit(bad_input("check_sbibm_references", e))
     values = {}
     with tempfile.TemporaryDirectory() as folder:
-        wheel = Wheel(args.wheel or download_wheel(folder))
-        for task in args.tasks.split(","):
+        try:
+            wheel = wheel or Wheel(download_wheel(folder))
+        except WheelError as e:  # no package index here: the machine's, not the input's
+            print(f"check_sbibm_references: error: {e}", file=sys.stderr)
+            sys.exit(EXIT_ENVIRONMENT)
+        for task in tasks:
             start = time.perf_counter()
             values[task] = check_task(wheel, task, num_samples=args.num_samples)
             shown = ", ".join(f"{v:.3f}" for v in values[task].values())

@@ -26,6 +26,7 @@ from typing import Any
 
 from experiments import catalog, cli_parser
 from experiments.cli_parser import RESULTS
+from experiments.comma_lists import LISTS, split_items
 from experiments.console import (
     EXIT_BROKEN_PIPE,
     EXIT_JOBS_FAILED,
@@ -48,17 +49,13 @@ MAX_JOBS = 1_000_000  # one sweep's jobs: leaderboard.execution.sweeping.MAX_JOB
 MAX_FAILURES_SHOWN = 10
 
 
-def _split(values: Sequence[str] | None) -> list[str]:
-    return [v.strip() for text in values or [] for v in text.split(",") if v.strip()]
-
-
 def _import_user_modules(specs: Sequence[str] | None) -> Any:
     """Imports the modules --import names (the user's own agents and problems register
     there), once: returns them imported (`leaderboard.execution.sweeping.UserModules`),
     which the library takes as they are."""
     from leaderboard.execution.sweeping import import_modules
 
-    return import_modules(_split(specs))
+    return import_modules(split_items(specs, "--import", what=LISTS["--import"]) if specs else [])
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -75,10 +72,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from testbed.metrics.one_sample import rejection_notes
 
     _import_user_modules(args.imports)
+    overrides = parse_pairs(args.set or [])
+    problem_options = parse_pairs(args.option or [], "--option")
+    metrics = args.metrics and split_items(args.metrics, "--metrics", what=LISTS["--metrics"])
     agent, options, quality = run_one(
-        args.agent, args.problem, seed=args.seed, overrides=parse_pairs(args.set or []),
-        options=parse_pairs(args.option or [], "--option"),
-        metrics=_split(args.metrics) if args.metrics else None,
+        args.agent, args.problem, seed=args.seed, overrides=overrides, options=problem_options,
+        metrics=metrics,
     )  # fmt: skip
     if not args.json:
         title = f"{agent.name} on {args.problem}"
@@ -123,15 +122,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     options = parse_pairs(args.option or [], "--option")
     if bool(args.sweep) == bool(args.problem):
         raise InputError("give exactly one of --sweep NAME or --problem ID[,ID...]")
-    problems = args.sweep or _split(args.problem)
-    if not problems:
-        raise InputError(
-            f"--problem: got {','.join(args.problem)!r}; allowed: one or more problem ids "
-            "such as coin/0,coin/1"
-        )
+    problems = args.sweep or split_items(args.problem, "--problem", what=LISTS["--problem"])
+    names = split_items(args.agent, "--agent", what=LISTS["--agent"])
     summary = sweep(
-        _split(args.agent), problems, seeds=args.seeds, configs=args.configs,
-        overrides=overrides, options=options, results=args.results, executor=args.executor,
+        names, problems, seeds=args.seeds, configs=args.configs, overrides=overrides,
+        options=options, results=args.results, executor=args.executor,
         workers=args.workers, timeout=DEFAULT_TIMEOUT if args.timeout is None else args.timeout,
         address=args.address, imports=imports, retry_failed=args.retry_failed,
         share_training=not args.train_per_job, progress=not args.quiet,

@@ -11,7 +11,7 @@ Run: .venv/bin/python -m experiments.conjugate_power [--trials 200] [--c2st-tria
 
 from __future__ import annotations
 
-import argparse
+import sys
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -97,19 +97,31 @@ def power_table(name: str, trials: int, num_samples: int = 200, c2st_trials: int
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    from experiments.console import OneLineParser
+
+    parser = OneLineParser(description=__doc__.splitlines()[0], name="conjugate_power")
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--c2st-trials", type=int, default=50, help="0: no C2ST column")
     parser.add_argument("--num-samples", type=int, default=200)
     parser.add_argument("--problems", default="mvn_known_cov/corr3,wyb/18,niw/2")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    from experiments.console import bad_input, check_range, split_choices
+    from generative.conjugate import PROBLEMS
     from testbed import threefry_cpu
+    from testbed.errors import InputError
 
+    try:  # before any problem's trials
+        names = split_choices(args.problems.replace("conjugate/", ""), "--problems", list(PROBLEMS))
+        check_range("--trials", args.trials, 1, 100_000)
+        check_range("--c2st-trials", args.c2st_trials, 0, 100_000)
+        check_range("--num-samples", args.num_samples, 2, 1_000_000)
+    except InputError as e:
+        sys.exit(bad_input("conjugate_power", e))
     threefry_cpu.install()  # the entry point's: testbed's threefry lowering (same bits)
     print(f"| problem | injected error | {' | '.join(TESTS)} |")
     print("|---|---|" + "---|" * len(TESTS))
-    for name in args.problems.split(","):
+    for name in names:
         print("\n".join(power_table(name, args.trials, args.num_samples, args.c2st_trials)))
 
 

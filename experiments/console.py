@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from experiments.comma_lists import split_choices, split_items  # noqa: F401  (here too)
+
 EXIT_OK = 0
 EXIT_JOBS_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -499,31 +501,3 @@ def import_hint(command: str, message: str) -> str:
         return ""
     found = re.match(r"(agent|problem family|sweep): got '([^']*)'", message)
     return catalog.import_hint(found.group(1), found.group(2)) if found else ""
-
-
-def split_choices(text: str, field: str, allowed: Sequence[Any], cast: Any = str) -> list:
-    """A comma-separated option's items, each one of `allowed` (cast by `cast`) and given
-    once, else an InputError naming `field`, the closest allowed name and every allowed one
-    (an empty item, `mlp,,bbb`, or one given twice is refused, never dropped or run twice)."""
-    from testbed.errors import InputError
-
-    texts = [t.strip() for t in text.split(",")]
-    try:
-        items = [cast(t) for t in texts if t]
-    except ValueError:
-        raise InputError(f"{field}: got {text!r}; allowed: comma-separated integers") from None
-    shown = ", ".join(map(str, allowed))
-    bad = [i for i in items if i not in allowed]
-    if not items or bad:
-        from testbed.config import did_you_mean
-
-        near = did_you_mean(bad[0], map(str, allowed)) if bad else ""
-        raise InputError(f"{field}: got {text!r}{near}; allowed: a comma-separated list of {shown}")
-    if "" in texts:
-        raise InputError(f"{field}: got {text!r}, which has an empty item; allowed: a "
-                         f"comma-separated list of {shown}")  # fmt: skip
-    twice = next((i for n, i in enumerate(items) if i in items[:n]), None)
-    if twice is not None:
-        raise InputError(f"{field}: got {text!r}, which names {twice} twice; allowed: each "
-                         f"once, a comma-separated list of {shown}")  # fmt: skip
-    return items

@@ -423,12 +423,12 @@ def check_applies(measures: Sequence[str], problems: Sequence[str]) -> None:
 
 
 def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        sizes = []
-    if not sizes or any(not 2 <= n <= 100_000 for n in sizes):  # a spread needs 2 draws
-        raise InputError(f"--sizes: got {text!r}; allowed: comma-separated integers 2 to 100000")
+    from experiments.console import split_items
+
+    allowed = "integers 2 to 100000"  # a spread needs 2 draws
+    sizes = split_items(text, "--sizes", int, allowed)
+    if any(not 2 <= n <= 100_000 for n in sizes):
+        raise InputError(f"--sizes: got {text!r}; allowed: a comma-separated list of {allowed}")
     return sizes
 
 

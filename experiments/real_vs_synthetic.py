@@ -11,14 +11,13 @@ resampled with replacement). Small defaults run in about a minute:
 An in-process quick look (shrunk estimators, nothing stored); the full reproduction,
 through a results store, is `python -m experiments.reproduce_real_data`.
 
-`--grid key=v1,v2` (repeatable, cartesian product) builds the configs; without it the
+`--grid key=v1,v2` (one per field, cartesian product) builds the configs; without it the
 agent's registered sweep is used (first --max-configs). `--num-test-seeds` /
 `--num-enn-samples` shrink every problem's estimator (0 keeps the problem's own N, M).
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
 from collections.abc import Sequence
@@ -29,13 +28,14 @@ import numpy as np
 import agents
 import generative
 import testbed
-from experiments.console import bad_input
+from experiments.console import OneLineParser, bad_input, check_range, parse_pairs
 from experiments.correlation import bootstrap_pairs as bootstrap_correlation
 from generative.registry import FAMILIES
 from testbed.errors import InputError
 
 DEFAULT_SYNTHETIC = "classification_test"
 DEFAULT_REAL = "real_offline_test"
+MIN_CONFIGS = 3  # a correlation across fewer is not one (experiments.correlation)
 
 
 def agent_configs(
@@ -124,29 +124,39 @@ def correlations(
     return out
 
 
-def _parse_pairs(pairs: Sequence[str], flag: str, multi: bool) -> dict[str, Any]:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise InputError(
-                f"{flag}: got {pair!r}; allowed: key=value" + (",..." if multi else "")
-            )
-        key, value = pair.split("=", 1)
-        out[key.strip()] = [v.strip() for v in value.split(",")] if multi else value.strip()
-    return out
+def _ids(spec: str, field: str) -> list[str]:
+    """A sweep name, or comma-separated problem ids (each once, none empty)."""
+    from experiments.console import split_items
 
-
-def _ids(spec: str) -> list[str]:
-    """A sweep name, or comma-separated problem ids."""
     if spec in generative.sweep_names():
         return generative.sweep_ids(spec)
-    return [s for s in spec.split(",") if s]
+    ids = split_items(spec, field, what="problem ids, or a sweep name")
+    for problem_id in ids:  # before any job runs
+        try:
+            generative.problem_settings(problem_id)
+        except InputError as e:
+            said = str(e).removeprefix("problem id: ")
+            raise InputError(f"{field}: {said}; or one sweep name such as {DEFAULT_SYNTHETIC}"
+                             if problem_id in generative.sweep_names() else f"{field}: {said}"
+                             ) from None  # fmt: skip
+    return ids
+
+
+def _grid(agent: str, pairs: Sequence[str]) -> dict[str, list[str]]:
+    """`--grid key=v1,v2` options as `reproduce_real_data` reads them: each a field of the
+    agent, given once, its values each once and none empty (a list field's separated by
+    ';': hidden_sizes=50,50;100)."""
+    from agents.registry import AGENTS
+    from experiments.reproduce_real_data import parse_grid
+    from testbed.config import field_types
+
+    return parse_grid(pairs, {agent: field_types(AGENTS.get(agent).config_cls)})
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0], name="real_vs_synthetic")
     parser.add_argument("--agent", required=True)
-    parser.add_argument("--grid", action="append", default=[], help="key=v1,v2,... (repeat)")
+    parser.add_argument("--grid", action="append", default=[], help="key=v1,v2,... (one per field)")
     parser.add_argument("--set", action="append", default=[], help="key=value fixed override")
     parser.add_argument("--max-configs", type=int, default=8)
     parser.add_argument("--synthetic", default=DEFAULT_SYNTHETIC, help="sweep name or ids")
@@ -166,14 +176,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         check_output_path("--out", args.out)
 
-    configs = agent_configs(
-        args.agent,
-        _parse_pairs(args.grid, "--grid", multi=True),
-        _parse_pairs(args.set, "--set", multi=False),
-        args.max_configs,
-    )
+    ids = {"synthetic": _ids(args.synthetic, "--synthetic"), "real": _ids(args.real, "--real")}
+    grid = _grid(args.agent, args.grid)
+    check_range("--max-configs", args.max_configs, MIN_CONFIGS, 100_000)
+    configs = agent_configs(args.agent, grid, parse_pairs(args.set), args.max_configs)
+    if len(configs) < MIN_CONFIGS:  # before any job runs
+        field, what = ("--grid", "its product") if grid else ("--agent", f"{args.agent}'s sweep")
+        raise InputError(f"{field}: {what} has {len(configs)} config(s); allowed: at least "
+                         f"{MIN_CONFIGS} to correlate (--grid key=v1,v2,v3)")  # fmt: skip
     estimator = {"num_test_seeds": args.num_test_seeds, "num_enn_samples": args.num_enn_samples}
-    ids = {"synthetic": _ids(args.synthetic), "real": _ids(args.real)}
     log = (lambda *_: None) if args.quiet else print
     rows = run_jobs(configs, ids, estimator, log=log)
     result = {

@@ -146,21 +146,23 @@ def parse(argv: Sequence[str] | None):
 
 def main(argv: Sequence[str] | None = None) -> int:
     from agents.registry import AGENTS as REGISTERED
-    from experiments.console import bad_input, check_range, setup_logging, shown_tables
+    from experiments.console import (
+        bad_input,
+        check_range,
+        setup_logging,
+        shown_tables,
+        split_choices,
+    )
     from experiments.decisions_report import OUTPUTS, write
     from experiments.reproduction import run_unless_report
     from leaderboard.outputs import check_output_folder, check_output_path
     from testbed import threefry_cpu
-    from testbed.registry import unknown_name
 
     args = parse(argv)
     setup_logging()
     threefry_cpu.install()  # the entry point's: testbed's threefry lowering
     try:
-        chosen = [a for a in args.agents.split(",") if a]
-        for name in chosen:
-            if name not in REGISTERED:
-                raise unknown_name("--agents: agent", name, REGISTERED.names())
+        chosen = split_choices(args.agents, "--agents", REGISTERED.names())
         check_range("--seeds", args.seeds, 1, 10)
         check_range("--workers", args.workers, 0, 64)
         out = check_output_folder("--out", args.out, OUTPUTS, [args.results])

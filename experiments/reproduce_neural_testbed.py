@@ -369,7 +369,7 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
     """The agents, their configs' overrides and the problem ids asked for, and the --out
     folder, each checked (and the outputs' paths) before any job runs."""
     import generative
-    from experiments.console import check_range, split_choices
+    from experiments.console import check_range, split_choices, split_items
     from leaderboard.outputs import check_output_folder, check_output_path
 
     check_range("--workers", args.workers, 0, 64)
@@ -388,13 +388,19 @@ def _checked(args) -> tuple[list[str], dict[str, dict], list[str], Path]:
                          "allowed: one of the two")  # fmt: skip
     if args.tuned is not None:  # agents of --agents that are tuned, each once
         chosen = tuned_configs()
-        tuned_ones = split_choices(args.tuned, "--tuned", [a for a in chosen if a in names])
+        allowed = [a for a in chosen if a in names]
+        outside = [a for a in listed(args.tuned) if a in chosen and a not in names]
+        if outside:  # a tuned agent, but not run: its did-you-mean would mislead
+            raise InputError(f"--tuned: got {args.tuned!r}, which names {outside[0]}, an agent "
+                             f"--agents leaves out; allowed: agents of --agents "
+                             f"({', '.join(allowed) or 'none of them is tuned'})")  # fmt: skip
+        tuned_ones = split_choices(args.tuned, "--tuned", allowed)
         overrides |= {a: chosen[a] for a in tuned_ones}
     ids = generative.sweep_ids(SWEEP)
     taus = split_choices(args.taus, "--taus", TAUS, cast=int)
     ids = [i for i in ids if generative.problem_settings(i)["tau"] in taus]
-    if args.problems:
-        given = listed(args.problems)
+    if args.problems is not None:  # given, even empty (which split_items refuses)
+        given = split_items(args.problems, "--problems", what=f"problem ids of {SWEEP}")
         bad = [p for p in given if p not in ids]
         if bad:
             raise InputError(f"--problems: got {bad[0]!r}; allowed: ids of {SWEEP}"

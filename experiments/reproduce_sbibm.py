@@ -31,7 +31,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -57,20 +56,6 @@ TABLE_COLUMNS = [
     "sampling_seconds_per_run",
     "paper_minutes_per_run",
 ]
-
-
-def _split(text: str, field: str, allowed: Sequence[Any] | None = None, cast=str) -> list:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise InputError(f"{field}: got {text!r}; allowed: a comma-separated list")
-    try:
-        out = [cast(t) for t in items]
-    except ValueError:
-        raise InputError(f"{field}: got {text!r}; allowed: comma-separated integers") from None
-    for value in out:
-        if allowed is not None and value not in allowed:
-            raise InputError(f"{field}: got {value!r}; allowed: {', '.join(map(str, allowed))}")
-    return out
 
 
 def agent_overrides(pairs: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -260,7 +245,12 @@ def _paper_agents(text: str, run: Sequence[str]) -> list[str]:
         return [] if set(run) & set(PAPER_AGENTS) else list(PAPER_BESIDE_NEW)
     if text == "none":
         return []
-    return _split(text, "--paper-agents", PAPER_AGENTS)
+    from experiments.console import split_choices
+
+    try:
+        return split_choices(text, "--paper-agents", PAPER_AGENTS)
+    except InputError as e:
+        raise InputError(f"{e}; or none, or auto") from None
 
 
 def _parser():
@@ -326,13 +316,13 @@ def _run(args) -> tuple[pd.DataFrame, pd.DataFrame, Path, bool]:
     """Runs (or, with --report, reads) the reproduction: its table, the paper's curves
     drawn beside it, the --out folder, and whether a job failed."""
     import generative
-    from experiments.console import run_jobs
+    from experiments.console import run_jobs, split_choices
     from leaderboard.execution.sweeping import make_executor
 
-    tasks = _split(args.tasks, "tasks", generative.sbi.task_names())
-    budgets = _split(args.budgets, "budgets", (1_000, 10_000, 100_000), int)
-    agent_names = _split(args.agents, "agents", SBIBM_AGENTS)
-    observations = _split(args.observations, "observations", range(1, 11), int)
+    tasks = split_choices(args.tasks, "--tasks", generative.sbi.task_names())
+    budgets = split_choices(args.budgets, "--budgets", (1_000, 10_000, 100_000), int)
+    agent_names = split_choices(args.agents, "--agents", SBIBM_AGENTS)
+    observations = split_choices(args.observations, "--observations", range(1, 11), int)
     paper_agents = _paper_agents(args.paper_agents, agent_names)
     out = _check_outputs(args)
     jobs = jobs_for(tasks, budgets, agent_names, observations, agent_overrides(args.set))

@@ -62,9 +62,23 @@ def download_wheel(folder: str | Path) -> Path:
 class Wheel:
     """The files of the sbibm wheel, read without installing it."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, field: str | None = None):
+        """`field`: the option that named `path`; a path that is no wheel is then an
+        InputError naming it (a user's file), else a WheelError (a download's)."""
         self.path = Path(path)
-        self.zip = zipfile.ZipFile(self.path)
+        try:
+            self.zip = zipfile.ZipFile(self.path)
+            ours = any(n.startswith("sbibm/tasks/") for n in self.zip.namelist())
+        except (OSError, zipfile.BadZipFile) as e:
+            ours = "no such file" if isinstance(e, FileNotFoundError) else "not a readable wheel"
+        if ours is not True:
+            why = ours or "a zip without sbibm's tasks"
+            if field is None:
+                raise WheelError(f"{str(path)!r}: {why}")
+            from testbed.errors import InputError
+
+            raise InputError(f"{field}: got {str(path)!r}, {why}; allowed: the {WHEEL} file "
+                             f"(pip download --no-deps sbibm=={VERSION})")  # fmt: skip
         self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
 
     def _file(self, task: str, k: int, name: str) -> bytes:

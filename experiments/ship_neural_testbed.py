@@ -104,13 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    from experiments.console import split_choices
     from leaderboard.execution.sweeping import make_executor, run
     from leaderboard.execution.worker import enable_compilation_cache
 
-    sweeps = [s.strip() for s in args.sweeps.split(",") if s.strip()]
-    unknown = [s for s in sweeps if s not in SWEEPS]
-    if unknown or not sweeps:
-        raise InputError(f"--sweeps: got {args.sweeps!r}; allowed: some of {', '.join(SWEEPS)}")
+    sweeps = split_choices(args.sweeps, "--sweeps", list(SWEEPS))
     enable_compilation_cache()
     jobs = expected_jobs(sweeps)
     if not args.no_shipped:

@@ -86,10 +86,17 @@ def _coerce_union(args: tuple, value: Any, field: str, fail: InputError) -> Any:
 
 
 def _coerce_tuple(args: tuple, value: Any, field: str, fail: InputError) -> tuple:
-    """`value` (a sequence, or a string '1,2' / '(1, 2)') as a tuple of its element type."""
+    """`value` (a sequence, or a string '1,2' / '(1, 2)', '' the empty list) as a tuple of
+    its element type; an empty item ('50,' or ',50') is refused, never dropped."""
     if isinstance(value, str):
         text = value.strip().strip("()[]")
-        value = [v for v in text.split(",") if v.strip()] if text else []
+        items = [v.strip() for v in text.split(",")] if text.strip() else []
+        if value.strip()[:1] in ("(", "[") and len(items) > 1 and items[-1] == "":
+            items.pop()  # Python's one-item tuple, '(50,)'
+        if "" in items:
+            raise InputError(f"{field}: got {value!r}, which has an empty item; allowed: "
+                             f"{_describe(tuple[args])}")  # fmt: skip
+        value = items
     if not isinstance(value, Iterable) or isinstance(value, Mapping):
         raise fail
     inner = args[0] if args else Any

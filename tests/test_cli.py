@@ -66,12 +66,57 @@ def test_list_problems_shows_id_forms_examples_and_sweeps(capsys):
             ["run", "--agent", "mlp", "--problem", "coin/1", "--set", "hidden_sizes=abc"],
             "hidden_sizes: got 'abc'; allowed: a comma-separated list of integers (e.g. 50,50)",
         ),
+        (
+            ["run", "--agent", "mlp", "--problem", "coin/1", "--set", "hidden_sizes=50,"],
+            "agent mlp: hidden_sizes: got '50,', which has an empty item; allowed: a "
+            "comma-separated list of integers (e.g. 50,50)",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["sweep", "--agent", "uniform,,beta_bernoulli", "--sweep", "coin"],
+         "--agent: got 'uniform,,beta_bernoulli', which has an empty item; allowed: a "
+         "comma-separated list of agent names"),
+        (["sweep", "--agent", "uniform,", "--sweep", "coin"], "--agent: got 'uniform,', which "
+         "has an empty item"),
+        (["sweep", "--agent", "uniform", "--agent", "uniform", "--sweep", "coin"],
+         "--agent: got 'uniform,uniform', which names uniform twice; allowed: each once"),
+        (["sweep", "--agent", "uniform", "--problem", "coin/0,,coin/1"],
+         "--problem: got 'coin/0,,coin/1', which has an empty item; allowed: a comma-separated "
+         "list of problem ids"),
+        (["sweep", "--agent", "uniform", "--problem", "coin/0", "--problem", "coin/0"],
+         "--problem: got 'coin/0,coin/0', which names coin/0 twice"),
+        (["run", "--agent", "uniform", "--problem", "coin/0", "--metrics", "joint_kl,,kl"],
+         "--metrics: got 'joint_kl,,kl', which has an empty item"),
+        (["run", "--agent", "uniform", "--problem", "coin/0", "--metrics", "kl,kl"],
+         "--metrics: got 'kl,kl', which names kl twice"),
+        (["list", "agents", "--import", "json,"], "--import: got 'json,', which has an empty item"),
+        (["list", "agents", "--import", "json", "--import", "json"],
+         "--import: got 'json,json', which names json twice"),
+    ],
+)  # fmt: skip
+def test_an_empty_or_repeated_item_is_refused_in_one_line(
+    argv, said, tmp_path, monkeypatch, capsys
+):
+    """A comma-separated option (or one given several times) dropped an empty item and
+    ran a repeated one twice; now one reading (experiments.comma_lists) refuses both."""
+    from leaderboard.execution import sweeping
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sweeping, "sweep", lambda *_, **__: pytest.fail("a sweep ran"))
+    monkeypatch.setattr(sweeping, "run_one", lambda *_, **__: pytest.fail("a job ran"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"testbed: error: {said}"), err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_plugin_that_raises_is_one_line_exit_2(tmp_path, capsys):

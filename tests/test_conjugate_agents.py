@@ -69,6 +69,46 @@ def test_injected_errors_are_detected(kind, size, detected_by):
         assert rates[test] > 0.9, (test, rates)
 
 
+@pytest.mark.parametrize(
+    "given, said",
+    [("wyb/18,,niw/2", "which has an empty item"), ("wyb/18,", "which has an empty item"),
+     ("wyb/18,wyb/18", "which names wyb/18 twice"), ("wyb/22", "(did you mean")],
+)  # fmt: skip
+def test_the_power_table_refuses_bad_problems_before_any_trial(capsys, monkeypatch, given, said):
+    """`--problems` was not checked: a repeated problem ran twice, an empty or unknown one
+    was a traceback after the trials of those before it."""
+    from experiments import conjugate_power
+
+    monkeypatch.setattr(conjugate_power, "power_table", lambda *_: pytest.fail("trials ran"))
+    with pytest.raises(SystemExit) as ended:
+        conjugate_power.main(["--problems", given, "--trials", "1", "--c2st-trials", "0"])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"conjugate_power: error: --problems: got {given!r}")
+    assert said in err[0]
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [(["--trials", "0"], "--trials: got 0; allowed: 1 to 100000"),
+     (["--trials", "-1"], "--trials: got -1; allowed: 1 to 100000"),
+     (["--c2st-trials", "-3"], "--c2st-trials: got -3; allowed: 0 to 100000"),
+     (["--num-samples", "1"], "--num-samples: got 1; allowed: 2 to 1000000"),
+     (["--trials", "x"], "argument --trials: invalid int value: 'x'")],
+)  # fmt: skip
+def test_the_power_table_refuses_bad_sizes_in_one_line(capsys, monkeypatch, argv, said):
+    """`--trials 0` or a negative size printed a table of dashes (status 0); argparse's own
+    errors were its usage and a line (now one line, status 2, as every script)."""
+    from experiments import conjugate_power
+
+    monkeypatch.setattr(conjugate_power, "power_table", lambda *_: pytest.fail("trials ran"))
+    with pytest.raises(SystemExit) as ended:
+        conjugate_power.main(argv)
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"conjugate_power: error: {said}"]
+
+
 def test_injected_error_raises_every_kl():
     problem = generative.load("conjugate/mvn_known_cov/corr3")
     problem.use_c2st = False

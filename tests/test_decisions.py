@@ -157,6 +157,21 @@ def test_refusals_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
     assert len(err) == 1 and err[0].startswith("reproduce_decisions: error: ") and message in err[0]
 
 
+@pytest.mark.parametrize(
+    "given, said",
+    [("mlp,,ensemble", "which has an empty item"), ("mlp,", "which has an empty item"),
+     ("mlp,mlp", "which names mlp twice")],
+)  # fmt: skip
+def test_an_empty_or_repeated_agent_is_refused(tmp_path, capsys, monkeypatch, given, said):
+    """`--agents` dropped an empty item and ran a repeated agent's jobs twice."""
+    monkeypatch.setattr(reproduce_decisions, "run", lambda *_: pytest.fail("jobs ran"))
+    argv = ["--agents", given, "--results", str(tmp_path / "d.db"), "--out", str(tmp_path / "o")]
+    assert reproduce_decisions.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("reproduce_decisions: error: --agents: got"), err
+    assert f"got {given!r}, {said}; allowed: " in err[0]
+
+
 def test_the_docs_tables_are_the_report_of_the_shipped_runs(tmp_path):
     """docs/reproductions/decisions.md shows what `--report` gives on our shipped runs: a
     re-ship without the docs, or a number edited by hand, shows here."""

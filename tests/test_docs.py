@@ -378,14 +378,17 @@ def check_testbed_names(args) -> None:
     import agents
     import generative
     from experiments import catalog
-    from experiments.cli import MAX_JOBS, _split
+    from experiments.cli import MAX_JOBS
+    from experiments.comma_lists import split_items
 
     if args.command not in ("run", "sweep") or args.imports:
         return
-    for name in _split(args.agent) if args.command == "sweep" else [args.agent]:
+    for name in split_items(args.agent, "--agent") if args.command == "sweep" else [args.agent]:
         agents.load(name)
     ids = generative.sweep_ids(args.sweep) if getattr(args, "sweep", None) else []
-    for problem in ids or (_split(args.problem) if args.command == "sweep" else [args.problem]):
+    swept = args.command == "sweep"
+    given = split_items(args.problem, "--problem") if swept and args.problem else []
+    for problem in ids or (given if swept else [args.problem]):
         generative.registry.split_id(problem)
         if "file:" not in problem:  # a file the block writes first
             generative.problem_settings(problem)

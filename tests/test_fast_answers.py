@@ -117,6 +117,9 @@ ANSWERED = [
     ["sweep", "--agent", "nosuch", "--sweep", "coin", "--configs", "sweep"],
     ["sweep", "--agent", "mlp,uniform", "--sweep", "coin", "--set", "lr=3"],
     ["sweep", "--agent", "mlp", "--agent", "uniform", "--sweep", "coin", "--set", "Seeed=3"],
+    ["sweep", "--agent", "mlp,,uniform", "--sweep", "coin"],  # an empty item: refused
+    ["sweep", "--agent", "mlp", "--agent", "mlp", "--sweep", "nosuch"],  # twice, then the sweep
+    ["run", "--agent", "nosuch", "--problem", "coin/0", "--metrics", "joint_kl,"],
     ["list", "agents"],
     ["list", "agents", "--json"],
     ["list", "problems"],
@@ -148,6 +151,9 @@ LEFT_TO_THE_WHOLE_WAY = [
     ["sweep", "--agent", "nosuch", "--problem", "coin/0"],  # ids are the families' to judge
     ["sweep", "--agent", "nosuch", "--sweep", "coin", "--seeds", "3-1"],
     ["sweep", "--agent", "nosuch", "--sweep", "coin", "--seeds", "0-999999"],
+    ["sweep", "--agent", "nosuch", "--sweep", "coin", "--seeds", "0,,1"],  # the seeds' error
+    ["sweep", "--agent", "mlp,", "--sweep", "coin", "--set", "a"],  # --set's error comes first
+    ["run", "--agent", "nosuch", "--problem", "coin/0", "--option", "a"],  # --option's error
     ["list", "agents", "--import", "examples/my_agent.py"],
 ]
 

@@ -170,6 +170,17 @@ def test_typed_overrides_cover_tuples_optionals_and_bools():
         with_overrides(Cfg(), {"steps": 1.5})
     with pytest.raises(InputError, match="flag: got 'maybe'"):
         with_overrides(Cfg(), {"flag": "maybe"})
+    assert with_overrides(Cfg(), {"hidden": ""}).hidden == ()  # no hidden layer: a linear net
+    allowed = r"allowed: a comma-separated list of integers \(e.g. 50,50\)$"
+    for text in ("100,", ",100", "100,,100"):  # an item left out: it was dropped
+        with pytest.raises(InputError, match=f"^hidden: got '{text}', which has an empty item; "):
+            with_overrides(Cfg(), {"hidden": text})
+        with pytest.raises(InputError, match=allowed):
+            with_overrides(Cfg(), {"hidden": text})
+    assert with_overrides(Cfg(), {"hidden": "(100,)"}).hidden == (100,)  # Python's 1-tuple
+    assert with_overrides(Cfg(), {"hidden": "[100, 50]"}).hidden == (100, 50)
+    with pytest.raises(InputError, match="^hidden: got '\\(100,,\\)', which has an empty item"):
+        with_overrides(Cfg(), {"hidden": "(100,,)"})
 
 
 def test_agent_key_is_stable_and_config_sensitive():

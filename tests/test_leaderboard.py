@@ -466,7 +466,8 @@ def test_leaderboard_formats(results_file, capsys):
         (["sweep", "--agent", "uniform", "--problem", "coin/99"], "coin/99"),
         (["sweep", "--agent", "uniform", "--sweep", "coin", "--seeds", "a"], "seeds: got 'a'"),
         (["sweep", "--agent", "uniform", "--sweep", "coin", "--set", "seed=3"], "--seeds"),
-        (["sweep", "--agent", ",", "--sweep", "coin"], "agent: got no agent name"),
+        (["sweep", "--agent", ",", "--sweep", "coin"], "--agent: got ','; allowed: a "
+         "comma-separated list of agent names (testbed list agents)"),
         (["leaderboard", "--tau", "3"], "tau: got 3"),
         (["leaderboard", "--normalize", "mlp"], "normalize: got 'mlp'"),
         # was: "c2st rows have no task setting; allowed: a setting named one of: task, ..."

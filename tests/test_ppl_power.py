@@ -128,6 +128,10 @@ def test_shipped_trials_are_reported_on_a_fresh_install(tmp_path, capsys, monkey
         (["--problems", "wyb/22"], "--problems", "wyb/1"),
         (["--sizes", "0"], "--sizes", "integers 2 to"),
         (["--sizes", "1"], "--sizes", "integers 2 to"),
+        (["--sizes", "10,,20"], "--sizes", "got '10,,20', which has an empty item; allowed: a"),
+        (["--sizes", "10,,20"], "--sizes", "comma-separated list of integers 2 to 100000"),
+        (["--sizes", "10,"], "--sizes", "which has an empty item"),
+        (["--sizes", "10,10"], "--sizes", "got '10,10', which names 10 twice; allowed: each once"),
         (["--measures", "mahalanobis", "--problems", "wyb/9"], "--measures", "wyb/1-6"),
         (["--report", "--ship", "README.md"], "--ship", ".csv.gz"),
         (["--report", "--out", "README"], "--out", ".md"),
@@ -135,7 +139,8 @@ def test_shipped_trials_are_reported_on_a_fresh_install(tmp_path, capsys, monkey
         (["--c2st-trials", "-1"], "--c2st-trials", "0 to 10000"),
     ],
 )
-def test_bad_input_is_one_line_with_status_2(tmp_path, capsys, args, field, allowed):
+def test_bad_input_is_one_line_with_status_2(tmp_path, capsys, monkeypatch, args, field, allowed):
+    monkeypatch.setattr(pp, "run", lambda *_: pytest.fail("cells ran"))
     assert pp.main(["--results", str(tmp_path / "x.db"), *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"ppl_power: error: {field}: got"), err

@@ -793,6 +793,40 @@ def test_real_vs_synthetic_runs_on_a_toy_sweep(tmp_path):
     assert len(out.read_text().strip().splitlines()) == 1 + 3 * 2  # header + configs x problems
 
 
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--synthetic", "coin/1,,coin/2"], "--synthetic: got 'coin/1,,coin/2', which has an "
+                                            "empty item; allowed: a comma-separated list of "
+                                            "problem ids, or a sweep name"),
+        (["--real", "real/iris/1/1,"], "--real: got 'real/iris/1/1,', which has an empty item"),
+        (["--real", "coin/1,coin/1"], "--real: got 'coin/1,coin/1', which names coin/1 twice"),
+        (["--grid", "pseudo_count=0,,10"], "--grid: got 'pseudo_count=0,,10', which has an empty"),
+        (["--grid", "pseudo_count=1,1"], "--grid: got 'pseudo_count=1,1', which gives 1 twice"),
+        # refused before any job ran, the option named (were: after the synthetic jobs)
+        (["--real", "coin/1,real/iris/1/99x"], "--real: got 'real/iris/1/99x'; allowed: "),
+        (["--synthetic", "classification_test,coin/1"], "--synthetic: got 'classification_test'"),
+        (["--grid", "pseudo_count=1,2"], "--grid: its product has 2 config(s); allowed: at "),
+        (["--max-configs", "-1"], "--max-configs: got -1; allowed: 3 to 100000"),
+        (["--seed", "x"], "argument --seed: invalid int value: 'x'"),  # one line, not usage
+    ],
+)  # fmt: skip
+def test_real_vs_synthetic_refuses_an_empty_or_repeated_item(monkeypatch, capsys, argv, said):
+    """Empty items were dropped, repeated ones run twice (`--grid` values: a config twice)."""
+    import runpy
+    import sys
+
+    from experiments import real_vs_synthetic as rvs
+
+    monkeypatch.setattr(sys, "argv", ["real_vs_synthetic", "--agent", "average_class_probs", *argv])
+    monkeypatch.setattr(testbed, "evaluate", lambda *_: pytest.fail("a job ran"))
+    with pytest.raises(SystemExit) as ended:
+        runpy.run_path(rvs.__file__, run_name="__main__")
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"real_vs_synthetic: error: {said}"), err
+
+
 def test_a_changed_data_file_is_not_scored_with_its_old_results(tmp_path, monkeypatch, capsys):
     """Results of `real/file:<path>/...` are of the file as it was: with other contents at
     the same path, a sweep into the same results refuses (it reused the old scores and

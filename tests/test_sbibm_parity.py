@@ -536,11 +536,15 @@ def test_reproduce_sbibm_refuses_bad_input(capsys, tmp_path):
     out, store = tmp_path / "out", tmp_path / "out" / "table.md"
 
     for args, message in (
-        (["--tasks", "two_moon"], "tasks: got 'two_moon'; allowed: gaussian_linear"),
-        (["--budgets", "500"], "budgets: got 500; allowed: 1000, 10000, 100000"),
-        (["--budgets", "1e3"], "budgets: got '1e3'; allowed: comma-separated integers"),
-        (["--agents", "npe,mlp"], "agents: got 'mlp'; allowed: npe, snpe"),
-        (["--observations", "0"], "observations: got 0; allowed: 1, 2"),
+        (["--tasks", "two_moon"], "--tasks: got 'two_moon' (did you mean 'two_moons'?)"),
+        (["--tasks", "two_moon"], "allowed: a comma-separated list of gaussian_linear"),
+        (["--budgets", "500"], "--budgets: got '500'; allowed: a comma-separated list of 1000, "),
+        (["--budgets", "1e3"], "--budgets: got '1e3'; allowed: a comma-separated list of 1000"),
+        (["--agents", "npe,mlp"], "--agents: got 'npe,mlp', which names 'mlp'; allowed: a "
+                                  "comma-separated list of "),
+        (["--tasks", "slcp,two_moon"], "--tasks: got 'slcp,two_moon', which names 'two_moon' "
+                                       "(did you mean 'two_moons'?); allowed: "),
+        (["--observations", "0"], "--observations: got '0'; allowed: a comma-separated list of "),
         (["--set", "max_num_epochs=3"], "--set: got 'max_num_epochs=3'; allowed: agent.field"),
         (["--agents", "npe", "--set", "nep.max_num_epochs=3"], "agent 'nep', which this run"),
         (["--out", __file__], "--out: got"),
@@ -552,6 +556,83 @@ def test_reproduce_sbibm_refuses_bad_input(capsys, tmp_path):
         assert reproduce_sbibm.main(args) == 2, args
         assert message in capsys.readouterr().err
     assert not (tmp_path / "new.db").exists() and not store.exists()  # refused before a store
+
+
+@pytest.mark.parametrize(
+    "option, given, said",
+    [
+        ("--tasks", "two_moons,,slcp", "which has an empty item"),
+        ("--tasks", "two_moons,", "which has an empty item"),
+        ("--budgets", "1000,1000", "which names 1000 twice"),
+        ("--agents", "npe,npe", "which names npe twice"),
+        ("--observations", "1,,2", "which has an empty item"),
+        ("--paper-agents", "npe,,nle", "which has an empty item"),
+    ],
+)
+def test_reproduce_sbibm_refuses_an_empty_or_repeated_item(
+    tmp_path, capsys, monkeypatch, option, given, said
+):
+    """They were dropped or run twice: `--tasks two_moons,,slcp` ran two tasks."""
+    from experiments import console, reproduce_sbibm
+
+    monkeypatch.setattr(console, "run_jobs", lambda *_: pytest.fail("jobs ran"))
+    argv = [option, given, "--results", str(tmp_path / "r.db"), "--out", str(tmp_path / "out")]
+    assert reproduce_sbibm.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"reproduce_sbibm: error: {option}: got"), err
+    assert f"got {given!r}, {said}; allowed: " in err[0]
+    if option == "--paper-agents":  # its two words are allowed too
+        assert err[0].endswith("; or none, or auto"), err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [("two_moons,,slcp", "which has an empty item"), ("slcp,slcp", "which names slcp twice"),
+     ("two_moon", "(did you mean 'two_moons'?)")],
+)  # fmt: skip
+def test_check_sbibm_references_refuses_bad_tasks_before_any_download(
+    tmp_path, capsys, monkeypatch, given, said
+):
+    """Its tasks were not checked: an empty one failed after hours of checks of the others."""
+    from experiments import check_sbibm_references
+
+    downloaded = lambda *_: pytest.fail("the wheel was downloaded")  # noqa: E731
+    monkeypatch.setattr(check_sbibm_references, "download_wheel", downloaded)
+    with pytest.raises(SystemExit) as ended:
+        check_sbibm_references.main(["--tasks", given, "--out", str(tmp_path / "c.json")])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("check_sbibm_references: error: --tasks: got"), err
+    assert said in err[0]
+
+
+def test_check_sbibm_references_refuses_a_wheel_it_cannot_read(tmp_path, capsys, monkeypatch):
+    """A `--wheel` that is missing, no zip or another zip was a traceback (status 1)."""
+    import zipfile
+
+    from experiments import check_sbibm_references
+
+    monkeypatch.setattr(check_sbibm_references, "check_task", lambda *_: pytest.fail("ran"))
+    (tmp_path / "text.whl").write_text("not a zip")
+    with zipfile.ZipFile(tmp_path / "other.whl", "w") as other:
+        other.writestr("other/__init__.py", "")
+    for name, why in [("missing.whl", "no such file"), ("text.whl", "not a readable wheel"),
+                      ("other.whl", "a zip without sbibm's tasks")]:  # fmt: skip
+        wheel = str(tmp_path / name)
+        with pytest.raises(SystemExit) as ended:
+            check_sbibm_references.main(["--wheel", wheel, "--out", str(tmp_path / "c.json")])
+        assert ended.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"check_sbibm_references: error: --wheel: got {wheel!r}, {why}; allowed: "
+                       "the sbibm-1.1.0-py2.py3-none-any.whl file (pip download --no-deps "
+                       "sbibm==1.1.0)"]  # fmt: skip
+    with pytest.raises(SystemExit) as ended:
+        check_sbibm_references.main(["--num-samples", "0", "--out", str(tmp_path / "c.json")])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "check_sbibm_references: error: --num-samples: got 0; allowed: 1 to 10000"
+    )
 
 
 @pytest.mark.slow

@@ -348,6 +348,23 @@ def test_the_neural_testbed_source_covers_every_reference_agent(tmp_path, capsys
     assert ship.main(["run", "--sweeps", "nope"]) == 2
 
 
+@pytest.mark.parametrize(
+    "given, said",
+    [("regression,,classification_2d", "which has an empty item"), ("regression,", "which has an "
+     "empty item"), ("regression,regression", "which names regression twice")],
+)  # fmt: skip
+def test_ship_run_refuses_an_empty_or_repeated_sweep(tmp_path, capsys, monkeypatch, given, said):
+    """`--sweeps` dropped an empty item and ran a repeated sweep's jobs twice."""
+    from experiments import ship_neural_testbed as ship
+
+    monkeypatch.setattr(ship, "expected_jobs", lambda *_: pytest.fail("jobs planned"))
+    assert ship.main(["run", "--sweeps", given, "--results", str(tmp_path / "r.db")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ship_neural_testbed: error: --sweeps: got"), err
+    assert f"got {given!r}, {said}; allowed: " in err[0]
+    assert list(tmp_path.iterdir()) == []
+
+
 def _docs_table(path: str, header: str) -> dict[str, list[str]]:
     """A markdown table of a docs page: first column -> the other cells."""
     from pathlib import Path

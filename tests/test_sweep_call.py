@@ -57,6 +57,8 @@ def test_the_call_and_its_module_are_apart():
     "kwargs, said",
     [
         ({"seeds": "0,5-2"}, "--seeds: got '0,5-2', whose range '5-2' runs backwards"),
+        ({"seeds": "0,,1"}, "--seeds: got '0,,1', which has an empty item; allowed: integers"),
+        ({"seeds": "0,"}, "--seeds: got '0,', which has an empty item"),
         ({"seeds": "0-10000000"}, "sweep: got 10,000,001 jobs"),
         ({"seeds": [0, -1]}, "seeds: got [0, -1]; allowed: integers >= 0"),
         ({"problems": ["coin/0", "nosuch/1"]}, "problem family: got 'nosuch'"),

@@ -88,15 +88,17 @@ def test_a_sweeps_seeds_are_parsed_once(monkeypatch):
 
 ALLOWED = "integers >= 0 like 0,1,2 or a range like 0-4"
 # (given, what the sweep's size check says, what the seeds are): as the three readings that
-# AgentSeeds replaces said them (sweeping.count_seeds, jobs.parse_seeds)
+# AgentSeeds replaces said them (sweeping.count_seeds, jobs.parse_seeds), but an empty item,
+# which they dropped, is refused as every comma-separated option's is
+EMPTY = "which has an empty item; allowed: integers >= 0 like 0,1,2 or a range like 0-4"
 SEEDS = [
     ("0", 1, [0]),
     ("0,2", 2, [0, 2]),
     ("1-3,3", 4, [1, 2, 3]),
     ("0-4,0-4", 10, [0, 1, 2, 3, 4]),
     (" 1 - 3 ", 3, [1, 2, 3]),
-    ("0,", 1, [0]),
-    (",,3", 1, [3]),
+    ("0,", f"--seeds: got '0,', {EMPTY}", f"seeds: got '0,'; allowed: {ALLOWED}"),
+    (",,3", f"--seeds: got ',,3', {EMPTY}", f"seeds: got ',,3'; allowed: {ALLOWED}"),
     ("+3", 1, [3]),
     ("1-+3", 1, [1, 2, 3]),
     ("1_0", 1, [10]),

@@ -27,8 +27,8 @@ ALLOWED = "integers >= 0 like 0,1,2 or a range like 0-4"
 class AgentSeeds:
     """Agent seeds as given, parsed: `count` seeds (repeats counted, ranges not expanded)
     in the (low, high) `ranges`; `early` is the error said before the sweep's size (a range
-    written backwards, a value that is no list), `refused` what is allowed when the seeds
-    are not seeds (said by `values`)."""
+    written backwards, an empty item, a value that is no list), `refused` what is allowed
+    when the seeds are not seeds (said by `values`)."""
 
     given: Any
     count: int = 0
@@ -79,7 +79,10 @@ def _of_text(text: str) -> AgentSeeds:
     digits on both sides is a range, any other part one seed), `ranges` and `refused` as
     the seeds are then read (each part an integer or `low-high`)."""
     count, early = 0, None
-    for part in (p.strip() for p in text.split(",")):
+    parts = [p.strip() for p in text.split(",")]
+    if "" in parts and text.strip():  # `0,,1` or `0,`: a seed left out, never dropped
+        early = f"--seeds: got {text!r}, which has an empty item; allowed: {ALLOWED}"
+    for part in parts:
         lo, sep, hi = part.partition("-")
         if sep and lo.strip().isdigit() and hi.strip().isdigit():
             low, high = int(lo), int(hi)
@@ -99,7 +102,7 @@ def _strict_ranges(text: str) -> tuple[tuple[tuple[int, int], ...], str | None]:
     """The (low, high) ranges of `text`, and what is allowed when they are not seeds."""
     parts = []
     try:
-        for part in [p.strip() for p in text.split(",") if p.strip()]:
+        for part in [p.strip() for p in text.split(",")]:
             lo, dash, hi = part.partition("-")  # "0-" is half a range: refused
             parts.append((int(lo), int(hi) if dash else int(lo)))
     except ValueError:
