@@ -74,7 +74,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _import_user_modules(args.imports)
     overrides = parse_pairs(args.set or [])
     problem_options = parse_pairs(args.option or [], "--option")
-    metrics = args.metrics and split_items(args.metrics, "--metrics", what=LISTS["--metrics"])
+    given = args.metrics  # --metrics, each time it was given, or None
+    metrics = split_items(given, "--metrics", what=LISTS["--metrics"]) if given else None
     agent, options, quality = run_one(
         args.agent, args.problem, seed=args.seed, overrides=overrides, options=problem_options,
         metrics=metrics,

@@ -40,6 +40,7 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 
 METHODS = {"pearson": pearson, "spearman": spearman}
+MIN_PAIRS = 3  # fewer pairs make no correlation to bootstrap
 
 
 def means_of(values: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
@@ -163,10 +164,10 @@ def _checked(
         raise InputError(
             f"units: got {sides[0].shape} and {sides[-1].shape}; allowed: equal shapes"
         )
-    if x_units.shape[0] != sides[0].shape[0] or x_units.shape[0] < 3:
+    if x_units.shape[0] != sides[0].shape[0] or x_units.shape[0] < MIN_PAIRS:
         raise InputError(
             f"agents: got {x_units.shape[0]} and {sides[0].shape[0]} rows; allowed: the same "
-            "agents on both sides, at least 3"
+            f"agents on both sides, at least {MIN_PAIRS}"
         )
     return _replicated(method, x_units, sides, num_bootstrap, seed)
 
@@ -183,8 +184,8 @@ def bootstrap_pairs(
     bootstrap interval resampling the pairs; resamples where a side is constant
     (correlation undefined) are dropped and counted."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    if len(x) < 3:
-        raise InputError(f"configs: got {len(x)}; allowed: at least 3 to correlate")
+    if len(x) < MIN_PAIRS:
+        raise InputError(f"configs: got {len(x)}; allowed: at least {MIN_PAIRS} to correlate")
     _method(method)  # checked
     (index,) = _indices(np.random.default_rng(seed), num_bootstrap, len(x))
     draws = _rowwise(method, x[index], y[index])

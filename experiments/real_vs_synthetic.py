@@ -29,13 +29,13 @@ import agents
 import generative
 import testbed
 from experiments.console import OneLineParser, bad_input, check_range, parse_pairs
+from experiments.correlation import MIN_PAIRS as MIN_CONFIGS
 from experiments.correlation import bootstrap_pairs as bootstrap_correlation
 from generative.registry import FAMILIES
 from testbed.errors import InputError
 
 DEFAULT_SYNTHETIC = "classification_test"
 DEFAULT_REAL = "real_offline_test"
-MIN_CONFIGS = 3  # a correlation across fewer is not one (experiments.correlation)
 
 
 def agent_configs(
@@ -134,11 +134,10 @@ def _ids(spec: str, field: str) -> list[str]:
     for problem_id in ids:  # before any job runs
         try:
             generative.problem_settings(problem_id)
-        except InputError as e:
-            said = str(e).removeprefix("problem id: ")
-            raise InputError(f"{field}: {said}; or one sweep name such as {DEFAULT_SYNTHETIC}"
-                             if problem_id in generative.sweep_names() else f"{field}: {said}"
-                             ) from None  # fmt: skip
+        except InputError as e:  # said with the option's name; a sweep name among ids too
+            swept = problem_id in generative.sweep_names()
+            also = f"; or one sweep name alone, such as {DEFAULT_SYNTHETIC}" if swept else ""
+            raise InputError(f"{field}: {str(e).removeprefix('problem id: ')}{also}") from None
     return ids
 
 

@@ -51,7 +51,10 @@ class WheelError(RuntimeError):
 def download_wheel(folder: str | Path) -> Path:
     """Downloads the sbibm wheel with pip into `folder` (no dependencies)."""
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", f"sbibm=={VERSION}", "-d"]
-    proc = subprocess.run([*cmd, str(folder)], capture_output=True, text=True, timeout=600)
+    try:
+        proc = subprocess.run([*cmd, str(folder)], capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise WheelError(f"pip could not download sbibm=={VERSION} in 600 s") from None
     path = Path(folder) / WHEEL
     if proc.returncode != 0 or not path.exists():
         tail = " ".join((proc.stderr or proc.stdout).split())[-300:]
@@ -66,13 +69,17 @@ class Wheel:
         """`field`: the option that named `path`; a path that is no wheel is then an
         InputError naming it (a user's file), else a WheelError (a download's)."""
         self.path = Path(path)
+        why = None
         try:
             self.zip = zipfile.ZipFile(self.path)
-            ours = any(n.startswith("sbibm/tasks/") for n in self.zip.namelist())
-        except (OSError, zipfile.BadZipFile) as e:
-            ours = "no such file" if isinstance(e, FileNotFoundError) else "not a readable wheel"
-        if ours is not True:
-            why = ours or "a zip without sbibm's tasks"
+        except FileNotFoundError:
+            why = "no such file"
+        except (OSError, zipfile.BadZipFile):
+            why = "not a readable wheel"
+        else:
+            if not any(n.startswith("sbibm/tasks/") for n in self.zip.namelist()):
+                why = "a zip without sbibm's tasks"
+        if why is not None:
             if field is None:
                 raise WheelError(f"{str(path)!r}: {why}")
             from testbed.errors import InputError

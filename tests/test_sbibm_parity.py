@@ -635,6 +635,28 @@ def test_check_sbibm_references_refuses_a_wheel_it_cannot_read(tmp_path, capsys,
     )
 
 
+def test_check_sbibm_references_without_a_package_index_is_one_line_status_3(
+    tmp_path, capsys, monkeypatch
+):
+    """pip's download failing or hanging (no index here) is the machine's fault: one line,
+    status 3, never a traceback (a hang of 600 s was a TimeoutExpired traceback)."""
+    import subprocess
+
+    from experiments import check_sbibm_references
+
+    def hangs(*_, **__):
+        raise subprocess.TimeoutExpired("pip", 600)
+
+    monkeypatch.setattr(subprocess, "run", hangs)
+    monkeypatch.setattr(check_sbibm_references, "check_task", lambda *_: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as ended:
+        check_sbibm_references.main(["--tasks", "slcp", "--out", str(tmp_path / "c.json")])
+    assert ended.value.code == 3
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "check_sbibm_references: error: pip could not download sbibm==1.1.0 in 600 s"
+    ]
+
+
 @pytest.mark.slow
 def test_reproduce_sbibm_end_to_end_on_a_tiny_grid(tmp_path, capsys):
     from experiments import reproduce_sbibm
